@@ -1,0 +1,104 @@
+//! SDK for Paddock device plugins written as WebAssembly components (world `device-plugin`
+//! of the `paddock:plugin@0.1.0` contract in `/wit`).
+//!
+//! A device plugin is stateless: every call runs in a fresh instance. Implement
+//! [`DevicePlugin`] on a unit type and export it with [`export_device_plugin!`]:
+//!
+//! ```ignore
+//! use paddock_device_sdk::{ContainerReservation, DeviceError, DeviceGroup, DevicePlugin, PluginInfo};
+//!
+//! struct NoDevices;
+//!
+//! impl DevicePlugin for NoDevices {
+//!     fn info() -> PluginInfo {
+//!         PluginInfo::new("none", env!("CARGO_PKG_VERSION"))
+//!     }
+//!     fn fingerprint() -> Result<Vec<DeviceGroup>, DeviceError> {
+//!         Ok(Vec::new())
+//!     }
+//!     fn reserve(ids: Vec<String>) -> Result<ContainerReservation, DeviceError> {
+//!         Err(DeviceError::UnknownDevice(ids.join(",")))
+//!     }
+//! }
+//!
+//! paddock_device_sdk::export_device_plugin!(NoDevices);
+//! ```
+
+extern crate self as paddock_device_sdk;
+
+pub mod host;
+mod types;
+
+#[doc(hidden)]
+pub use wit_bindgen::rt as __rt;
+
+/// Bindings generated from the contract; use the re-exports at the crate root instead.
+#[doc(hidden)]
+#[allow(missing_docs)]
+pub mod __bindings {
+    wit_bindgen::generate!({
+        path: "../../wit",
+        world: "device-plugin",
+        pub_export_macro: true,
+        export_macro_name: "__export_device_world",
+        default_bindings_module: "paddock_device_sdk::__bindings",
+        runtime_path: "paddock_device_sdk::__rt",
+        additional_derives: [PartialEq],
+    });
+}
+
+use __bindings::exports::paddock::plugin::device as wit;
+
+pub use __bindings::paddock::plugin::info::PluginInfo;
+pub use __bindings::paddock::plugin::types::{Attribute, DeviceNode, LogLevel, Mount, StringMap};
+pub use wit::{
+    ContainerReservation, DeviceError, DeviceGroup, DeviceInstance, GroupStats, InstanceStats,
+    StatValue,
+};
+
+/// A device plugin (Nomad's DevicePlugin). Functions take no `self`: each call is a fresh
+/// instance.
+pub trait DevicePlugin {
+    /// Name and version.
+    fn info() -> PluginInfo;
+    /// The devices on this node, in groups of identical devices.
+    fn fingerprint() -> Result<Vec<DeviceGroup>, DeviceError>;
+    /// Reserves devices by id for a task: what the task gets (env, mounts, device nodes).
+    fn reserve(ids: Vec<String>) -> Result<ContainerReservation, DeviceError>;
+    /// Current stats of every device; none by default.
+    fn stats() -> Result<Vec<GroupStats>, DeviceError> {
+        Ok(Vec::new())
+    }
+}
+
+/// Adapts a [`DevicePlugin`] to the generated bindings; used by [`export_device_plugin!`].
+#[doc(hidden)]
+pub struct __Export<T>(core::marker::PhantomData<T>);
+
+impl<T: DevicePlugin> wit::Guest for __Export<T> {
+    fn info() -> PluginInfo {
+        T::info()
+    }
+    fn fingerprint() -> Result<Vec<DeviceGroup>, DeviceError> {
+        T::fingerprint()
+    }
+    fn reserve(ids: Vec<String>) -> Result<ContainerReservation, DeviceError> {
+        T::reserve(ids)
+    }
+    fn stats() -> Result<Vec<GroupStats>, DeviceError> {
+        T::stats()
+    }
+}
+
+/// Exports a [`DevicePlugin`] implementation as the component's `device` interface. Use it
+/// once, in the plugin's cdylib crate: `export_device_plugin!(MyPlugin);`.
+#[macro_export]
+macro_rules! export_device_plugin {
+    ($plugin:ty) => {
+        #[doc(hidden)]
+        type __PaddockDeviceExport = $crate::__Export<$plugin>;
+        $crate::__bindings::__export_device_world!(
+            __PaddockDeviceExport with_types_in $crate::__bindings
+        );
+    };
+}

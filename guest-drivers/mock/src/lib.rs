@@ -1,0 +1,197 @@
+//! The `mock` task driver: Nomad's mock driver as a Paddock component. Its tasks run no
+//! process: they "run" for a configured time and then exit as configured, which lets tests
+//! drive the agent's task lifecycle without real workloads.
+//!
+//! # Task config (`config { ... }` of a task with `driver = "mock"`)
+//!
+//! | field | type | meaning |
+//! | --- | --- | --- |
+//! | `run_for` | duration | how long the task runs; default 0: it exits at once |
+//! | `exit_code` | int | exit code when it exits by itself |
+//! | `exit_signal` | int | signal number when it exits by itself |
+//! | `exit_err_msg` | string | driver error reported with that exit (`exit-result.err`) |
+//! | `start_error` | string | `start` fails with this message |
+//! | `start_error_recoverable` | bool | whether that failure is recoverable |
+//! | `start_block_for` | duration | `start` sleeps this long (host `timer.sleep`) first |
+//! | `kill_after` | duration | after a stop, the task runs this long before it exits |
+//! | `signal_error` | string | `signal` fails with this message |
+//! | `stdout_string`, `stdout_repeat`, `stdout_repeat_duration` | string, int, duration | accepted, not acted on yet |
+//! | `misbehave` | object | see below |
+//!
+//! A duration is a Go duration string (`"10s"`, `"250ms"`, `"1m30s"`) or an integer of
+//! nanoseconds. Fields set to `null` count as absent; any other unknown field or wrong type
+//! is an `invalid-config` error naming the field, from `validate-config` and `start` alike.
+//!
+//! A stopped task exits `kill_after` after the stop with the stop signal's number as its
+//! signal and exit code 0, or with SIGKILL (9) when the stop's timeout comes first; a task
+//! whose own `run_for` ends first exits as configured.
+//!
+//! # Misbehaviours
+//!
+//! For testing how the agent copes with a broken driver, `"misbehave": {"op": OP, "kind":
+//! KIND}` makes one operation misbehave instead of answering:
+//!
+//! - `kind`: `loop` spins forever in pure wasm, `trap` panics (a wasm trap), `oom` allocates
+//!   and touches memory without bound, `hang` sleeps in the host (`timer.sleep(u64::MAX)`).
+//! - In a task's config, `op` is one of `start`, `wait`, `stop`, `inspect`, `signal`, `stats`,
+//!   `recover`, `destroy`; it is kept in the task's handle, so later calls misbehave too.
+//! - In the plugin config (`plugin "mock" { config { misbehave { ... } } }`), `op` may also be
+//!   `info`, `capabilities`, `validate_config` or `fingerprint`, and applies to every call of
+//!   that op, for every task.
+
+mod config;
+mod misbehave;
+mod task;
+
+use config::{Op, parse_plugin_config, parse_task_config};
+use misbehave::{check, check_plugin};
+use paddock_driver_sdk::host::{config as plugin_config, timer};
+use paddock_driver_sdk::{
+    Capabilities, Driver, DriverError, Fingerprint, PluginInfo, ResourceUsage, TaskConfig,
+    TaskHandle, TaskState, TaskStatus, WaitStatus,
+};
+use task::{Progress, signal_number};
+
+/// The mock driver.
+pub struct Mock;
+
+/// Decodes a handle's state, then misbehaves if the task's config or the plugin config
+/// names `op`.
+fn load(handle: &TaskHandle, op: Op) -> Result<task::HandleState, DriverError> {
+    check_plugin(op);
+    let state: task::HandleState = handle.state()?;
+    check(state.misbehave, op);
+    Ok(state)
+}
+
+impl Driver for Mock {
+    fn info() -> PluginInfo {
+        check_plugin(Op::Info);
+        PluginInfo::new("mock", env!("CARGO_PKG_VERSION"))
+    }
+
+    fn capabilities() -> Capabilities {
+        check_plugin(Op::Capabilities);
+        Capabilities {
+            send_signals: true,
+            ..Capabilities::default()
+        }
+    }
+
+    fn validate_config(config: &str) -> Result<(), DriverError> {
+        check_plugin(Op::ValidateConfig);
+        parse_task_config(config)
+            .map(drop)
+            .map_err(DriverError::InvalidConfig)
+    }
+
+    fn fingerprint() -> Fingerprint {
+        check_plugin(Op::Fingerprint);
+        match parse_plugin_config(&plugin_config::raw()) {
+            Ok(_) => Fingerprint::healthy().with_attribute("version", env!("CARGO_PKG_VERSION")),
+            Err(errors) => {
+                let details: Vec<String> = errors
+                    .iter()
+                    .map(|e| format!("{}: {}", e.field, e.message))
+                    .collect();
+                Fingerprint::unhealthy(format!("invalid plugin config: {}", details.join("; ")))
+            }
+        }
+    }
+
+    fn start(task: TaskConfig) -> Result<TaskHandle, DriverError> {
+        check_plugin(Op::Start);
+        let config = parse_task_config(&task.driver_config).map_err(DriverError::InvalidConfig)?;
+        check(config.misbehave, Op::Start);
+        if config.start_block_for > 0 {
+            timer::sleep(config.start_block_for);
+        }
+        if let Some(message) = config.start_error {
+            return Err(if config.start_error_recoverable {
+                DriverError::recoverable(message)
+            } else {
+                DriverError::failed(message)
+            });
+        }
+        TaskHandle::new(task.id, &task::HandleState::new(&config, timer::now()))
+    }
+
+    fn recover(handle: TaskHandle) -> Result<TaskHandle, DriverError> {
+        load(&handle, Op::Recover)?;
+        Ok(handle)
+    }
+
+    fn wait(handle: TaskHandle) -> Result<WaitStatus, DriverError> {
+        Ok(match load(&handle, Op::Wait)?.progress(timer::now()) {
+            Progress::Exited { result, .. } => WaitStatus::Exited(result),
+            Progress::Running { remaining } => WaitStatus::after(remaining),
+        })
+    }
+
+    fn stop(
+        mut handle: TaskHandle,
+        timeout_ns: u64,
+        signal: &str,
+    ) -> Result<TaskHandle, DriverError> {
+        let mut state = load(&handle, Op::Stop)?;
+        let number = signal_number(signal)
+            .ok_or_else(|| DriverError::failed(format!("unknown signal {signal:?}")))?;
+        if state.stop(timer::now(), number, timeout_ns) {
+            handle.set_state(&state)?;
+        }
+        Ok(handle)
+    }
+
+    fn destroy(handle: TaskHandle, force: bool) -> Result<(), DriverError> {
+        let state = load(&handle, Op::Destroy)?;
+        match state.progress(timer::now()) {
+            Progress::Running { .. } if !force => Err(DriverError::failed(format!(
+                "task {} is still running: stop it first or destroy with force",
+                handle.task_id
+            ))),
+            _ => Ok(()),
+        }
+    }
+
+    fn inspect(handle: TaskHandle) -> Result<TaskStatus, DriverError> {
+        let state = load(&handle, Op::Inspect)?;
+        let (task_state, completed_at, exit_result) = match state.progress(timer::now()) {
+            Progress::Running { .. } => (TaskState::Running, 0, None),
+            Progress::Exited { at, result } => (TaskState::Exited, at, Some(result)),
+        };
+        Ok(TaskStatus {
+            id: handle.task_id,
+            state: task_state,
+            started_at: state.started_at,
+            completed_at,
+            exit_result,
+            attributes: Vec::new(),
+        })
+    }
+
+    fn signal(handle: TaskHandle, signal: &str) -> Result<TaskHandle, DriverError> {
+        let state = load(&handle, Op::Signal)?;
+        if let Some(message) = state.signal_error {
+            return Err(DriverError::failed(message));
+        }
+        signal_number(signal)
+            .ok_or_else(|| DriverError::failed(format!("unknown signal {signal:?}")))?;
+        match state.progress(timer::now()) {
+            Progress::Running { .. } => Ok(handle),
+            Progress::Exited { .. } => Err(DriverError::failed(format!(
+                "task {} has exited",
+                handle.task_id
+            ))),
+        }
+    }
+
+    fn stats(handle: TaskHandle) -> Result<ResourceUsage, DriverError> {
+        load(&handle, Op::Stats)?;
+        Ok(ResourceUsage {
+            timestamp: timer::now(),
+            ..ResourceUsage::default()
+        })
+    }
+}
+
+paddock_driver_sdk::export_driver!(Mock);

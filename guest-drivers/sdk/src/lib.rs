@@ -1,0 +1,178 @@
+//! SDK for Paddock task drivers written as WebAssembly components: world `driver` of the
+//! `paddock:plugin@0.1.0` contract in `/wit`, which exports the `task-driver` interface.
+//!
+//! A driver is stateless: every call runs in a fresh instance, so whatever it must remember
+//! about a task goes in the [`TaskHandle`] that [`Driver::start`] returns (see
+//! [`TaskHandle::new`] and [`TaskHandle::state`]). Implement [`Driver`] on a unit type and
+//! export it with [`export_driver!`]:
+//!
+//! ```ignore
+//! use paddock_driver_sdk::{Driver, DriverError, PluginInfo, TaskConfig, TaskHandle, WaitStatus};
+//!
+//! struct Noop;
+//!
+//! impl Driver for Noop {
+//!     fn info() -> PluginInfo {
+//!         PluginInfo::new("noop", env!("CARGO_PKG_VERSION"))
+//!     }
+//!     fn start(config: TaskConfig) -> Result<TaskHandle, DriverError> {
+//!         TaskHandle::new(config.id, &())
+//!     }
+//!     fn wait(_handle: TaskHandle) -> Result<WaitStatus, DriverError> {
+//!         Ok(WaitStatus::Exited(Default::default()))
+//!     }
+//! }
+//!
+//! paddock_driver_sdk::export_driver!(Noop);
+//! ```
+//!
+//! The host's imports are in [`host`]; Nomad-style durations are parsed by [`duration`].
+
+extern crate self as paddock_driver_sdk;
+
+pub mod duration;
+pub mod host;
+mod types;
+
+pub use types::DEFAULT_STATE_VERSION;
+
+#[doc(hidden)]
+pub use wit_bindgen::rt as __rt;
+
+/// Bindings generated from the contract; use the re-exports at the crate root instead.
+#[doc(hidden)]
+#[allow(missing_docs)]
+pub mod __bindings {
+    wit_bindgen::generate!({
+        path: "../../wit",
+        world: "driver",
+        pub_export_macro: true,
+        export_macro_name: "__export_driver_world",
+        default_bindings_module: "paddock_driver_sdk::__bindings",
+        runtime_path: "paddock_driver_sdk::__rt",
+        additional_derives: [PartialEq],
+    });
+}
+
+use __bindings::exports::paddock::plugin::task_driver as wit;
+
+pub use __bindings::paddock::plugin::info::PluginInfo;
+pub use __bindings::paddock::plugin::types::{
+    Attribute, DeviceNode, ExitResult, FieldError, HostError, LogLevel, Mount, ResourceUsage,
+    StringMap, TaskConfig, TaskHandle, TaskResources,
+};
+pub use wit::{
+    DriverCapabilities as Capabilities, DriverError, DriverFingerprint as Fingerprint, Failure,
+    FsIsolation, Health, TaskState, TaskStatus, WaitStatus, WakeOn,
+};
+
+/// A task driver (Nomad's DriverPlugin). Functions take no `self`: each call is a fresh
+/// instance, and per-task state travels in the [`TaskHandle`].
+pub trait Driver {
+    /// Name (what jobs put in `driver`) and version.
+    fn info() -> PluginInfo;
+    /// What the driver supports; by default nothing (no signals, no exec, no isolation).
+    fn capabilities() -> Capabilities {
+        Capabilities::default()
+    }
+    /// Checks a task's `config` block (JSON) without starting anything; accepts all by default.
+    fn validate_config(_config: &str) -> Result<(), DriverError> {
+        Ok(())
+    }
+    /// Health and attributes; healthy without attributes by default.
+    fn fingerprint() -> Fingerprint {
+        Fingerprint::healthy()
+    }
+    /// Starts one task invocation and returns the handle the host persists.
+    fn start(config: TaskConfig) -> Result<TaskHandle, DriverError>;
+    /// Reattaches to a task after an agent restart; keeps the handle as is by default.
+    fn recover(handle: TaskHandle) -> Result<TaskHandle, DriverError> {
+        Ok(handle)
+    }
+    /// Says, without blocking, whether the task has exited or what to wake on.
+    fn wait(handle: TaskHandle) -> Result<WaitStatus, DriverError>;
+    /// Stops the task with `signal`, killing it after `timeout_ns`; unsupported by default.
+    fn stop(
+        _handle: TaskHandle,
+        _timeout_ns: u64,
+        _signal: &str,
+    ) -> Result<TaskHandle, DriverError> {
+        Err(DriverError::not_supported("stop"))
+    }
+    /// Releases what the task holds (refusing a running task unless `force`); no-op by default.
+    fn destroy(_handle: TaskHandle, _force: bool) -> Result<(), DriverError> {
+        Ok(())
+    }
+    /// Describes the task; unsupported by default.
+    fn inspect(_handle: TaskHandle) -> Result<TaskStatus, DriverError> {
+        Err(DriverError::not_supported("inspect"))
+    }
+    /// Sends `signal` to the task; unsupported by default.
+    fn signal(_handle: TaskHandle, _signal: &str) -> Result<TaskHandle, DriverError> {
+        Err(DriverError::not_supported("signal"))
+    }
+    /// Resource usage of the task; unsupported by default.
+    fn stats(_handle: TaskHandle) -> Result<ResourceUsage, DriverError> {
+        Err(DriverError::not_supported("stats"))
+    }
+}
+
+/// Adapts a [`Driver`] to the generated bindings; used by [`export_driver!`].
+#[doc(hidden)]
+pub struct __Export<T>(core::marker::PhantomData<T>);
+
+impl<T: Driver> wit::Guest for __Export<T> {
+    fn info() -> PluginInfo {
+        T::info()
+    }
+    fn capabilities() -> Capabilities {
+        T::capabilities()
+    }
+    fn validate_config(config: String) -> Result<(), DriverError> {
+        T::validate_config(&config)
+    }
+    fn fingerprint() -> Fingerprint {
+        T::fingerprint()
+    }
+    fn start(config: TaskConfig) -> Result<TaskHandle, DriverError> {
+        T::start(config)
+    }
+    fn recover(handle: TaskHandle) -> Result<TaskHandle, DriverError> {
+        T::recover(handle)
+    }
+    fn wait(handle: TaskHandle) -> Result<WaitStatus, DriverError> {
+        T::wait(handle)
+    }
+    fn stop(
+        handle: TaskHandle,
+        timeout_ns: u64,
+        signal: String,
+    ) -> Result<TaskHandle, DriverError> {
+        T::stop(handle, timeout_ns, &signal)
+    }
+    fn destroy(handle: TaskHandle, force: bool) -> Result<(), DriverError> {
+        T::destroy(handle, force)
+    }
+    fn inspect(handle: TaskHandle) -> Result<TaskStatus, DriverError> {
+        T::inspect(handle)
+    }
+    fn signal(handle: TaskHandle, signal: String) -> Result<TaskHandle, DriverError> {
+        T::signal(handle, &signal)
+    }
+    fn stats(handle: TaskHandle) -> Result<ResourceUsage, DriverError> {
+        T::stats(handle)
+    }
+}
+
+/// Exports a [`Driver`] implementation as the component's `task-driver` interface. Use it once,
+/// in the driver's cdylib crate: `export_driver!(MyDriver);`.
+#[macro_export]
+macro_rules! export_driver {
+    ($driver:ty) => {
+        #[doc(hidden)]
+        type __PaddockDriverExport = $crate::__Export<$driver>;
+        $crate::__bindings::__export_driver_world!(
+            __PaddockDriverExport with_types_in $crate::__bindings
+        );
+    };
+}

@@ -1,0 +1,240 @@
+//! Constructors and conversions for the contract's types.
+
+use crate::{
+    Attribute, Capabilities, DriverError, ExitResult, Failure, FieldError, Fingerprint,
+    FsIsolation, Health, HostError, PluginInfo, ResourceUsage, TaskHandle, WaitStatus, WakeOn,
+};
+use serde::{Serialize, de::DeserializeOwned};
+
+impl PluginInfo {
+    /// A plugin's name and version.
+    pub fn new(name: impl Into<String>, version: impl Into<String>) -> Self {
+        Self {
+            name: name.into(),
+            version: version.into(),
+        }
+    }
+}
+
+impl Default for Capabilities {
+    /// No signals, no exec, no filesystem isolation.
+    fn default() -> Self {
+        Self {
+            send_signals: false,
+            exec: false,
+            fs_isolation: FsIsolation::None,
+        }
+    }
+}
+
+impl Fingerprint {
+    /// Healthy, described as "Healthy", without attributes.
+    pub fn healthy() -> Self {
+        Self::new(Health::Healthy, "Healthy")
+    }
+    /// Present but not working, for `reason`.
+    pub fn unhealthy(reason: impl Into<String>) -> Self {
+        Self::new(Health::Unhealthy, reason)
+    }
+    /// The driver's prerequisites are absent, for `reason`.
+    pub fn undetected(reason: impl Into<String>) -> Self {
+        Self::new(Health::Undetected, reason)
+    }
+    /// A fingerprint with no attributes.
+    pub fn new(health: Health, description: impl Into<String>) -> Self {
+        Self {
+            health,
+            health_description: description.into(),
+            attributes: Vec::new(),
+        }
+    }
+    /// Adds the attribute `driver.<name>.<key>`.
+    pub fn with_attribute(mut self, key: impl Into<String>, value: impl Into<Attribute>) -> Self {
+        self.attributes.push((key.into(), value.into()));
+        self
+    }
+}
+
+impl From<&str> for Attribute {
+    fn from(value: &str) -> Self {
+        Self::Str(value.to_string())
+    }
+}
+impl From<String> for Attribute {
+    fn from(value: String) -> Self {
+        Self::Str(value)
+    }
+}
+impl From<i64> for Attribute {
+    fn from(value: i64) -> Self {
+        Self::Int(value)
+    }
+}
+impl From<f64> for Attribute {
+    fn from(value: f64) -> Self {
+        Self::Float(value)
+    }
+}
+impl From<bool> for Attribute {
+    fn from(value: bool) -> Self {
+        Self::Boolean(value)
+    }
+}
+
+/// Layout version that [`TaskHandle::new`] records.
+pub const DEFAULT_STATE_VERSION: u32 = 1;
+
+impl TaskHandle {
+    /// A handle on `task_id` whose driver state is `state` as JSON.
+    pub fn new(task_id: impl Into<String>, state: &impl Serialize) -> Result<Self, DriverError> {
+        let mut handle = Self {
+            version: DEFAULT_STATE_VERSION,
+            task_id: task_id.into(),
+            driver_state: Vec::new(),
+        };
+        handle.set_state(state)?;
+        Ok(handle)
+    }
+    /// Decodes the driver state; a state that does not decode means the handle is not ours.
+    pub fn state<T: DeserializeOwned>(&self) -> Result<T, DriverError> {
+        serde_json::from_slice(&self.driver_state).map_err(|e| {
+            DriverError::TaskNotFound(format!(
+                "task {}: unreadable driver state: {e}",
+                self.task_id
+            ))
+        })
+    }
+    /// Replaces the driver state with `state` as JSON.
+    pub fn set_state(&mut self, state: &impl Serialize) -> Result<(), DriverError> {
+        self.driver_state = serde_json::to_vec(state)
+            .map_err(|e| DriverError::failed(format!("encoding driver state: {e}")))?;
+        Ok(())
+    }
+}
+
+impl Default for ExitResult {
+    /// Exit code 0, no signal, not OOM-killed, no error.
+    fn default() -> Self {
+        Self {
+            exit_code: 0,
+            signal: 0,
+            oom_killed: false,
+            err: None,
+        }
+    }
+}
+
+impl Default for ResourceUsage {
+    /// All zeros.
+    fn default() -> Self {
+        Self {
+            rss_bytes: 0,
+            cpu_user_ns: 0,
+            cpu_system_ns: 0,
+            cpu_percent: 0.0,
+            timestamp: 0,
+        }
+    }
+}
+
+impl WaitStatus {
+    /// Still running: ask again in `after_ns` nanoseconds.
+    pub fn after(after_ns: u64) -> Self {
+        Self::Pending(WakeOn {
+            processes: Vec::new(),
+            after_ns: Some(after_ns),
+        })
+    }
+    /// Still running: ask again when one of these host processes exits.
+    pub fn on_exit_of(processes: Vec<u64>) -> Self {
+        Self::Pending(WakeOn {
+            processes,
+            after_ns: None,
+        })
+    }
+}
+
+impl FieldError {
+    /// `field` (a dotted path in the task's `config` block) is wrong because of `message`.
+    pub fn new(field: impl Into<String>, message: impl Into<String>) -> Self {
+        Self {
+            field: field.into(),
+            message: message.into(),
+        }
+    }
+}
+
+impl DriverError {
+    /// `op` is not supported by this driver.
+    pub fn not_supported(op: &str) -> Self {
+        Self::NotSupported(format!("{op} is not supported by this driver"))
+    }
+    /// A failure that trying again will not fix.
+    pub fn failed(message: impl Into<String>) -> Self {
+        Self::Failed(Failure {
+            message: message.into(),
+            recoverable: false,
+        })
+    }
+    /// A failure that trying again may fix.
+    pub fn recoverable(message: impl Into<String>) -> Self {
+        Self::Failed(Failure {
+            message: message.into(),
+            recoverable: true,
+        })
+    }
+    /// One invalid field of the task's `config` block.
+    pub fn invalid_field(field: impl Into<String>, message: impl Into<String>) -> Self {
+        Self::InvalidConfig(vec![FieldError::new(field, message)])
+    }
+}
+
+impl From<HostError> for DriverError {
+    /// `denied` stays denied, `not-found` means the task is gone, `failed` may pass on retry,
+    /// `invalid` will not.
+    fn from(error: HostError) -> Self {
+        match error {
+            HostError::Denied(m) => Self::Denied(m),
+            HostError::NotFound(m) => Self::TaskNotFound(m),
+            HostError::Invalid(m) => Self::failed(m),
+            HostError::Failed(m) => Self::recoverable(m),
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[derive(serde::Serialize, serde::Deserialize, PartialEq, Debug)]
+    struct State {
+        pid: u64,
+    }
+
+    #[test]
+    fn handle_state_round_trips() {
+        let handle = TaskHandle::new("a/b/c", &State { pid: 7 }).unwrap();
+        assert_eq!(handle.version, DEFAULT_STATE_VERSION);
+        assert_eq!(handle.driver_state, br#"{"pid":7}"#);
+        assert_eq!(handle.state::<State>().unwrap(), State { pid: 7 });
+    }
+
+    #[test]
+    fn undecodable_state_is_task_not_found() {
+        let handle = TaskHandle {
+            version: 1,
+            task_id: "t".into(),
+            driver_state: b"nope".to_vec(),
+        };
+        assert!(
+            matches!(handle.state::<State>(), Err(DriverError::TaskNotFound(m)) if m.contains("task t"))
+        );
+    }
+
+    #[test]
+    fn not_supported_names_the_op() {
+        assert!(
+            matches!(DriverError::not_supported("stop"), DriverError::NotSupported(m) if m.starts_with("stop "))
+        );
+    }
+}

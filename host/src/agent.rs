@@ -1,0 +1,451 @@
+//! The agent: wires the runtime, driver manager, state DB and alloc runners together and
+//! keeps the jobs and allocations the API serves.
+//!
+//! A single node is its own scheduler: registering a job places `count` allocations of
+//! each group here at once. Re-registering an identical job changes nothing; a changed job
+//! stops the old allocations and places new ones.
+
+use std::collections::BTreeMap;
+use std::path::PathBuf;
+use std::sync::{Arc, RwLock};
+use std::time::Duration;
+
+use anyhow::Context;
+use serde::Serialize;
+
+use crate::allocrunner::{AllocRunner, Changes};
+use crate::config::AgentConfig;
+use crate::drivermanager::DriverManager;
+use crate::jobspec::Job;
+use crate::runtime::{Refusal, Runtime, RuntimeOptions};
+use crate::state::{MemState, RedbState, StateDb};
+use crate::structs::{Allocation, client_status};
+use crate::taskenv::NodeInfo;
+
+/// How to start an agent.
+#[derive(Debug, Clone, Default)]
+pub struct AgentOptions {
+    /// Data dir; `None` with `dev` uses a fresh temporary dir.
+    pub data_dir: Option<PathBuf>,
+    /// Folders of driver and device-plugin components.
+    pub components: Vec<PathBuf>,
+    /// Folder of hook components.
+    pub hooks: Option<PathBuf>,
+    /// Dev mode: temporary data dir, every built-in driver enabled with every grant.
+    pub dev: bool,
+    /// The config file's contents.
+    pub config: AgentConfig,
+    /// Config file name, for errors.
+    pub config_file: String,
+    /// Keep state in memory instead of a redb file (tests).
+    pub in_memory_state: bool,
+    /// How often drivers are fingerprinted.
+    pub fingerprint_interval: Option<Duration>,
+}
+
+/// A job as the agent keeps it.
+#[derive(Debug, Clone, Serialize)]
+#[serde(rename_all = "PascalCase")]
+pub struct JobRecord {
+    /// The job.
+    #[serde(flatten)]
+    pub job: Job,
+    /// pending | running | dead.
+    pub status: String,
+    /// Stop requested.
+    pub stop: bool,
+    /// Version, bumped on every change of spec.
+    pub version: u64,
+    /// Index at creation.
+    pub create_index: u64,
+    /// Index of the last change.
+    pub modify_index: u64,
+    /// Index of the last spec change.
+    pub job_modify_index: u64,
+    /// Submission time, ns.
+    pub submit_time: u64,
+}
+
+/// What registering a job returns.
+#[derive(Debug, Clone, Serialize)]
+pub struct Registered {
+    /// Evaluation id.
+    pub eval_id: String,
+    /// Index of the change.
+    pub index: u64,
+    /// Allocations placed.
+    pub allocs: Vec<String>,
+}
+
+/// The running agent.
+pub struct Agent {
+    /// The component runtime.
+    pub runtime: Arc<Runtime>,
+    /// Drivers.
+    pub drivers: Arc<DriverManager>,
+    /// State DB.
+    pub db: Arc<dyn StateDb>,
+    /// Change counter.
+    pub changes: Arc<Changes>,
+    /// Data dir.
+    pub data_dir: PathBuf,
+    /// Components refused at start, with reasons.
+    pub refusals: Vec<String>,
+    node: RwLock<NodeInfo>,
+    host_attributes: BTreeMap<String, String>,
+    jobs: RwLock<BTreeMap<(String, String), JobRecord>>,
+    allocs: RwLock<BTreeMap<String, Arc<AllocRunner>>>,
+    restored: RwLock<BTreeMap<String, Allocation>>,
+    alloc_root: PathBuf,
+    _tempdir: Option<tempfile::TempDir>,
+}
+
+impl Agent {
+    /// Start: open state, build the runtime, load components, fingerprint, restore.
+    pub async fn start(opts: AgentOptions) -> anyhow::Result<Arc<Self>> {
+        let (data_dir, tempdir) = match (&opts.data_dir, &opts.config.data_dir, opts.dev) {
+            (Some(d), _, _) | (None, Some(d), _) => (d.clone(), None),
+            (None, None, true) => {
+                let t = tempfile::Builder::new()
+                    .prefix("paddock-dev-")
+                    .tempdir()
+                    .context("creating a temporary data dir")?;
+                (t.path().to_path_buf(), Some(t))
+            }
+            (None, None, false) => anyhow::bail!(
+                "no data dir: pass --data-dir, set data_dir in the config, or use --dev"
+            ),
+        };
+        std::fs::create_dir_all(&data_dir)
+            .with_context(|| format!("creating data dir {}", data_dir.display()))?;
+        let db: Arc<dyn StateDb> = if opts.in_memory_state {
+            Arc::new(MemState::new())
+        } else {
+            Arc::new(RedbState::open(&data_dir.join("state.redb"))?)
+        };
+
+        let components = opts.config.component_settings(&opts.config_file)?;
+        let runtime = Runtime::new(RuntimeOptions {
+            cache_dir: Some(data_dir.join("cache").join("components")),
+            components,
+            dev: opts.dev,
+            ..Default::default()
+        })?;
+        let mut refusals: Vec<Refusal> = runtime.load_builtins().await;
+        let mut dirs = opts.components.clone();
+        dirs.extend(opts.config.components.iter().cloned());
+        if let Some(h) = opts.hooks.as_ref().or(opts.config.hooks.as_ref()) {
+            dirs.push(h.clone());
+        }
+        for dir in &dirs {
+            let (_, refused) = runtime
+                .load_dir(dir)
+                .await
+                .with_context(|| format!("reading components folder {}", dir.display()))?;
+            refusals.extend(refused);
+        }
+
+        let drivers = DriverManager::new(runtime.clone());
+        drivers.fingerprint_all().await;
+        drivers.spawn_fingerprinter(opts.fingerprint_interval.unwrap_or(Duration::from_secs(30)));
+
+        let (node_id, node_name) = crate::node::identity(db.as_ref(), opts.config.name.as_deref())?;
+        let host_attributes = crate::node::fingerprint(&data_dir);
+        let mut attributes = host_attributes.clone();
+        attributes.extend(drivers.node_attributes());
+        let node = NodeInfo {
+            id: node_id,
+            name: node_name,
+            datacenter: opts
+                .config
+                .datacenter
+                .clone()
+                .unwrap_or_else(|| "dc1".into()),
+            region: opts
+                .config
+                .region
+                .clone()
+                .unwrap_or_else(|| "global".into()),
+            class: opts.config.client.node_class.clone().unwrap_or_default(),
+            attributes,
+            meta: opts.config.client.meta.clone(),
+        };
+
+        let agent = Arc::new(Self {
+            runtime,
+            drivers,
+            db,
+            changes: Arc::new(Changes::default()),
+            alloc_root: data_dir.join("alloc"),
+            data_dir,
+            refusals: refusals.iter().map(|r| r.to_string()).collect(),
+            node: RwLock::new(node),
+            host_attributes,
+            jobs: RwLock::new(BTreeMap::new()),
+            allocs: RwLock::new(BTreeMap::new()),
+            restored: RwLock::new(BTreeMap::new()),
+            _tempdir: tempdir,
+        });
+        agent.restore()?;
+        Ok(agent)
+    }
+
+    /// Reload jobs and allocations from the state DB. Allocations that were still running
+    /// when the agent stopped are marked lost: reattaching to their tasks is not built yet.
+    fn restore(&self) -> anyhow::Result<()> {
+        let jobs = self.db.jobs()?;
+        let mut allocs = self.db.allocs()?;
+        for a in &mut allocs {
+            if !a.is_terminal() && a.client_status != "lost" {
+                a.client_status = "lost".into();
+                a.client_description =
+                    "the agent restarted while this allocation ran; it was not recovered".into();
+                self.db.put_alloc(a)?;
+            }
+        }
+        let index = self.changes.bump();
+        let mut j = self.jobs.write().unwrap();
+        for job in jobs {
+            let key = (job.namespace.clone(), job.id.clone());
+            j.insert(
+                key,
+                JobRecord {
+                    job,
+                    status: "dead".into(),
+                    stop: false,
+                    version: 0,
+                    create_index: index,
+                    modify_index: index,
+                    job_modify_index: index,
+                    submit_time: crate::util::now_nanos(),
+                },
+            );
+        }
+        let mut r = self.restored.write().unwrap();
+        for a in allocs {
+            r.insert(a.id.clone(), a);
+        }
+        Ok(())
+    }
+
+    /// The node, with current driver attributes.
+    pub fn node(&self) -> NodeInfo {
+        let mut n = self.node.read().unwrap().clone();
+        let mut attrs = self.host_attributes.clone();
+        attrs.extend(self.drivers.node_attributes());
+        n.attributes = attrs;
+        n
+    }
+
+    /// Register (or update) a job and place its allocations.
+    pub fn register_job(self: &Arc<Self>, job: Job) -> anyhow::Result<Registered> {
+        let key = (job.namespace.clone(), job.id.clone());
+        let eval_id = uuid::Uuid::new_v4().to_string();
+        let existing = self.jobs.read().unwrap().get(&key).cloned();
+        let live: Vec<Arc<AllocRunner>> = self
+            .job_runners(&key.0, &key.1)
+            .into_iter()
+            .filter(|r| !r.shared().snapshot().is_terminal())
+            .collect();
+        if let Some(old) = &existing {
+            if old.job == job && !old.stop && !live.is_empty() {
+                let index = self.changes.index();
+                return Ok(Registered {
+                    eval_id,
+                    index,
+                    allocs: Vec::new(),
+                });
+            }
+        }
+        for r in &live {
+            r.stop("job updated");
+        }
+        self.db.put_job(&job)?;
+        let index = self.changes.bump();
+        let now = crate::util::now_nanos();
+        let record = JobRecord {
+            job: job.clone(),
+            status: "running".into(),
+            stop: false,
+            version: existing.as_ref().map(|e| e.version + 1).unwrap_or(0),
+            create_index: existing.as_ref().map(|e| e.create_index).unwrap_or(index),
+            modify_index: index,
+            job_modify_index: index,
+            submit_time: now,
+        };
+        self.jobs.write().unwrap().insert(key, record);
+
+        let node = self.node();
+        let mut placed = Vec::new();
+        for group in &job.task_groups {
+            for i in 0..group.count {
+                let alloc = Allocation {
+                    id: uuid::Uuid::new_v4().to_string(),
+                    namespace: job.namespace.clone(),
+                    eval_id: eval_id.clone(),
+                    name: format!("{}.{}[{i}]", job.id, group.name),
+                    node_id: node.id.clone(),
+                    node_name: node.name.clone(),
+                    job_id: job.id.clone(),
+                    job: job.clone(),
+                    task_group: group.name.clone(),
+                    index: i,
+                    desired_status: "run".into(),
+                    desired_description: String::new(),
+                    client_status: client_status::PENDING.into(),
+                    client_description: String::new(),
+                    task_states: BTreeMap::new(),
+                    create_index: index,
+                    modify_index: index,
+                    create_time: now,
+                    modify_time: now,
+                };
+                let id = alloc.id.clone();
+                let runner = AllocRunner::new(
+                    alloc,
+                    self.db.clone(),
+                    self.changes.clone(),
+                    &self.alloc_root,
+                    node.clone(),
+                    self.drivers.clone(),
+                );
+                self.allocs
+                    .write()
+                    .unwrap()
+                    .insert(id.clone(), runner.clone());
+                tokio::spawn(runner.run());
+                placed.push(id);
+            }
+        }
+        tracing::info!(job = %job.id, namespace = %job.namespace, allocs = placed.len(), "job registered");
+        Ok(Registered {
+            eval_id,
+            index,
+            allocs: placed,
+        })
+    }
+
+    /// Stop a job's allocations; with `purge`, forget the job too.
+    pub fn deregister_job(
+        &self,
+        namespace: &str,
+        id: &str,
+        purge: bool,
+    ) -> anyhow::Result<Option<Registered>> {
+        let key = (namespace.to_string(), id.to_string());
+        if !self.jobs.read().unwrap().contains_key(&key) {
+            return Ok(None);
+        }
+        for r in self.job_runners(namespace, id) {
+            r.stop("job deregistered");
+        }
+        let index = self.changes.bump();
+        if purge {
+            self.jobs.write().unwrap().remove(&key);
+            self.db.delete_job(namespace, id)?;
+        } else if let Some(rec) = self.jobs.write().unwrap().get_mut(&key) {
+            rec.stop = true;
+            rec.modify_index = index;
+        }
+        Ok(Some(Registered {
+            eval_id: uuid::Uuid::new_v4().to_string(),
+            index,
+            allocs: Vec::new(),
+        }))
+    }
+
+    fn job_runners(&self, namespace: &str, id: &str) -> Vec<Arc<AllocRunner>> {
+        self.allocs
+            .read()
+            .unwrap()
+            .values()
+            .filter(|r| {
+                let a = r.shared().snapshot();
+                a.job_id == id && a.namespace == namespace
+            })
+            .cloned()
+            .collect()
+    }
+
+    /// A job, with its status derived from its allocations.
+    pub fn job(&self, namespace: &str, id: &str) -> Option<JobRecord> {
+        let mut rec = self
+            .jobs
+            .read()
+            .unwrap()
+            .get(&(namespace.to_string(), id.to_string()))
+            .cloned()?;
+        let allocs = self.job_allocations(namespace, id);
+        rec.status = if rec.stop
+            || allocs
+                .iter()
+                .all(|a| a.is_terminal() || a.client_status == "lost")
+        {
+            "dead".into()
+        } else if allocs
+            .iter()
+            .any(|a| a.client_status == client_status::RUNNING)
+        {
+            "running".into()
+        } else {
+            "pending".into()
+        };
+        Some(rec)
+    }
+
+    /// All jobs.
+    pub fn jobs(&self) -> Vec<JobRecord> {
+        let keys: Vec<_> = self.jobs.read().unwrap().keys().cloned().collect();
+        keys.iter()
+            .filter_map(|(ns, id)| self.job(ns, id))
+            .collect()
+    }
+
+    /// All allocations, live and restored.
+    pub fn allocations(&self) -> Vec<Allocation> {
+        let mut out: Vec<Allocation> = self
+            .allocs
+            .read()
+            .unwrap()
+            .values()
+            .map(|r| r.shared().snapshot())
+            .collect();
+        out.extend(self.restored.read().unwrap().values().cloned());
+        out.sort_by_key(|a| (a.create_index, a.id.clone()));
+        out
+    }
+
+    /// One allocation by id.
+    pub fn allocation(&self, id: &str) -> Option<Allocation> {
+        if let Some(r) = self.allocs.read().unwrap().get(id) {
+            return Some(r.shared().snapshot());
+        }
+        self.restored.read().unwrap().get(id).cloned()
+    }
+
+    /// A job's allocations.
+    pub fn job_allocations(&self, namespace: &str, id: &str) -> Vec<Allocation> {
+        self.allocations()
+            .into_iter()
+            .filter(|a| a.job_id == id && a.namespace == namespace)
+            .collect()
+    }
+
+    /// Stop one allocation. Returns false if it is unknown.
+    pub fn stop_allocation(&self, id: &str) -> bool {
+        match self.allocs.read().unwrap().get(id) {
+            Some(r) => {
+                r.stop("alloc stopped by user");
+                true
+            }
+            None => false,
+        }
+    }
+
+    /// Wait until the change index passes `index` or `timeout` elapses; returns the index.
+    pub async fn wait_for_change(&self, index: u64, timeout: Duration) -> u64 {
+        let mut rx = self.changes.subscribe();
+        let _ = tokio::time::timeout(timeout, rx.wait_for(|i| *i > index)).await;
+        self.changes.index()
+    }
+}

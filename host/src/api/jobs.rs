@@ -1,0 +1,171 @@
+//! `/v1/jobs`, `/v1/job/{id}` and friends.
+
+use axum::Router;
+use axum::body::Bytes;
+use axum::extract::{Path, Query, State};
+use axum::response::Response;
+use axum::routing::{get, post};
+use serde::Deserialize;
+use serde_json::json;
+
+use super::{ApiError, AppState, QueryOptions, with_index};
+use crate::structs::Allocation;
+
+pub(super) fn routes() -> Router<AppState> {
+    Router::new()
+        .route("/v1/jobs", get(list).post(register))
+        .route(
+            "/v1/job/{id}",
+            get(read)
+                .post(register_id)
+                .put(register_id)
+                .delete(deregister),
+        )
+        .route("/v1/job/{id}/allocations", get(allocations))
+        .route("/v1/validate/job", post(validate))
+}
+
+async fn register(State(agent): State<AppState>, body: Bytes) -> Result<Response, ApiError> {
+    let job = crate::jobspec::parse_register_request(&body)
+        .map_err(|e| ApiError::bad_request(e.to_string()))?;
+    do_register(agent, job)
+}
+
+async fn register_id(
+    State(agent): State<AppState>,
+    Path(id): Path<String>,
+    body: Bytes,
+) -> Result<Response, ApiError> {
+    let job = crate::jobspec::parse_register_request(&body)
+        .map_err(|e| ApiError::bad_request(e.to_string()))?;
+    if job.id != id {
+        return Err(ApiError::bad_request(format!(
+            "Job.ID: {:?} does not match the job in the URL ({id:?})",
+            job.id
+        )));
+    }
+    do_register(agent, job)
+}
+
+fn do_register(agent: AppState, job: crate::jobspec::Job) -> Result<Response, ApiError> {
+    let r = agent.register_job(job).map_err(ApiError::internal)?;
+    Ok(with_index(
+        r.index,
+        &json!({
+            "EvalID": r.eval_id,
+            "EvalCreateIndex": r.index,
+            "JobModifyIndex": r.index,
+            "Warnings": "",
+            "Index": r.index,
+            "LastContact": 0,
+            "KnownLeader": true,
+        }),
+    ))
+}
+
+async fn validate(body: Bytes) -> Result<Response, ApiError> {
+    let (errors, error) = match crate::jobspec::parse_register_request(&body) {
+        Ok(_) => (Vec::new(), String::new()),
+        Err(e) => (vec![e.to_string()], e.to_string()),
+    };
+    Ok(with_index(
+        0,
+        &json!({ "DriverConfigValidated": false, "ValidationErrors": errors, "Error": error, "Warnings": "" }),
+    ))
+}
+
+async fn list(State(agent): State<AppState>, Query(q): Query<QueryOptions>) -> Response {
+    let index = q.block(&agent).await;
+    let ns = q.namespace.clone();
+    let stubs: Vec<_> = agent
+        .jobs()
+        .into_iter()
+        .filter(|j| ns.as_deref().is_none_or(|n| n == "*" || n == j.job.namespace))
+        .filter(|j| q.prefix.as_deref().is_none_or(|p| j.job.id.starts_with(p)))
+        .map(|j| {
+            let allocs = agent.job_allocations(&j.job.namespace, &j.job.id);
+            json!({
+                "ID": j.job.id, "ParentID": "", "Name": j.job.name, "Namespace": j.job.namespace,
+                "Datacenters": j.job.datacenters, "Type": j.job.job_type, "Priority": j.job.priority,
+                "Periodic": false, "ParameterizedJob": false, "Stop": j.stop, "Status": j.status,
+                "StatusDescription": "", "JobSummary": summary(&j.job, &allocs),
+                "CreateIndex": j.create_index, "ModifyIndex": j.modify_index, "JobModifyIndex": j.job_modify_index,
+                "SubmitTime": j.submit_time,
+            })
+        })
+        .collect();
+    with_index(index, &stubs)
+}
+
+/// Nomad's JobSummary: per group, allocations by client status.
+fn summary(job: &crate::jobspec::Job, allocs: &[Allocation]) -> serde_json::Value {
+    let mut groups = serde_json::Map::new();
+    for g in &job.task_groups {
+        let count = |s: &str| {
+            allocs
+                .iter()
+                .filter(|a| a.task_group == g.name && a.client_status == s)
+                .count()
+        };
+        groups.insert(
+            g.name.clone(),
+            json!({
+                "Queued": 0, "Complete": count("complete"), "Failed": count("failed"), "Running": count("running"),
+                "Starting": count("pending"), "Lost": count("lost"), "Unknown": 0,
+            }),
+        );
+    }
+    json!({ "JobID": job.id, "Namespace": job.namespace, "Summary": groups })
+}
+
+async fn read(
+    State(agent): State<AppState>,
+    Path(id): Path<String>,
+    Query(q): Query<QueryOptions>,
+) -> Result<Response, ApiError> {
+    let index = q.block(&agent).await;
+    let rec = agent
+        .job(&q.namespace(), &id)
+        .ok_or_else(|| ApiError::not_found("job not found"))?;
+    Ok(with_index(index, &rec))
+}
+
+#[derive(Deserialize)]
+struct DeregisterQuery {
+    namespace: Option<String>,
+    purge: Option<bool>,
+}
+
+async fn deregister(
+    State(agent): State<AppState>,
+    Path(id): Path<String>,
+    Query(q): Query<DeregisterQuery>,
+) -> Result<Response, ApiError> {
+    let ns = q.namespace.unwrap_or_else(|| "default".into());
+    let r = agent
+        .deregister_job(&ns, &id, q.purge.unwrap_or(false))
+        .map_err(ApiError::internal)?
+        .ok_or_else(|| ApiError::not_found("job not found"))?;
+    Ok(with_index(
+        r.index,
+        &json!({ "EvalID": r.eval_id, "EvalCreateIndex": r.index, "JobModifyIndex": r.index, "Index": r.index }),
+    ))
+}
+
+async fn allocations(
+    State(agent): State<AppState>,
+    Path(id): Path<String>,
+    Query(q): Query<QueryOptions>,
+) -> Result<Response, ApiError> {
+    let index = q.block(&agent).await;
+    let ns = q.namespace();
+    if agent.job(&ns, &id).is_none() {
+        return Err(ApiError::not_found("job not found"));
+    }
+    let stubs: Vec<_> = agent
+        .job_allocations(&ns, &id)
+        .iter()
+        .map(super::allocs::stub)
+        .collect();
+    Ok(with_index(index, &stubs))
+}

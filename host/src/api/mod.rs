@@ -1,0 +1,109 @@
+//! The HTTP API, shaped like Nomad's for a single node: PascalCase fields, durations and
+//! times in ns, `X-Nomad-Index` on every read, errors as plain text with Nomad's status
+//! codes. Existing Nomad tooling (the `nomad` CLI, python-nomad) talks to it unchanged.
+
+mod allocs;
+mod jobs;
+mod node;
+
+use std::sync::Arc;
+
+use axum::Router;
+use axum::http::{HeaderMap, HeaderValue, StatusCode};
+use axum::response::{IntoResponse, Response};
+use serde::Deserialize;
+
+use crate::agent::Agent;
+
+/// Shared handler state.
+pub type AppState = Arc<Agent>;
+
+/// The router for all endpoints.
+pub fn router(agent: Arc<Agent>) -> Router {
+    Router::new()
+        .merge(jobs::routes())
+        .merge(allocs::routes())
+        .merge(node::routes())
+        .layer(axum::extract::DefaultBodyLimit::max(4 << 20))
+        .with_state(agent)
+}
+
+/// Serve the API on `listener` until `shutdown` resolves.
+pub async fn serve(
+    agent: Arc<Agent>,
+    listener: tokio::net::TcpListener,
+    shutdown: impl std::future::Future<Output = ()> + Send + 'static,
+) -> std::io::Result<()> {
+    axum::serve(listener, router(agent))
+        .with_graceful_shutdown(shutdown)
+        .await
+}
+
+/// An API error: status code and a plain message naming what is wrong.
+#[derive(Debug)]
+pub struct ApiError(pub StatusCode, pub String);
+
+impl ApiError {
+    pub(crate) fn bad_request(m: impl Into<String>) -> Self {
+        Self(StatusCode::BAD_REQUEST, m.into())
+    }
+    pub(crate) fn not_found(m: impl Into<String>) -> Self {
+        Self(StatusCode::NOT_FOUND, m.into())
+    }
+    pub(crate) fn internal(m: impl std::fmt::Display) -> Self {
+        Self(StatusCode::INTERNAL_SERVER_ERROR, m.to_string())
+    }
+}
+
+impl IntoResponse for ApiError {
+    fn into_response(self) -> Response {
+        (self.0, self.1).into_response()
+    }
+}
+
+/// Common query parameters.
+#[derive(Debug, Default, Deserialize)]
+pub struct QueryOptions {
+    /// Namespace (default "default").
+    pub namespace: Option<String>,
+    /// Blocking query: wait for an index above this.
+    pub index: Option<u64>,
+    /// Blocking query: longest wait, e.g. "5m" (default 5 minutes).
+    pub wait: Option<String>,
+    /// Filter by id prefix.
+    pub prefix: Option<String>,
+}
+
+impl QueryOptions {
+    pub(crate) fn namespace(&self) -> String {
+        self.namespace
+            .clone()
+            .filter(|n| !n.is_empty())
+            .unwrap_or_else(|| "default".into())
+    }
+
+    /// Honour `?index=&wait=`: block until the agent's index passes `index`.
+    pub(crate) async fn block(&self, agent: &Agent) -> u64 {
+        match self.index {
+            Some(i) if i > 0 => {
+                let wait = self
+                    .wait
+                    .as_deref()
+                    .and_then(crate::util::parse_duration)
+                    .unwrap_or(std::time::Duration::from_secs(300))
+                    .min(std::time::Duration::from_secs(600));
+                agent.wait_for_change(i, wait).await
+            }
+            _ => agent.changes.index(),
+        }
+    }
+}
+
+/// A JSON body with Nomad's query-meta headers.
+pub(crate) fn with_index<T: serde::Serialize>(index: u64, body: &T) -> Response {
+    let mut headers = HeaderMap::new();
+    headers.insert("X-Nomad-Index", HeaderValue::from(index));
+    headers.insert("X-Nomad-LastContact", HeaderValue::from_static("0"));
+    headers.insert("X-Nomad-KnownLeader", HeaderValue::from_static("true"));
+    (headers, axum::Json(body)).into_response()
+}

@@ -1,0 +1,93 @@
+//! `/v1/agent/self`, `/v1/agent/health`, `/v1/nodes`, `/v1/node/{id}`, and Paddock's own
+//! `/v1/components` (each component's world, version hash, grants and load time).
+
+use axum::Router;
+use axum::extract::{Path, State};
+use axum::response::Response;
+use axum::routing::get;
+use serde_json::json;
+
+use super::{ApiError, AppState, with_index};
+
+pub(super) fn routes() -> Router<AppState> {
+    Router::new()
+        .route("/v1/agent/self", get(agent_self))
+        .route("/v1/agent/health", get(health))
+        .route("/v1/nodes", get(nodes))
+        .route("/v1/node/{id}", get(node))
+        .route("/v1/components", get(components))
+}
+
+async fn agent_self(State(agent): State<AppState>) -> Response {
+    let n = agent.node();
+    with_index(
+        agent.changes.index(),
+        &json!({
+            "config": { "Datacenter": n.datacenter, "Region": n.region, "NodeName": n.name, "DataDir": agent.data_dir, "Version": { "Version": env!("CARGO_PKG_VERSION") } },
+            "member": { "Name": n.name, "Status": "alive", "Tags": { "region": n.region, "dc": n.datacenter } },
+            "stats": { "client": { "node_id": n.id, "known_servers": "", "num_allocations": agent.allocations().len().to_string() } },
+        }),
+    )
+}
+
+async fn health() -> Response {
+    with_index(0, &json!({ "client": { "ok": true, "message": "ok" } }))
+}
+
+fn node_json(agent: &AppState) -> serde_json::Value {
+    let n = agent.node();
+    let drivers: serde_json::Map<String, serde_json::Value> = agent
+        .drivers
+        .infos()
+        .into_iter()
+        .map(|(k, v)| (k, serde_json::to_value(v).unwrap_or_default()))
+        .collect();
+    json!({
+        "ID": n.id, "Name": n.name, "Datacenter": n.datacenter, "NodeClass": n.class, "NodePool": "default",
+        "Attributes": n.attributes, "Meta": n.meta, "Drivers": drivers, "Status": "ready",
+        "SchedulingEligibility": "eligible", "Drain": false,
+        "NodeResources": {
+            "Cpu": { "CpuShares": n.attributes.get("cpu.totalcompute").and_then(|v| v.parse::<u64>().ok()).unwrap_or(0) },
+            "Memory": { "MemoryMB": n.attributes.get("memory.totalbytes").and_then(|v| v.parse::<u64>().ok()).unwrap_or(0) >> 20 },
+        },
+    })
+}
+
+async fn nodes(State(agent): State<AppState>) -> Response {
+    let n = node_json(&agent);
+    let stub = json!({
+        "ID": n["ID"], "Name": n["Name"], "Datacenter": n["Datacenter"], "NodeClass": n["NodeClass"],
+        "NodePool": "default", "Drivers": n["Drivers"], "Status": "ready", "SchedulingEligibility": "eligible",
+        "Drain": false, "Version": env!("CARGO_PKG_VERSION"),
+    });
+    with_index(agent.changes.index(), &vec![stub])
+}
+
+async fn node(State(agent): State<AppState>, Path(id): Path<String>) -> Result<Response, ApiError> {
+    if id != agent.node().id && id != "self" {
+        return Err(ApiError::not_found("node not found"));
+    }
+    Ok(with_index(agent.changes.index(), &node_json(&agent)))
+}
+
+async fn components(State(agent): State<AppState>) -> Response {
+    let list: Vec<_> = agent
+        .runtime
+        .registry
+        .list()
+        .iter()
+        .map(|c| {
+            json!({
+                "Name": c.name, "World": c.world, "ContractVersion": c.contract_version,
+                "PluginVersion": c.plugin_version, "SHA256": c.sha256, "Source": c.source.to_string(),
+                "LoadedAt": c.loaded_at, "CompileCache": c.cache, "LoadMillis": c.load_time.as_secs_f64() * 1e3,
+                "Grants": c.grants().summary(), "MemoryMB": c.limits().memory_bytes >> 20,
+                "CallTimeoutMillis": c.limits().call_timeout.as_millis() as u64,
+            })
+        })
+        .collect();
+    with_index(
+        agent.changes.index(),
+        &json!({ "Components": list, "Refused": agent.refusals }),
+    )
+}

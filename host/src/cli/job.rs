@@ -1,0 +1,244 @@
+//! `agent job run|status|stop`.
+
+use std::collections::BTreeMap;
+use std::path::PathBuf;
+use std::time::Duration;
+
+use anyhow::Context;
+use serde_json::Value;
+
+use super::ApiArgs;
+
+/// Job commands.
+#[derive(Debug, clap::Subcommand)]
+pub enum JobCommand {
+    /// Submit a job file (Nomad JSON) and follow it until it settles.
+    Run {
+        /// API address and token.
+        #[command(flatten)]
+        api: ApiArgs,
+        /// Return after submitting, without following.
+        #[arg(long)]
+        detach: bool,
+        /// The job file.
+        file: PathBuf,
+    },
+    /// Show jobs, or one job and its allocations.
+    Status {
+        /// API address and token.
+        #[command(flatten)]
+        api: ApiArgs,
+        /// Job id.
+        id: Option<String>,
+    },
+    /// Stop a job.
+    Stop {
+        /// API address and token.
+        #[command(flatten)]
+        api: ApiArgs,
+        /// Also forget the job.
+        #[arg(long)]
+        purge: bool,
+        /// Job id.
+        id: String,
+    },
+}
+
+pub(super) async fn run(cmd: JobCommand) -> anyhow::Result<i32> {
+    match cmd {
+        JobCommand::Run { api, detach, file } => job_run(&api, &file, detach).await,
+        JobCommand::Status { api, id } => job_status(&api, id.as_deref()).await,
+        JobCommand::Stop { api, purge, id } => {
+            let resp = api
+                .client()?
+                .delete(api.url(&format!("/v1/job/{id}?purge={purge}")))
+                .send()
+                .await?;
+            let status = resp.status();
+            let text = resp.text().await?;
+            if !status.is_success() {
+                anyhow::bail!("stopping job {id:?}: {status}: {text}");
+            }
+            let v: Value = serde_json::from_str(&text)?;
+            println!(
+                "==> Job {id:?} stopped (evaluation {})",
+                v["EvalID"].as_str().unwrap_or("")
+            );
+            Ok(0)
+        }
+    }
+}
+
+/// Submit `file`, then print task events as they happen until every allocation settles.
+/// Exit code: 0 when every allocation is running or complete, 2 when one failed.
+pub async fn job_run(api: &ApiArgs, file: &PathBuf, detach: bool) -> anyhow::Result<i32> {
+    let job = super::read_job_file(file)?;
+    let client = api.client()?;
+    let body = serde_json::json!({ "Job": job });
+    let resp = client
+        .post(api.url("/v1/jobs"))
+        .json(&body)
+        .send()
+        .await
+        .with_context(|| format!("contacting the agent at {}", api.address))?;
+    let status = resp.status();
+    let text = resp.text().await?;
+    if !status.is_success() {
+        anyhow::bail!("submitting {}: {status}: {text}", file.display());
+    }
+    let reg: Value = serde_json::from_str(&text)?;
+    let eval_id = reg["EvalID"].as_str().unwrap_or_default().to_string();
+    println!("==> Job {:?} submitted (evaluation {eval_id})", job.id);
+    if detach {
+        return Ok(0);
+    }
+
+    let mut seen: BTreeMap<String, usize> = BTreeMap::new();
+    let mut placed = false;
+    let mut index = 0u64;
+    loop {
+        let url = api.url(&format!(
+            "/v1/job/{}/allocations?namespace={}&index={index}&wait=10s",
+            job.id, job.namespace
+        ));
+        let resp = client.get(url).send().await?;
+        index = resp
+            .headers()
+            .get("X-Nomad-Index")
+            .and_then(|v| v.to_str().ok())
+            .and_then(|v| v.parse().ok())
+            .unwrap_or(index);
+        let allocs: Vec<Value> = resp.json().await?;
+        let ours: Vec<&Value> = allocs
+            .iter()
+            .filter(|a| a["EvalID"] == eval_id.as_str())
+            .collect();
+        if !placed && !ours.is_empty() {
+            println!("==> {} allocation(s) placed", ours.len());
+            placed = true;
+        }
+        for a in &ours {
+            let id = a["ID"].as_str().unwrap_or_default();
+            let Some(states) = a["TaskStates"].as_object() else {
+                continue;
+            };
+            for (task, st) in states {
+                let events = st["Events"].as_array().cloned().unwrap_or_default();
+                let key = format!("{id}/{task}");
+                let done = seen.entry(key).or_insert(0);
+                // Events are a ring of the newest 10: print only what is new.
+                let first_new = events
+                    .len()
+                    .saturating_sub(events.len().saturating_sub(*done).max(0));
+                for ev in events.iter().skip(first_new.min(events.len())) {
+                    println!(
+                        "    {} {}[{}] {}: {}",
+                        &id[..8.min(id.len())],
+                        a["TaskGroup"].as_str().unwrap_or(""),
+                        task,
+                        ev["Type"].as_str().unwrap_or(""),
+                        ev["DisplayMessage"].as_str().unwrap_or("")
+                    );
+                }
+                *done = events.len();
+            }
+        }
+        if placed && ours.iter().all(|a| settled(a)) {
+            let failed: Vec<_> = ours
+                .iter()
+                .filter(|a| a["ClientStatus"] == "failed" || a["ClientStatus"] == "lost")
+                .collect();
+            for a in &ours {
+                println!(
+                    "==> Allocation {} {}",
+                    a["ID"].as_str().unwrap_or(""),
+                    a["ClientStatus"].as_str().unwrap_or("")
+                );
+            }
+            return Ok(if failed.is_empty() { 0 } else { 2 });
+        }
+        if !placed {
+            tokio::time::sleep(Duration::from_millis(200)).await;
+        }
+    }
+}
+
+/// Settled: the allocation finished, or all its tasks are running.
+fn settled(a: &Value) -> bool {
+    match a["ClientStatus"].as_str() {
+        Some("complete" | "failed" | "lost") => true,
+        Some("running") => a["TaskStates"]
+            .as_object()
+            .is_some_and(|m| m.values().all(|s| s["State"] != "pending")),
+        _ => false,
+    }
+}
+
+async fn job_status(api: &ApiArgs, id: Option<&str>) -> anyhow::Result<i32> {
+    let client = api.client()?;
+    match id {
+        None => {
+            let jobs: Vec<Value> = client
+                .get(api.url("/v1/jobs"))
+                .send()
+                .await?
+                .error_for_status()?
+                .json()
+                .await?;
+            println!(
+                "{:<24} {:<8} {:<9} {:<10}",
+                "ID", "Type", "Priority", "Status"
+            );
+            for j in jobs {
+                println!(
+                    "{:<24} {:<8} {:<9} {:<10}",
+                    j["ID"].as_str().unwrap_or(""),
+                    j["Type"].as_str().unwrap_or(""),
+                    j["Priority"],
+                    j["Status"].as_str().unwrap_or("")
+                );
+            }
+            Ok(0)
+        }
+        Some(id) => {
+            let resp = client.get(api.url(&format!("/v1/job/{id}"))).send().await?;
+            if resp.status() == reqwest::StatusCode::NOT_FOUND {
+                eprintln!("No job with id {id:?} found");
+                return Ok(1);
+            }
+            let job: Value = resp.error_for_status()?.json().await?;
+            println!(
+                "ID       = {}\nName     = {}\nType     = {}\nPriority = {}\nStatus   = {}",
+                job["ID"].as_str().unwrap_or(""),
+                job["Name"].as_str().unwrap_or(""),
+                job["Type"].as_str().unwrap_or(""),
+                job["Priority"],
+                job["Status"].as_str().unwrap_or("")
+            );
+            let allocs: Vec<Value> = client
+                .get(api.url(&format!("/v1/job/{id}/allocations")))
+                .send()
+                .await?
+                .error_for_status()?
+                .json()
+                .await?;
+            println!(
+                "\nAllocations\n{:<10} {:<10} {:<12} {:<8} {:<8}",
+                "ID", "Task Group", "Desired", "Status", "Tasks"
+            );
+            for a in allocs {
+                let id = a["ID"].as_str().unwrap_or("");
+                let tasks = a["TaskStates"].as_object().map(|m| m.len()).unwrap_or(0);
+                println!(
+                    "{:<10} {:<10} {:<12} {:<8} {:<8}",
+                    &id[..8.min(id.len())],
+                    a["TaskGroup"].as_str().unwrap_or(""),
+                    a["DesiredStatus"].as_str().unwrap_or(""),
+                    a["ClientStatus"].as_str().unwrap_or(""),
+                    tasks
+                );
+            }
+            Ok(0)
+        }
+    }
+}

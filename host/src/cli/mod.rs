@@ -1,0 +1,141 @@
+//! The `agent` command line, shaped like `nomad`'s: `run` starts the daemon; the other
+//! commands talk to a running agent at `--address` / `NOMAD_ADDR`. Nomad's single-dash
+//! long flags (`-address`, `-detach`) are accepted too.
+
+mod component;
+mod job;
+mod run;
+
+use std::path::PathBuf;
+
+use clap::{Parser, Subcommand};
+
+/// Paddock: a Nomad-style client agent whose drivers, hooks and device plugins are
+/// sandboxed WebAssembly components.
+#[derive(Debug, Parser)]
+#[command(name = "agent", version, about)]
+pub struct Cli {
+    /// What to do.
+    #[command(subcommand)]
+    pub command: Command,
+}
+
+/// Top-level commands.
+#[derive(Debug, Subcommand)]
+pub enum Command {
+    /// Run the agent.
+    Run(run::RunArgs),
+    /// Submit and inspect jobs on a running agent.
+    #[command(subcommand)]
+    Job(job::JobCommand),
+    /// Inspect and validate components.
+    #[command(subcommand)]
+    Component(component::ComponentCommand),
+}
+
+/// Where the agent's HTTP API is.
+#[derive(Debug, Clone, clap::Args)]
+pub struct ApiArgs {
+    /// Address of the agent's HTTP API.
+    #[arg(long, env = "NOMAD_ADDR", default_value = "http://127.0.0.1:4646")]
+    pub address: String,
+    /// ACL token.
+    #[arg(long, env = "NOMAD_TOKEN", hide_env_values = true)]
+    pub token: Option<String>,
+}
+
+impl ApiArgs {
+    pub(crate) fn url(&self, path: &str) -> String {
+        let base = self.address.trim_end_matches('/');
+        let base = if base.starts_with("http://") || base.starts_with("https://") {
+            base.to_string()
+        } else {
+            format!("http://{base}")
+        };
+        format!("{base}{path}")
+    }
+
+    pub(crate) fn client(&self) -> anyhow::Result<reqwest::Client> {
+        let mut headers = reqwest::header::HeaderMap::new();
+        if let Some(t) = &self.token {
+            headers.insert("X-Nomad-Token", t.parse()?);
+        }
+        Ok(reqwest::Client::builder()
+            .default_headers(headers)
+            .build()?)
+    }
+}
+
+/// Turn Nomad-style `-flag` into clap's `--flag` (single letters stay short flags).
+pub fn normalize_args(args: impl IntoIterator<Item = String>) -> Vec<String> {
+    args.into_iter()
+        .enumerate()
+        .map(|(i, a)| {
+            let single_dash_long = i > 0
+                && a.starts_with('-')
+                && !a.starts_with("--")
+                && a.len() > 2
+                && a.as_bytes()[1].is_ascii_alphabetic();
+            if single_dash_long { format!("-{a}") } else { a }
+        })
+        .collect()
+}
+
+/// Run the CLI; returns the process exit code.
+pub async fn main(cli: Cli) -> anyhow::Result<i32> {
+    match cli.command {
+        Command::Run(args) => run::run(args).await,
+        Command::Job(cmd) => job::run(cmd).await,
+        Command::Component(cmd) => component::run(cmd).await,
+    }
+}
+
+/// Set up `tracing`: text by default, JSON on request, level from flag or config.
+pub fn init_logging(level: &str, json: bool) {
+    let filter = tracing_subscriber::EnvFilter::try_from_default_env().unwrap_or_else(|_| {
+        tracing_subscriber::EnvFilter::new(format!("{level},cranelift_codegen=warn,wasmtime=warn"))
+    });
+    let ansi = std::io::IsTerminal::is_terminal(&std::io::stderr());
+    let builder = tracing_subscriber::fmt()
+        .with_env_filter(filter)
+        .with_writer(std::io::stderr)
+        .with_ansi(ansi);
+    let _ = if json {
+        builder.json().try_init()
+    } else {
+        builder.try_init()
+    };
+}
+
+pub(crate) fn read_job_file(path: &PathBuf) -> anyhow::Result<crate::jobspec::Job> {
+    let bytes =
+        std::fs::read(path).map_err(|e| anyhow::anyhow!("reading {}: {e}", path.display()))?;
+    crate::jobspec::parse_job_json(&bytes).map_err(|e| anyhow::anyhow!("{}: {e}", path.display()))
+}
+
+#[cfg(test)]
+mod tests {
+    #[test]
+    fn single_dash_flags() {
+        let v = super::normalize_args(
+            [
+                "agent", "job", "run", "-address", "x", "-n", "3", "--dev", "-",
+            ]
+            .map(String::from),
+        );
+        assert_eq!(
+            v,
+            [
+                "agent",
+                "job",
+                "run",
+                "--address",
+                "x",
+                "-n",
+                "3",
+                "--dev",
+                "-"
+            ]
+        );
+    }
+}

@@ -1,0 +1,104 @@
+//! `agent run`: start the agent and serve the HTTP API until interrupted.
+
+use std::net::SocketAddr;
+use std::path::PathBuf;
+
+use anyhow::Context;
+
+use crate::agent::{Agent, AgentOptions};
+use crate::config::AgentConfig;
+
+/// Flags of `agent run`.
+#[derive(Debug, clap::Args)]
+pub struct RunArgs {
+    /// Folder of driver and device-plugin components (repeatable).
+    #[arg(long = "components", value_name = "DIR")]
+    pub components: Vec<PathBuf>,
+    /// Folder of hook components.
+    #[arg(long, value_name = "DIR")]
+    pub hooks: Option<PathBuf>,
+    /// Data dir (state DB, compile cache, alloc dirs).
+    #[arg(long, value_name = "DIR")]
+    pub data_dir: Option<PathBuf>,
+    /// HTTP address, `host:port` or `host` (port from config, else 4646); port 0 picks one.
+    #[arg(long, value_name = "ADDR")]
+    pub bind: Option<String>,
+    /// Agent config file (HCL).
+    #[arg(long, value_name = "FILE")]
+    pub config: Option<PathBuf>,
+    /// Dev mode: a fresh temporary data dir unless one is given, every built-in driver enabled.
+    #[arg(long)]
+    pub dev: bool,
+    /// Job file (Nomad JSON) to register once the agent is up (repeatable).
+    #[arg(long = "job", value_name = "FILE")]
+    pub jobs: Vec<PathBuf>,
+    /// Log level: trace, debug, info, warn, error.
+    #[arg(long)]
+    pub log_level: Option<String>,
+    /// Log as JSON.
+    #[arg(long)]
+    pub log_json: bool,
+}
+
+pub(super) async fn run(args: RunArgs) -> anyhow::Result<i32> {
+    let (config, config_file) = match &args.config {
+        Some(p) => (AgentConfig::load(p)?, p.display().to_string()),
+        None => (AgentConfig::default(), "<none>".to_string()),
+    };
+    let level = args
+        .log_level
+        .clone()
+        .or(config.log_level.clone())
+        .unwrap_or_else(|| "info".into());
+    super::init_logging(&level, args.log_json || config.log_json.unwrap_or(false));
+
+    let jobs = args
+        .jobs
+        .iter()
+        .map(super::read_job_file)
+        .collect::<anyhow::Result<Vec<_>>>()?;
+    let bind = resolve_bind(args.bind.as_deref(), &config)?;
+    let agent = Agent::start(AgentOptions {
+        data_dir: args.data_dir.clone(),
+        components: args.components.clone(),
+        hooks: args.hooks.clone(),
+        dev: args.dev,
+        config_file,
+        config,
+        in_memory_state: false,
+        fingerprint_interval: None,
+    })
+    .await?;
+    let listener = tokio::net::TcpListener::bind(bind)
+        .await
+        .with_context(|| format!("binding the HTTP API to {bind}"))?;
+    let local = listener.local_addr()?;
+    tracing::info!(address = %local, data_dir = %agent.data_dir.display(), dev = args.dev, "agent started; HTTP API listening on http://{local}");
+    for r in &agent.refusals {
+        tracing::warn!("{r}");
+    }
+    for job in jobs {
+        let r = agent.register_job(job)?;
+        tracing::info!(eval_id = %r.eval_id, allocs = ?r.allocs, "job from --job registered");
+    }
+    let shutdown = async {
+        let _ = tokio::signal::ctrl_c().await;
+        tracing::info!("interrupted: shutting down (tasks keep their state)");
+    };
+    crate::api::serve(agent, listener, shutdown).await?;
+    Ok(0)
+}
+
+fn resolve_bind(flag: Option<&str>, config: &AgentConfig) -> anyhow::Result<SocketAddr> {
+    let port = config.ports.http.unwrap_or(4646);
+    let host = flag
+        .map(str::to_string)
+        .or(config.bind_addr.clone())
+        .unwrap_or_else(|| "127.0.0.1".into());
+    if let Ok(a) = host.parse::<SocketAddr>() {
+        return Ok(a);
+    }
+    format!("{host}:{port}")
+        .parse::<SocketAddr>()
+        .with_context(|| format!("invalid bind address {host:?}"))
+}

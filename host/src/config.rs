@@ -1,0 +1,196 @@
+//! The agent config: an HCL file shaped like Nomad's agent config, plus the command-line
+//! flags that override it.
+//!
+//! ```hcl
+//! data_dir   = "/var/lib/paddock"
+//! bind_addr  = "127.0.0.1"
+//! ports { http = 4646 }
+//! log_level  = "info"
+//! log_json   = false
+//! datacenter = "dc1"
+//! client { meta = { rack = "r1" } }
+//!
+//! plugin "mock" {
+//!   grant  { env = true, events = true }           # deny by default
+//!   limits { memory_mb = 64, call_timeout = "10s" }
+//!   config { }                                      # handed to the component as JSON
+//! }
+//! ```
+
+use std::collections::BTreeMap;
+use std::path::PathBuf;
+
+use serde::Deserialize;
+
+use crate::runtime::{ComponentSettings, Grants};
+
+/// A config error naming the file and field.
+#[derive(Debug, thiserror::Error)]
+#[error("agent config {file}: {message}")]
+pub struct ConfigError {
+    /// File.
+    pub file: String,
+    /// What is wrong.
+    pub message: String,
+}
+
+/// The agent config file.
+#[derive(Debug, Clone, Default, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct AgentConfig {
+    /// Where state, compile cache and alloc dirs live.
+    pub data_dir: Option<PathBuf>,
+    /// Address the HTTP API binds to.
+    pub bind_addr: Option<String>,
+    /// Ports.
+    pub ports: Ports,
+    /// Log level (trace, debug, info, warn, error).
+    pub log_level: Option<String>,
+    /// JSON logs.
+    pub log_json: Option<bool>,
+    /// Node name (defaults to the hostname).
+    pub name: Option<String>,
+    /// Datacenter.
+    pub datacenter: Option<String>,
+    /// Region.
+    pub region: Option<String>,
+    /// Client settings.
+    pub client: ClientConfig,
+    /// Folders of driver and device-plugin components.
+    pub components: Vec<PathBuf>,
+    /// Folder of hook components.
+    pub hooks: Option<PathBuf>,
+    /// Per-component settings, by component name.
+    pub plugin: BTreeMap<String, PluginBlock>,
+}
+
+/// Ports.
+#[derive(Debug, Clone, Default, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct Ports {
+    /// HTTP API port.
+    pub http: Option<u16>,
+}
+
+/// The `client` block.
+#[derive(Debug, Clone, Default, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct ClientConfig {
+    /// Node meta.
+    pub meta: BTreeMap<String, String>,
+    /// Node class.
+    pub node_class: Option<String>,
+}
+
+/// A `plugin "<name>"` block.
+#[derive(Debug, Clone, Default, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct PluginBlock {
+    /// Capabilities granted to the component.
+    pub grant: Grants,
+    /// Limits.
+    pub limits: Limits,
+    /// Free-form config handed to the component.
+    pub config: Option<hcl::Value>,
+}
+
+/// A plugin's `limits` block.
+#[derive(Debug, Clone, Default, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct Limits {
+    /// Linear memory cap, MiB.
+    pub memory_mb: Option<u64>,
+    /// Deadline of one call, e.g. "10s".
+    pub call_timeout: Option<String>,
+}
+
+impl AgentConfig {
+    /// Parse HCL text; `file` names it in errors.
+    pub fn parse(text: &str, file: &str) -> Result<Self, ConfigError> {
+        hcl::from_str(text).map_err(|e| ConfigError {
+            file: file.to_string(),
+            message: e.to_string(),
+        })
+    }
+
+    /// Read and parse a file.
+    pub fn load(path: &std::path::Path) -> Result<Self, ConfigError> {
+        let file = path.display().to_string();
+        let text = std::fs::read_to_string(path).map_err(|e| ConfigError {
+            file: file.clone(),
+            message: e.to_string(),
+        })?;
+        Self::parse(&text, &file)
+    }
+
+    /// Component settings for the runtime.
+    pub fn component_settings(
+        &self,
+        file: &str,
+    ) -> Result<BTreeMap<String, ComponentSettings>, ConfigError> {
+        let mut out = BTreeMap::new();
+        for (name, block) in &self.plugin {
+            let call_timeout = match &block.limits.call_timeout {
+                None => None,
+                Some(s) => Some(crate::util::parse_duration(s).ok_or_else(|| ConfigError {
+                    file: file.to_string(),
+                    message: format!(
+                        "plugin \"{name}\".limits.call_timeout: invalid duration {s:?}"
+                    ),
+                })?),
+            };
+            let config = match &block.config {
+                None => serde_json::json!({}),
+                Some(v) => serde_json::to_value(v).map_err(|e| ConfigError {
+                    file: file.to_string(),
+                    message: format!("plugin \"{name}\".config: {e}"),
+                })?,
+            };
+            out.insert(
+                name.clone(),
+                ComponentSettings {
+                    grants: block.grant.clone(),
+                    memory_bytes: block.limits.memory_mb.map(|m| (m as usize) << 20),
+                    call_timeout,
+                    config,
+                },
+            );
+        }
+        Ok(out)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn parses_plugin_blocks() {
+        let c = AgentConfig::parse(
+            r#"
+            data_dir = "/tmp/x"
+            ports { http = 5000 }
+            plugin "mock" {
+              grant { env = true, process = ["/bin/*"] }
+              limits { memory_mb = 32, call_timeout = "250ms" }
+              config { misbehave = { op = "fingerprint", kind = "trap" } }
+            }
+            "#,
+            "t.hcl",
+        )
+        .unwrap();
+        assert_eq!(c.ports.http, Some(5000));
+        let s = c.component_settings("t.hcl").unwrap();
+        let m = &s["mock"];
+        assert!(m.grants.env && !m.grants.events);
+        assert_eq!(m.memory_bytes, Some(32 << 20));
+        assert_eq!(m.call_timeout, Some(std::time::Duration::from_millis(250)));
+        assert_eq!(m.config["misbehave"]["kind"], "trap");
+    }
+
+    #[test]
+    fn unknown_keys_are_errors() {
+        let e = AgentConfig::parse("bogus = 1", "t.hcl").unwrap_err();
+        assert!(e.to_string().contains("bogus"), "{e}");
+    }
+}

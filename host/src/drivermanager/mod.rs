@@ -1,0 +1,174 @@
+//! The driver manager: drivers are components of the `driver` world. It resolves a driver
+//! name to its current version for every call (so a swapped-in version serves new calls),
+//! fingerprints drivers into node attributes, and routes the task events drivers emit to
+//! the handler each task runner registers.
+
+mod driver;
+
+pub use driver::{Driver, DriverCallError};
+
+use std::collections::BTreeMap;
+use std::sync::{Arc, RwLock};
+use std::time::Duration;
+
+use serde::Serialize;
+
+use crate::runtime::bindings::v0_1_0::driver::exports::paddock::plugin::task_driver::Health;
+use crate::runtime::bindings::v0_1_0::types::Attribute;
+use crate::runtime::host_api::events::EventHandler;
+use crate::runtime::{Runtime, World};
+
+/// A driver's health and attributes as last fingerprinted (Nomad's DriverInfo).
+#[derive(Debug, Clone, PartialEq, Serialize)]
+#[serde(rename_all = "PascalCase")]
+pub struct DriverInfo {
+    /// Attributes, keyed `driver.<name>.<attr>`.
+    pub attributes: BTreeMap<String, String>,
+    /// The driver is present.
+    pub detected: bool,
+    /// The driver is healthy.
+    pub healthy: bool,
+    /// Why.
+    pub health_description: String,
+    /// When, ns.
+    pub update_time: u64,
+}
+
+/// The driver manager.
+pub struct DriverManager {
+    runtime: Arc<Runtime>,
+    infos: RwLock<BTreeMap<String, DriverInfo>>,
+}
+
+impl DriverManager {
+    /// A manager over the runtime's registry.
+    pub fn new(runtime: Arc<Runtime>) -> Arc<Self> {
+        Arc::new(Self {
+            runtime,
+            infos: RwLock::new(BTreeMap::new()),
+        })
+    }
+
+    /// The driver called `name`, if one is loaded.
+    pub fn dispense(&self, name: &str) -> Option<Driver> {
+        self.runtime
+            .registry
+            .get(World::Driver, name)
+            .map(|_| Driver::new(self.runtime.clone(), name.to_string()))
+    }
+
+    /// Names of loaded drivers.
+    pub fn names(&self) -> Vec<String> {
+        self.runtime
+            .registry
+            .of_world(World::Driver)
+            .iter()
+            .map(|c| c.name.clone())
+            .collect()
+    }
+
+    /// Register the handler for driver events about one task.
+    pub fn register_event_handler(&self, alloc_id: &str, task: &str, handler: EventHandler) {
+        self.runtime
+            .services()
+            .events
+            .register(alloc_id, task, handler);
+    }
+
+    /// Remove a task's event handler.
+    pub fn unregister_event_handler(&self, alloc_id: &str, task: &str) {
+        self.runtime.services().events.unregister(alloc_id, task);
+    }
+
+    /// Latest driver infos.
+    pub fn infos(&self) -> BTreeMap<String, DriverInfo> {
+        self.infos.read().unwrap().clone()
+    }
+
+    /// Node attributes contributed by drivers: `driver.<name> = 1` while detected, plus
+    /// each driver's own attributes.
+    pub fn node_attributes(&self) -> BTreeMap<String, String> {
+        let mut out = BTreeMap::new();
+        for (name, info) in self.infos.read().unwrap().iter() {
+            if info.detected {
+                out.insert(format!("driver.{name}"), "1".to_string());
+            }
+            out.extend(info.attributes.clone());
+        }
+        out
+    }
+
+    /// Fingerprint every driver once; a change of health is logged as a node event.
+    pub async fn fingerprint_all(&self) {
+        for name in self.names() {
+            let Some(driver) = self.dispense(&name) else {
+                continue;
+            };
+            let info = match driver.fingerprint().await {
+                Ok(fp) => DriverInfo {
+                    attributes: fp
+                        .attributes
+                        .into_iter()
+                        .map(|(k, v)| (format!("driver.{name}.{k}"), attribute_string(&v)))
+                        .collect(),
+                    detected: fp.health != Health::Undetected,
+                    healthy: fp.health == Health::Healthy,
+                    health_description: fp.health_description,
+                    update_time: crate::util::now_nanos(),
+                },
+                Err(e) => DriverInfo {
+                    attributes: BTreeMap::new(),
+                    detected: true,
+                    healthy: false,
+                    health_description: format!("failed to fingerprint driver: {e}"),
+                    update_time: crate::util::now_nanos(),
+                },
+            };
+            let mut infos = self.infos.write().unwrap();
+            let changed = infos
+                .get(&name)
+                .map(|old| {
+                    old.healthy != info.healthy || old.health_description != info.health_description
+                })
+                .unwrap_or(true);
+            if changed {
+                tracing::info!(driver = %name, healthy = info.healthy, description = %info.health_description, "driver health");
+            }
+            infos.insert(name, info);
+        }
+    }
+
+    /// Fingerprint every `interval` until the manager is dropped.
+    pub fn spawn_fingerprinter(self: &Arc<Self>, interval: Duration) {
+        let weak = Arc::downgrade(self);
+        tokio::spawn(async move {
+            loop {
+                tokio::time::sleep(interval).await;
+                let Some(dm) = weak.upgrade() else { break };
+                dm.fingerprint_all().await;
+            }
+        });
+    }
+}
+
+/// Render a typed attribute as Nomad's string form.
+pub fn attribute_string(a: &Attribute) -> String {
+    match a {
+        Attribute::Str(s) => s.clone(),
+        Attribute::Int(i) => i.to_string(),
+        Attribute::Float(f) => f.to_string(),
+        Attribute::Boolean(b) => b.to_string(),
+    }
+}
+
+impl DriverManager {
+    /// A watch that changes when host process `id` (spawned by a driver) exits.
+    pub fn process_exit_watch(
+        &self,
+        id: u64,
+    ) -> Option<
+        tokio::sync::watch::Receiver<Option<crate::runtime::bindings::v0_1_0::types::ExitResult>>,
+    > {
+        self.runtime.services().processes.exit_watch(id)
+    }
+}

@@ -1,0 +1,277 @@
+//! Jobspec: Nomad API JSON jobs into one typed model with Nomad's defaults.
+//!
+//! Field names on the wire are Nomad's (`ID`, `TaskGroups`, `MemoryMB`, durations in ns).
+//! Errors name the path of the bad field (`Job.TaskGroups[0].Tasks[1].Resources.MemoryMB`).
+//! Cluster-only fields Nomad's tools send (constraints, update, ...) are accepted and
+//! ignored; any other unknown field is an error, so a typo never silently does nothing.
+
+mod json;
+
+pub use json::{parse_job_json, parse_register_request};
+
+use std::collections::BTreeMap;
+
+use serde::{Deserialize, Serialize};
+
+/// A jobspec error, naming the field.
+#[derive(Debug, Clone, PartialEq, thiserror::Error)]
+#[error("{path}: {message}")]
+pub struct JobspecError {
+    /// Path of the field, e.g. `Job.TaskGroups[0].Tasks[0].Driver`.
+    pub path: String,
+    /// What is wrong.
+    pub message: String,
+}
+
+impl JobspecError {
+    pub(crate) fn new(path: impl Into<String>, message: impl Into<String>) -> Self {
+        Self {
+            path: path.into(),
+            message: message.into(),
+        }
+    }
+}
+
+/// Job type.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, Default)]
+#[serde(rename_all = "lowercase")]
+pub enum JobType {
+    /// Long-running; restarted when it exits.
+    #[default]
+    Service,
+    /// Runs to completion.
+    Batch,
+}
+
+/// A job.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Job {
+    /// Job id.
+    #[serde(rename = "ID")]
+    pub id: String,
+    /// Name (defaults to the id).
+    #[serde(rename = "Name")]
+    pub name: String,
+    /// Type.
+    #[serde(rename = "Type")]
+    pub job_type: JobType,
+    /// Priority, 1..=100.
+    #[serde(rename = "Priority")]
+    pub priority: i32,
+    /// Namespace.
+    #[serde(rename = "Namespace")]
+    pub namespace: String,
+    /// Region.
+    #[serde(rename = "Region")]
+    pub region: String,
+    /// Datacenters (accepted; a single node runs what it is given).
+    #[serde(rename = "Datacenters")]
+    pub datacenters: Vec<String>,
+    /// Meta.
+    #[serde(rename = "Meta")]
+    pub meta: BTreeMap<String, String>,
+    /// Task groups.
+    #[serde(rename = "TaskGroups")]
+    pub task_groups: Vec<TaskGroup>,
+}
+
+/// A task group.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct TaskGroup {
+    /// Name.
+    #[serde(rename = "Name")]
+    pub name: String,
+    /// Number of allocations.
+    #[serde(rename = "Count")]
+    pub count: u32,
+    /// Tasks.
+    #[serde(rename = "Tasks")]
+    pub tasks: Vec<Task>,
+    /// Restart policy (tasks inherit it unless they set their own).
+    #[serde(rename = "RestartPolicy")]
+    pub restart_policy: RestartPolicy,
+    /// Meta.
+    #[serde(rename = "Meta")]
+    pub meta: BTreeMap<String, String>,
+    /// Ephemeral disk size, MB.
+    #[serde(rename = "EphemeralDisk")]
+    pub ephemeral_disk: EphemeralDisk,
+    /// Delay between deregistration and kill, ns.
+    #[serde(rename = "ShutdownDelay")]
+    pub shutdown_delay: Option<u64>,
+}
+
+/// Ephemeral disk.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct EphemeralDisk {
+    /// Size, MB.
+    #[serde(rename = "SizeMB")]
+    pub size_mb: u32,
+    /// Sticky.
+    #[serde(rename = "Sticky")]
+    pub sticky: bool,
+    /// Migrate.
+    #[serde(rename = "Migrate")]
+    pub migrate: bool,
+}
+
+/// A task.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Task {
+    /// Name.
+    #[serde(rename = "Name")]
+    pub name: String,
+    /// Driver name.
+    #[serde(rename = "Driver")]
+    pub driver: String,
+    /// User to run as.
+    #[serde(rename = "User")]
+    pub user: String,
+    /// Driver config block.
+    #[serde(rename = "Config")]
+    pub config: serde_json::Map<String, serde_json::Value>,
+    /// Environment.
+    #[serde(rename = "Env")]
+    pub env: BTreeMap<String, String>,
+    /// Meta.
+    #[serde(rename = "Meta")]
+    pub meta: BTreeMap<String, String>,
+    /// Resources.
+    #[serde(rename = "Resources")]
+    pub resources: Resources,
+    /// Restart policy (merged over the group's).
+    #[serde(rename = "RestartPolicy")]
+    pub restart_policy: RestartPolicy,
+    /// Time between kill signal and SIGKILL, ns.
+    #[serde(rename = "KillTimeout")]
+    pub kill_timeout: u64,
+    /// Kill signal.
+    #[serde(rename = "KillSignal")]
+    pub kill_signal: String,
+    /// Log rotation.
+    #[serde(rename = "LogConfig")]
+    pub log_config: LogConfig,
+    /// Lifecycle hook, if any.
+    #[serde(rename = "Lifecycle")]
+    pub lifecycle: Option<Lifecycle>,
+    /// Leader task.
+    #[serde(rename = "Leader")]
+    pub leader: bool,
+    /// Delay before kill, ns.
+    #[serde(rename = "ShutdownDelay")]
+    pub shutdown_delay: u64,
+}
+
+/// Task resources.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Resources {
+    /// CPU, MHz.
+    #[serde(rename = "CPU")]
+    pub cpu: u32,
+    /// Memory, MB.
+    #[serde(rename = "MemoryMB")]
+    pub memory_mb: u32,
+    /// Memory ceiling, MB (0 = none).
+    #[serde(rename = "MemoryMaxMB")]
+    pub memory_max_mb: u32,
+    /// Requested devices.
+    #[serde(rename = "Devices")]
+    pub devices: Vec<DeviceRequest>,
+}
+
+/// A device request (`device "nvidia/gpu" { count = 1 }`).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct DeviceRequest {
+    /// `<vendor>/<type>/<name>`, `<vendor>/<type>` or `<type>`.
+    #[serde(rename = "Name")]
+    pub name: String,
+    /// How many instances.
+    #[serde(rename = "Count")]
+    pub count: u32,
+}
+
+/// Restart mode.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum RestartMode {
+    /// Fail the task when attempts are used up.
+    Fail,
+    /// Wait until the interval ends, then try again.
+    Delay,
+}
+
+/// Restart policy; all durations ns.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct RestartPolicy {
+    /// Restarts allowed per interval.
+    #[serde(rename = "Attempts")]
+    pub attempts: u32,
+    /// Interval, ns.
+    #[serde(rename = "Interval")]
+    pub interval: u64,
+    /// Delay before a restart, ns.
+    #[serde(rename = "Delay")]
+    pub delay: u64,
+    /// Mode.
+    #[serde(rename = "Mode")]
+    pub mode: RestartMode,
+}
+
+impl RestartPolicy {
+    /// Nomad's default for a job type.
+    pub fn default_for(t: JobType) -> Self {
+        const MIN: u64 = 60_000_000_000;
+        match t {
+            JobType::Service => Self {
+                attempts: 2,
+                interval: 30 * MIN,
+                delay: 15_000_000_000,
+                mode: RestartMode::Fail,
+            },
+            JobType::Batch => Self {
+                attempts: 3,
+                interval: 24 * 60 * MIN,
+                delay: 15_000_000_000,
+                mode: RestartMode::Fail,
+            },
+        }
+    }
+}
+
+/// Log rotation.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct LogConfig {
+    /// Files kept per stream.
+    #[serde(rename = "MaxFiles")]
+    pub max_files: u32,
+    /// Size of one file, MB.
+    #[serde(rename = "MaxFileSizeMB")]
+    pub max_file_size_mb: u32,
+}
+
+impl Default for LogConfig {
+    fn default() -> Self {
+        Self {
+            max_files: 10,
+            max_file_size_mb: 10,
+        }
+    }
+}
+
+/// Lifecycle hook of a task.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Lifecycle {
+    /// `prestart`, `poststart` or `poststop`.
+    #[serde(rename = "Hook")]
+    pub hook: String,
+    /// Keep running beside the main tasks.
+    #[serde(rename = "Sidecar")]
+    pub sidecar: bool,
+}
+
+impl Job {
+    /// Look up a group by name.
+    pub fn group(&self, name: &str) -> Option<&TaskGroup> {
+        self.task_groups.iter().find(|g| g.name == name)
+    }
+}

@@ -1,0 +1,161 @@
+//! The node: its persisted identity and the fingerprint of the host it runs on, with
+//! Nomad's attribute names (`kernel.name`, `cpu.numcores`, `memory.totalbytes`, ...), so
+//! `${attr.*}` interpolation and the node API see what Nomad users expect.
+
+use std::collections::BTreeMap;
+use std::path::Path;
+
+use crate::state::{StateDb, StateError};
+use crate::taskenv::NodeInfo;
+
+/// Load the node's identity from the state DB, or create and store one.
+pub fn identity(db: &dyn StateDb, name: Option<&str>) -> Result<(String, String), StateError> {
+    let hostname = hostname();
+    if let Some(id) = db.node_identity()? {
+        if let Some(node_id) = id.get("id") {
+            let name = name
+                .map(str::to_string)
+                .or_else(|| id.get("name").cloned())
+                .unwrap_or(hostname);
+            return Ok((node_id.clone(), name));
+        }
+    }
+    let node_id = uuid::Uuid::new_v4().to_string();
+    let name = name.map(str::to_string).unwrap_or(hostname);
+    let mut m = BTreeMap::new();
+    m.insert("id".to_string(), node_id.clone());
+    m.insert("name".to_string(), name.clone());
+    m.insert("secret".to_string(), uuid::Uuid::new_v4().to_string());
+    db.put_node_identity(&m)?;
+    Ok((node_id, name))
+}
+
+/// The host's name.
+pub fn hostname() -> String {
+    rustix::system::uname()
+        .nodename()
+        .to_string_lossy()
+        .into_owned()
+}
+
+/// Fingerprint the host into Nomad-named attributes.
+pub fn fingerprint(data_dir: &Path) -> BTreeMap<String, String> {
+    let mut a = BTreeMap::new();
+    let uts = rustix::system::uname();
+    a.insert(
+        "kernel.name".into(),
+        uts.sysname().to_string_lossy().to_lowercase(),
+    );
+    a.insert(
+        "kernel.version".into(),
+        uts.release().to_string_lossy().into_owned(),
+    );
+    a.insert(
+        "kernel.arch".into(),
+        uts.machine().to_string_lossy().into_owned(),
+    );
+    a.insert("cpu.arch".into(), go_arch(std::env::consts::ARCH).into());
+    a.insert(
+        "os.name".into(),
+        os_release("ID").unwrap_or_else(|| std::env::consts::OS.into()),
+    );
+    if let Some(v) = os_release("VERSION_ID") {
+        a.insert("os.version".into(), v);
+    }
+    a.insert("unique.hostname".into(), hostname());
+    let cores = std::thread::available_parallelism()
+        .map(|n| n.get())
+        .unwrap_or(1);
+    a.insert("cpu.numcores".into(), cores.to_string());
+    let mhz = cpu_mhz().unwrap_or(1000);
+    a.insert("cpu.frequency".into(), mhz.to_string());
+    a.insert("cpu.totalcompute".into(), (mhz * cores as u64).to_string());
+    if let Some(model) = cpuinfo_field("model name") {
+        a.insert("cpu.modelname".into(), model);
+    }
+    if let Some(bytes) = meminfo_total() {
+        a.insert("memory.totalbytes".into(), bytes.to_string());
+    }
+    if let Ok(st) = rustix::fs::statvfs(data_dir) {
+        a.insert(
+            "unique.storage.volume".into(),
+            data_dir.display().to_string(),
+        );
+        a.insert(
+            "unique.storage.bytestotal".into(),
+            (st.f_blocks * st.f_frsize).to_string(),
+        );
+        a.insert(
+            "unique.storage.bytesfree".into(),
+            (st.f_bavail * st.f_frsize).to_string(),
+        );
+    }
+    a.insert("nomad.version".into(), "1.9.0".into());
+    a.insert("paddock.version".into(), env!("CARGO_PKG_VERSION").into());
+    a
+}
+
+/// Build the node info for interpolation and the API.
+pub fn node_info(
+    id: String,
+    name: String,
+    datacenter: String,
+    region: String,
+    class: String,
+    attributes: BTreeMap<String, String>,
+    meta: BTreeMap<String, String>,
+) -> NodeInfo {
+    NodeInfo {
+        id,
+        name,
+        datacenter,
+        region,
+        class,
+        attributes,
+        meta,
+    }
+}
+
+fn go_arch(rust_arch: &str) -> &str {
+    match rust_arch {
+        "x86_64" => "amd64",
+        "aarch64" => "arm64",
+        "x86" => "386",
+        other => other,
+    }
+}
+
+fn os_release(key: &str) -> Option<String> {
+    let text = std::fs::read_to_string("/etc/os-release").ok()?;
+    text.lines().find_map(|l| {
+        l.strip_prefix(&format!("{key}="))
+            .map(|v| v.trim_matches('"').to_string())
+    })
+}
+
+fn cpuinfo_field(field: &str) -> Option<String> {
+    let text = std::fs::read_to_string("/proc/cpuinfo").ok()?;
+    text.lines().find_map(|l| {
+        let (k, v) = l.split_once(':')?;
+        (k.trim() == field).then(|| v.trim().to_string())
+    })
+}
+
+fn cpu_mhz() -> Option<u64> {
+    cpuinfo_field("cpu MHz")
+        .and_then(|v| v.parse::<f64>().ok())
+        .map(|v| v as u64)
+}
+
+fn meminfo_total() -> Option<u64> {
+    let text = std::fs::read_to_string("/proc/meminfo").ok()?;
+    text.lines().find_map(|l| {
+        let rest = l.strip_prefix("MemTotal:")?;
+        rest.trim()
+            .trim_end_matches("kB")
+            .trim()
+            .parse::<u64>()
+            .ok()
+            .map(|kb| kb * 1024)
+    })
+}

@@ -1,0 +1,78 @@
+//! Per-component capability grants, deny by default, from the agent config
+//! (`plugin "<name>" { grant { ... } }`). `log`, `config` and `timer` are always available;
+//! every other host interface checks its grant and answers `denied` when it is missing.
+
+use serde::{Deserialize, Serialize};
+
+/// What the operator allows one component to do.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct Grants {
+    /// Read the current task's environment and interpolate `${...}` through `env`.
+    pub env: bool,
+    /// Read the current task's device reservations through `devices`.
+    pub devices: bool,
+    /// Emit task events through `events`.
+    pub events: bool,
+    /// Start host processes whose executable path matches one of these glob patterns
+    /// (`"*"` allows any command). Empty: `process` is denied.
+    pub process: Vec<String>,
+}
+
+impl Grants {
+    /// Everything: what `--dev` gives the built-in components.
+    pub fn all() -> Self {
+        Self {
+            env: true,
+            devices: true,
+            events: true,
+            process: vec!["*".into()],
+        }
+    }
+
+    /// Whether `path` may be spawned under the `process` grant.
+    pub fn allows_command(&self, path: &str) -> bool {
+        self.process.iter().any(|p| {
+            p == "*"
+                || glob::Pattern::new(p)
+                    .map(|pat| pat.matches(path))
+                    .unwrap_or(false)
+        })
+    }
+
+    /// Names of granted capabilities, for display.
+    pub fn summary(&self) -> Vec<String> {
+        let mut v = vec!["log".to_string(), "config".into(), "timer".into()];
+        if self.env {
+            v.push("env".into());
+        }
+        if self.devices {
+            v.push("devices".into());
+        }
+        if self.events {
+            v.push("events".into());
+        }
+        if !self.process.is_empty() {
+            v.push(format!("process({})", self.process.join(",")));
+        }
+        v
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn deny_by_default_and_globs() {
+        let g = Grants::default();
+        assert!(!g.allows_command("/bin/true"));
+        let g = Grants {
+            process: vec!["/usr/bin/*".into()],
+            ..Default::default()
+        };
+        assert!(g.allows_command("/usr/bin/env"));
+        assert!(!g.allows_command("/bin/sh"));
+        assert!(Grants::all().allows_command("/anything"));
+    }
+}

@@ -1,0 +1,366 @@
+//! The agent's local state: jobs, allocations, task states, per-task local state (driver
+//! handle, hook state), node identity.
+//!
+//! [`StateDb`] is the interface the rest of the agent uses. Both implementations share one
+//! typed layer ([`KvState`]) over a small ordered key-value [`Backend`]:
+//! [`RedbBackend`] (the default, a file in the data dir) and [`MemBackend`] (tests).
+//! Values are JSON; keys are `<alloc-id>` or `<alloc-id>/<task>`, so an allocation's rows
+//! are one prefix and deleting an allocation is one range delete in one transaction.
+
+mod mem;
+mod redb_backend;
+
+use std::collections::BTreeMap;
+
+use serde::de::DeserializeOwned;
+use serde::{Deserialize, Serialize};
+
+pub use mem::MemBackend;
+pub use redb_backend::RedbBackend;
+
+use crate::jobspec::Job;
+use crate::structs::{Allocation, TaskState};
+
+/// Schema version this agent writes. Older files are upgraded at open; newer ones refused.
+pub const SCHEMA_VERSION: u64 = 1;
+
+/// Errors of the state DB.
+#[derive(Debug, thiserror::Error)]
+pub enum StateError {
+    /// The file is damaged.
+    #[error(
+        "state file {path} is corrupt ({detail}); move it aside to start with an empty state, or restore a backup"
+    )]
+    Corrupt {
+        /// File.
+        path: String,
+        /// What the storage layer said.
+        detail: String,
+    },
+    /// The file was written by a newer agent.
+    #[error(
+        "state file {path} has schema version {found}, newer than this agent's {SCHEMA_VERSION}; run a newer agent, or move the file aside"
+    )]
+    TooNew {
+        /// File.
+        path: String,
+        /// Version found.
+        found: u64,
+    },
+    /// Another agent holds the file.
+    #[error(
+        "state file {path} is in use by another process (is another agent running with this data dir?)"
+    )]
+    InUse {
+        /// File.
+        path: String,
+    },
+    /// A stored value could not be decoded.
+    #[error("state entry {table}/{key} cannot be decoded: {detail}")]
+    Decode {
+        /// Table.
+        table: &'static str,
+        /// Key.
+        key: String,
+        /// Decoder's message.
+        detail: String,
+    },
+    /// Any other storage failure.
+    #[error("state storage error: {0}")]
+    Storage(String),
+}
+
+/// A driver handle as persisted for a task (what `start` returned, updated by later calls).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct StoredHandle {
+    /// Driver name.
+    pub driver: String,
+    /// sha256 of the driver version that issued it.
+    pub driver_sha256: String,
+    /// Handle layout version chosen by the driver.
+    pub version: u32,
+    /// Task invocation id.
+    pub task_id: String,
+    /// The driver's opaque state.
+    pub driver_state: Vec<u8>,
+}
+
+/// A hook's persisted state for one task.
+#[derive(Debug, Clone, PartialEq, Default, Serialize, Deserialize)]
+pub struct HookState {
+    /// Prestart returned done.
+    pub prestart_done: bool,
+    /// The state map the hook returned.
+    pub data: BTreeMap<String, String>,
+    /// The env the hook set.
+    pub env: BTreeMap<String, String>,
+}
+
+/// Per-task state only this client needs (Nomad's LocalState).
+#[derive(Debug, Clone, PartialEq, Default, Serialize, Deserialize)]
+pub struct LocalTaskState {
+    /// The driver handle of the running invocation.
+    pub handle: Option<StoredHandle>,
+    /// Hook state by hook name, in first-run order.
+    pub hooks: Vec<(String, HookState)>,
+    /// The task runner finished for good.
+    pub run_complete: bool,
+}
+
+/// The state DB interface.
+///
+/// Every write is durable when it returns `Ok` (redb commits with an fsync). Methods may be
+/// called from any thread; implementations serialise writers internally.
+pub trait StateDb: Send + Sync {
+    /// Store (or replace) a job.
+    fn put_job(&self, job: &Job) -> Result<(), StateError>;
+    /// Remove a job.
+    fn delete_job(&self, namespace: &str, id: &str) -> Result<(), StateError>;
+    /// All jobs.
+    fn jobs(&self) -> Result<Vec<Job>, StateError>;
+    /// Store an allocation (its task states are stored separately and ignored here).
+    fn put_alloc(&self, alloc: &Allocation) -> Result<(), StateError>;
+    /// Remove an allocation with its task and local states, in one transaction.
+    fn delete_alloc(&self, id: &str) -> Result<(), StateError>;
+    /// All allocations, with their task states filled in.
+    fn allocs(&self) -> Result<Vec<Allocation>, StateError>;
+    /// Store a task's state.
+    fn put_task_state(
+        &self,
+        alloc_id: &str,
+        task: &str,
+        state: &TaskState,
+    ) -> Result<(), StateError>;
+    /// Task states of an allocation.
+    fn task_states(&self, alloc_id: &str) -> Result<BTreeMap<String, TaskState>, StateError>;
+    /// Store a task's local state.
+    fn put_local_state(
+        &self,
+        alloc_id: &str,
+        task: &str,
+        state: &LocalTaskState,
+    ) -> Result<(), StateError>;
+    /// A task's local state.
+    fn local_state(&self, alloc_id: &str, task: &str)
+    -> Result<Option<LocalTaskState>, StateError>;
+    /// Store the node's identity (id, name, secret).
+    fn put_node_identity(&self, identity: &BTreeMap<String, String>) -> Result<(), StateError>;
+    /// The node's identity, if one was stored.
+    fn node_identity(&self) -> Result<Option<BTreeMap<String, String>>, StateError>;
+}
+
+/// Table names.
+pub(crate) mod tables {
+    pub const META: &str = "meta";
+    pub const JOBS: &str = "jobs";
+    pub const ALLOCS: &str = "allocs";
+    pub const TASK_STATE: &str = "task_state";
+    pub const LOCAL_STATE: &str = "local_state";
+    pub const NODE: &str = "node";
+    pub const ALL: &[&str] = &[META, JOBS, ALLOCS, TASK_STATE, LOCAL_STATE, NODE];
+}
+
+/// One write in a transaction.
+#[derive(Debug, Clone)]
+pub enum Op {
+    /// Insert or replace.
+    Put(&'static str, String, Vec<u8>),
+    /// Delete one key.
+    Delete(&'static str, String),
+    /// Delete every key starting with the prefix.
+    DeletePrefix(&'static str, String),
+}
+
+/// An ordered key-value store with atomic multi-op transactions.
+pub trait Backend: Send + Sync {
+    /// Apply `ops` atomically and durably.
+    fn write(&self, ops: Vec<Op>) -> Result<(), StateError>;
+    /// Read one key.
+    fn get(&self, table: &'static str, key: &str) -> Result<Option<Vec<u8>>, StateError>;
+    /// All `(key, value)` whose key starts with `prefix`, in key order.
+    fn scan(&self, table: &'static str, prefix: &str)
+    -> Result<Vec<(String, Vec<u8>)>, StateError>;
+}
+
+/// The typed state layer over a backend.
+pub struct KvState<B: Backend> {
+    backend: B,
+}
+
+/// The default state DB: a redb file.
+pub type RedbState = KvState<RedbBackend>;
+/// The in-memory state DB for tests.
+pub type MemState = KvState<MemBackend>;
+
+impl RedbState {
+    /// Open (or create) the state file at `path`, upgrading an older schema.
+    pub fn open(path: &std::path::Path) -> Result<Self, StateError> {
+        Ok(KvState {
+            backend: RedbBackend::open(path)?,
+        })
+    }
+}
+
+impl MemState {
+    /// A fresh in-memory state.
+    pub fn new() -> Self {
+        KvState {
+            backend: MemBackend::default(),
+        }
+    }
+}
+
+impl Default for MemState {
+    fn default() -> Self {
+        Self::new()
+    }
+}
+
+fn encode<T: Serialize>(v: &T) -> Vec<u8> {
+    serde_json::to_vec(v).expect("state values are plain data and always serialize")
+}
+
+fn decode<T: DeserializeOwned>(
+    table: &'static str,
+    key: &str,
+    bytes: &[u8],
+) -> Result<T, StateError> {
+    serde_json::from_slice(bytes).map_err(|e| StateError::Decode {
+        table,
+        key: key.to_string(),
+        detail: e.to_string(),
+    })
+}
+
+fn task_key(alloc_id: &str, task: &str) -> String {
+    format!("{alloc_id}/{task}")
+}
+
+impl<B: Backend> StateDb for KvState<B> {
+    fn put_job(&self, job: &Job) -> Result<(), StateError> {
+        self.backend.write(vec![Op::Put(
+            tables::JOBS,
+            format!("{}/{}", job.namespace, job.id),
+            encode(job),
+        )])
+    }
+
+    fn delete_job(&self, namespace: &str, id: &str) -> Result<(), StateError> {
+        self.backend
+            .write(vec![Op::Delete(tables::JOBS, format!("{namespace}/{id}"))])
+    }
+
+    fn jobs(&self) -> Result<Vec<Job>, StateError> {
+        self.backend
+            .scan(tables::JOBS, "")?
+            .iter()
+            .map(|(k, v)| decode(tables::JOBS, k, v))
+            .collect()
+    }
+
+    fn put_alloc(&self, alloc: &Allocation) -> Result<(), StateError> {
+        let mut a = alloc.clone();
+        a.task_states.clear();
+        let mut stored = serde_json::to_value(&a).expect("allocations serialize");
+        stored["Index"] = serde_json::json!(alloc.index);
+        self.backend.write(vec![Op::Put(
+            tables::ALLOCS,
+            alloc.id.clone(),
+            serde_json::to_vec(&stored).expect("json"),
+        )])
+    }
+
+    fn delete_alloc(&self, id: &str) -> Result<(), StateError> {
+        let prefix = format!("{id}/");
+        self.backend.write(vec![
+            Op::Delete(tables::ALLOCS, id.to_string()),
+            Op::DeletePrefix(tables::TASK_STATE, prefix.clone()),
+            Op::DeletePrefix(tables::LOCAL_STATE, prefix),
+        ])
+    }
+
+    fn allocs(&self) -> Result<Vec<Allocation>, StateError> {
+        let mut out = Vec::new();
+        for (k, v) in self.backend.scan(tables::ALLOCS, "")? {
+            let raw: serde_json::Value = decode(tables::ALLOCS, &k, &v)?;
+            let index = raw.get("Index").and_then(|i| i.as_u64()).unwrap_or(0) as u32;
+            let mut a: Allocation =
+                serde_json::from_value(raw).map_err(|e| StateError::Decode {
+                    table: tables::ALLOCS,
+                    key: k.clone(),
+                    detail: e.to_string(),
+                })?;
+            a.index = index;
+            a.task_states = self.task_states(&a.id)?;
+            out.push(a);
+        }
+        Ok(out)
+    }
+
+    fn put_task_state(
+        &self,
+        alloc_id: &str,
+        task: &str,
+        state: &TaskState,
+    ) -> Result<(), StateError> {
+        self.backend.write(vec![Op::Put(
+            tables::TASK_STATE,
+            task_key(alloc_id, task),
+            encode(state),
+        )])
+    }
+
+    fn task_states(&self, alloc_id: &str) -> Result<BTreeMap<String, TaskState>, StateError> {
+        let prefix = format!("{alloc_id}/");
+        self.backend
+            .scan(tables::TASK_STATE, &prefix)?
+            .into_iter()
+            .map(|(k, v)| {
+                Ok((
+                    k[prefix.len()..].to_string(),
+                    decode(tables::TASK_STATE, &k, &v)?,
+                ))
+            })
+            .collect()
+    }
+
+    fn put_local_state(
+        &self,
+        alloc_id: &str,
+        task: &str,
+        state: &LocalTaskState,
+    ) -> Result<(), StateError> {
+        self.backend.write(vec![Op::Put(
+            tables::LOCAL_STATE,
+            task_key(alloc_id, task),
+            encode(state),
+        )])
+    }
+
+    fn local_state(
+        &self,
+        alloc_id: &str,
+        task: &str,
+    ) -> Result<Option<LocalTaskState>, StateError> {
+        let key = task_key(alloc_id, task);
+        self.backend
+            .get(tables::LOCAL_STATE, &key)?
+            .map(|v| decode(tables::LOCAL_STATE, &key, &v))
+            .transpose()
+    }
+
+    fn put_node_identity(&self, identity: &BTreeMap<String, String>) -> Result<(), StateError> {
+        self.backend.write(vec![Op::Put(
+            tables::NODE,
+            "identity".into(),
+            encode(identity),
+        )])
+    }
+
+    fn node_identity(&self) -> Result<Option<BTreeMap<String, String>>, StateError> {
+        self.backend
+            .get(tables::NODE, "identity")?
+            .map(|v| decode(tables::NODE, "identity", &v))
+            .transpose()
+    }
+}

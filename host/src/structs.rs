@@ -1,0 +1,295 @@
+//! Nomad-shaped records the agent stores and serves: allocations, task states and task
+//! events. Field names on the wire are Nomad's (PascalCase, times in ns since the epoch).
+
+use std::collections::BTreeMap;
+
+use serde::{Deserialize, Serialize};
+
+use crate::jobspec::Job;
+
+/// Task event types, as Nomad names them.
+pub mod event_type {
+    /// The task was received by the client.
+    pub const RECEIVED: &str = "Received";
+    /// The task's directories and environment are being set up.
+    pub const TASK_SETUP: &str = "Task Setup";
+    /// The driver started the task.
+    pub const STARTED: &str = "Started";
+    /// The task exited.
+    pub const TERMINATED: &str = "Terminated";
+    /// The task's driver config failed validation.
+    pub const FAILED_VALIDATION: &str = "Failed Validation";
+    /// The driver failed (including a trapped or hung driver component).
+    pub const DRIVER_FAILURE: &str = "Driver Failure";
+    /// A setup step (hook) failed.
+    pub const SETUP_FAILURE: &str = "Setup Failure";
+    /// The task was asked to stop.
+    pub const KILLING: &str = "Killing";
+    /// The task was stopped.
+    pub const KILLED: &str = "Killed";
+    /// The task will not be restarted.
+    pub const NOT_RESTARTING: &str = "Not Restarting";
+    /// The task will be restarted.
+    pub const RESTARTING: &str = "Restarting";
+    /// An event a driver emitted.
+    pub const DRIVER: &str = "Driver";
+}
+
+/// One task event.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, Default)]
+#[serde(rename_all = "PascalCase")]
+pub struct TaskEvent {
+    /// Event type (see [`event_type`]).
+    #[serde(rename = "Type")]
+    pub event_type: String,
+    /// When, ns since the epoch.
+    pub time: u64,
+    /// Message for people.
+    pub message: String,
+    /// Same as `message` (Nomad's UI field).
+    pub display_message: String,
+    /// Structured details.
+    pub details: BTreeMap<String, String>,
+    /// Whether the event fails the task.
+    pub fails_task: bool,
+    /// Exit code (Terminated).
+    pub exit_code: i32,
+    /// Signal (Terminated).
+    pub signal: i32,
+    /// Driver error text.
+    pub driver_error: String,
+    /// Validation error text.
+    pub validation_error: String,
+    /// Setup error text.
+    pub setup_error: String,
+    /// Kill reason.
+    pub kill_reason: String,
+    /// Restart delay, ns (Restarting).
+    pub start_delay: u64,
+    /// Message a driver gave (Driver).
+    pub driver_message: String,
+}
+
+impl TaskEvent {
+    /// A new event of `event_type` now, with `message`.
+    pub fn new(event_type: &str, message: impl Into<String>) -> Self {
+        let message = message.into();
+        Self {
+            event_type: event_type.to_string(),
+            time: crate::util::now_nanos(),
+            display_message: message.clone(),
+            message,
+            ..Default::default()
+        }
+    }
+
+    /// Add a detail.
+    pub fn detail(mut self, k: &str, v: impl Into<String>) -> Self {
+        self.details.insert(k.to_string(), v.into());
+        self
+    }
+}
+
+/// Task state values.
+pub mod task_state {
+    /// Not started yet.
+    pub const PENDING: &str = "pending";
+    /// Running.
+    pub const RUNNING: &str = "running";
+    /// Exited for good.
+    pub const DEAD: &str = "dead";
+}
+
+/// Most events kept per task (Nomad keeps 10).
+pub const MAX_EVENTS: usize = 10;
+
+/// The state of one task.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "PascalCase")]
+pub struct TaskState {
+    /// pending | running | dead.
+    pub state: String,
+    /// Whether the task failed.
+    pub failed: bool,
+    /// Restarts so far.
+    pub restarts: u64,
+    /// Time of the last restart, ns (0 if none).
+    pub last_restart: u64,
+    /// Time of the last start, ns (0 if never).
+    pub started_at: u64,
+    /// Time it finished, ns (0 while not dead).
+    pub finished_at: u64,
+    /// The most recent events, oldest first.
+    pub events: Vec<TaskEvent>,
+}
+
+impl Default for TaskState {
+    fn default() -> Self {
+        Self {
+            state: task_state::PENDING.into(),
+            failed: false,
+            restarts: 0,
+            last_restart: 0,
+            started_at: 0,
+            finished_at: 0,
+            events: Vec::new(),
+        }
+    }
+}
+
+impl TaskState {
+    /// Append an event, keeping the newest [`MAX_EVENTS`]; a failing event marks the task failed.
+    pub fn push_event(&mut self, ev: TaskEvent) {
+        if ev.fails_task {
+            self.failed = true;
+        }
+        self.events.push(ev);
+        if self.events.len() > MAX_EVENTS {
+            let extra = self.events.len() - MAX_EVENTS;
+            self.events.drain(..extra);
+        }
+    }
+}
+
+/// Client status values.
+pub mod client_status {
+    /// Not yet running.
+    pub const PENDING: &str = "pending";
+    /// At least one task running.
+    pub const RUNNING: &str = "running";
+    /// All tasks finished successfully.
+    pub const COMPLETE: &str = "complete";
+    /// A task failed.
+    pub const FAILED: &str = "failed";
+}
+
+/// Client status of an allocation from its task states, as Nomad derives it:
+/// failed > running > pending > complete.
+pub fn derive_client_status<'a>(states: impl IntoIterator<Item = &'a TaskState>) -> &'static str {
+    let (mut failed, mut running, mut pending, mut any) = (false, false, false, false);
+    for s in states {
+        any = true;
+        match s.state.as_str() {
+            task_state::PENDING => pending = true,
+            task_state::RUNNING => running = true,
+            task_state::DEAD if s.failed => failed = true,
+            _ => {}
+        }
+    }
+    if failed {
+        client_status::FAILED
+    } else if running {
+        client_status::RUNNING
+    } else if pending || !any {
+        client_status::PENDING
+    } else {
+        client_status::COMPLETE
+    }
+}
+
+/// An allocation: one instance of a task group on this node.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "PascalCase")]
+pub struct Allocation {
+    /// Allocation id (uuid).
+    #[serde(rename = "ID")]
+    pub id: String,
+    /// Namespace.
+    pub namespace: String,
+    /// Evaluation that created it.
+    #[serde(rename = "EvalID")]
+    pub eval_id: String,
+    /// `<job>.<group>[<index>]`.
+    pub name: String,
+    /// Node id.
+    #[serde(rename = "NodeID")]
+    pub node_id: String,
+    /// Node name.
+    pub node_name: String,
+    /// Job id.
+    #[serde(rename = "JobID")]
+    pub job_id: String,
+    /// The job as registered.
+    pub job: Job,
+    /// Task group name.
+    pub task_group: String,
+    /// Index within the group's count.
+    #[serde(skip)]
+    pub index: u32,
+    /// run | stop.
+    pub desired_status: String,
+    /// Why it is desired so.
+    pub desired_description: String,
+    /// pending | running | complete | failed.
+    pub client_status: String,
+    /// Why.
+    pub client_description: String,
+    /// Task states by task name.
+    pub task_states: BTreeMap<String, TaskState>,
+    /// Raft-like index of creation.
+    pub create_index: u64,
+    /// Index of the last change.
+    pub modify_index: u64,
+    /// Creation time, ns.
+    pub create_time: u64,
+    /// Last change, ns.
+    pub modify_time: u64,
+}
+
+impl Allocation {
+    /// The allocation's group.
+    pub fn group(&self) -> Option<&crate::jobspec::TaskGroup> {
+        self.job.group(&self.task_group)
+    }
+
+    /// Whether the client is done with it.
+    pub fn is_terminal(&self) -> bool {
+        matches!(
+            self.client_status.as_str(),
+            client_status::COMPLETE | client_status::FAILED
+        )
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn st(state: &str, failed: bool) -> TaskState {
+        TaskState {
+            state: state.into(),
+            failed,
+            ..Default::default()
+        }
+    }
+
+    #[test]
+    fn client_status_precedence() {
+        assert_eq!(
+            derive_client_status(&[st("dead", true), st("running", false)]),
+            "failed"
+        );
+        assert_eq!(
+            derive_client_status(&[st("running", false), st("pending", false)]),
+            "running"
+        );
+        assert_eq!(
+            derive_client_status(&[st("pending", false), st("dead", false)]),
+            "pending"
+        );
+        assert_eq!(
+            derive_client_status(&[st("dead", false), st("dead", false)]),
+            "complete"
+        );
+    }
+
+    #[test]
+    fn events_are_capped() {
+        let mut s = TaskState::default();
+        for i in 0..15 {
+            s.push_event(TaskEvent::new("x", format!("{i}")));
+        }
+        assert_eq!(s.events.len(), MAX_EVENTS);
+        assert_eq!(s.events[0].message, "5");
+    }
+}

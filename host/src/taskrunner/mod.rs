@@ -1,0 +1,405 @@
+//! The task runner: one task of an allocation, from setup through its driver to exit.
+//!
+//! Run loop: Task Setup (dirs, env) → validate the driver config → start (the handle is
+//! persisted before `Started` is emitted) → wait → Terminated → destroy. Waiting is the
+//! host's job: the driver's non-blocking `wait` says either "exited" or what to wake on
+//! (process exits, a timer), and the runner sleeps on those host events, not in a guest.
+//! A kill (cancellation) sends the driver's `stop` and keeps waiting, bounded by the
+//! kill timeout, so a misbehaving driver cannot hold the runner forever.
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use tokio_util::sync::CancellationToken;
+
+use crate::allocrunner::AllocShared;
+use crate::drivermanager::{Driver, DriverCallError, DriverManager};
+use crate::jobspec::Task;
+use crate::runtime::TaskContext;
+use crate::runtime::bindings::v0_1_0::driver::exports::paddock::plugin::task_driver::{
+    DriverError, WaitStatus, WakeOn,
+};
+use crate::runtime::bindings::v0_1_0::types::{ExitResult, TaskConfig, TaskHandle, TaskResources};
+use crate::state::{LocalTaskState, StoredHandle};
+use crate::structs::{TaskEvent, event_type, task_state};
+
+/// Extra time after the kill timeout before the runner gives up on a driver that never
+/// reports the task's exit.
+const KILL_GRACE: Duration = Duration::from_secs(5);
+
+/// Runs one task.
+pub struct TaskRunner {
+    alloc: Arc<AllocShared>,
+    task: Task,
+    drivers: Arc<DriverManager>,
+    kill: CancellationToken,
+}
+
+/// How a run ended before the task's own exit.
+enum Abort {
+    /// A failure event to emit (it fails the task).
+    Fail(TaskEvent),
+    /// Killed before it started.
+    KilledBeforeStart,
+}
+
+impl TaskRunner {
+    /// A runner for `task` of the shared allocation.
+    pub fn new(
+        alloc: Arc<AllocShared>,
+        task: Task,
+        drivers: Arc<DriverManager>,
+        kill: CancellationToken,
+    ) -> Arc<Self> {
+        Arc::new(Self {
+            alloc,
+            task,
+            drivers,
+            kill,
+        })
+    }
+
+    /// Task name.
+    pub fn name(&self) -> &str {
+        &self.task.name
+    }
+
+    fn event(&self, ev: TaskEvent) {
+        self.alloc.event(&self.task.name, ev);
+    }
+
+    fn failure(kind: &str, message: String) -> TaskEvent {
+        let mut ev = TaskEvent::new(kind, message.clone());
+        ev.fails_task = true;
+        match kind {
+            event_type::FAILED_VALIDATION => ev.validation_error = message,
+            event_type::SETUP_FAILURE => ev.setup_error = message,
+            _ => ev.driver_error = message,
+        }
+        ev
+    }
+
+    /// Run the task until it exits or is killed.
+    pub async fn run(self: Arc<Self>) {
+        let alloc_id = self.alloc.id();
+        let outcome = self.start_and_wait(&alloc_id).await;
+        self.drivers
+            .unregister_event_handler(&alloc_id, &self.task.name);
+        match outcome {
+            Ok(()) => {}
+            Err(Abort::Fail(ev)) => {
+                self.event(ev);
+                self.finish(true);
+            }
+            Err(Abort::KilledBeforeStart) => {
+                self.event(TaskEvent::new(
+                    event_type::KILLED,
+                    "Task killed before it started",
+                ));
+                self.finish(false);
+            }
+        }
+    }
+
+    fn finish(&self, failed: bool) {
+        self.alloc.update_task(&self.task.name, |s| {
+            s.state = task_state::DEAD.into();
+            s.failed |= failed;
+            s.finished_at = crate::util::now_nanos();
+        });
+    }
+
+    async fn start_and_wait(&self, alloc_id: &str) -> Result<(), Abort> {
+        if self.kill.is_cancelled() {
+            return Err(Abort::KilledBeforeStart);
+        }
+        self.event(TaskEvent::new(
+            event_type::TASK_SETUP,
+            "Building Task Directory",
+        ));
+        let dirs = self.alloc.dir.build_task(&self.task.name).map_err(|e| {
+            Abort::Fail(Self::failure(
+                event_type::SETUP_FAILURE,
+                format!("failed to build task directory: {e}"),
+            ))
+        })?;
+
+        let driver = self.drivers.dispense(&self.task.driver).ok_or_else(|| {
+            Abort::Fail(Self::failure(
+                event_type::DRIVER_FAILURE,
+                format!(
+                    "failed to find driver {:?}: no such driver is loaded (loaded: {})",
+                    self.task.driver,
+                    self.drivers.names().join(", ")
+                ),
+            ))
+        })?;
+
+        let a = self.alloc.snapshot();
+        let group = a.group().cloned().expect("the alloc's group exists");
+        let env = crate::taskenv::build(
+            &a.job,
+            &group,
+            &self.task,
+            &a.id,
+            a.index,
+            &dirs,
+            &self.alloc.node,
+            &[],
+        );
+        let config = env
+            .interpolate_json(&serde_json::Value::Object(self.task.config.clone()))
+            .to_string();
+
+        match driver.validate_config(&config).await {
+            Ok(()) => {}
+            Err(DriverCallError::Driver(
+                e @ (DriverError::InvalidConfig(_) | DriverError::NotSupported(_)),
+            )) => {
+                return Err(Abort::Fail(Self::failure(
+                    event_type::FAILED_VALIDATION,
+                    format!(
+                        "failed to validate driver config: {}",
+                        crate::drivermanager::DriverCallError::Driver(e)
+                    ),
+                )));
+            }
+            Err(e) => {
+                return Err(Abort::Fail(Self::failure(
+                    event_type::DRIVER_FAILURE,
+                    e.to_string(),
+                )));
+            }
+        }
+
+        let task_id = format!(
+            "{}/{}/{}",
+            alloc_id,
+            self.task.name,
+            &uuid::Uuid::new_v4().simple().to_string()[..8]
+        );
+        let logs = self.alloc.dir.logs();
+        let cfg = TaskConfig {
+            id: task_id.clone(),
+            name: self.task.name.clone(),
+            alloc_id: alloc_id.to_string(),
+            job_id: a.job.id.clone(),
+            job_name: a.job.name.clone(),
+            group_name: group.name.clone(),
+            namespace: a.job.namespace.clone(),
+            node_id: self.alloc.node.id.clone(),
+            node_name: self.alloc.node.name.clone(),
+            env: env.sorted_pairs(),
+            device_env: Vec::new(),
+            user: self.task.user.clone(),
+            resources: TaskResources {
+                cpu_mhz: self.task.resources.cpu,
+                memory_mb: self.task.resources.memory_mb,
+                memory_max_mb: self.task.resources.memory_max_mb,
+            },
+            driver_config: config,
+            alloc_dir: dirs.alloc_dir.clone(),
+            task_dir: dirs.task_dir.clone(),
+            stdout_path: logs
+                .join(format!("{}.stdout.0", self.task.name))
+                .display()
+                .to_string(),
+            stderr_path: logs
+                .join(format!("{}.stderr.0", self.task.name))
+                .display()
+                .to_string(),
+            kill_signal: self.kill_signal(),
+            kill_timeout_ns: self.task.kill_timeout,
+            mounts: Vec::new(),
+            devices: Vec::new(),
+        };
+
+        let alloc = self.alloc.clone();
+        let task_name = self.task.name.clone();
+        self.drivers.register_event_handler(
+            alloc_id,
+            &self.task.name,
+            Arc::new(move |ev| {
+                let mut te = TaskEvent::new(event_type::DRIVER, ev.message.clone());
+                te.driver_message = ev.message;
+                te.details = ev.details.into_iter().collect();
+                alloc.event(&task_name, te);
+            }),
+        );
+
+        let ctx = Arc::new(TaskContext {
+            env,
+            reservations: Vec::new(),
+        });
+        let handle = tokio::select! {
+            r = driver.start(cfg, Some(ctx)) => r,
+            _ = self.kill.cancelled() => return Err(Abort::KilledBeforeStart),
+        };
+        let handle = handle.map_err(|e| {
+            Abort::Fail(Self::failure(
+                event_type::DRIVER_FAILURE,
+                format!("failed to start task: {e}"),
+            ))
+        })?;
+
+        // Persist the handle before announcing the start: after an agent crash the task
+        // can be recovered only if its handle was stored.
+        self.persist_handle(&driver, &handle);
+        self.alloc.update_task(&self.task.name, |s| {
+            s.state = task_state::RUNNING.into();
+            s.started_at = crate::util::now_nanos();
+        });
+        self.event(TaskEvent::new(
+            event_type::STARTED,
+            "Task started by client",
+        ));
+
+        let result = self.wait_exit(&driver, handle).await;
+        let (exit, killed) = match result {
+            Ok(r) => r,
+            Err(e) => {
+                return Err(Abort::Fail(Self::failure(
+                    event_type::DRIVER_FAILURE,
+                    format!("failed to wait for task: {e}"),
+                )));
+            }
+        };
+        let success = exit.exit_code == 0 && exit.signal == 0 && exit.err.is_none();
+        let mut ev = TaskEvent::new(
+            event_type::TERMINATED,
+            match &exit.err {
+                Some(err) => format!("Exit Code: {}, Exit Message: {err:?}", exit.exit_code),
+                None => format!("Exit Code: {}", exit.exit_code),
+            },
+        )
+        .detail("exit_code", exit.exit_code.to_string())
+        .detail("signal", exit.signal.to_string())
+        .detail("oom_killed", exit.oom_killed.to_string());
+        ev.exit_code = exit.exit_code;
+        ev.signal = exit.signal;
+        self.event(ev);
+        if killed {
+            self.event(TaskEvent::new(
+                event_type::KILLED,
+                "Task successfully killed",
+            ));
+        }
+        // The task is done with: its handle is no longer needed.
+        let _ =
+            self.alloc
+                .db
+                .put_local_state(alloc_id, &self.task.name, &LocalTaskState::default());
+        self.finish(!success && !killed);
+        Ok(())
+    }
+
+    fn kill_signal(&self) -> String {
+        if self.task.kill_signal.is_empty() {
+            "SIGINT".into()
+        } else {
+            self.task.kill_signal.clone()
+        }
+    }
+
+    fn persist_handle(&self, driver: &Driver, handle: &TaskHandle) {
+        let state = LocalTaskState {
+            handle: Some(StoredHandle {
+                driver: driver.name().to_string(),
+                driver_sha256: driver.current_sha256().unwrap_or_default(),
+                version: handle.version,
+                task_id: handle.task_id.clone(),
+                driver_state: handle.driver_state.clone(),
+            }),
+            hooks: Vec::new(),
+            run_complete: false,
+        };
+        if let Err(e) = self
+            .alloc
+            .db
+            .put_local_state(&self.alloc.id(), &self.task.name, &state)
+        {
+            tracing::error!(task = %self.task.name, error = %e, "persisting task handle failed");
+        }
+    }
+
+    /// Wait for the task's exit. Returns the exit and whether it was killed.
+    async fn wait_exit(
+        &self,
+        driver: &Driver,
+        mut handle: TaskHandle,
+    ) -> Result<(ExitResult, bool), DriverCallError> {
+        let mut kill_deadline: Option<tokio::time::Instant> = None;
+        loop {
+            let status = driver.wait(handle.clone()).await?;
+            let wake = match status {
+                WaitStatus::Exited(r) => {
+                    let _ = driver.destroy(handle.clone(), true).await;
+                    return Ok((r, kill_deadline.is_some()));
+                }
+                WaitStatus::Pending(w) => w,
+            };
+            if let Some(deadline) = kill_deadline {
+                if tokio::time::Instant::now() >= deadline {
+                    let _ = driver.destroy(handle.clone(), true).await;
+                    return Ok((
+                        ExitResult {
+                            exit_code: 0,
+                            signal: 9,
+                            oom_killed: false,
+                            err: Some("driver did not report the exit after stop; resources may have been leaked".into()),
+                        },
+                        true,
+                    ));
+                }
+            }
+            let killing = kill_deadline.is_some();
+            tokio::select! {
+                _ = self.wake(&wake, kill_deadline) => {}
+                _ = self.kill.cancelled(), if !killing => {
+                    let signal = self.kill_signal();
+                    let timeout = Duration::from_nanos(self.task.kill_timeout);
+                    self.event(TaskEvent::new(event_type::KILLING, format!("Sent interrupt. Waiting {timeout:?} before force killing")));
+                    handle = driver.stop(handle.clone(), self.task.kill_timeout, signal).await?;
+                    self.persist_handle(driver, &handle);
+                    kill_deadline = Some(tokio::time::Instant::now() + timeout + KILL_GRACE);
+                }
+            }
+        }
+    }
+
+    /// Sleep until a wake condition: a listed process exits, the timer fires, or (while
+    /// killing) the kill deadline passes. With no condition at all, re-poll every minute.
+    async fn wake(&self, wake: &WakeOn, kill_deadline: Option<tokio::time::Instant>) {
+        let timer = wake
+            .after_ns
+            .map(Duration::from_nanos)
+            .unwrap_or(Duration::from_secs(60));
+        let mut sleep_until = tokio::time::Instant::now() + timer;
+        if let Some(d) = kill_deadline {
+            sleep_until = sleep_until.min(d);
+        }
+        let procs = self.drivers_processes(&wake.processes);
+        tokio::select! {
+            _ = tokio::time::sleep_until(sleep_until) => {}
+            _ = procs => {}
+        }
+    }
+
+    fn drivers_processes(&self, ids: &[u64]) -> futures::future::BoxFuture<'static, ()> {
+        let watches: Vec<_> = ids
+            .iter()
+            .filter_map(|id| self.drivers.process_exit_watch(*id))
+            .collect();
+        if watches.is_empty() {
+            return Box::pin(std::future::pending());
+        }
+        Box::pin(async move {
+            let futs = watches.into_iter().map(|mut w| {
+                Box::pin(async move {
+                    let _ = w.wait_for(|e| e.is_some()).await;
+                })
+            });
+            futures::future::select_all(futs).await;
+        })
+    }
+}
