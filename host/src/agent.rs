@@ -41,6 +41,8 @@ pub struct AgentOptions {
     pub in_memory_state: bool,
     /// How often drivers are fingerprinted.
     pub fingerprint_interval: Option<Duration>,
+    /// Compile cache dir; defaults to `<data_dir>/cache/components`.
+    pub cache_dir: Option<PathBuf>,
 }
 
 /// A job as the agent keeps it.
@@ -126,7 +128,11 @@ impl Agent {
 
         let components = opts.config.component_settings(&opts.config_file)?;
         let runtime = Runtime::new(RuntimeOptions {
-            cache_dir: Some(data_dir.join("cache").join("components")),
+            cache_dir: Some(
+                opts.cache_dir
+                    .clone()
+                    .unwrap_or_else(|| data_dir.join("cache").join("components")),
+            ),
             components,
             dev: opts.dev,
             ..Default::default()

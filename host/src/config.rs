@@ -11,9 +11,15 @@
 //! client { meta = { rack = "r1" } }
 //!
 //! plugin "mock" {
-//!   grant  { env = true, events = true }           # deny by default
-//!   limits { memory_mb = 64, call_timeout = "10s" }
-//!   config { }                                      # handed to the component as JSON
+//!   grant {                 # deny by default
+//!     env    = true
+//!     events = true
+//!   }
+//!   limits {
+//!     memory_mb    = 64
+//!     call_timeout = "10s"
+//!   }
+//!   config { }              # handed to the component as JSON
 //! }
 //! ```
 
@@ -171,9 +177,17 @@ mod tests {
             data_dir = "/tmp/x"
             ports { http = 5000 }
             plugin "mock" {
-              grant { env = true, process = ["/bin/*"] }
-              limits { memory_mb = 32, call_timeout = "250ms" }
-              config { misbehave = { op = "fingerprint", kind = "trap" } }
+              grant {
+                env     = true
+                process = ["/bin/*"]
+              }
+              limits {
+                memory_mb    = 32
+                call_timeout = "250ms"
+              }
+              config {
+                misbehave = { op = "fingerprint", kind = "trap" }
+              }
             }
             "#,
             "t.hcl",

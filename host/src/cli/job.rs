@@ -143,7 +143,7 @@ pub async fn job_run(api: &ApiArgs, file: &PathBuf, detach: bool) -> anyhow::Res
                 *done = events.len();
             }
         }
-        if placed && ours.iter().all(|a| settled(a)) {
+        if placed && ours.iter().all(|a| settled(a, job.job_type)) {
             let failed: Vec<_> = ours
                 .iter()
                 .filter(|a| a["ClientStatus"] == "failed" || a["ClientStatus"] == "lost")
@@ -163,14 +163,22 @@ pub async fn job_run(api: &ApiArgs, file: &PathBuf, detach: bool) -> anyhow::Res
     }
 }
 
-/// Settled: the allocation finished, or all its tasks are running.
-fn settled(a: &Value) -> bool {
-    match a["ClientStatus"].as_str() {
-        Some("complete" | "failed" | "lost") => true,
-        Some("running") => a["TaskStates"]
-            .as_object()
-            .is_some_and(|m| m.values().all(|s| s["State"] != "pending")),
-        _ => false,
+/// Settled: every task is dead (the allocation finished), or, for a service job, every task
+/// has started. A batch job is followed to its end, so the exit code tells how it ended.
+fn settled(a: &Value, job_type: crate::jobspec::JobType) -> bool {
+    let states: Vec<&Value> = a["TaskStates"]
+        .as_object()
+        .map(|m| m.values().collect())
+        .unwrap_or_default();
+    if states.is_empty() {
+        return a["ClientStatus"] == "lost";
+    }
+    let all_dead = states.iter().all(|s| s["State"] == "dead");
+    match job_type {
+        crate::jobspec::JobType::Batch => all_dead,
+        crate::jobspec::JobType::Service => {
+            all_dead || states.iter().all(|s| s["State"] != "pending")
+        }
     }
 }
 

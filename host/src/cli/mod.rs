@@ -3,7 +3,7 @@
 //! long flags (`-address`, `-detach`) are accepted too.
 
 mod component;
-mod job;
+pub mod job;
 mod run;
 
 use std::path::PathBuf;

@@ -67,6 +67,7 @@ pub(super) async fn run(args: RunArgs) -> anyhow::Result<i32> {
         config,
         in_memory_state: false,
         fingerprint_interval: None,
+        cache_dir: None,
     })
     .await?;
     let listener = tokio::net::TcpListener::bind(bind)

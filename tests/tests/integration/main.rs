@@ -1,1 +1,8 @@
+//! Paddock's integration tests: one binary (each test binary links wasmtime), real
+//! components built from the repo's guest crates, real redb files, real HTTP on loopback.
 
+mod harness;
+
+mod api;
+mod runtime;
+mod state;

@@ -1,0 +1,38 @@
+# Agent config, shaped like Nomad's. Run with: cargo run -- run --config examples/agent.hcl
+data_dir   = "/tmp/paddock-data"
+bind_addr  = "127.0.0.1"
+log_level  = "info"
+datacenter = "dc1"
+
+ports {
+  http = 4646
+}
+
+client {
+  meta = {
+    rack = "r1"
+  }
+}
+
+# Components are granted nothing unless a block here says so.
+plugin "mock" {
+  grant {
+    env    = true
+    events = true
+  }
+  limits {
+    memory_mb    = 64
+    call_timeout = "10s"
+  }
+}
+
+plugin "env-inject" {
+  grant {
+    env = true
+  }
+  config {
+    env = {
+      GREETING = "hello from ${NOMAD_TASK_NAME} on ${attr.kernel.name}"
+    }
+  }
+}

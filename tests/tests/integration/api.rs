@@ -1,0 +1,304 @@
+//! End to end over HTTP: jobs through the agent and the real mock driver component.
+
+use std::time::Duration;
+
+use serde_json::json;
+
+use crate::harness::{TestAgent, all_terminal, event_types, mock_job};
+
+#[tokio::test]
+async fn a_mock_job_runs_end_to_end_over_http() {
+    let t = TestAgent::start("", vec![]).await;
+    let job = json!({
+        "ID": "e2e", "Type": "batch",
+        "TaskGroups": [{ "Name": "g", "Count": 2, "Tasks": [
+            { "Name": "ok", "Driver": "mock", "Config": { "run_for": "300ms" } },
+            { "Name": "three", "Driver": "mock", "Config": { "run_for": "100ms", "exit_code": 3 } }
+        ]}]
+    });
+    let r = t.post_job(job).await;
+    assert_eq!(r.status(), 200);
+    assert!(r.headers().contains_key("X-Nomad-Index"));
+    let body: serde_json::Value = r.json().await.unwrap();
+    assert!(
+        body["EvalID"].as_str().is_some_and(|s| s.len() == 36),
+        "{body}"
+    );
+
+    let allocs = t
+        .wait_allocs("e2e", Duration::from_secs(20), all_terminal)
+        .await;
+    assert_eq!(allocs.len(), 2);
+    for stub in &allocs {
+        assert_eq!(
+            stub["ClientStatus"], "failed",
+            "exit code 3 fails the alloc: {stub:#}"
+        );
+        let id = stub["ID"].as_str().unwrap();
+        let alloc = t.get(&format!("/v1/allocation/{id}")).await;
+        assert_eq!(alloc["JobID"], "e2e");
+        assert_eq!(
+            event_types(&alloc, "ok"),
+            ["Received", "Task Setup", "Started", "Terminated"]
+        );
+        let ok = &alloc["TaskStates"]["ok"];
+        assert_eq!(ok["State"], "dead");
+        assert_eq!(ok["Failed"], false);
+        assert_eq!(ok["Events"][3]["ExitCode"], 0);
+        let three = &alloc["TaskStates"]["three"];
+        assert_eq!(three["Failed"], true);
+        assert_eq!(three["Events"][3]["Type"], "Terminated");
+        assert_eq!(three["Events"][3]["ExitCode"], 3);
+        assert_eq!(three["Events"][3]["Details"]["exit_code"], "3");
+        // The task ran for at least its run_for.
+        let started = ok["StartedAt"].as_u64().unwrap();
+        let finished = ok["FinishedAt"].as_u64().unwrap();
+        assert!(
+            finished - started >= 250_000_000,
+            "ran {} ns",
+            finished - started
+        );
+    }
+    // Allocations and task states went through the state DB.
+    let stored = t.agent.db.allocs().unwrap();
+    assert_eq!(stored.iter().filter(|a| a.job_id == "e2e").count(), 2);
+    assert!(stored.iter().all(|a| a.task_states["three"].failed));
+
+    let jobs = t.get("/v1/jobs").await;
+    assert_eq!(jobs[0]["ID"], "e2e");
+    assert_eq!(jobs[0]["JobSummary"]["Summary"]["g"]["Failed"], 2);
+    let job = t.get("/v1/job/e2e").await;
+    assert_eq!(job["Status"], "dead");
+    assert_eq!(job["TaskGroups"][0]["Count"], 2);
+}
+
+#[tokio::test]
+async fn a_bad_job_is_a_400_naming_the_field_and_stores_nothing() {
+    let t = TestAgent::start("", vec![]).await;
+    let cases = [
+        (
+            json!({"ID": "x", "TaskGroups": [{"Name": "g", "Tasks": [{"Name": "t"}]}]}),
+            "Job.TaskGroups[0].Tasks[0].Driver",
+        ),
+        (
+            json!({"ID": "x", "TaskGroups": [{"Name": "g", "Tasks": [{"Name": "t", "Driver": "mock", "Resources": {"MemoryMB": "big"}}]}]}),
+            "Job.TaskGroups[0].Tasks[0].Resources.MemoryMB",
+        ),
+        (json!({"TaskGroups": []}), "Job.ID"),
+        (
+            json!({"ID": "x", "Typo": 1, "TaskGroups": [{"Name": "g", "Tasks": [{"Name": "t", "Driver": "mock"}]}]}),
+            "Job.Typo",
+        ),
+    ];
+    for (job, field) in cases {
+        let r = t.post_job(job).await;
+        assert_eq!(r.status(), 400);
+        let text = r.text().await.unwrap();
+        assert!(text.contains(field), "{text:?} should name {field}");
+    }
+    let r = t
+        .http
+        .post(t.url("/v1/jobs"))
+        .body("{not json")
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(r.status(), 400);
+    assert!(r.text().await.unwrap().contains("invalid JSON"));
+    assert_eq!(t.get("/v1/jobs").await, json!([]));
+    assert!(t.agent.db.jobs().unwrap().is_empty());
+    let r = t.http.get(t.url("/v1/job/nope")).send().await.unwrap();
+    assert_eq!(r.status(), 404);
+}
+
+#[tokio::test]
+async fn a_broken_driver_fails_only_its_task_with_a_driver_failure_naming_the_component() {
+    let t = TestAgent::start("plugin \"mock\" {\n grant {\n env = true\n events = true\n }\n limits {\n call_timeout = \"700ms\"\n }\n}", vec![]).await;
+    t.post_job(mock_job(
+        "trap",
+        json!({"misbehave": {"op": "start", "kind": "trap"}}),
+    ))
+    .await;
+    t.post_job(mock_job(
+        "loop",
+        json!({"misbehave": {"op": "wait", "kind": "loop"}, "run_for": "1h"}),
+    ))
+    .await;
+    t.post_job(mock_job("fine", json!({"run_for": "200ms"})))
+        .await;
+    for (job, op, kind) in [
+        ("trap", "start", "trapped"),
+        ("loop", "wait", "missed its deadline"),
+    ] {
+        let allocs = t
+            .wait_allocs(job, Duration::from_secs(20), all_terminal)
+            .await;
+        let a = t
+            .get(&format!(
+                "/v1/allocation/{}",
+                allocs[0]["ID"].as_str().unwrap()
+            ))
+            .await;
+        assert_eq!(a["ClientStatus"], "failed");
+        let events = a["TaskStates"]["t"]["Events"].as_array().unwrap();
+        let failure = events
+            .iter()
+            .find(|e| e["Type"] == "Driver Failure")
+            .unwrap_or_else(|| panic!("{events:#?}"));
+        let msg = failure["DisplayMessage"].as_str().unwrap();
+        assert!(
+            msg.contains("\"mock\"") && msg.contains(kind) && msg.contains(op),
+            "{msg}"
+        );
+    }
+    let allocs = t
+        .wait_allocs("fine", Duration::from_secs(20), all_terminal)
+        .await;
+    assert_eq!(allocs[0]["ClientStatus"], "complete");
+    // A job after the failures still runs on the same driver.
+    t.post_job(mock_job("after", json!({"run_for": "50ms"})))
+        .await;
+    let allocs = t
+        .wait_allocs("after", Duration::from_secs(20), all_terminal)
+        .await;
+    assert_eq!(allocs[0]["ClientStatus"], "complete");
+}
+
+#[tokio::test]
+async fn invalid_driver_config_is_a_failed_validation_event_naming_the_field() {
+    let t = TestAgent::start("", vec![]).await;
+    t.post_job(mock_job("badcfg", json!({"run_for": "soon"})))
+        .await;
+    let allocs = t
+        .wait_allocs("badcfg", Duration::from_secs(20), all_terminal)
+        .await;
+    let a = t
+        .get(&format!(
+            "/v1/allocation/{}",
+            allocs[0]["ID"].as_str().unwrap()
+        ))
+        .await;
+    let events = a["TaskStates"]["t"]["Events"].as_array().unwrap();
+    let ev = events
+        .iter()
+        .find(|e| e["Type"] == "Failed Validation")
+        .unwrap_or_else(|| panic!("{events:#?}"));
+    let msg = ev["ValidationError"].as_str().unwrap();
+    assert!(msg.contains("run_for") && msg.contains("soon"), "{msg}");
+    assert!(!events.iter().any(|e| e["Type"] == "Started"));
+}
+
+#[tokio::test]
+async fn stopping_an_allocation_kills_its_task() {
+    let t = TestAgent::start("", vec![]).await;
+    t.post_job(mock_job("long", json!({"run_for": "1h"}))).await;
+    let allocs = t
+        .wait_allocs("long", Duration::from_secs(20), |a| {
+            a.first().is_some_and(|a| a["ClientStatus"] == "running")
+        })
+        .await;
+    let id = allocs[0]["ID"].as_str().unwrap().to_string();
+    let r = t
+        .http
+        .post(t.url(&format!("/v1/allocation/{id}/stop")))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(r.status(), 200);
+    let allocs = t
+        .wait_allocs("long", Duration::from_secs(20), all_terminal)
+        .await;
+    let a = t
+        .get(&format!(
+            "/v1/allocation/{}",
+            allocs[0]["ID"].as_str().unwrap()
+        ))
+        .await;
+    assert_eq!(a["DesiredStatus"], "stop");
+    assert_eq!(a["ClientStatus"], "complete");
+    let types = event_types(&a, "t");
+    assert!(
+        types.ends_with(&[
+            "Killing".to_string(),
+            "Terminated".to_string(),
+            "Killed".to_string()
+        ]),
+        "{types:?}"
+    );
+}
+
+#[tokio::test]
+async fn job_run_cli_follows_the_job_and_reports_failure_in_its_exit_code() {
+    let t = TestAgent::start("", vec![]).await;
+    let dir = tempfile::tempdir().unwrap();
+    let ok = dir.path().join("ok.json");
+    std::fs::write(
+        &ok,
+        serde_json::to_vec(&json!({"Job": mock_job("cli-ok", json!({"run_for": "100ms"}))}))
+            .unwrap(),
+    )
+    .unwrap();
+    let bad = dir.path().join("bad.json");
+    std::fs::write(
+        &bad,
+        serde_json::to_vec(
+            &json!({"Job": mock_job("cli-bad", json!({"run_for": "100ms", "exit_code": 1}))}),
+        )
+        .unwrap(),
+    )
+    .unwrap();
+    let api = paddock::cli::ApiArgs {
+        address: t.base.clone(),
+        token: None,
+    };
+    assert_eq!(
+        paddock::cli::job::job_run(&api, &ok, false).await.unwrap(),
+        0
+    );
+    assert_eq!(
+        paddock::cli::job::job_run(&api, &bad, false).await.unwrap(),
+        2
+    );
+    let missing = paddock::cli::job::job_run(&api, &dir.path().join("missing.json"), false).await;
+    assert!(missing.unwrap_err().to_string().contains("missing.json"));
+}
+
+#[tokio::test]
+async fn the_agent_starts_with_a_folder_of_bad_components_and_lists_what_it_refused() {
+    let dir = tempfile::tempdir().unwrap();
+    std::fs::write(dir.path().join("junk.wasm"), b"junk").unwrap();
+    std::fs::write(
+        dir.path().join("widget.wasm"),
+        guest_artifacts::FIXTURE_UNKNOWN_WORLD.bytes,
+    )
+    .unwrap();
+    let t = TestAgent::start("", vec![dir.path().to_path_buf()]).await;
+    let v = t.get("/v1/components").await;
+    let names: Vec<_> = v["Components"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|c| c["Name"].as_str().unwrap().to_string())
+        .collect();
+    assert!(names.contains(&"mock".to_string()), "{names:?}");
+    let refused = v["Refused"].as_array().unwrap();
+    assert_eq!(refused.len(), 2, "{refused:?}");
+    assert!(
+        refused
+            .iter()
+            .any(|r| r.as_str().unwrap().contains("junk.wasm"))
+    );
+    let node = t.get("/v1/agent/self").await;
+    let node_id = node["stats"]["client"]["node_id"].as_str().unwrap();
+    let n = t.get(&format!("/v1/node/{node_id}")).await;
+    assert_eq!(n["Attributes"]["driver.mock"], "1");
+    assert!(
+        n["Attributes"]["cpu.numcores"]
+            .as_str()
+            .unwrap()
+            .parse::<u32>()
+            .unwrap()
+            >= 1
+    );
+    assert_eq!(n["Drivers"]["mock"]["Healthy"], true);
+}

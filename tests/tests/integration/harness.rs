@@ -1,0 +1,170 @@
+//! Shared test harness: runtimes and agents on temp dirs, HTTP on port 0, a compile cache
+//! shared by all tests so each component is compiled once per test run.
+
+use std::collections::BTreeMap;
+use std::path::PathBuf;
+use std::sync::{Arc, OnceLock};
+use std::time::Duration;
+
+use paddock::agent::{Agent, AgentOptions};
+use paddock::config::AgentConfig;
+use paddock::runtime::{
+    ComponentSettings, ComponentSource, Grants, LoadedComponent, Runtime, RuntimeOptions,
+};
+
+/// One compile cache dir for the whole test binary.
+pub fn shared_cache_dir() -> PathBuf {
+    static DIR: OnceLock<tempfile::TempDir> = OnceLock::new();
+    DIR.get_or_init(|| tempfile::tempdir().unwrap())
+        .path()
+        .to_path_buf()
+}
+
+/// Settings for a component with the given grants and a short deadline.
+pub fn settings(grants: Grants, timeout: Duration, config: serde_json::Value) -> ComponentSettings {
+    ComponentSettings {
+        grants,
+        memory_bytes: Some(32 << 20),
+        call_timeout: Some(timeout),
+        config,
+    }
+}
+
+/// A runtime with settings by component name.
+pub fn runtime(components: BTreeMap<String, ComponentSettings>) -> Arc<Runtime> {
+    Runtime::new(RuntimeOptions {
+        cache_dir: Some(shared_cache_dir()),
+        components,
+        ..Default::default()
+    })
+    .unwrap()
+}
+
+/// Load an artifact into a runtime.
+pub async fn load(rt: &Runtime, a: guest_artifacts::Artifact) -> Arc<LoadedComponent> {
+    rt.load(
+        ComponentSource::BuiltIn(a.file_name.into()),
+        Arc::from(a.bytes),
+    )
+    .await
+    .unwrap_or_else(|r| panic!("{r}"))
+}
+
+/// An agent serving HTTP on an ephemeral loopback port.
+pub struct TestAgent {
+    pub agent: Arc<Agent>,
+    pub base: String,
+    pub http: reqwest::Client,
+    pub _dir: tempfile::TempDir,
+    _stop: tokio::sync::oneshot::Sender<()>,
+}
+
+impl TestAgent {
+    /// Start with a config (HCL) and component folders.
+    pub async fn start(config_hcl: &str, components: Vec<PathBuf>) -> Self {
+        let dir = tempfile::tempdir().unwrap();
+        let config = AgentConfig::parse(config_hcl, "test.hcl").unwrap();
+        let agent = Agent::start(AgentOptions {
+            data_dir: Some(dir.path().to_path_buf()),
+            components,
+            dev: true,
+            config,
+            config_file: "test.hcl".into(),
+            cache_dir: Some(shared_cache_dir()),
+            ..Default::default()
+        })
+        .await
+        .unwrap();
+        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let base = format!("http://{}", listener.local_addr().unwrap());
+        let (tx, rx) = tokio::sync::oneshot::channel::<()>();
+        let a = agent.clone();
+        tokio::spawn(async move {
+            paddock::api::serve(a, listener, async {
+                let _ = rx.await;
+            })
+            .await
+            .unwrap();
+        });
+        Self {
+            agent,
+            base,
+            http: reqwest::Client::new(),
+            _dir: dir,
+            _stop: tx,
+        }
+    }
+
+    pub fn url(&self, path: &str) -> String {
+        format!("{}{path}", self.base)
+    }
+
+    pub async fn post_job(&self, job: serde_json::Value) -> reqwest::Response {
+        self.http
+            .post(self.url("/v1/jobs"))
+            .json(&serde_json::json!({ "Job": job }))
+            .send()
+            .await
+            .unwrap()
+    }
+
+    pub async fn get(&self, path: &str) -> serde_json::Value {
+        let r = self.http.get(self.url(path)).send().await.unwrap();
+        assert!(r.status().is_success(), "GET {path}: {}", r.status());
+        r.json().await.unwrap()
+    }
+
+    /// Poll a job's allocations until `done(allocs)` or the timeout.
+    pub async fn wait_allocs(
+        &self,
+        job: &str,
+        timeout: Duration,
+        done: impl Fn(&[serde_json::Value]) -> bool,
+    ) -> Vec<serde_json::Value> {
+        let deadline = tokio::time::Instant::now() + timeout;
+        loop {
+            let v = self.get(&format!("/v1/job/{job}/allocations")).await;
+            let allocs = v.as_array().cloned().unwrap_or_default();
+            if done(&allocs) {
+                return allocs;
+            }
+            assert!(
+                tokio::time::Instant::now() < deadline,
+                "timed out waiting on job {job}: {allocs:#?}"
+            );
+            tokio::time::sleep(Duration::from_millis(50)).await;
+        }
+    }
+}
+
+/// Every allocation settled (complete or failed) and every task in it dead.
+pub fn all_terminal(allocs: &[serde_json::Value]) -> bool {
+    !allocs.is_empty()
+        && allocs.iter().all(|a| {
+            matches!(a["ClientStatus"].as_str(), Some("complete" | "failed"))
+                && a["TaskStates"]
+                    .as_object()
+                    .is_some_and(|m| m.values().all(|s| s["State"] == "dead"))
+        })
+}
+
+/// Event types of a task in an allocation, in order.
+pub fn event_types(alloc: &serde_json::Value, task: &str) -> Vec<String> {
+    alloc["TaskStates"][task]["Events"]
+        .as_array()
+        .map(|evs| {
+            evs.iter()
+                .map(|e| e["Type"].as_str().unwrap_or_default().to_string())
+                .collect()
+        })
+        .unwrap_or_default()
+}
+
+/// A one-task mock job.
+pub fn mock_job(id: &str, config: serde_json::Value) -> serde_json::Value {
+    serde_json::json!({
+        "ID": id,
+        "Type": "batch",
+        "TaskGroups": [{ "Name": "g", "Tasks": [{ "Name": "t", "Driver": "mock", "Config": config }] }]
+    })
+}
