@@ -203,6 +203,15 @@ mod tests {
     }
 
     #[test]
+    fn the_example_config_parses() {
+        let path = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../examples/agent.hcl");
+        let c = AgentConfig::load(&path).unwrap();
+        let s = c.component_settings("agent.hcl").unwrap();
+        assert!(s["env-inject"].grants.env);
+        assert_eq!(s["env-inject"].config["env"]["GREETING"], "hello from ${NOMAD_TASK_NAME} on ${attr.kernel.name}");
+    }
+
+    #[test]
     fn unknown_keys_are_errors() {
         let e = AgentConfig::parse("bogus = 1", "t.hcl").unwrap_err();
         assert!(e.to_string().contains("bogus"), "{e}");
