@@ -208,7 +208,10 @@ mod tests {
         let c = AgentConfig::load(&path).unwrap();
         let s = c.component_settings("agent.hcl").unwrap();
         assert!(s["env-inject"].grants.env);
-        assert_eq!(s["env-inject"].config["env"]["GREETING"], "hello from ${NOMAD_TASK_NAME} on ${attr.kernel.name}");
+        assert_eq!(
+            s["env-inject"].config["env"]["GREETING"],
+            "hello from ${NOMAD_TASK_NAME} on ${attr.kernel.name}"
+        );
     }
 
     #[test]

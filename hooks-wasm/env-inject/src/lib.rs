@@ -11,15 +11,25 @@
 //! an object of strings makes prestart fail, naming the bad key.
 
 use paddock_hook_sdk::host::{config, env};
-use paddock_hook_sdk::{Hook, HookError, PluginInfo, PrestartRequest, PrestartResponse};
+use paddock_hook_sdk::{
+    FieldError, Hook, HookError, PluginInfo, PrestartRequest, PrestartResponse,
+};
 use serde_json::{Map, Value};
 
-/// The `env` pairs of a plugin config (JSON; blank means `{}`), sorted by name.
-fn configured_env(json: &str) -> Result<Vec<(String, String)>, String> {
+fn field_error(field: &str, message: String) -> FieldError {
+    FieldError {
+        field: field.to_string(),
+        message,
+    }
+}
+
+/// The `env` pairs of a plugin config (JSON; blank means `{}`), sorted by name. An error
+/// names the bad field; `""` stands for the whole config.
+fn configured_env(json: &str) -> Result<Vec<(String, String)>, FieldError> {
     let config: Map<String, Value> =
-        config::parse(json).map_err(|e| format!("invalid plugin config: {e}"))?;
+        config::parse(json).map_err(|e| field_error("", format!("invalid plugin config: {e}")))?;
     if let Some(key) = config.keys().find(|k| *k != "env") {
-        return Err(format!("{key}: unknown field"));
+        return Err(field_error(key, "unknown field".into()));
     }
     match config.get("env") {
         None | Some(Value::Null) => Ok(Vec::new()),
@@ -27,10 +37,16 @@ fn configured_env(json: &str) -> Result<Vec<(String, String)>, String> {
             .iter()
             .map(|(key, value)| match value {
                 Value::String(s) => Ok((key.clone(), s.clone())),
-                other => Err(format!("env.{key}: expected a string, got {other}")),
+                other => Err(field_error(
+                    &format!("env.{key}"),
+                    format!("expected a string, got {other}"),
+                )),
             })
             .collect(),
-        Some(other) => Err(format!("env: expected an object of strings, got {other}")),
+        Some(other) => Err(field_error(
+            "env",
+            format!("expected an object of strings, got {other}"),
+        )),
     }
 }
 
@@ -63,7 +79,7 @@ impl Hook for EnvInject {
     }
 
     fn prestart(_req: PrestartRequest) -> Result<PrestartResponse, HookError> {
-        let vars = configured_env(&config::raw()).map_err(HookError::Failed)?;
+        let vars = configured_env(&config::raw()).map_err(|e| HookError::InvalidConfig(vec![e]))?;
         respond(vars, |template| {
             env::interpolate(template).map_err(|e| e.to_string())
         })
@@ -90,23 +106,22 @@ mod tests {
 
     #[test]
     fn names_the_bad_key() {
+        let e = configured_env(r#"{"env": {"A": "1", "N": 2}}"#).unwrap_err();
         assert_eq!(
-            configured_env(r#"{"env": {"A": "1", "N": 2}}"#).unwrap_err(),
-            "env.N: expected a string, got 2"
+            (e.field.as_str(), e.message.as_str()),
+            ("env.N", "expected a string, got 2")
         );
+        let e = configured_env(r#"{"env": ["A"]}"#).unwrap_err();
+        assert_eq!(e.field, "env");
+        assert_eq!(e.message, r#"expected an object of strings, got ["A"]"#);
+        let e = configured_env(r#"{"envs": {}}"#).unwrap_err();
         assert_eq!(
-            configured_env(r#"{"env": ["A"]}"#).unwrap_err(),
-            r#"env: expected an object of strings, got ["A"]"#
+            (e.field.as_str(), e.message.as_str()),
+            ("envs", "unknown field")
         );
-        assert_eq!(
-            configured_env(r#"{"envs": {}}"#).unwrap_err(),
-            "envs: unknown field"
-        );
-        assert!(
-            configured_env("[]")
-                .unwrap_err()
-                .starts_with("invalid plugin config")
-        );
+        let e = configured_env("[]").unwrap_err();
+        assert_eq!(e.field, "");
+        assert!(e.message.starts_with("invalid plugin config"));
     }
 
     #[test]

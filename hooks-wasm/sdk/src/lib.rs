@@ -47,7 +47,9 @@ pub mod __bindings {
 use __bindings::exports::paddock::plugin::task_hook as wit;
 
 pub use __bindings::paddock::plugin::info::PluginInfo;
-pub use __bindings::paddock::plugin::types::{DeviceNode, ExitResult, LogLevel, Mount, StringMap};
+pub use __bindings::paddock::plugin::types::{
+    DeviceNode, ExitResult, FieldError, LogLevel, Mount, StringMap,
+};
 pub use wit::{HookError, PrestartRequest, PrestartResponse, TaskInfo};
 
 impl PluginInfo {

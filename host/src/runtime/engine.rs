@@ -110,3 +110,22 @@ impl Drop for EpochTicker {
         self.stop.store(true, std::sync::atomic::Ordering::Relaxed);
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn pooling_by_default_and_on_demand_when_the_pool_cannot_reserve() {
+        let (_, alloc) = build(&EngineConfig::default()).unwrap();
+        assert_eq!(alloc, Allocator::Pooling);
+        // 40,000 memories of ~4 GiB reservation each need more address space than a
+        // 47-bit user space has: the pool cannot be reserved and the engine falls back.
+        let (_, alloc) = build(&EngineConfig {
+            max_instances: 20_000,
+            ..Default::default()
+        })
+        .unwrap();
+        assert_eq!(alloc, Allocator::OnDemand);
+    }
+}

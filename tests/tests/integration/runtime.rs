@@ -185,10 +185,8 @@ async fn ungranted_import_is_a_typed_denial_not_a_trap() {
         .await
         .expect("a denial is an answer, not a failed call");
     match r {
-        Err(HookError::Failed(m)) | Err(HookError::Refused(m)) => {
-            assert!(m.contains("no `env` grant"), "{m}")
-        }
-        Ok(v) => panic!("expected a denial, got {v:?}"),
+        Err(HookError::Failed(m)) => assert!(m.contains("no `env` grant"), "{m}"),
+        other => panic!("expected the hook to report the denial as a failure, got {other:?}"),
     }
 }
 
@@ -381,4 +379,39 @@ async fn compilations_are_cached_on_disk() {
     let rt3 = paddock::runtime::Runtime::new(opts()).unwrap();
     let c3 = load(&rt3, ga::MOCK_DEVICE).await;
     assert_eq!(c3.cache, CacheOutcome::Miss);
+}
+
+#[tokio::test]
+async fn a_hook_with_a_bad_config_says_which_field() {
+    let mut s = BTreeMap::new();
+    s.insert(
+        "env-inject".to_string(),
+        settings(
+            Grants {
+                env: true,
+                ..Default::default()
+            },
+            Duration::from_secs(5),
+            serde_json::json!({"env": {"A": 1}}),
+        ),
+    );
+    let rt = runtime(s);
+    let hook = load(&rt, ga::ENV_INJECT_HOOK).await;
+    let req = PrestartRequest {
+        task: task_info(),
+        previous_state: vec![],
+    };
+    let r = rt
+        .call_hook(&hook, None, "prestart", move |h, s| {
+            Box::pin(async move { h.paddock_plugin_task_hook().call_prestart(s, &req).await })
+        })
+        .await
+        .unwrap();
+    match r {
+        Err(HookError::InvalidConfig(fields)) => {
+            assert_eq!(fields.len(), 1);
+            assert_eq!(fields[0].field, "env.A");
+        }
+        other => panic!("expected invalid-config, got {other:?}"),
+    }
 }

@@ -1,0 +1,129 @@
+//! Hot paths of the component runtime, side by side in one run:
+//! - `call/*`: one whole call as the agent makes it — permit, fresh `Store`, instantiate from
+//!   the `InstancePre`, the export call, drop — for each world;
+//! - `load/*`: compiling a component vs loading it from the on-disk compile cache.
+//!
+//! Run: `cargo bench -p paddock --bench runtime`. Quote medians and ratios: these machines
+//! are shared and noisy.
+
+use std::sync::Arc;
+
+use criterion::{Criterion, criterion_group, criterion_main};
+use paddock::runtime::{CacheOutcome, ComponentSource, Runtime, RuntimeOptions};
+
+fn rt() -> tokio::runtime::Runtime {
+    tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(2)
+        .enable_all()
+        .build()
+        .unwrap()
+}
+
+fn calls(c: &mut Criterion) {
+    let tokio = rt();
+    let runtime = Runtime::new(RuntimeOptions::default()).unwrap();
+    let (driver, device, hook) = tokio.block_on(async {
+        let load = |a: guest_artifacts::Artifact| {
+            let runtime = runtime.clone();
+            async move {
+                runtime
+                    .load(
+                        ComponentSource::BuiltIn(a.file_name.into()),
+                        Arc::from(a.bytes),
+                    )
+                    .await
+                    .unwrap()
+            }
+        };
+        (
+            load(guest_artifacts::MOCK_DRIVER).await,
+            load(guest_artifacts::MOCK_DEVICE).await,
+            load(guest_artifacts::ENV_INJECT_HOOK).await,
+        )
+    });
+    let mut g = c.benchmark_group("call");
+    g.bench_function("driver_info", |b| {
+        b.to_async(&tokio)
+            .iter(|| async { runtime.info(&driver).await.unwrap() })
+    });
+    g.bench_function("driver_capabilities", |b| {
+        b.to_async(&tokio).iter(|| async {
+            runtime
+                .call_driver(&driver, None, "capabilities", |d, s| {
+                    Box::pin(d.paddock_plugin_task_driver().call_capabilities(s))
+                })
+                .await
+                .unwrap()
+        })
+    });
+    g.bench_function("device_fingerprint", |b| {
+        b.to_async(&tokio).iter(|| async {
+            runtime
+                .call_device(&device, "fingerprint", |d, s| {
+                    Box::pin(d.paddock_plugin_device().call_fingerprint(s))
+                })
+                .await
+                .unwrap()
+        })
+    });
+    g.bench_function("hook_info", |b| {
+        b.to_async(&tokio)
+            .iter(|| async { runtime.info(&hook).await.unwrap() })
+    });
+    g.finish();
+}
+
+fn loads(c: &mut Criterion) {
+    let tokio = rt();
+    let mut g = c.benchmark_group("load");
+    g.sample_size(10);
+    for a in [
+        guest_artifacts::MOCK_DRIVER,
+        guest_artifacts::MOCK_DEVICE,
+        guest_artifacts::ENV_INJECT_HOOK,
+    ] {
+        // No cache: compile every time.
+        let uncached = Runtime::new(RuntimeOptions::default()).unwrap();
+        g.bench_function(format!("compile/{}", a.file_name), |b| {
+            b.to_async(&tokio).iter(|| async {
+                let c = uncached
+                    .prepare(
+                        ComponentSource::BuiltIn(a.file_name.into()),
+                        Arc::from(a.bytes),
+                    )
+                    .await
+                    .unwrap();
+                assert_eq!(c.cache, CacheOutcome::Miss);
+            })
+        });
+        // Warm cache: deserialize (mmap) the stored compilation.
+        let dir = tempfile::tempdir().unwrap();
+        let cached = Runtime::new(RuntimeOptions {
+            cache_dir: Some(dir.path().to_path_buf()),
+            ..Default::default()
+        })
+        .unwrap();
+        tokio
+            .block_on(cached.prepare(
+                ComponentSource::BuiltIn(a.file_name.into()),
+                Arc::from(a.bytes),
+            ))
+            .unwrap();
+        g.bench_function(format!("cached/{}", a.file_name), |b| {
+            b.to_async(&tokio).iter(|| async {
+                let c = cached
+                    .prepare(
+                        ComponentSource::BuiltIn(a.file_name.into()),
+                        Arc::from(a.bytes),
+                    )
+                    .await
+                    .unwrap();
+                assert_eq!(c.cache, CacheOutcome::Hit);
+            })
+        });
+    }
+    g.finish();
+}
+
+criterion_group!(benches, calls, loads);
+criterion_main!(benches);
