@@ -26,6 +26,15 @@ plugin "mock" {
   }
 }
 
+plugin "raw_exec" {
+  grant {
+    process = ["/usr/bin/*", "/bin/*"]
+  }
+  limits {
+    call_timeout = "5s"
+  }
+}
+
 plugin "env-inject" {
   grant {
     env = true

@@ -15,6 +15,7 @@ const WORKSPACES: &[(&str, &[&str])] = &[
         "guest-drivers",
         &[
             "mock_driver",
+            "raw_exec_driver",
             "mock_device",
             "fixture_future_version",
             "fixture_unknown_world",

@@ -1,6 +1,7 @@
 //! The repo's guest components, built by `build.rs` for `wasm32-wasip2`.
 //!
-//! The agent embeds the built-in ones (`MOCK_DRIVER`, `MOCK_DEVICE`, `ENV_INJECT_HOOK`) so it
+//! The agent embeds the built-in ones (`MOCK_DRIVER`, `RAW_EXEC_DRIVER`, `MOCK_DEVICE`,
+//! `ENV_INJECT_HOOK`) so it
 //! runs with no files beside it; tests also use the fixtures that exist to be refused.
 
 /// A built guest component: its file name and bytes.
@@ -29,6 +30,9 @@ artifact!(
     /// The `mock` driver (Nomad's mock driver options plus misbehaviours for tests).
     MOCK_DRIVER, "PADDOCK_GUEST_MOCK_DRIVER", "mock_driver.wasm");
 artifact!(
+    /// The `raw_exec` driver: commands as host processes, through the `process` grant.
+    RAW_EXEC_DRIVER, "PADDOCK_GUEST_RAW_EXEC_DRIVER", "raw_exec_driver.wasm");
+artifact!(
     /// The `mock-device` device plugin.
     MOCK_DEVICE, "PADDOCK_GUEST_MOCK_DEVICE", "mock_device.wasm");
 artifact!(
@@ -42,4 +46,4 @@ artifact!(
     FIXTURE_UNKNOWN_WORLD, "PADDOCK_GUEST_FIXTURE_UNKNOWN_WORLD", "fixture_unknown_world.wasm");
 
 /// The components built into the agent binary.
-pub const BUILT_IN: &[Artifact] = &[MOCK_DRIVER, MOCK_DEVICE, ENV_INJECT_HOOK];
+pub const BUILT_IN: &[Artifact] = &[MOCK_DRIVER, RAW_EXEC_DRIVER, MOCK_DEVICE, ENV_INJECT_HOOK];

@@ -70,6 +70,27 @@ fn calls(c: &mut Criterion) {
         b.to_async(&tokio)
             .iter(|| async { runtime.info(&hook).await.unwrap() })
     });
+
+    // The same call with the on-demand allocator (the fallback when the pool cannot be
+    // reserved), side by side.
+    let on_demand = Runtime::new(RuntimeOptions {
+        engine: paddock::runtime::engine::EngineConfig {
+            pooling: false,
+            ..Default::default()
+        },
+        ..Default::default()
+    })
+    .unwrap();
+    let driver2 = tokio
+        .block_on(on_demand.load(
+            ComponentSource::BuiltIn("mock_driver.wasm".into()),
+            Arc::from(guest_artifacts::MOCK_DRIVER.bytes),
+        ))
+        .unwrap();
+    g.bench_function("driver_info_on_demand", |b| {
+        b.to_async(&tokio)
+            .iter(|| async { on_demand.info(&driver2).await.unwrap() })
+    });
     g.finish();
 }
 

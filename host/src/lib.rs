@@ -18,6 +18,7 @@ pub mod cli;
 pub mod config;
 pub mod drivermanager;
 pub mod jobspec;
+pub mod logmon;
 pub mod node;
 pub mod runtime;
 pub mod state;

@@ -44,7 +44,7 @@ fn node_json(agent: &AppState) -> serde_json::Value {
         .collect();
     json!({
         "ID": n.id, "Name": n.name, "Datacenter": n.datacenter, "NodeClass": n.class, "NodePool": "default",
-        "Attributes": n.attributes, "Meta": n.meta, "Drivers": drivers, "Status": "ready",
+        "Attributes": n.attributes, "Meta": n.meta, "Drivers": drivers, "Events": agent.drivers.node_events(), "Status": "ready",
         "SchedulingEligibility": "eligible", "Drain": false,
         "NodeResources": {
             "Cpu": { "CpuShares": n.attributes.get("cpu.totalcompute").and_then(|v| v.parse::<u64>().ok()).unwrap_or(0) },

@@ -48,6 +48,7 @@ pub fn describe(e: &DriverError) -> String {
 pub struct Driver {
     runtime: Arc<Runtime>,
     name: String,
+    health: Arc<super::HealthBook>,
 }
 
 macro_rules! driver_call {
@@ -62,18 +63,26 @@ macro_rules! driver_call {
                 kind: CallFailure::Closed,
                 detail: "driver is no longer loaded".into(),
             })?;
-        $self
+        let r = $self
             .runtime
             .call_driver(&comp, $task, $op, move |$d, $s| {
                 Box::pin(async move { $call.await })
             })
-            .await
+            .await;
+        if let Err(e) = &r {
+            $self.health.call_failed(&$self.name, e);
+        }
+        r
     }};
 }
 
 impl Driver {
-    pub(crate) fn new(runtime: Arc<Runtime>, name: String) -> Self {
-        Self { runtime, name }
+    pub(super) fn new(runtime: Arc<Runtime>, name: String, health: Arc<super::HealthBook>) -> Self {
+        Self {
+            runtime,
+            name,
+            health,
+        }
     }
 
     /// Driver name.

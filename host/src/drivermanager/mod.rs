@@ -4,11 +4,14 @@
 //! the handler each task runner registers.
 
 mod driver;
+mod health;
 
 pub use driver::{Driver, DriverCallError};
+use health::HealthBook;
+pub use health::NodeEvent;
 
 use std::collections::BTreeMap;
-use std::sync::{Arc, RwLock};
+use std::sync::Arc;
 use std::time::Duration;
 
 use serde::Serialize;
@@ -37,7 +40,7 @@ pub struct DriverInfo {
 /// The driver manager.
 pub struct DriverManager {
     runtime: Arc<Runtime>,
-    infos: RwLock<BTreeMap<String, DriverInfo>>,
+    health: Arc<HealthBook>,
 }
 
 impl DriverManager {
@@ -45,7 +48,7 @@ impl DriverManager {
     pub fn new(runtime: Arc<Runtime>) -> Arc<Self> {
         Arc::new(Self {
             runtime,
-            infos: RwLock::new(BTreeMap::new()),
+            health: Arc::new(HealthBook::default()),
         })
     }
 
@@ -54,7 +57,7 @@ impl DriverManager {
         self.runtime
             .registry
             .get(World::Driver, name)
-            .map(|_| Driver::new(self.runtime.clone(), name.to_string()))
+            .map(|_| Driver::new(self.runtime.clone(), name.to_string(), self.health.clone()))
     }
 
     /// Names of loaded drivers.
@@ -82,14 +85,19 @@ impl DriverManager {
 
     /// Latest driver infos.
     pub fn infos(&self) -> BTreeMap<String, DriverInfo> {
-        self.infos.read().unwrap().clone()
+        self.health.infos()
+    }
+
+    /// Node events raised by driver health changes, oldest first.
+    pub fn node_events(&self) -> Vec<NodeEvent> {
+        self.health.events()
     }
 
     /// Node attributes contributed by drivers: `driver.<name> = 1` while detected, plus
     /// each driver's own attributes.
     pub fn node_attributes(&self) -> BTreeMap<String, String> {
         let mut out = BTreeMap::new();
-        for (name, info) in self.infos.read().unwrap().iter() {
+        for (name, info) in self.health.infos().iter() {
             if info.detected {
                 out.insert(format!("driver.{name}"), "1".to_string());
             }
@@ -124,17 +132,7 @@ impl DriverManager {
                     update_time: crate::util::now_nanos(),
                 },
             };
-            let mut infos = self.infos.write().unwrap();
-            let changed = infos
-                .get(&name)
-                .map(|old| {
-                    old.healthy != info.healthy || old.health_description != info.health_description
-                })
-                .unwrap_or(true);
-            if changed {
-                tracing::info!(driver = %name, healthy = info.healthy, description = %info.health_description, "driver health");
-            }
-            infos.insert(name, info);
+            self.health.record(&name, info);
         }
     }
 

@@ -48,6 +48,11 @@ impl CompileCache {
         })
     }
 
+    /// Whether a compilation of the bytes with this hash is cached.
+    pub fn contains(&self, sha: &str) -> bool {
+        self.entry_path(sha).is_some_and(|p| p.exists())
+    }
+
     fn entry_path(&self, sha: &str) -> Option<PathBuf> {
         self.dir
             .as_ref()

@@ -63,8 +63,7 @@ pub fn build(cfg: &EngineConfig) -> wasmtime::Result<(Engine, Allocator)> {
             .max_memories_per_component(8)
             .max_tables_per_component(16)
             .max_component_instance_size(1 << 20)
-            .max_core_instance_size(1 << 20)
-            .linear_memory_keep_resident(1 << 20);
+            .max_core_instance_size(1 << 20);
         let mut c = base_config();
         c.allocation_strategy(InstanceAllocationStrategy::Pooling(pool));
         match Engine::new(&c) {

@@ -84,6 +84,12 @@ pub enum InspectError {
 
 /// Inspect `bytes`: validate them and find the Paddock world and contract version.
 pub fn inspect(bytes: &[u8]) -> Result<Inspection, InspectError> {
+    inspect_with(bytes, true)
+}
+
+/// Inspect `bytes`; with `validate` false only the structure is parsed. The runtime skips
+/// full validation for bytes whose compilation it already holds: they passed it before.
+pub fn inspect_with(bytes: &[u8], validate: bool) -> Result<Inspection, InspectError> {
     if !bytes.starts_with(b"\0asm") {
         return Err(InspectError::NotWasm);
     }
@@ -95,9 +101,11 @@ pub fn inspect(bytes: &[u8]) -> Result<Inspection, InspectError> {
             "unknown WebAssembly encoding version".into(),
         ));
     }
-    Validator::new_with_features(WasmFeatures::default())
-        .validate_all(bytes)
-        .map_err(|e| InspectError::Invalid(e.to_string()))?;
+    if validate {
+        Validator::new_with_features(WasmFeatures::default())
+            .validate_all(bytes)
+            .map_err(|e| InspectError::Invalid(e.to_string()))?;
+    }
 
     let mut exports = Vec::new();
     let mut depth = 0usize;

@@ -284,10 +284,11 @@ impl Runtime {
             error,
         };
         let started = Instant::now();
-        let inspection = loader::inspect(&bytes).map_err(|e| refuse(e.into()))?;
+        let sha = cache::sha256_hex(&bytes);
+        let inspection = loader::inspect_with(&bytes, !self.cache.contains(&sha))
+            .map_err(|e| refuse(e.into()))?;
         let engine = self.engine.clone();
         let cache = self.cache.clone();
-        let sha = cache::sha256_hex(&bytes);
         let sha2 = sha.clone();
         // Compiling is CPU-bound: keep it off the async workers.
         let (component, outcome) =

@@ -186,6 +186,11 @@ pub fn build(
         te.env
             .insert(format!("NOMAD_META_{}", clean_key(&k.to_uppercase())), v);
     }
+    // Nomad passes the host environment to tasks without image isolation; Paddock passes
+    // only PATH, so commands resolve as they would in a shell without leaking secrets.
+    if let Ok(path) = std::env::var("PATH") {
+        te.env.entry("PATH".to_string()).or_insert(path);
+    }
     for (k, v) in &task.env {
         let v = te.interpolate(v);
         te.env.insert(k.clone(), v);

@@ -19,9 +19,14 @@ use crate::runtime::TaskContext;
 use crate::runtime::bindings::v0_1_0::driver::exports::paddock::plugin::task_driver::{
     DriverError, WaitStatus, WakeOn,
 };
-use crate::runtime::bindings::v0_1_0::types::{ExitResult, TaskConfig, TaskHandle, TaskResources};
+use crate::runtime::bindings::v0_1_0::types::{
+    ExitResult, LogConfig, TaskConfig, TaskHandle, TaskResources,
+};
 use crate::state::{LocalTaskState, StoredHandle};
 use crate::structs::{TaskEvent, event_type, task_state};
+
+mod restarts;
+pub use restarts::{Decision, RestartTracker};
 
 /// Extra time after the kill timeout before the runner gives up on a driver that never
 /// reports the task's exit.
@@ -35,10 +40,17 @@ pub struct TaskRunner {
     kill: CancellationToken,
 }
 
-/// How a run ended before the task's own exit.
-enum Abort {
-    /// A failure event to emit (it fails the task).
-    Fail(TaskEvent),
+/// How one run of the task ended.
+enum RunEnd {
+    /// The task ran and exited (or was killed while running).
+    Exited {
+        /// Exited with code 0, no signal, no error.
+        success: bool,
+        /// It exited because it was killed.
+        killed: bool,
+    },
+    /// It failed before or while running: an event to emit, and whether a retry may help.
+    Failed(TaskEvent, bool),
     /// Killed before it started.
     KilledBeforeStart,
 }
@@ -70,7 +82,6 @@ impl TaskRunner {
 
     fn failure(kind: &str, message: String) -> TaskEvent {
         let mut ev = TaskEvent::new(kind, message.clone());
-        ev.fails_task = true;
         match kind {
             event_type::FAILED_VALIDATION => ev.validation_error = message,
             event_type::SETUP_FAILURE => ev.setup_error = message,
@@ -79,24 +90,89 @@ impl TaskRunner {
         ev
     }
 
-    /// Run the task until it exits or is killed.
+    /// Run the task until it exits for good: each run is one invocation with a fresh task
+    /// id; the restart tracker decides whether and when another run follows.
     pub async fn run(self: Arc<Self>) {
         let alloc_id = self.alloc.id();
-        let outcome = self.start_and_wait(&alloc_id).await;
-        self.drivers
-            .unregister_event_handler(&alloc_id, &self.task.name);
-        match outcome {
-            Ok(()) => {}
-            Err(Abort::Fail(ev)) => {
-                self.event(ev);
-                self.finish(true);
+        let a = self.alloc.snapshot();
+        let ephemeral = self
+            .task
+            .lifecycle
+            .as_ref()
+            .is_some_and(|l| l.hook == "prestart" && !l.sidecar);
+        let seed = uuid::Uuid::new_v4().as_u64_pair().0;
+        let mut tracker = RestartTracker::new(
+            self.task.restart_policy.clone(),
+            a.job.job_type,
+            ephemeral,
+            std::time::Instant::now(),
+            seed,
+        );
+        let mut first = true;
+        loop {
+            let end = self.start_and_wait(&alloc_id, first).await;
+            first = false;
+            self.drivers
+                .unregister_event_handler(&alloc_id, &self.task.name);
+            let mut success = false;
+            match end {
+                RunEnd::KilledBeforeStart => {
+                    self.event(TaskEvent::new(
+                        event_type::KILLED,
+                        "Task killed before it started",
+                    ));
+                    return self.finish(false);
+                }
+                RunEnd::Exited {
+                    success: ok,
+                    killed,
+                } => {
+                    success = ok;
+                    if killed {
+                        tracker.set_killed();
+                    } else {
+                        tracker.set_exit(ok);
+                    }
+                }
+                RunEnd::Failed(ev, recoverable) => {
+                    self.event(ev);
+                    tracker.set_start_error(recoverable);
+                }
             }
-            Err(Abort::KilledBeforeStart) => {
-                self.event(TaskEvent::new(
-                    event_type::KILLED,
-                    "Task killed before it started",
-                ));
-                self.finish(false);
+            if self.kill.is_cancelled() {
+                tracker.set_killed();
+            }
+            match tracker.decide(std::time::Instant::now()) {
+                Decision::Restart { delay, reason } => {
+                    let mut ev = TaskEvent::new(
+                        event_type::RESTARTING,
+                        format!("Task restarting in {delay:?}"),
+                    );
+                    ev.start_delay = delay.as_nanos() as u64;
+                    ev.details.insert("restart_reason".into(), reason);
+                    self.alloc.update_task(&self.task.name, |s| {
+                        s.restarts += 1;
+                        s.last_restart = crate::util::now_nanos();
+                        s.state = task_state::PENDING.into();
+                        s.push_event(ev);
+                    });
+                    tokio::select! {
+                        _ = tokio::time::sleep(delay) => {}
+                        _ = self.kill.cancelled() => {
+                            self.event(TaskEvent::new(event_type::KILLED, "Task killed while waiting to restart"));
+                            return self.finish(false);
+                        }
+                    }
+                }
+                Decision::NotRestarting { reason } => {
+                    let mut ev = TaskEvent::new(event_type::NOT_RESTARTING, reason.clone());
+                    ev.fails_task = true;
+                    ev.details.insert("restart_reason".into(), reason);
+                    self.event(ev);
+                    return self.finish(true);
+                }
+                Decision::Terminated { .. } => return self.finish(!success),
+                Decision::Killed => return self.finish(false),
             }
         }
     }
@@ -109,30 +185,43 @@ impl TaskRunner {
         });
     }
 
-    async fn start_and_wait(&self, alloc_id: &str) -> Result<(), Abort> {
-        if self.kill.is_cancelled() {
-            return Err(Abort::KilledBeforeStart);
+    async fn start_and_wait(&self, alloc_id: &str, first: bool) -> RunEnd {
+        match self.try_start_and_wait(alloc_id, first).await {
+            Ok(end) | Err(end) => end,
         }
-        self.event(TaskEvent::new(
-            event_type::TASK_SETUP,
-            "Building Task Directory",
-        ));
+    }
+
+    /// One invocation: setup, validate, start, wait. Failures come back as `Err(RunEnd)`.
+    async fn try_start_and_wait(&self, alloc_id: &str, first: bool) -> Result<RunEnd, RunEnd> {
+        // Failures of setup, validation and of the driver component itself will not go
+        // away on a retry: they are unrecoverable, as plain errors are in Nomad.
+        let fail =
+            |kind: &str, message: String| RunEnd::Failed(Self::failure(kind, message), false);
+        if self.kill.is_cancelled() {
+            return Err(RunEnd::KilledBeforeStart);
+        }
+        if first {
+            self.event(TaskEvent::new(
+                event_type::TASK_SETUP,
+                "Building Task Directory",
+            ));
+        }
         let dirs = self.alloc.dir.build_task(&self.task.name).map_err(|e| {
-            Abort::Fail(Self::failure(
+            fail(
                 event_type::SETUP_FAILURE,
                 format!("failed to build task directory: {e}"),
-            ))
+            )
         })?;
 
         let driver = self.drivers.dispense(&self.task.driver).ok_or_else(|| {
-            Abort::Fail(Self::failure(
+            fail(
                 event_type::DRIVER_FAILURE,
                 format!(
                     "failed to find driver {:?}: no such driver is loaded (loaded: {})",
                     self.task.driver,
                     self.drivers.names().join(", ")
                 ),
-            ))
+            )
         })?;
 
         let a = self.alloc.snapshot();
@@ -156,20 +245,15 @@ impl TaskRunner {
             Err(DriverCallError::Driver(
                 e @ (DriverError::InvalidConfig(_) | DriverError::NotSupported(_)),
             )) => {
-                return Err(Abort::Fail(Self::failure(
+                return Err(fail(
                     event_type::FAILED_VALIDATION,
                     format!(
                         "failed to validate driver config: {}",
-                        crate::drivermanager::DriverCallError::Driver(e)
+                        DriverCallError::Driver(e)
                     ),
-                )));
+                ));
             }
-            Err(e) => {
-                return Err(Abort::Fail(Self::failure(
-                    event_type::DRIVER_FAILURE,
-                    e.to_string(),
-                )));
-            }
+            Err(e) => return Err(fail(event_type::DRIVER_FAILURE, e.to_string())),
         }
 
         let task_id = format!(
@@ -201,13 +285,17 @@ impl TaskRunner {
             alloc_dir: dirs.alloc_dir.clone(),
             task_dir: dirs.task_dir.clone(),
             stdout_path: logs
-                .join(format!("{}.stdout.0", self.task.name))
+                .join(format!("{}.stdout", self.task.name))
                 .display()
                 .to_string(),
             stderr_path: logs
-                .join(format!("{}.stderr.0", self.task.name))
+                .join(format!("{}.stderr", self.task.name))
                 .display()
                 .to_string(),
+            logs: LogConfig {
+                max_files: self.task.log_config.max_files,
+                max_file_size_mb: self.task.log_config.max_file_size_mb,
+            },
             kill_signal: self.kill_signal(),
             kill_timeout_ns: self.task.kill_timeout,
             mounts: Vec::new(),
@@ -233,13 +321,17 @@ impl TaskRunner {
         });
         let handle = tokio::select! {
             r = driver.start(cfg, Some(ctx)) => r,
-            _ = self.kill.cancelled() => return Err(Abort::KilledBeforeStart),
+            _ = self.kill.cancelled() => return Err(RunEnd::KilledBeforeStart),
         };
         let handle = handle.map_err(|e| {
-            Abort::Fail(Self::failure(
-                event_type::DRIVER_FAILURE,
-                format!("failed to start task: {e}"),
-            ))
+            let recoverable = e.recoverable();
+            RunEnd::Failed(
+                Self::failure(
+                    event_type::DRIVER_FAILURE,
+                    format!("failed to start task: {e}"),
+                ),
+                recoverable,
+            )
         })?;
 
         // Persist the handle before announcing the start: after an agent crash the task
@@ -249,19 +341,24 @@ impl TaskRunner {
             s.state = task_state::RUNNING.into();
             s.started_at = crate::util::now_nanos();
         });
-        self.event(TaskEvent::new(
-            event_type::STARTED,
-            "Task started by client",
-        ));
+        self.event(
+            TaskEvent::new(event_type::STARTED, "Task started by client")
+                .detail("task_id", &task_id),
+        );
 
-        let result = self.wait_exit(&driver, handle).await;
-        let (exit, killed) = match result {
+        let (exit, killed) = match self.wait_exit(&driver, handle.clone()).await {
             Ok(r) => r,
             Err(e) => {
-                return Err(Abort::Fail(Self::failure(
-                    event_type::DRIVER_FAILURE,
-                    format!("failed to wait for task: {e}"),
-                )));
+                // The driver cannot tell us about the task any more: release what it holds.
+                let _ = driver.destroy(handle, true).await;
+                self.clear_handle(alloc_id);
+                return Err(RunEnd::Failed(
+                    Self::failure(
+                        event_type::DRIVER_FAILURE,
+                        format!("failed to wait for task: {e}"),
+                    ),
+                    true,
+                ));
             }
         };
         let success = exit.exit_code == 0 && exit.signal == 0 && exit.err.is_none();
@@ -284,13 +381,19 @@ impl TaskRunner {
                 "Task successfully killed",
             ));
         }
-        // The task is done with: its handle is no longer needed.
-        let _ =
+        self.clear_handle(alloc_id);
+        Ok(RunEnd::Exited { success, killed })
+    }
+
+    /// The invocation is over: its handle is no longer needed.
+    fn clear_handle(&self, alloc_id: &str) {
+        if let Err(e) =
             self.alloc
                 .db
-                .put_local_state(alloc_id, &self.task.name, &LocalTaskState::default());
-        self.finish(!success && !killed);
-        Ok(())
+                .put_local_state(alloc_id, &self.task.name, &LocalTaskState::default())
+        {
+            tracing::error!(task = %self.task.name, error = %e, "clearing task handle failed");
+        }
     }
 
     fn kill_signal(&self) -> String {

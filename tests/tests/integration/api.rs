@@ -11,7 +11,7 @@ async fn a_mock_job_runs_end_to_end_over_http() {
     let t = TestAgent::start("", vec![]).await;
     let job = json!({
         "ID": "e2e", "Type": "batch",
-        "TaskGroups": [{ "Name": "g", "Count": 2, "Tasks": [
+        "TaskGroups": [{ "Name": "g", "Count": 2, "RestartPolicy": { "Attempts": 0 }, "Tasks": [
             { "Name": "ok", "Driver": "mock", "Config": { "run_for": "300ms" } },
             { "Name": "three", "Driver": "mock", "Config": { "run_for": "100ms", "exit_code": 3 } }
         ]}]
@@ -301,4 +301,66 @@ async fn the_agent_starts_with_a_folder_of_bad_components_and_lists_what_it_refu
             >= 1
     );
     assert_eq!(n["Drivers"]["mock"]["Healthy"], true);
+}
+
+#[tokio::test]
+async fn a_failing_task_restarts_per_its_policy_with_a_new_task_id_each_time() {
+    let t = TestAgent::start("", vec![]).await;
+    let job = json!({
+        "ID": "flaky", "Type": "service",
+        "TaskGroups": [{ "Name": "g", "RestartPolicy": { "Attempts": 2, "Delay": 200_000_000u64, "Interval": 3_600_000_000_000u64, "Mode": "fail" },
+            "Tasks": [{ "Name": "t", "Driver": "mock", "Config": { "run_for": "10ms", "exit_code": 1 } }] }]
+    });
+    let started = std::time::Instant::now();
+    t.post_job(job).await;
+    let allocs = t
+        .wait_allocs("flaky", Duration::from_secs(20), all_terminal)
+        .await;
+    let elapsed = started.elapsed();
+    let a = t
+        .get(&format!(
+            "/v1/allocation/{}",
+            allocs[0]["ID"].as_str().unwrap()
+        ))
+        .await;
+    let st = &a["TaskStates"]["t"];
+    assert_eq!(st["Restarts"], 2);
+    assert_eq!(st["Failed"], true);
+    assert_eq!(a["ClientStatus"], "failed");
+    let types = event_types(&a, "t");
+    assert_eq!(
+        types.iter().filter(|t| *t == "Restarting").count(),
+        2,
+        "{types:?}"
+    );
+    assert_eq!(types.last().unwrap(), "Not Restarting");
+    // The delay was honoured: two restarts of at least 200 ms each.
+    assert!(elapsed >= Duration::from_millis(400), "{elapsed:?}");
+    let events = st["Events"].as_array().unwrap();
+    for e in events.iter().filter(|e| e["Type"] == "Restarting") {
+        let d = e["StartDelay"].as_u64().unwrap();
+        assert!((200_000_000..250_000_000).contains(&d), "delay {d}");
+    }
+    let ids: Vec<&str> = events
+        .iter()
+        .filter(|e| e["Type"] == "Started")
+        .map(|e| e["Details"]["task_id"].as_str().unwrap())
+        .collect();
+    assert_eq!(ids.len(), 3, "{types:?}");
+    let alloc_id = a["ID"].as_str().unwrap();
+    for id in &ids {
+        let suffix = id
+            .strip_prefix(&format!("{alloc_id}/t/"))
+            .unwrap_or_else(|| panic!("{id}"));
+        assert!(
+            suffix.len() == 8 && suffix.chars().all(|c| c.is_ascii_hexdigit()),
+            "{id}"
+        );
+    }
+    let unique: std::collections::BTreeSet<_> = ids.iter().collect();
+    assert_eq!(
+        unique.len(),
+        3,
+        "task ids must be unique per invocation: {ids:?}"
+    );
 }

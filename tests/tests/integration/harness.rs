@@ -165,6 +165,6 @@ pub fn mock_job(id: &str, config: serde_json::Value) -> serde_json::Value {
     serde_json::json!({
         "ID": id,
         "Type": "batch",
-        "TaskGroups": [{ "Name": "g", "Tasks": [{ "Name": "t", "Driver": "mock", "Config": config }] }]
+        "TaskGroups": [{ "Name": "g", "RestartPolicy": { "Attempts": 0 }, "Tasks": [{ "Name": "t", "Driver": "mock", "Config": config }] }]
     })
 }

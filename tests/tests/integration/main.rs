@@ -4,5 +4,6 @@
 mod harness;
 
 mod api;
+mod raw_exec;
 mod runtime;
 mod state;

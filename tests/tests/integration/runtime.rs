@@ -12,7 +12,7 @@ use paddock::runtime::bindings::v0_1_0::driver::exports::paddock::plugin::task_d
 use paddock::runtime::bindings::v0_1_0::hook::exports::paddock::plugin::task_hook::{
     HookError, PrestartRequest, TaskInfo,
 };
-use paddock::runtime::bindings::v0_1_0::types::{TaskConfig, TaskResources};
+use paddock::runtime::bindings::v0_1_0::types::{LogConfig, TaskConfig, TaskResources};
 use paddock::runtime::loader::InspectError;
 use paddock::runtime::{
     CacheOutcome, CallFailure, ComponentSource, Grants, LoadError, TaskContext, World,
@@ -44,6 +44,10 @@ fn task_config(id: &str, driver_config: serde_json::Value) -> TaskConfig {
         task_dir: "/tmp".into(),
         stdout_path: String::new(),
         stderr_path: String::new(),
+        logs: LogConfig {
+            max_files: 2,
+            max_file_size_mb: 1,
+        },
         kill_signal: "SIGINT".into(),
         kill_timeout_ns: 1_000_000_000,
         mounts: vec![],
@@ -414,4 +418,99 @@ async fn a_hook_with_a_bad_config_says_which_field() {
         }
         other => panic!("expected invalid-config, got {other:?}"),
     }
+}
+
+#[tokio::test]
+async fn raw_exec_signals_and_stats_go_through_the_host() {
+    use paddock::runtime::bindings::v0_1_0::driver::exports::paddock::plugin::task_driver::WaitStatus;
+    let mut s = BTreeMap::new();
+    s.insert(
+        "raw_exec".to_string(),
+        settings(
+            Grants {
+                process: vec!["*".into()],
+                ..Default::default()
+            },
+            Duration::from_secs(5),
+            serde_json::json!({}),
+        ),
+    );
+    let rt = runtime(s);
+    load(&rt, ga::RAW_EXEC_DRIVER).await;
+    let d = DriverManager::new(rt.clone()).dispense("raw_exec").unwrap();
+    let dir = tempfile::tempdir().unwrap();
+    let mut cfg = task_config(
+        "sig",
+        serde_json::json!({"command": "/bin/sh", "args": ["-c", "trap 'exit 7' USR1; echo ready; while :; do sleep 0.05; done"]}),
+    );
+    cfg.task_dir = dir.path().display().to_string();
+    cfg.stdout_path = dir.path().join("out").display().to_string();
+    cfg.env = vec![("PATH".into(), "/usr/bin:/bin".into())];
+    let h = d.start(cfg, None).await.unwrap();
+    let deadline = Instant::now() + Duration::from_secs(10);
+    while std::fs::read_to_string(dir.path().join("out.0")).unwrap_or_default() != "ready\n" {
+        assert!(Instant::now() < deadline, "never ready");
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    let usage = d.stats(h.clone()).await.unwrap();
+    assert!(usage.rss_bytes > 0, "{usage:?}");
+    assert!(matches!(
+        d.wait(h.clone()).await.unwrap(),
+        WaitStatus::Pending(_)
+    ));
+    d.signal(h.clone(), "SIGUSR1".into()).await.unwrap();
+    let exit = loop {
+        match d.wait(h.clone()).await.unwrap() {
+            WaitStatus::Exited(r) => break r,
+            WaitStatus::Pending(_) => {
+                assert!(Instant::now() < deadline, "never exited");
+                tokio::time::sleep(Duration::from_millis(20)).await;
+            }
+        }
+    };
+    assert_eq!((exit.exit_code, exit.signal), (7, 0));
+    d.destroy(h.clone(), false).await.unwrap();
+    // Destroyed: the task is gone.
+    assert!(matches!(d.wait(h).await, Err(DriverCallError::Driver(_))));
+}
+
+#[tokio::test]
+async fn a_driver_whose_call_traps_is_unhealthy_until_it_fingerprints_again() {
+    let mut s = BTreeMap::new();
+    s.insert(
+        "mock".to_string(),
+        settings(Grants::all(), Duration::from_secs(2), serde_json::json!({})),
+    );
+    let rt = runtime(s);
+    load(&rt, ga::MOCK_DRIVER).await;
+    let dm = DriverManager::new(rt.clone());
+    dm.fingerprint_all().await;
+    assert!(dm.infos()["mock"].healthy);
+    let d = dm.dispense("mock").unwrap();
+    d.start(
+        task_config(
+            "t",
+            serde_json::json!({"misbehave": {"op": "start", "kind": "trap"}}),
+        ),
+        None,
+    )
+    .await
+    .unwrap_err();
+    let info = &dm.infos()["mock"];
+    assert!(
+        !info.healthy && info.health_description.contains("trapped"),
+        "{info:?}"
+    );
+    let events = dm.node_events();
+    assert!(
+        events
+            .last()
+            .unwrap()
+            .message
+            .starts_with("Driver unhealthy"),
+        "{events:?}"
+    );
+    dm.fingerprint_all().await;
+    assert!(dm.infos()["mock"].healthy);
+    assert_eq!(dm.node_events().last().unwrap().message, "Driver healthy");
 }

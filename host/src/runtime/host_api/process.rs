@@ -7,12 +7,15 @@
 
 use std::collections::HashMap;
 use std::os::unix::process::ExitStatusExt;
+use std::path::Path;
+use std::process::Stdio;
 use std::sync::Mutex;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::Duration;
 
 use tokio::sync::watch;
 
+use crate::logmon::RotatingFile;
 use crate::runtime::bindings::v0_1_0::process::{Command, Host, ProcessStatus as Status};
 use crate::runtime::bindings::v0_1_0::types::{ExitResult, HostError, ResourceUsage};
 use crate::runtime::store::HostState;
@@ -50,24 +53,11 @@ impl ProcessTable {
     }
 
     async fn spawn(&self, owner: &str, cmd: Command) -> Result<u64, HostError> {
-        let open = |path: &str, what: &str| -> Result<std::process::Stdio, HostError> {
-            if path.is_empty() {
-                return Ok(std::process::Stdio::null());
-            }
-            std::fs::OpenOptions::new()
-                .create(true)
-                .append(true)
-                .open(path)
-                .map(Into::into)
-                .map_err(|e| HostError::Failed(format!("opening {what} file {path}: {e}")))
-        };
         let mut c = tokio::process::Command::new(&cmd.path);
         c.args(&cmd.args)
             .env_clear()
             .envs(cmd.env.iter().map(|(k, v)| (k, v)))
             .stdin(std::process::Stdio::null())
-            .stdout(open(&cmd.stdout_path, "stdout")?)
-            .stderr(open(&cmd.stderr_path, "stderr")?)
             .process_group(0)
             .kill_on_drop(false);
         if !cmd.cwd.is_empty() {
@@ -79,10 +69,44 @@ impl ProcessTable {
                 cmd.user
             )));
         }
+        let rotate = |path: &str, what: &str| -> Result<Option<RotatingFile>, HostError> {
+            match (&cmd.logs, path.is_empty()) {
+                (Some(l), false) => RotatingFile::open(
+                    Path::new(path),
+                    l.max_files,
+                    u64::from(l.max_file_size_mb.max(1)) << 20,
+                )
+                .map(Some)
+                .map_err(|e| HostError::Failed(format!("opening {what} log {path}: {e}"))),
+                _ => Ok(None),
+            }
+        };
+        let (out_log, err_log) = (
+            rotate(&cmd.stdout_path, "stdout")?,
+            rotate(&cmd.stderr_path, "stderr")?,
+        );
+        c.stdout(if out_log.is_some() {
+            Stdio::piped()
+        } else {
+            open_plain(&cmd.stdout_path, "stdout")?
+        });
+        c.stderr(if err_log.is_some() {
+            Stdio::piped()
+        } else {
+            open_plain(&cmd.stderr_path, "stderr")?
+        });
+
         let mut child = c
             .spawn()
             .map_err(|e| HostError::Failed(format!("spawning {}: {e}", cmd.path)))?;
         let pid = child.id().unwrap_or_default();
+        let mut pumps = Vec::new();
+        if let (Some(log), Some(pipe)) = (out_log, child.stdout.take()) {
+            pumps.push(tokio::spawn(crate::logmon::pump(pipe, log)));
+        }
+        if let (Some(log), Some(pipe)) = (err_log, child.stderr.take()) {
+            pumps.push(tokio::spawn(crate::logmon::pump(pipe, log)));
+        }
         let (tx, rx) = watch::channel(None);
         tokio::spawn(async move {
             let result = match child.wait().await {
@@ -99,6 +123,11 @@ impl ProcessTable {
                     err: Some(e.to_string()),
                 },
             };
+            // Let the logs drain before the exit is published, but never wait on a
+            // grandchild that keeps the pipe open.
+            for p in pumps {
+                let _ = tokio::time::timeout(Duration::from_secs(2), p).await;
+            }
             let _ = tx.send(Some(result));
         });
         let id = self.next.fetch_add(1, Ordering::Relaxed) + 1;
@@ -113,6 +142,54 @@ impl ProcessTable {
         tracing::debug!(component = owner, id, pid, path = %cmd.path, "process spawned");
         Ok(id)
     }
+}
+
+/// The absolute path a command runs: a bare name is looked up in the command's `PATH`
+/// (else the agent's), a relative path is taken from the working directory. The grant is
+/// checked against this path, so `sh` cannot slip past a `/usr/bin/*` allowlist.
+fn resolve_program(path: &str, env: &[(String, String)], cwd: &str) -> Result<String, HostError> {
+    use std::os::unix::fs::PermissionsExt;
+    if path.is_empty() {
+        return Err(HostError::Invalid("command: must not be empty".into()));
+    }
+    if path.contains('/') {
+        let p = Path::new(path);
+        let full = if p.is_absolute() || cwd.is_empty() {
+            p.to_path_buf()
+        } else {
+            Path::new(cwd).join(p)
+        };
+        return Ok(full.display().to_string());
+    }
+    let search = env
+        .iter()
+        .find(|(k, _)| k == "PATH")
+        .map(|(_, v)| v.clone())
+        .or_else(|| std::env::var("PATH").ok())
+        .unwrap_or_else(|| "/usr/local/bin:/usr/bin:/bin".into());
+    for dir in search.split(':').filter(|d| !d.is_empty()) {
+        let candidate = Path::new(dir).join(path);
+        if let Ok(m) = std::fs::metadata(&candidate) {
+            if m.is_file() && m.permissions().mode() & 0o111 != 0 {
+                return Ok(candidate.display().to_string());
+            }
+        }
+    }
+    Err(HostError::Invalid(format!(
+        "command: {path:?} not found in PATH ({search})"
+    )))
+}
+
+fn open_plain(path: &str, what: &str) -> Result<Stdio, HostError> {
+    if path.is_empty() {
+        return Ok(Stdio::null());
+    }
+    std::fs::OpenOptions::new()
+        .create(true)
+        .append(true)
+        .open(path)
+        .map(Into::into)
+        .map_err(|e| HostError::Failed(format!("opening {what} file {path}: {e}")))
 }
 
 fn send_signal(pid: u32, signal: &str) -> Result<(), HostError> {
@@ -164,8 +241,9 @@ impl HostState {
 }
 
 impl Host for HostState {
-    async fn spawn(&mut self, cmd: Command) -> Result<u64, HostError> {
+    async fn spawn(&mut self, mut cmd: Command) -> Result<u64, HostError> {
         self.check_process_grant("process.spawn")?;
+        cmd.path = resolve_program(&cmd.path, &cmd.env, &cmd.cwd)?;
         if !self.component.grants.allows_command(&cmd.path) {
             return Err(HostError::Denied(format!(
                 "component {:?} may not run {:?}: allowed commands are {:?}",
@@ -229,5 +307,26 @@ impl Host for HostState {
         }
         self.services.processes.procs.lock().unwrap().remove(&id);
         Ok(())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn programs_resolve_to_absolute_paths() {
+        let env = vec![("PATH".to_string(), "/nonexistent:/bin:/usr/bin".to_string())];
+        let sh = resolve_program("sh", &env, "/tmp").unwrap();
+        assert!(sh == "/bin/sh" || sh == "/usr/bin/sh", "{sh}");
+        assert_eq!(
+            resolve_program("local/run.sh", &env, "/alloc/t").unwrap(),
+            "/alloc/t/local/run.sh"
+        );
+        assert_eq!(resolve_program("/bin/true", &env, "").unwrap(), "/bin/true");
+        assert!(matches!(
+            resolve_program("no-such-program-here", &env, ""),
+            Err(HostError::Invalid(_))
+        ));
     }
 }
