@@ -4,6 +4,7 @@
 mod harness;
 
 mod api;
+mod mock;
 mod raw_exec;
 mod runtime;
 mod state;

@@ -20,7 +20,7 @@ use paddock::runtime::{
 
 use crate::harness::{load, runtime, settings};
 
-fn task_config(id: &str, driver_config: serde_json::Value) -> TaskConfig {
+pub fn task_config(id: &str, driver_config: serde_json::Value) -> TaskConfig {
     TaskConfig {
         id: format!("{id}/t/abcdef12"),
         name: "t".into(),
