@@ -1,0 +1,211 @@
+//! Driver lifecycles side by side in one run:
+//! - `mock/component` vs `mock/native`: start + wait + destroy of a mock task that exits at
+//!   once, through the component, and the same logic as plain Rust in-process (the floor);
+//! - `raw_exec/component` vs `raw_exec/std`: `/bin/true` from start to exit through the
+//!   raw_exec component and the host `process` capability, and a bare spawn-and-wait.
+//!
+//! Run: `cargo bench -p paddock --bench drivers`. Quote medians and ratios.
+
+use std::collections::BTreeMap;
+use std::sync::Arc;
+use std::time::Duration;
+
+use criterion::{Criterion, criterion_group, criterion_main};
+use paddock::drivermanager::{Driver, DriverManager};
+use paddock::runtime::bindings::v0_1_0::driver::exports::paddock::plugin::task_driver::WaitStatus;
+use paddock::runtime::bindings::v0_1_0::types::{
+    ExitResult, LogConfig, TaskConfig, TaskHandle, TaskResources,
+};
+use paddock::runtime::{ComponentSettings, ComponentSource, Grants, Runtime, RuntimeOptions};
+use serde_json::{Value, json};
+
+fn task_config(driver_config: Value, dir: &str) -> TaskConfig {
+    TaskConfig {
+        id: "a/t/12345678".into(),
+        name: "t".into(),
+        alloc_id: "a".into(),
+        job_id: "j".into(),
+        job_name: "j".into(),
+        group_name: "g".into(),
+        namespace: "default".into(),
+        node_id: "n".into(),
+        node_name: "n".into(),
+        env: vec![("PATH".into(), "/usr/bin:/bin".into())],
+        device_env: vec![],
+        user: String::new(),
+        resources: TaskResources {
+            cpu_mhz: 100,
+            memory_mb: 64,
+            memory_max_mb: 0,
+        },
+        driver_config: driver_config.to_string(),
+        alloc_dir: dir.into(),
+        task_dir: dir.into(),
+        stdout_path: format!("{dir}/t.stdout"),
+        stderr_path: format!("{dir}/t.stderr"),
+        logs: LogConfig {
+            max_files: 2,
+            max_file_size_mb: 10,
+        },
+        kill_signal: "SIGINT".into(),
+        kill_timeout_ns: 5_000_000_000,
+        mounts: vec![],
+        devices: vec![],
+    }
+}
+
+/// Wait as the task runner does: ask, then sleep on the wake conditions.
+async fn run_to_exit(dm: &DriverManager, d: &Driver, h: &TaskHandle) -> ExitResult {
+    loop {
+        match d.wait(h.clone()).await.unwrap() {
+            WaitStatus::Exited(r) => return r,
+            WaitStatus::Pending(w) => {
+                if let Some(mut rx) = w
+                    .processes
+                    .first()
+                    .and_then(|id| dm.process_exit_watch(*id))
+                {
+                    let _ = rx.wait_for(|e| e.is_some()).await;
+                } else {
+                    tokio::time::sleep(Duration::from_nanos(w.after_ns.unwrap_or(1_000_000))).await;
+                }
+            }
+        }
+    }
+}
+
+/// The mock's start/wait/destroy logic for a task that exits at once, in plain Rust.
+mod native_mock {
+    use super::*;
+
+    pub fn start(cfg: &TaskConfig) -> Result<TaskHandle, String> {
+        let config: serde_json::Map<String, Value> =
+            serde_json::from_str(&cfg.driver_config).map_err(|e| e.to_string())?;
+        for k in config.keys() {
+            if !matches!(
+                k.as_str(),
+                "run_for" | "exit_code" | "exit_signal" | "exit_err_msg"
+            ) {
+                return Err(format!("{k}: unknown field"));
+            }
+        }
+        let state = json!({
+            "started_at": paddock::util::now_nanos(),
+            "run_for": config.get("run_for").and_then(Value::as_str).and_then(paddock::util::parse_duration).map(|d| d.as_nanos() as u64).unwrap_or(0),
+            "exit_code": config.get("exit_code").and_then(Value::as_i64).unwrap_or(0),
+        });
+        Ok(TaskHandle {
+            version: 1,
+            task_id: cfg.id.clone(),
+            driver_state: serde_json::to_vec(&state).unwrap(),
+        })
+    }
+
+    pub fn wait(h: &TaskHandle) -> Result<WaitStatus, String> {
+        let s: Value = serde_json::from_slice(&h.driver_state).map_err(|e| e.to_string())?;
+        let end = s["started_at"].as_u64().unwrap_or(0) + s["run_for"].as_u64().unwrap_or(0);
+        let now = paddock::util::now_nanos();
+        if now >= end {
+            Ok(WaitStatus::Exited(ExitResult {
+                exit_code: s["exit_code"].as_i64().unwrap_or(0) as i32,
+                signal: 0,
+                oom_killed: false,
+                err: None,
+            }))
+        } else {
+            Err("still running".into())
+        }
+    }
+
+    pub fn destroy(h: &TaskHandle) -> Result<(), String> {
+        let _: Value = serde_json::from_slice(&h.driver_state).map_err(|e| e.to_string())?;
+        Ok(())
+    }
+}
+
+fn benches(c: &mut Criterion) {
+    let tokio = tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(2)
+        .enable_all()
+        .build()
+        .unwrap();
+    let mut settings = BTreeMap::new();
+    settings.insert(
+        "raw_exec".to_string(),
+        ComponentSettings {
+            grants: Grants {
+                process: vec!["*".into()],
+                ..Default::default()
+            },
+            ..Default::default()
+        },
+    );
+    settings.insert("mock".to_string(), ComponentSettings::default());
+    let rt = Runtime::new(RuntimeOptions {
+        components: settings,
+        ..Default::default()
+    })
+    .unwrap();
+    tokio.block_on(async {
+        for a in [
+            guest_artifacts::MOCK_DRIVER,
+            guest_artifacts::RAW_EXEC_DRIVER,
+        ] {
+            rt.load(
+                ComponentSource::BuiltIn(a.file_name.into()),
+                Arc::from(a.bytes),
+            )
+            .await
+            .unwrap();
+        }
+    });
+    let dm = DriverManager::new(rt.clone());
+    let dir = tempfile::tempdir().unwrap();
+    let dir_s = dir.path().display().to_string();
+
+    let mut g = c.benchmark_group("mock");
+    let mock = dm.dispense("mock").unwrap();
+    let cfg = task_config(json!({"run_for": "0s", "exit_code": 0}), &dir_s);
+    g.bench_function("component", |b| {
+        b.to_async(&tokio).iter(|| async {
+            let h = mock.start(cfg.clone(), None).await.unwrap();
+            let r = run_to_exit(&dm, &mock, &h).await;
+            mock.destroy(h, false).await.unwrap();
+            r
+        })
+    });
+    g.bench_function("native", |b| {
+        b.iter(|| {
+            let h = native_mock::start(&cfg).unwrap();
+            let r = native_mock::wait(&h).unwrap();
+            native_mock::destroy(&h).unwrap();
+            r
+        })
+    });
+    g.finish();
+
+    let mut g = c.benchmark_group("raw_exec");
+    let raw = dm.dispense("raw_exec").unwrap();
+    let cfg = task_config(json!({"command": "/bin/true"}), &dir_s);
+    g.bench_function("component", |b| {
+        b.to_async(&tokio).iter(|| async {
+            let h = raw.start(cfg.clone(), None).await.unwrap();
+            let r = run_to_exit(&dm, &raw, &h).await;
+            raw.destroy(h, false).await.unwrap();
+            assert_eq!(r.exit_code, 0);
+        })
+    });
+    g.bench_function("std", |b| {
+        b.to_async(&tokio).iter(|| async {
+            let status = tokio::process::Command::new("/bin/true")
+                .status()
+                .await
+                .unwrap();
+            assert!(status.success());
+        })
+    });
+    g.finish();
+}
+
+criterion_group!(drivers, benches);
+criterion_main!(drivers);
