@@ -134,6 +134,8 @@ pub struct TaskConfig {
     pub kill_after: u64,
     /// `signal` fails with this message.
     pub signal_error: Option<String>,
+    /// A task event `start` emits (type "Driver"), to exercise driver event routing.
+    pub driver_event: Option<String>,
     /// A deliberate misbehaviour of one op.
     pub misbehave: Option<Misbehave>,
 }
@@ -162,6 +164,7 @@ pub fn parse_task_config(json: &str) -> Result<TaskConfig, Vec<FieldError>> {
             "start_block_for" => duration(&value).map(|v| config.start_block_for = v),
             "kill_after" => duration(&value).map(|v| config.kill_after = v),
             "signal_error" => string(&value).map(|v| config.signal_error = Some(v)),
+            "driver_event" => string(&value).map(|v| config.driver_event = Some(v)),
             // Accepted for compatibility with Nomad's mock driver; not acted on yet.
             "stdout_string" => string(&value).map(drop),
             "stdout_repeat" => int(&value).map(drop),
@@ -298,6 +301,7 @@ mod tests {
             r#"{"run_for": "1m30s", "exit_code": 3, "exit_signal": 9, "exit_err_msg": "boom",
                 "start_error": "nope", "start_error_recoverable": true, "start_block_for": 250,
                 "kill_after": "2s", "signal_error": "no signals", "stdout_string": "hi",
+                "driver_event": "pulling image",
                 "stdout_repeat": 2, "stdout_repeat_duration": "1s", "misbehave": null}"#,
         )
         .unwrap();
@@ -313,6 +317,7 @@ mod tests {
                 start_block_for: 250,
                 kill_after: 2 * S,
                 signal_error: Some("no signals".into()),
+                driver_event: Some("pulling image".into()),
                 misbehave: None,
             }
         );

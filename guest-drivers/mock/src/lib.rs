@@ -15,6 +15,7 @@
 //! | `start_block_for` | duration | `start` sleeps this long (host `timer.sleep`) first |
 //! | `kill_after` | duration | after a stop, the task runs this long before it exits |
 //! | `signal_error` | string | `signal` fails with this message |
+//! | `driver_event` | string | `start` emits this task event (type "Driver"); Paddock's own |
 //! | `stdout_string`, `stdout_repeat`, `stdout_repeat_duration` | string, int, duration | accepted, not acted on yet |
 //! | `misbehave` | object | see below |
 //!
@@ -45,7 +46,7 @@ mod task;
 
 use config::{Op, parse_plugin_config, parse_task_config};
 use misbehave::{check, check_plugin};
-use paddock_driver_sdk::host::{config as plugin_config, timer};
+use paddock_driver_sdk::host::{config as plugin_config, events, timer};
 use paddock_driver_sdk::{
     Capabilities, Driver, DriverError, Fingerprint, PluginInfo, ResourceUsage, TaskConfig,
     TaskHandle, TaskState, TaskStatus, WaitStatus,
@@ -112,6 +113,13 @@ impl Driver for Mock {
             } else {
                 DriverError::failed(message)
             });
+        }
+        if let Some(message) = &config.driver_event {
+            events::emit(
+                &task.id,
+                message,
+                &[("source".to_string(), "mock".to_string())],
+            );
         }
         TaskHandle::new(task.id, &task::HandleState::new(&config, timer::now()))
     }

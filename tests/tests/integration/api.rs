@@ -364,3 +364,29 @@ async fn a_failing_task_restarts_per_its_policy_with_a_new_task_id_each_time() {
         "task ids must be unique per invocation: {ids:?}"
     );
 }
+
+#[tokio::test]
+async fn events_a_driver_emits_reach_the_task_as_driver_events() {
+    let t = TestAgent::start("", vec![]).await;
+    t.post_job(mock_job(
+        "evented",
+        json!({"run_for": "10ms", "driver_event": "pulling image"}),
+    ))
+    .await;
+    let allocs = t
+        .wait_allocs("evented", Duration::from_secs(20), all_terminal)
+        .await;
+    let a = t
+        .get(&format!(
+            "/v1/allocation/{}",
+            allocs[0]["ID"].as_str().unwrap()
+        ))
+        .await;
+    let events = a["TaskStates"]["t"]["Events"].as_array().unwrap();
+    let ev = events
+        .iter()
+        .find(|e| e["Type"] == "Driver")
+        .unwrap_or_else(|| panic!("{events:#?}"));
+    assert_eq!(ev["DriverMessage"], "pulling image");
+    assert_eq!(ev["Details"]["source"], "mock");
+}
