@@ -253,15 +253,17 @@ impl Agent {
             .into_iter()
             .filter(|r| !r.shared().snapshot().is_terminal())
             .collect();
-        if let Some(old) = &existing {
-            if old.job == job && !old.stop && !live.is_empty() {
-                let index = self.changes.index();
-                return Ok(Registered {
-                    eval_id,
-                    index,
-                    allocs: Vec::new(),
-                });
-            }
+        if let Some(old) = &existing
+            && old.job == job
+            && !old.stop
+            && !live.is_empty()
+        {
+            let index = self.changes.index();
+            return Ok(Registered {
+                eval_id,
+                index,
+                allocs: Vec::new(),
+            });
         }
         for r in &live {
             r.stop("job updated");

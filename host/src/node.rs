@@ -11,14 +11,14 @@ use crate::taskenv::NodeInfo;
 /// Load the node's identity from the state DB, or create and store one.
 pub fn identity(db: &dyn StateDb, name: Option<&str>) -> Result<(String, String), StateError> {
     let hostname = hostname();
-    if let Some(id) = db.node_identity()? {
-        if let Some(node_id) = id.get("id") {
-            let name = name
-                .map(str::to_string)
-                .or_else(|| id.get("name").cloned())
-                .unwrap_or(hostname);
-            return Ok((node_id.clone(), name));
-        }
+    if let Some(id) = db.node_identity()?
+        && let Some(node_id) = id.get("id")
+    {
+        let name = name
+            .map(str::to_string)
+            .or_else(|| id.get("name").cloned())
+            .unwrap_or(hostname);
+        return Ok((node_id.clone(), name));
     }
     let node_id = uuid::Uuid::new_v4().to_string();
     let name = name.map(str::to_string).unwrap_or(hostname);

@@ -95,10 +95,8 @@ impl AllocShared {
         if let Err(e) = self.db.put_task_state(&a.id, task, &state) {
             tracing::error!(alloc_id = %a.id, task, error = %e, "persisting task state failed");
         }
-        if status_changed {
-            if let Err(e) = self.db.put_alloc(&a) {
-                tracing::error!(alloc_id = %a.id, error = %e, "persisting allocation failed");
-            }
+        if status_changed && let Err(e) = self.db.put_alloc(&a) {
+            tracing::error!(alloc_id = %a.id, error = %e, "persisting allocation failed");
         }
     }
 

@@ -34,8 +34,8 @@ pub(super) async fn run(cmd: ComponentCommand) -> anyhow::Result<i32> {
                 .json()
                 .await?;
             println!(
-                "{:<16} {:<14} {:<9} {:<14} {}",
-                "Name", "World", "Contract", "SHA256", "Source"
+                "{:<16} {:<14} {:<9} {:<14} Source",
+                "Name", "World", "Contract", "SHA256"
             );
             for c in v["Components"].as_array().cloned().unwrap_or_default() {
                 let sha = c["SHA256"].as_str().unwrap_or("");

@@ -93,7 +93,9 @@ pub async fn job_run(api: &ApiArgs, file: &PathBuf, detach: bool) -> anyhow::Res
         return Ok(0);
     }
 
-    let mut seen: BTreeMap<String, usize> = BTreeMap::new();
+    // Per task, the time of the newest event printed: events are a ring of the newest 10,
+    // so position is no guide to what is new.
+    let mut seen: BTreeMap<String, u64> = BTreeMap::new();
     let mut placed = false;
     let mut index = 0u64;
     loop {
@@ -125,12 +127,11 @@ pub async fn job_run(api: &ApiArgs, file: &PathBuf, detach: bool) -> anyhow::Res
             for (task, st) in states {
                 let events = st["Events"].as_array().cloned().unwrap_or_default();
                 let key = format!("{id}/{task}");
-                let done = seen.entry(key).or_insert(0);
-                // Events are a ring of the newest 10: print only what is new.
-                let first_new = events
-                    .len()
-                    .saturating_sub(events.len().saturating_sub(*done).max(0));
-                for ev in events.iter().skip(first_new.min(events.len())) {
+                let last = seen.entry(key).or_insert(0);
+                for ev in events
+                    .iter()
+                    .filter(|e| e["Time"].as_u64().unwrap_or(0) > *last)
+                {
                     println!(
                         "    {} {}[{}] {}: {}",
                         &id[..8.min(id.len())],
@@ -140,7 +141,12 @@ pub async fn job_run(api: &ApiArgs, file: &PathBuf, detach: bool) -> anyhow::Res
                         ev["DisplayMessage"].as_str().unwrap_or("")
                     );
                 }
-                *done = events.len();
+                *last = events
+                    .iter()
+                    .filter_map(|e| e["Time"].as_u64())
+                    .max()
+                    .unwrap_or(*last)
+                    .max(*last);
             }
         }
         if placed && ours.iter().all(|a| settled(a, job.job_type)) {

@@ -2,6 +2,9 @@
 //! commands talk to a running agent at `--address` / `NOMAD_ADDR`. Nomad's single-dash
 //! long flags (`-address`, `-detach`) are accepted too.
 
+// The CLI's own output goes to stdout; everything else logs through `tracing`.
+#![allow(clippy::print_stdout)]
+
 mod component;
 pub mod job;
 mod run;

@@ -66,24 +66,24 @@ impl CompileCache {
         sha: &str,
         bytes: &[u8],
     ) -> wasmtime::Result<(Component, CacheOutcome)> {
-        if let Some(path) = self.entry_path(sha) {
-            if path.exists() {
-                // SAFETY: the file was written by `store` below from our own compilation,
-                // in a directory only the agent writes; the name binds it to this engine.
-                match unsafe { Component::deserialize_file(engine, &path) } {
-                    Ok(c) => return Ok((c, CacheOutcome::Hit)),
-                    Err(e) => {
-                        tracing::warn!(path = %path.display(), error = %e, "discarding unusable compile-cache entry");
-                        let _ = std::fs::remove_file(&path);
-                    }
+        if let Some(path) = self.entry_path(sha)
+            && path.exists()
+        {
+            // SAFETY: the file was written by `store` below from our own compilation,
+            // in a directory only the agent writes; the name binds it to this engine.
+            match unsafe { Component::deserialize_file(engine, &path) } {
+                Ok(c) => return Ok((c, CacheOutcome::Hit)),
+                Err(e) => {
+                    tracing::warn!(path = %path.display(), error = %e, "discarding unusable compile-cache entry");
+                    let _ = std::fs::remove_file(&path);
                 }
             }
         }
         let component = Component::new(engine, bytes)?;
-        if let Some(path) = self.entry_path(sha) {
-            if let Err(e) = store(&path, &component) {
-                tracing::warn!(path = %path.display(), error = %e, "could not write compile-cache entry");
-            }
+        if let Some(path) = self.entry_path(sha)
+            && let Err(e) = store(&path, &component)
+        {
+            tracing::warn!(path = %path.display(), error = %e, "could not write compile-cache entry");
         }
         Ok((component, CacheOutcome::Miss))
     }

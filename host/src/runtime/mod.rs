@@ -13,6 +13,7 @@
 
 pub mod bindings;
 pub mod cache;
+mod call;
 pub mod engine;
 pub mod grants;
 pub mod host_api;
@@ -33,10 +34,12 @@ use wasmtime::{Engine, Store};
 
 use bindings::v0_1_0;
 pub use cache::CacheOutcome;
+use call::{Call, wrong_world};
+pub use call::{CallError, CallFailure};
 pub use grants::Grants;
 pub use loader::World;
 pub use store::{CallLimits, TaskContext};
-use store::{CallWitness, ComponentContext, HostState};
+use store::{ComponentContext, HostState};
 
 /// Where a component came from.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
@@ -181,48 +184,6 @@ impl std::fmt::Display for Refusal {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         write!(f, "component {} refused: {}", self.source, self.error)
     }
-}
-
-/// How a call into a component failed. Distinct from a WIT error the guest returned, which
-/// is a successful call carrying an `Err` value.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
-pub enum CallFailure {
-    /// The guest trapped (panic, unreachable, stack overflow, ...).
-    Trap,
-    /// The guest hit its memory cap.
-    OutOfMemory,
-    /// The guest did not answer before its deadline.
-    Deadline,
-    /// The component is of another world than the call.
-    WrongWorld,
-    /// The agent is shutting down.
-    Closed,
-}
-
-impl std::fmt::Display for CallFailure {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.write_str(match self {
-            CallFailure::Trap => "trapped",
-            CallFailure::OutOfMemory => "exceeded its memory cap",
-            CallFailure::Deadline => "missed its deadline",
-            CallFailure::WrongWorld => "wrong world",
-            CallFailure::Closed => "runtime closed",
-        })
-    }
-}
-
-/// A failed call.
-#[derive(Debug, Clone, thiserror::Error)]
-#[error("component {component:?} {kind} in {op}: {detail}")]
-pub struct CallError {
-    /// Component name.
-    pub component: String,
-    /// Operation, e.g. "start".
-    pub op: &'static str,
-    /// What kind of failure.
-    pub kind: CallFailure,
-    /// Details: the trap and what the guest printed.
-    pub detail: String,
 }
 
 /// The agent's component runtime.
@@ -611,107 +572,4 @@ impl Runtime {
             _permit: permit,
         })
     }
-}
-
-/// One call in progress: its store, what explains a failure, and its pool permit.
-struct Call {
-    store: Store<HostState>,
-    witness: CallWitness,
-    timeout: Duration,
-    _permit: tokio::sync::OwnedSemaphorePermit,
-}
-
-impl Call {
-    fn finish<R>(
-        self,
-        comp: &LoadedComponent,
-        op: &'static str,
-        result: Result<wasmtime::Result<R>, tokio::time::error::Elapsed>,
-    ) -> Result<R, CallError> {
-        let Call {
-            store,
-            witness,
-            timeout,
-            _permit,
-        } = self;
-        // Whatever happened, this store is done: a trapped or interrupted instance cannot
-        // be entered again, and the next call gets a fresh one.
-        drop(store);
-        match result {
-            Ok(Ok(r)) => Ok(r),
-            Ok(Err(e)) => Err(classify(comp, op, e, &witness, timeout)),
-            Err(_) => Err(CallError {
-                component: comp.ctx.name.clone(),
-                op,
-                kind: CallFailure::Deadline,
-                detail: format!("no answer within {timeout:?}"),
-            }),
-        }
-    }
-}
-
-fn wrong_world(comp: &LoadedComponent, op: &'static str) -> CallError {
-    CallError {
-        component: comp.ctx.name.clone(),
-        op,
-        kind: CallFailure::WrongWorld,
-        detail: format!("it is a {} component", comp.world),
-    }
-}
-
-fn classify(
-    comp: &LoadedComponent,
-    op: &'static str,
-    e: wasmtime::Error,
-    w: &CallWitness,
-    timeout: Duration,
-) -> CallError {
-    let (kind, mut detail) = if w.memory_hit.load(std::sync::atomic::Ordering::Relaxed) {
-        (
-            CallFailure::OutOfMemory,
-            format!(
-                "memory cap of {} MiB reached",
-                comp.ctx.limits.memory_bytes >> 20
-            ),
-        )
-    } else if w.deadline_hit.load(std::sync::atomic::Ordering::Relaxed) {
-        (
-            CallFailure::Deadline,
-            format!("still running after {timeout:?}"),
-        )
-    } else if let Some(trap) = e.downcast_ref::<wasmtime::Trap>() {
-        (CallFailure::Trap, trap.to_string())
-    } else {
-        (CallFailure::Trap, e.root_cause().to_string())
-    };
-    let out = w.output_text();
-    if !out.is_empty() {
-        let tail: String = out
-            .lines()
-            .rev()
-            .take(4)
-            .collect::<Vec<_>>()
-            .into_iter()
-            .rev()
-            .collect::<Vec<_>>()
-            .join(" | ");
-        detail.push_str(&format!("; guest output: {}", truncate(&tail, 600)));
-    }
-    CallError {
-        component: comp.ctx.name.clone(),
-        op,
-        kind,
-        detail,
-    }
-}
-
-fn truncate(s: &str, n: usize) -> String {
-    if s.len() <= n {
-        return s.to_string();
-    }
-    let mut cut = n;
-    while !s.is_char_boundary(cut) {
-        cut -= 1;
-    }
-    format!("{}…", &s[..cut])
 }

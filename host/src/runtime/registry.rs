@@ -10,10 +10,13 @@ use arc_swap::ArcSwap;
 use super::LoadedComponent;
 use super::loader::World;
 
+/// One name's pointer to its current version.
+type Slot = Arc<ArcSwap<LoadedComponent>>;
+
 /// Components by world and name.
 #[derive(Default)]
 pub struct Registry {
-    slots: RwLock<BTreeMap<(World, String), Arc<ArcSwap<LoadedComponent>>>>,
+    slots: RwLock<BTreeMap<(World, String), Slot>>,
 }
 
 impl Registry {

@@ -130,18 +130,40 @@ pub struct TaskDirs {
     pub secrets_dir: String,
 }
 
+/// What the env builder needs to know about one task.
+#[derive(Debug, Clone, Copy)]
+pub struct EnvRequest<'a> {
+    /// The job.
+    pub job: &'a Job,
+    /// The task's group.
+    pub group: &'a TaskGroup,
+    /// The task.
+    pub task: &'a Task,
+    /// Allocation id.
+    pub alloc_id: &'a str,
+    /// Allocation index within the group's count.
+    pub alloc_index: u32,
+    /// The task's directories.
+    pub dirs: &'a TaskDirs,
+    /// The node.
+    pub node: &'a NodeInfo,
+    /// Env set by hooks, in hook order (last writer wins).
+    pub hook_env: &'a [(String, String)],
+}
+
 /// Build a task's environment in Nomad's precedence: built-in `NOMAD_*`, then meta, then
 /// the task's `env` block (interpolated against what came before), then hook env in order.
-pub fn build(
-    job: &Job,
-    group: &TaskGroup,
-    task: &Task,
-    alloc_id: &str,
-    alloc_index: u32,
-    dirs: &TaskDirs,
-    node: &NodeInfo,
-    hook_env: &[(String, String)],
-) -> TaskEnv {
+pub fn build(r: EnvRequest<'_>) -> TaskEnv {
+    let EnvRequest {
+        job,
+        group,
+        task,
+        alloc_id,
+        alloc_index,
+        dirs,
+        node,
+        hook_env,
+    } = r;
     let mut env = BTreeMap::new();
     let mut set = |k: &str, v: String| {
         env.insert(k.to_string(), v);

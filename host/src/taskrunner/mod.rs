@@ -50,7 +50,7 @@ enum RunEnd {
         killed: bool,
     },
     /// It failed before or while running: an event to emit, and whether a retry may help.
-    Failed(TaskEvent, bool),
+    Failed(Box<TaskEvent>, bool),
     /// Killed before it started.
     KilledBeforeStart,
 }
@@ -135,7 +135,7 @@ impl TaskRunner {
                     }
                 }
                 RunEnd::Failed(ev, recoverable) => {
-                    self.event(ev);
+                    self.event(*ev);
                     tracker.set_start_error(recoverable);
                 }
             }
@@ -195,8 +195,9 @@ impl TaskRunner {
     async fn try_start_and_wait(&self, alloc_id: &str, first: bool) -> Result<RunEnd, RunEnd> {
         // Failures of setup, validation and of the driver component itself will not go
         // away on a retry: they are unrecoverable, as plain errors are in Nomad.
-        let fail =
-            |kind: &str, message: String| RunEnd::Failed(Self::failure(kind, message), false);
+        let fail = |kind: &str, message: String| {
+            RunEnd::Failed(Box::new(Self::failure(kind, message)), false)
+        };
         if self.kill.is_cancelled() {
             return Err(RunEnd::KilledBeforeStart);
         }
@@ -226,16 +227,16 @@ impl TaskRunner {
 
         let a = self.alloc.snapshot();
         let group = a.group().cloned().expect("the alloc's group exists");
-        let env = crate::taskenv::build(
-            &a.job,
-            &group,
-            &self.task,
-            &a.id,
-            a.index,
-            &dirs,
-            &self.alloc.node,
-            &[],
-        );
+        let env = crate::taskenv::build(crate::taskenv::EnvRequest {
+            job: &a.job,
+            group: &group,
+            task: &self.task,
+            alloc_id: &a.id,
+            alloc_index: a.index,
+            dirs: &dirs,
+            node: &self.alloc.node,
+            hook_env: &[],
+        });
         let config = env
             .interpolate_json(&serde_json::Value::Object(self.task.config.clone()))
             .to_string();
@@ -326,10 +327,10 @@ impl TaskRunner {
         let handle = handle.map_err(|e| {
             let recoverable = e.recoverable();
             RunEnd::Failed(
-                Self::failure(
+                Box::new(Self::failure(
                     event_type::DRIVER_FAILURE,
                     format!("failed to start task: {e}"),
-                ),
+                )),
                 recoverable,
             )
         })?;
@@ -353,10 +354,10 @@ impl TaskRunner {
                 let _ = driver.destroy(handle, true).await;
                 self.clear_handle(alloc_id);
                 return Err(RunEnd::Failed(
-                    Self::failure(
+                    Box::new(Self::failure(
                         event_type::DRIVER_FAILURE,
                         format!("failed to wait for task: {e}"),
-                    ),
+                    )),
                     true,
                 ));
             }
@@ -441,10 +442,11 @@ impl TaskRunner {
                 }
                 WaitStatus::Pending(w) => w,
             };
-            if let Some(deadline) = kill_deadline {
-                if tokio::time::Instant::now() >= deadline {
-                    let _ = driver.destroy(handle.clone(), true).await;
-                    return Ok((
+            if let Some(deadline) = kill_deadline
+                && tokio::time::Instant::now() >= deadline
+            {
+                let _ = driver.destroy(handle.clone(), true).await;
+                return Ok((
                         ExitResult {
                             exit_code: 0,
                             signal: 9,
@@ -453,7 +455,6 @@ impl TaskRunner {
                         },
                         true,
                     ));
-                }
             }
             let killing = kill_deadline.is_some();
             tokio::select! {

@@ -169,10 +169,11 @@ fn resolve_program(path: &str, env: &[(String, String)], cwd: &str) -> Result<St
         .unwrap_or_else(|| "/usr/local/bin:/usr/bin:/bin".into());
     for dir in search.split(':').filter(|d| !d.is_empty()) {
         let candidate = Path::new(dir).join(path);
-        if let Ok(m) = std::fs::metadata(&candidate) {
-            if m.is_file() && m.permissions().mode() & 0o111 != 0 {
-                return Ok(candidate.display().to_string());
-            }
+        if let Ok(m) = std::fs::metadata(&candidate)
+            && m.is_file()
+            && m.permissions().mode() & 0o111 != 0
+        {
+            return Ok(candidate.display().to_string());
         }
     }
     Err(HostError::Invalid(format!(

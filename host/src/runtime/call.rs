@@ -1,0 +1,155 @@
+//! One call into a component: the failure kinds a caller sees, and how a finished call's
+//! outcome is turned into them (trap, memory cap, deadline), naming the component.
+
+use std::time::Duration;
+
+use serde::Serialize;
+use wasmtime::Store;
+
+use super::LoadedComponent;
+use super::store::{CallWitness, HostState};
+
+/// How a call into a component failed. Distinct from a WIT error the guest returned, which
+/// is a successful call carrying an `Err` value.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+pub enum CallFailure {
+    /// The guest trapped (panic, unreachable, stack overflow, ...).
+    Trap,
+    /// The guest hit its memory cap.
+    OutOfMemory,
+    /// The guest did not answer before its deadline.
+    Deadline,
+    /// The component is of another world than the call.
+    WrongWorld,
+    /// The agent is shutting down.
+    Closed,
+}
+
+impl std::fmt::Display for CallFailure {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(match self {
+            CallFailure::Trap => "trapped",
+            CallFailure::OutOfMemory => "exceeded its memory cap",
+            CallFailure::Deadline => "missed its deadline",
+            CallFailure::WrongWorld => "wrong world",
+            CallFailure::Closed => "runtime closed",
+        })
+    }
+}
+
+/// A failed call.
+#[derive(Debug, Clone, thiserror::Error)]
+#[error("component {component:?} {kind} in {op}: {detail}")]
+pub struct CallError {
+    /// Component name.
+    pub component: String,
+    /// Operation, e.g. "start".
+    pub op: &'static str,
+    /// What kind of failure.
+    pub kind: CallFailure,
+    /// Details: the trap and what the guest printed.
+    pub detail: String,
+}
+
+/// One call in progress: its store, what explains a failure, and its pool permit.
+pub(super) struct Call {
+    pub(super) store: Store<HostState>,
+    pub(super) witness: CallWitness,
+    pub(super) timeout: Duration,
+    pub(super) _permit: tokio::sync::OwnedSemaphorePermit,
+}
+
+impl Call {
+    pub(super) fn finish<R>(
+        self,
+        comp: &LoadedComponent,
+        op: &'static str,
+        result: Result<wasmtime::Result<R>, tokio::time::error::Elapsed>,
+    ) -> Result<R, CallError> {
+        let Call {
+            store,
+            witness,
+            timeout,
+            _permit,
+        } = self;
+        // Whatever happened, this store is done: a trapped or interrupted instance cannot
+        // be entered again, and the next call gets a fresh one.
+        drop(store);
+        match result {
+            Ok(Ok(r)) => Ok(r),
+            Ok(Err(e)) => Err(classify(comp, op, e, &witness, timeout)),
+            Err(_) => Err(CallError {
+                component: comp.ctx.name.clone(),
+                op,
+                kind: CallFailure::Deadline,
+                detail: format!("no answer within {timeout:?}"),
+            }),
+        }
+    }
+}
+
+pub(super) fn wrong_world(comp: &LoadedComponent, op: &'static str) -> CallError {
+    CallError {
+        component: comp.ctx.name.clone(),
+        op,
+        kind: CallFailure::WrongWorld,
+        detail: format!("it is a {} component", comp.world),
+    }
+}
+
+fn classify(
+    comp: &LoadedComponent,
+    op: &'static str,
+    e: wasmtime::Error,
+    w: &CallWitness,
+    timeout: Duration,
+) -> CallError {
+    let (kind, mut detail) = if w.memory_hit.load(std::sync::atomic::Ordering::Relaxed) {
+        (
+            CallFailure::OutOfMemory,
+            format!(
+                "memory cap of {} MiB reached",
+                comp.ctx.limits.memory_bytes >> 20
+            ),
+        )
+    } else if w.deadline_hit.load(std::sync::atomic::Ordering::Relaxed) {
+        (
+            CallFailure::Deadline,
+            format!("still running after {timeout:?}"),
+        )
+    } else if let Some(trap) = e.downcast_ref::<wasmtime::Trap>() {
+        (CallFailure::Trap, trap.to_string())
+    } else {
+        (CallFailure::Trap, e.root_cause().to_string())
+    };
+    let out = w.output_text();
+    if !out.is_empty() {
+        let tail: String = out
+            .lines()
+            .rev()
+            .take(4)
+            .collect::<Vec<_>>()
+            .into_iter()
+            .rev()
+            .collect::<Vec<_>>()
+            .join(" | ");
+        detail.push_str(&format!("; guest output: {}", truncate(&tail, 600)));
+    }
+    CallError {
+        component: comp.ctx.name.clone(),
+        op,
+        kind,
+        detail,
+    }
+}
+
+fn truncate(s: &str, n: usize) -> String {
+    if s.len() <= n {
+        return s.to_string();
+    }
+    let mut cut = n;
+    while !s.is_char_boundary(cut) {
+        cut -= 1;
+    }
+    format!("{}…", &s[..cut])
+}
