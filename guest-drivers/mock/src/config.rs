@@ -136,6 +136,12 @@ pub struct TaskConfig {
     pub signal_error: Option<String>,
     /// A task event `start` emits (type "Driver"), to exercise driver event routing.
     pub driver_event: Option<String>,
+    /// Written to the task's stdout at start.
+    pub stdout_string: Option<String>,
+    /// How many more times it is written while the task runs.
+    pub stdout_repeat: i32,
+    /// Time between the repeats.
+    pub stdout_repeat_duration: u64,
     /// A deliberate misbehaviour of one op.
     pub misbehave: Option<Misbehave>,
 }
@@ -165,10 +171,9 @@ pub fn parse_task_config(json: &str) -> Result<TaskConfig, Vec<FieldError>> {
             "kill_after" => duration(&value).map(|v| config.kill_after = v),
             "signal_error" => string(&value).map(|v| config.signal_error = Some(v)),
             "driver_event" => string(&value).map(|v| config.driver_event = Some(v)),
-            // Accepted for compatibility with Nomad's mock driver; not acted on yet.
-            "stdout_string" => string(&value).map(drop),
-            "stdout_repeat" => int(&value).map(drop),
-            "stdout_repeat_duration" => duration(&value).map(drop),
+            "stdout_string" => string(&value).map(|v| config.stdout_string = Some(v)),
+            "stdout_repeat" => int(&value).map(|v| config.stdout_repeat = v),
+            "stdout_repeat_duration" => duration(&value).map(|v| config.stdout_repeat_duration = v),
             "misbehave" => {
                 config.misbehave = misbehave(&value, TASK_OPS, &mut errors);
                 Ok(())
@@ -318,6 +323,9 @@ mod tests {
                 kill_after: 2 * S,
                 signal_error: Some("no signals".into()),
                 driver_event: Some("pulling image".into()),
+                stdout_string: Some("hi".into()),
+                stdout_repeat: 2,
+                stdout_repeat_duration: S,
                 misbehave: None,
             }
         );

@@ -16,7 +16,8 @@
 //! | `kill_after` | duration | after a stop, the task runs this long before it exits |
 //! | `signal_error` | string | `signal` fails with this message |
 //! | `driver_event` | string | `start` emits this task event (type "Driver"); Paddock's own |
-//! | `stdout_string`, `stdout_repeat`, `stdout_repeat_duration` | string, int, duration | accepted, not acted on yet |
+//! | `stdout_string` | string | written to the task's stdout at start (host `task-logs`) |
+//! | `stdout_repeat`, `stdout_repeat_duration` | int, duration | written that many more times, one per duration, while the task runs |
 //! | `misbehave` | object | see below |
 //!
 //! A duration is a Go duration string (`"10s"`, `"250ms"`, `"1m30s"`) or an integer of
@@ -46,7 +47,7 @@ mod task;
 
 use config::{Op, parse_plugin_config, parse_task_config};
 use misbehave::{check, check_plugin};
-use paddock_driver_sdk::host::{config as plugin_config, events, timer};
+use paddock_driver_sdk::host::{config as plugin_config, events, task_logs, timer};
 use paddock_driver_sdk::{
     Capabilities, Driver, DriverError, Fingerprint, PluginInfo, ResourceUsage, TaskConfig,
     TaskHandle, TaskState, TaskStatus, WaitStatus,
@@ -63,6 +64,24 @@ fn load(handle: &TaskHandle, op: Op) -> Result<task::HandleState, DriverError> {
     let state: task::HandleState = handle.state()?;
     check(state.misbehave, op);
     Ok(state)
+}
+
+/// Write the stdout text as often as is due by `now`; returns whether anything was written.
+/// Output to a task the host has no logs for (a call outside a task run) is dropped.
+fn write_stdout(task_id: &str, state: &mut task::HandleState, now: u64) -> bool {
+    let due = state.stdout_due(now);
+    let Some(out) = state.stdout.as_mut() else {
+        return false;
+    };
+    let mut wrote = false;
+    while out.written < due {
+        if let Err(e) = task_logs::stdout(task_id, &out.text) {
+            paddock_driver_sdk::host::log::debug(&format!("stdout of {task_id} dropped: {e:?}"));
+        }
+        out.written += 1;
+        wrote = true;
+    }
+    wrote
 }
 
 impl Driver for Mock {
@@ -121,7 +140,9 @@ impl Driver for Mock {
                 &[("source".to_string(), "mock".to_string())],
             );
         }
-        TaskHandle::new(task.id, &task::HandleState::new(&config, timer::now()))
+        let mut state = task::HandleState::new(&config, timer::now());
+        write_stdout(&task.id, &mut state, timer::now());
+        TaskHandle::new(task.id, &state)
     }
 
     fn recover(handle: TaskHandle) -> Result<TaskHandle, DriverError> {
@@ -130,9 +151,22 @@ impl Driver for Mock {
     }
 
     fn wait(handle: TaskHandle) -> Result<WaitStatus, DriverError> {
-        Ok(match load(&handle, Op::Wait)?.progress(timer::now()) {
+        let mut state = load(&handle, Op::Wait)?;
+        let now = timer::now();
+        let wrote = write_stdout(&handle.task_id, &mut state, now);
+        Ok(match state.progress(now) {
             Progress::Exited { result, .. } => WaitStatus::Exited(result),
-            Progress::Running { remaining } => WaitStatus::after(remaining),
+            Progress::Running { remaining } => {
+                let wake = state
+                    .next_stdout_in(now)
+                    .map_or(remaining, |n| n.min(remaining));
+                let status = WaitStatus::after(wake);
+                if wrote {
+                    status.with_handle(TaskHandle::new(handle.task_id.clone(), &state)?)
+                } else {
+                    status
+                }
+            }
         })
     }
 

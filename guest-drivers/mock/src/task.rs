@@ -44,6 +44,23 @@ pub struct HandleState {
     pub misbehave: Option<Misbehave>,
     /// Set by the first `stop`.
     pub stopped: Option<Stopped>,
+    /// Output the task writes to its stdout, and how much of it is written.
+    #[serde(default)]
+    pub stdout: Option<Stdout>,
+}
+
+/// `stdout_string` written at start and `repeat` more times, one every `every` ns, while
+/// the task runs (Nomad's mock driver does the same from a goroutine).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Stdout {
+    /// The text.
+    pub text: String,
+    /// Writes after the first.
+    pub repeat: u32,
+    /// Time between writes.
+    pub every: u64,
+    /// Writes done so far.
+    pub written: u32,
 }
 
 /// A stop request.
@@ -89,7 +106,38 @@ impl HandleState {
             signal_error: config.signal_error.clone(),
             misbehave: config.misbehave,
             stopped: None,
+            stdout: config.stdout_string.clone().map(|text| Stdout {
+                text,
+                repeat: config.stdout_repeat.max(0) as u32,
+                every: config.stdout_repeat_duration,
+                written: 0,
+            }),
         }
+    }
+
+    /// Writes of the stdout text due by `now` (none after the task ended).
+    pub fn stdout_due(&self, now: u64) -> u32 {
+        let Some(out) = &self.stdout else { return 0 };
+        let until = now.min(self.end().0);
+        let elapsed = until.saturating_sub(self.started_at);
+        let repeats = if out.every == 0 {
+            out.repeat as u64
+        } else {
+            (elapsed / out.every).min(out.repeat as u64)
+        };
+        1 + repeats as u32
+    }
+
+    /// Nanoseconds from `now` until the next stdout write is due, if one is.
+    pub fn next_stdout_in(&self, now: u64) -> Option<u64> {
+        let out = self.stdout.as_ref()?;
+        if out.written > out.repeat || out.every == 0 {
+            return None;
+        }
+        let at = self
+            .started_at
+            .saturating_add(u64::from(out.written).saturating_mul(out.every));
+        Some(at.saturating_sub(now).max(1))
     }
 
     /// When the task ends and how, given what is known so far.
@@ -244,5 +292,28 @@ mod tests {
         task.stop(100 * S, 15, S);
         let json = serde_json::to_vec(&task).unwrap();
         assert_eq!(serde_json::from_slice::<HandleState>(&json).unwrap(), task);
+    }
+
+    #[test]
+    fn stdout_is_due_once_at_start_then_once_per_interval_until_the_end() {
+        let config = TaskConfig {
+            run_for: 10 * S,
+            stdout_string: Some("hi\n".into()),
+            stdout_repeat: 3,
+            stdout_repeat_duration: 2 * S,
+            ..TaskConfig::default()
+        };
+        let mut st = HandleState::new(&config, 100 * S);
+        assert_eq!(st.stdout_due(100 * S), 1);
+        assert_eq!(st.stdout_due(103 * S), 2);
+        assert_eq!(st.stdout_due(150 * S), 4, "capped by repeat");
+        st.stdout.as_mut().unwrap().written = 2;
+        assert_eq!(st.next_stdout_in(103 * S), Some(S));
+        // A task that ends early stops writing when it ends.
+        let short = TaskConfig {
+            run_for: 3 * S,
+            ..config
+        };
+        assert_eq!(HandleState::new(&short, 100 * S).stdout_due(150 * S), 2);
     }
 }

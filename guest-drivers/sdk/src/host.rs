@@ -73,6 +73,16 @@ pub mod timer {
     pub use crate::__bindings::paddock::plugin::timer::{now, sleep};
 }
 
+/// The rotated log files of tasks this driver started.
+pub mod task_logs {
+    pub use crate::__bindings::paddock::plugin::task_logs::{LogStream as Stream, append};
+
+    /// Appends `text` to a task's stdout.
+    pub fn stdout(task_id: &str, text: &str) -> Result<(), crate::HostError> {
+        append(task_id, Stream::Stdout, text.as_bytes())
+    }
+}
+
 /// Task events, which reach the task's runner as events of type "Driver".
 pub mod events {
     pub use crate::__bindings::paddock::plugin::events::emit;

@@ -143,6 +143,7 @@ impl WaitStatus {
         Self::Pending(WakeOn {
             processes: Vec::new(),
             after_ns: Some(after_ns),
+            handle: None,
         })
     }
     /// Still running: ask again when one of these host processes exits.
@@ -150,7 +151,16 @@ impl WaitStatus {
         Self::Pending(WakeOn {
             processes,
             after_ns: None,
+            handle: None,
         })
+    }
+    /// Still running, and the host should keep `handle` from now on (progress the driver
+    /// tracks, such as output already written). No effect on an exited status.
+    pub fn with_handle(mut self, handle: TaskHandle) -> Self {
+        if let Self::Pending(wake) = &mut self {
+            wake.handle = Some(handle);
+        }
+        self
     }
 }
 

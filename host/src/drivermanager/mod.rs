@@ -170,3 +170,25 @@ impl DriverManager {
         self.runtime.services().processes.exit_watch(id)
     }
 }
+
+impl DriverManager {
+    /// Let `driver` write the rotated logs of task invocation `task_id` (`task-logs`).
+    pub fn register_task_logs(
+        &self,
+        task_id: &str,
+        driver: &str,
+        stdout: std::path::PathBuf,
+        stderr: std::path::PathBuf,
+        logs: &crate::runtime::bindings::v0_1_0::types::LogConfig,
+    ) {
+        self.runtime
+            .services()
+            .task_logs
+            .register(task_id, driver, stdout, stderr, logs);
+    }
+
+    /// The invocation is over: its driver may no longer write its logs.
+    pub fn unregister_task_logs(&self, task_id: &str) {
+        self.runtime.services().task_logs.unregister(task_id);
+    }
+}

@@ -57,6 +57,6 @@ pub mod v0_1_0 {
     }
 
     pub use driver::paddock::plugin::{
-        config, devices, env, events, info, log, process, timer, types,
+        config, devices, env, events, info, log, process, task_logs, timer, types,
     };
 }

@@ -7,6 +7,7 @@
 //! A kill (cancellation) sends the driver's `stop` and keeps waiting, bounded by the
 //! kill timeout, so a misbehaving driver cannot hold the runner forever.
 
+use std::path::PathBuf;
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -316,6 +317,27 @@ impl TaskRunner {
             }),
         );
 
+        self.drivers.register_task_logs(
+            &task_id,
+            driver.name(),
+            PathBuf::from(&cfg.stdout_path),
+            PathBuf::from(&cfg.stderr_path),
+            &cfg.logs,
+        );
+        let result = self.run_invocation(&driver, cfg, env, alloc_id).await;
+        self.drivers.unregister_task_logs(&task_id);
+        result
+    }
+
+    /// Start one invocation and wait for it: the handle is persisted before `Started`.
+    async fn run_invocation(
+        &self,
+        driver: &Driver,
+        cfg: TaskConfig,
+        env: crate::taskenv::TaskEnv,
+        alloc_id: &str,
+    ) -> Result<RunEnd, RunEnd> {
+        let task_id = cfg.id.clone();
         let ctx = Arc::new(TaskContext {
             env,
             reservations: Vec::new(),
@@ -442,6 +464,10 @@ impl TaskRunner {
                 }
                 WaitStatus::Pending(w) => w,
             };
+            if let Some(updated) = &wake.handle {
+                handle = updated.clone();
+                self.persist_handle(driver, &handle);
+            }
             if let Some(deadline) = kill_deadline
                 && tokio::time::Instant::now() >= deadline
             {

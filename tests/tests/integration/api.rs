@@ -390,3 +390,23 @@ async fn events_a_driver_emits_reach_the_task_as_driver_events() {
     assert_eq!(ev["DriverMessage"], "pulling image");
     assert_eq!(ev["Details"]["source"], "mock");
 }
+
+#[tokio::test]
+async fn the_mock_writes_stdout_string_repeatedly_while_it_runs() {
+    let t = TestAgent::start("", vec![]).await;
+    t.post_job(mock_job("talk", json!({"run_for": "700ms", "stdout_string": "hi\n", "stdout_repeat": 3, "stdout_repeat_duration": "100ms"}))).await;
+    t.post_job(mock_job("short", json!({"run_for": "150ms", "stdout_string": "x", "stdout_repeat": 10, "stdout_repeat_duration": "100ms"}))).await;
+    for (job, want) in [("talk", "hi\nhi\nhi\nhi\n"), ("short", "xx")] {
+        let allocs = t
+            .wait_allocs(job, Duration::from_secs(20), all_terminal)
+            .await;
+        let id = allocs[0]["ID"].as_str().unwrap();
+        let path = t
+            .agent
+            .data_dir
+            .join("alloc")
+            .join(id)
+            .join("alloc/logs/t.stdout.0");
+        assert_eq!(std::fs::read_to_string(&path).unwrap(), want, "{job}");
+    }
+}

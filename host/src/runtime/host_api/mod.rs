@@ -8,6 +8,7 @@ pub mod env;
 pub mod events;
 pub mod log;
 pub mod process;
+pub mod task_logs;
 pub mod timer;
 
 use std::sync::Arc;
@@ -23,6 +24,8 @@ pub struct HostServices {
     pub processes: process::ProcessTable,
     /// Where driver-emitted task events go.
     pub events: events::EventRouter,
+    /// Log files of running tasks, for drivers that write them.
+    pub task_logs: task_logs::TaskLogs,
 }
 
 impl HostServices {
@@ -31,6 +34,7 @@ impl HostServices {
         Arc::new(Self {
             processes: process::ProcessTable::default(),
             events: events::EventRouter::default(),
+            task_logs: task_logs::TaskLogs::default(),
         })
     }
 }
