@@ -359,7 +359,7 @@ impl TaskRunner {
 
         // Persist the handle before announcing the start: after an agent crash the task
         // can be recovered only if its handle was stored.
-        self.persist_handle(&driver, &handle);
+        self.persist_handle(driver, &handle);
         self.alloc.update_task(&self.task.name, |s| {
             s.state = task_state::RUNNING.into();
             s.started_at = crate::util::now_nanos();
@@ -369,7 +369,7 @@ impl TaskRunner {
                 .detail("task_id", &task_id),
         );
 
-        let (exit, killed) = match self.wait_exit(&driver, handle.clone()).await {
+        let (exit, killed) = match self.wait_exit(driver, handle.clone()).await {
             Ok(r) => r,
             Err(e) => {
                 // The driver cannot tell us about the task any more: release what it holds.
