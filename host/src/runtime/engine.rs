@@ -63,7 +63,13 @@ pub fn build(cfg: &EngineConfig) -> wasmtime::Result<(Engine, Allocator)> {
             .max_memories_per_component(8)
             .max_tables_per_component(16)
             .max_component_instance_size(1 << 20)
-            .max_core_instance_size(1 << 20);
+            .max_core_instance_size(1 << 20)
+            // Reset a returning slot by scanning which pages the call touched (PAGEMAP_SCAN,
+            // Linux 6.7+) and restoring just those with memset: no madvise, and no page
+            // faults on the next call. Older kernels fall back to madvise.
+            .pagemap_scan(wasmtime::Enabled::Auto)
+            .linear_memory_keep_resident(16 << 20)
+            .table_keep_resident(1 << 20);
         let mut c = base_config();
         c.allocation_strategy(InstanceAllocationStrategy::Pooling(pool));
         match Engine::new(&c) {
