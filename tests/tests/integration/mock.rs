@@ -239,3 +239,36 @@ async fn a_driver_whose_fingerprint_loops_is_unhealthy_and_the_agent_runs_on() {
         .await;
     assert_eq!(allocs[0]["ClientStatus"], "complete");
 }
+
+#[tokio::test]
+async fn recover_reattaches_to_a_known_task_and_its_misbehaviour_is_contained() {
+    let (_dm, d) = mock(Duration::from_millis(500), json!({})).await;
+    let h = d
+        .start(task_config("r", json!({"run_for": "1h"})), None)
+        .await
+        .unwrap();
+    let recovered = d.recover(h.clone()).await.unwrap();
+    assert_eq!(recovered, h);
+    assert_eq!(
+        d.inspect(recovered).await.unwrap().state,
+        TaskState::Running
+    );
+    let bad = d
+        .start(
+            task_config(
+                "s",
+                json!({"run_for": "1h", "misbehave": {"op": "recover", "kind": "trap"}}),
+            ),
+            None,
+        )
+        .await
+        .unwrap();
+    match d.recover(bad).await {
+        Err(DriverCallError::Component(e)) => {
+            assert_eq!((e.op, e.kind), ("recover", CallFailure::Trap))
+        }
+        other => panic!("{other:?}"),
+    }
+    let caps = d.capabilities().await.unwrap();
+    assert!(caps.send_signals);
+}
