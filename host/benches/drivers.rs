@@ -207,5 +207,56 @@ fn benches(c: &mut Criterion) {
     g.finish();
 }
 
-criterion_group!(drivers, benches);
+/// The same `/bin/true` as a whole task through the agent: alloc runner, task runner,
+/// events, task-state writes to the state DB (in memory or a redb file), dirs and logs.
+fn whole_task(c: &mut Criterion) {
+    let tokio = tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(2)
+        .enable_all()
+        .build()
+        .unwrap();
+    let mut g = c.benchmark_group("raw_exec_task");
+    for in_memory in [true, false] {
+        let dir = tempfile::tempdir().unwrap();
+        let agent = tokio
+            .block_on(paddock::agent::Agent::start(paddock::agent::AgentOptions {
+                data_dir: Some(dir.path().to_path_buf()),
+                dev: true,
+                in_memory_state: in_memory,
+                ..Default::default()
+            }))
+            .unwrap();
+        let mut n = 0u64;
+        g.bench_function(if in_memory { "agent_mem_state" } else { "agent_redb_state" }, |b| {
+            b.to_async(&tokio).iter(|| {
+                n += 1;
+                let id = format!("true-{n}");
+                let agent = agent.clone();
+                async move {
+                    let job = paddock::jobspec::parse_job_json(
+                        json!({"ID": id, "Type": "batch", "TaskGroups": [{"Name": "g", "RestartPolicy": {"Attempts": 0},
+                            "Tasks": [{"Name": "t", "Driver": "raw_exec", "Config": {"command": "/bin/true"}}]}]})
+                        .to_string()
+                        .as_bytes(),
+                    )
+                    .unwrap();
+                    let r = agent.register_job(job).unwrap();
+                    let alloc_id = r.allocs[0].clone();
+                    let mut changes = agent.changes.subscribe();
+                    loop {
+                        let a = agent.allocation(&alloc_id).unwrap();
+                        if a.task_states.values().all(|s| s.state == "dead") && a.is_terminal() {
+                            assert_eq!(a.client_status, "complete");
+                            break;
+                        }
+                        let _ = changes.changed().await;
+                    }
+                }
+            })
+        });
+    }
+    g.finish();
+}
+
+criterion_group!(drivers, benches, whole_task);
 criterion_main!(drivers);

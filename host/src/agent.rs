@@ -251,7 +251,7 @@ impl Agent {
         let live: Vec<Arc<AllocRunner>> = self
             .job_runners(&key.0, &key.1)
             .into_iter()
-            .filter(|r| !r.shared().snapshot().is_terminal())
+            .filter(|r| !r.shared().peek(Allocation::is_terminal))
             .collect();
         if let Some(old) = &existing
             && old.job == job
@@ -368,8 +368,8 @@ impl Agent {
             .unwrap()
             .values()
             .filter(|r| {
-                let a = r.shared().snapshot();
-                a.job_id == id && a.namespace == namespace
+                r.shared()
+                    .peek(|a| a.job_id == id && a.namespace == namespace)
             })
             .cloned()
             .collect()
@@ -433,10 +433,21 @@ impl Agent {
 
     /// A job's allocations.
     pub fn job_allocations(&self, namespace: &str, id: &str) -> Vec<Allocation> {
-        self.allocations()
-            .into_iter()
-            .filter(|a| a.job_id == id && a.namespace == namespace)
-            .collect()
+        let mut out: Vec<Allocation> = self
+            .job_runners(namespace, id)
+            .iter()
+            .map(|r| r.shared().snapshot())
+            .collect();
+        out.extend(
+            self.restored
+                .read()
+                .unwrap()
+                .values()
+                .filter(|a| a.job_id == id && a.namespace == namespace)
+                .cloned(),
+        );
+        out.sort_by_key(|a| (a.create_index, a.id.clone()));
+        out
     }
 
     /// Stop one allocation. Returns false if it is unknown.

@@ -75,6 +75,11 @@ impl AllocShared {
         self.alloc.lock().unwrap().clone()
     }
 
+    /// Look at the allocation without copying it.
+    pub fn peek<R>(&self, f: impl FnOnce(&Allocation) -> R) -> R {
+        f(&self.alloc.lock().unwrap())
+    }
+
     /// Allocation id.
     pub fn id(&self) -> String {
         self.alloc.lock().unwrap().id.clone()
