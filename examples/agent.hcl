@@ -45,3 +45,8 @@ plugin "env-inject" {
     }
   }
 }
+
+# Run env-inject for every task.
+hook "env-inject" {
+  all_tasks = true
+}

@@ -85,6 +85,8 @@ pub struct Agent {
     pub runtime: Arc<Runtime>,
     /// Drivers.
     pub drivers: Arc<DriverManager>,
+    /// WASM hooks and the tasks they attach to.
+    pub hooks: Arc<crate::taskrunner::HookSet>,
     /// State DB.
     pub db: Arc<dyn StateDb>,
     /// Change counter.
@@ -177,7 +179,9 @@ impl Agent {
             meta: opts.config.client.meta.clone(),
         };
 
+        let hooks = crate::taskrunner::HookSet::new(runtime.clone(), &opts.config.hook);
         let agent = Arc::new(Self {
+            hooks,
             runtime,
             drivers,
             db,
@@ -316,6 +320,7 @@ impl Agent {
                     &self.alloc_root,
                     node.clone(),
                     self.drivers.clone(),
+                    self.hooks.clone(),
                 );
                 self.allocs
                     .write()

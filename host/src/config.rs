@@ -68,6 +68,21 @@ pub struct AgentConfig {
     pub hooks: Option<PathBuf>,
     /// Per-component settings, by component name.
     pub plugin: BTreeMap<String, PluginBlock>,
+    /// Which tasks each hook component runs for, by hook name.
+    pub hook: BTreeMap<String, HookAttach>,
+}
+
+/// A `hook "<name>"` block: which tasks a hook component runs for. A job can also ask for
+/// hooks by name in its meta: `paddock.hooks = "env-inject,policy"`.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct HookAttach {
+    /// Run order among hooks: lower first, ties by name. Built-in hooks always run first.
+    pub order: i32,
+    /// Run for every task.
+    pub all_tasks: bool,
+    /// Run for tasks using these drivers.
+    pub drivers: Vec<String>,
 }
 
 /// Ports.

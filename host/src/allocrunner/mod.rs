@@ -140,6 +140,7 @@ impl AllocRunner {
         alloc_root: &std::path::Path,
         node: NodeInfo,
         drivers: Arc<DriverManager>,
+        hooks: Arc<crate::taskrunner::HookSet>,
     ) -> Arc<Self> {
         let dir = AllocDir::new(alloc_root, &alloc.id);
         let group = alloc
@@ -168,6 +169,7 @@ impl AllocRunner {
                     shared.clone(),
                     t.clone(),
                     drivers.clone(),
+                    hooks.clone(),
                     kill.child_token(),
                 )
             })

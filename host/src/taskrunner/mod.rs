@@ -20,14 +20,17 @@ use crate::runtime::TaskContext;
 use crate::runtime::bindings::v0_1_0::driver::exports::paddock::plugin::task_driver::{
     DriverError, WaitStatus, WakeOn,
 };
+use crate::runtime::bindings::v0_1_0::hook::exports::paddock::plugin::task_hook::TaskInfo;
 use crate::runtime::bindings::v0_1_0::types::{
     ExitResult, LogConfig, TaskConfig, TaskHandle, TaskResources,
 };
-use crate::state::{LocalTaskState, StoredHandle};
+use crate::state::{HookState, LocalTaskState, StoredHandle};
 use crate::structs::{TaskEvent, event_type, task_state};
 
 mod restarts;
+mod wasm_hooks;
 pub use restarts::{Decision, RestartTracker};
+pub use wasm_hooks::{HookSet, JOB_META_KEY};
 
 /// Extra time after the kill timeout before the runner gives up on a driver that never
 /// reports the task's exit.
@@ -38,7 +41,10 @@ pub struct TaskRunner {
     alloc: Arc<AllocShared>,
     task: Task,
     drivers: Arc<DriverManager>,
+    hooks: Arc<HookSet>,
     kill: CancellationToken,
+    /// This task's local state (driver handle, hook state); this runner is its only writer.
+    local: std::sync::Mutex<LocalTaskState>,
 }
 
 /// How one run of the task ended.
@@ -62,13 +68,22 @@ impl TaskRunner {
         alloc: Arc<AllocShared>,
         task: Task,
         drivers: Arc<DriverManager>,
+        hooks: Arc<HookSet>,
         kill: CancellationToken,
     ) -> Arc<Self> {
+        let local = alloc
+            .db
+            .local_state(&alloc.id(), &task.name)
+            .ok()
+            .flatten()
+            .unwrap_or_default();
         Arc::new(Self {
             alloc,
             task,
             drivers,
+            hooks,
             kill,
+            local: std::sync::Mutex::new(local),
         })
     }
 
@@ -228,16 +243,54 @@ impl TaskRunner {
 
         let a = self.alloc.snapshot();
         let group = a.group().cloned().expect("the alloc's group exists");
-        let env = crate::taskenv::build(crate::taskenv::EnvRequest {
-            job: &a.job,
-            group: &group,
-            task: &self.task,
-            alloc_id: &a.id,
-            alloc_index: a.index,
-            dirs: &dirs,
-            node: &self.alloc.node,
-            hook_env: &[],
-        });
+        let build_env = |hook_env: &[(String, String)]| {
+            crate::taskenv::build(crate::taskenv::EnvRequest {
+                job: &a.job,
+                group: &group,
+                task: &self.task,
+                alloc_id: &a.id,
+                alloc_index: a.index,
+                dirs: &dirs,
+                node: &self.alloc.node,
+                hook_env,
+            })
+        };
+
+        // WASM hooks' prestart, in order; a done hook is skipped but its env stays.
+        let hook_names = self.hooks.for_task(&a.job, &group, &self.task);
+        let mut meta = a.job.meta.clone();
+        meta.extend(group.meta.clone());
+        meta.extend(self.task.meta.clone());
+        let info = TaskInfo {
+            alloc_id: a.id.clone(),
+            job_id: a.job.id.clone(),
+            group_name: group.name.clone(),
+            task_name: self.task.name.clone(),
+            driver: self.task.driver.clone(),
+            driver_config: serde_json::Value::Object(self.task.config.clone()).to_string(),
+            meta: meta.into_iter().collect(),
+            task_dir: dirs.task_dir.clone(),
+        };
+        for name in &hook_names {
+            let previous = self.hook_state(name).unwrap_or_default();
+            if previous.prestart_done {
+                continue;
+            }
+            let ctx = Arc::new(TaskContext {
+                env: build_env(&self.hook_env()),
+                reservations: Vec::new(),
+            });
+            match self.hooks.prestart(name, &info, ctx, &previous).await {
+                Ok(state) => self.set_hook_state(name, state),
+                Err(f) => {
+                    return Err(RunEnd::Failed(
+                        Box::new(Self::failure(event_type::SETUP_FAILURE, f.message)),
+                        f.recoverable,
+                    ));
+                }
+            }
+        }
+        let env = build_env(&self.hook_env());
         let config = env
             .interpolate_json(&serde_json::Value::Object(self.task.config.clone()))
             .to_string();
@@ -324,7 +377,9 @@ impl TaskRunner {
             PathBuf::from(&cfg.stderr_path),
             &cfg.logs,
         );
-        let result = self.run_invocation(&driver, cfg, env, alloc_id).await;
+        let result = self
+            .run_invocation(&driver, cfg, env, alloc_id, &hook_names, &info)
+            .await;
         self.drivers.unregister_task_logs(&task_id);
         result
     }
@@ -336,6 +391,8 @@ impl TaskRunner {
         cfg: TaskConfig,
         env: crate::taskenv::TaskEnv,
         alloc_id: &str,
+        hook_names: &[String],
+        info: &TaskInfo,
     ) -> Result<RunEnd, RunEnd> {
         let task_id = cfg.id.clone();
         let ctx = Arc::new(TaskContext {
@@ -398,6 +455,7 @@ impl TaskRunner {
         ev.exit_code = exit.exit_code;
         ev.signal = exit.signal;
         self.event(ev);
+        self.hooks.exited(hook_names, info, &exit).await;
         if killed {
             self.event(TaskEvent::new(
                 event_type::KILLED,
@@ -409,14 +467,54 @@ impl TaskRunner {
     }
 
     /// The invocation is over: its handle is no longer needed.
-    fn clear_handle(&self, alloc_id: &str) {
-        if let Err(e) =
-            self.alloc
-                .db
-                .put_local_state(alloc_id, &self.task.name, &LocalTaskState::default())
+    fn clear_handle(&self, _alloc_id: &str) {
+        self.update_local(|l| l.handle = None);
+    }
+
+    /// Change the local state and persist it (this runner is its only writer).
+    fn update_local(&self, f: impl FnOnce(&mut LocalTaskState)) {
+        let mut local = self.local.lock().unwrap();
+        f(&mut local);
+        if let Err(e) = self
+            .alloc
+            .db
+            .put_local_state(&self.alloc.id(), &self.task.name, &local)
         {
-            tracing::error!(task = %self.task.name, error = %e, "clearing task handle failed");
+            tracing::error!(task = %self.task.name, error = %e, "persisting task local state failed");
         }
+    }
+
+    /// A hook's stored state.
+    fn hook_state(&self, name: &str) -> Option<HookState> {
+        self.local
+            .lock()
+            .unwrap()
+            .hooks
+            .iter()
+            .find(|(n, _)| n == name)
+            .map(|(_, h)| h.clone())
+    }
+
+    /// Store a hook's state; nothing is written when it did not change.
+    fn set_hook_state(&self, name: &str, state: HookState) {
+        if self.hook_state(name).as_ref() == Some(&state) {
+            return;
+        }
+        self.update_local(|l| match l.hooks.iter_mut().find(|(n, _)| n == name) {
+            Some((_, old)) => *old = state,
+            None => l.hooks.push((name.to_string(), state)),
+        });
+    }
+
+    /// Env set by hooks, in their first-run order: the last writer wins.
+    fn hook_env(&self) -> Vec<(String, String)> {
+        self.local
+            .lock()
+            .unwrap()
+            .hooks
+            .iter()
+            .flat_map(|(_, h)| h.env.clone())
+            .collect()
     }
 
     fn kill_signal(&self) -> String {
@@ -428,24 +526,14 @@ impl TaskRunner {
     }
 
     fn persist_handle(&self, driver: &Driver, handle: &TaskHandle) {
-        let state = LocalTaskState {
-            handle: Some(StoredHandle {
-                driver: driver.name().to_string(),
-                driver_sha256: driver.current_sha256().unwrap_or_default(),
-                version: handle.version,
-                task_id: handle.task_id.clone(),
-                driver_state: handle.driver_state.clone(),
-            }),
-            hooks: Vec::new(),
-            run_complete: false,
+        let stored = StoredHandle {
+            driver: driver.name().to_string(),
+            driver_sha256: driver.current_sha256().unwrap_or_default(),
+            version: handle.version,
+            task_id: handle.task_id.clone(),
+            driver_state: handle.driver_state.clone(),
         };
-        if let Err(e) = self
-            .alloc
-            .db
-            .put_local_state(&self.alloc.id(), &self.task.name, &state)
-        {
-            tracing::error!(task = %self.task.name, error = %e, "persisting task handle failed");
-        }
+        self.update_local(|l| l.handle = Some(stored));
     }
 
     /// Wait for the task's exit. Returns the exit and whether it was killed.

@@ -4,6 +4,7 @@
 mod harness;
 
 mod api;
+mod hooks;
 mod mock;
 mod raw_exec;
 mod runtime;

@@ -1,0 +1,113 @@
+//! WASM hooks attached to tasks: env from a hook reaches the task; a hook that fails its
+//! task does so with a "Setup Failure" naming it.
+
+use std::time::Duration;
+
+use serde_json::json;
+
+use crate::harness::{TestAgent, all_terminal};
+
+fn echo_job(id: &str, meta: serde_json::Value) -> serde_json::Value {
+    json!({ "ID": id, "Type": "batch", "Meta": meta, "TaskGroups": [{ "Name": "g", "RestartPolicy": { "Attempts": 0 },
+        "Tasks": [{ "Name": "t", "Driver": "raw_exec", "Env": { "GREETING": "from the job" },
+            "Config": { "command": "/bin/sh", "args": ["-c", "echo \"$GREETING\""] } }] }] })
+}
+
+async fn stdout_of(t: &TestAgent, job: &str) -> (serde_json::Value, String) {
+    let allocs = t
+        .wait_allocs(job, Duration::from_secs(20), all_terminal)
+        .await;
+    let id = allocs[0]["ID"].as_str().unwrap();
+    let a = t.get(&format!("/v1/allocation/{id}")).await;
+    let out = std::fs::read_to_string(
+        t.agent
+            .data_dir
+            .join("alloc")
+            .join(id)
+            .join("alloc/logs/t.stdout.0"),
+    )
+    .unwrap_or_default();
+    (a, out)
+}
+
+const ENV_HOOK: &str = r#"
+plugin "env-inject" {
+  grant {
+    env = true
+  }
+  config {
+    env = {
+      GREETING = "hello ${NOMAD_TASK_NAME} of ${NOMAD_JOB_ID}"
+    }
+  }
+}
+"#;
+
+#[tokio::test]
+async fn a_hook_attached_to_all_tasks_sets_their_env_over_the_task_env() {
+    let t = TestAgent::start(
+        &format!("{ENV_HOOK}\nhook \"env-inject\" {{\n all_tasks = true\n}}"),
+        vec![],
+    )
+    .await;
+    t.post_job(echo_job("hooked", json!({}))).await;
+    let (a, out) = stdout_of(&t, "hooked").await;
+    assert_eq!(a["ClientStatus"], "complete", "{a:#}");
+    assert_eq!(out, "hello t of hooked\n");
+    // The hook's state was persisted with the task's local state.
+    let local = t
+        .agent
+        .db
+        .local_state(a["ID"].as_str().unwrap(), "t")
+        .unwrap()
+        .unwrap();
+    assert_eq!(local.hooks.len(), 1);
+    assert_eq!(local.hooks[0].0, "env-inject");
+    assert_eq!(
+        local.hooks[0].1.data.get("applied").map(String::as_str),
+        Some("GREETING")
+    );
+}
+
+#[tokio::test]
+async fn a_job_can_ask_for_a_hook_in_its_meta() {
+    let t = TestAgent::start(ENV_HOOK, vec![]).await;
+    t.post_job(echo_job("plain", json!({}))).await;
+    t.post_job(echo_job("asks", json!({ "paddock.hooks": "env-inject" })))
+        .await;
+    assert_eq!(stdout_of(&t, "plain").await.1, "from the job\n");
+    assert_eq!(stdout_of(&t, "asks").await.1, "hello t of asks\n");
+}
+
+#[tokio::test]
+async fn a_failing_hook_fails_its_task_with_a_setup_failure_naming_it() {
+    let t = TestAgent::start(
+        "plugin \"env-inject\" {\n config {\n env = { A = 1 }\n }\n}\nhook \"env-inject\" {\n drivers = [\"raw_exec\"]\n}\nhook \"not-loaded\" {\n drivers = [\"mock\"]\n}",
+        vec![],
+    )
+    .await;
+    t.post_job(echo_job("refused", json!({}))).await;
+    t.post_job(crate::harness::mock_job(
+        "missing",
+        json!({"run_for": "10ms"}),
+    ))
+    .await;
+    for (job, task, want) in [
+        (
+            "refused",
+            "t",
+            "hook \"env-inject\" has an invalid config: env.A",
+        ),
+        ("missing", "t", "hook \"not-loaded\" is not loaded"),
+    ] {
+        let (a, _) = stdout_of(&t, job).await;
+        assert_eq!(a["ClientStatus"], "failed", "{a:#}");
+        let events = a["TaskStates"][task]["Events"].as_array().unwrap();
+        let ev = events
+            .iter()
+            .find(|e| e["Type"] == "Setup Failure")
+            .unwrap_or_else(|| panic!("{events:#?}"));
+        assert!(ev["SetupError"].as_str().unwrap().contains(want), "{ev:#}");
+        assert!(!events.iter().any(|e| e["Type"] == "Started"));
+    }
+}
