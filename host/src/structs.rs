@@ -33,6 +33,10 @@ pub mod event_type {
     pub const RESTARTING: &str = "Restarting";
     /// An event a driver emitted.
     pub const DRIVER: &str = "Driver";
+    /// The group's leader task died, so this task is being killed.
+    pub const LEADER_DEAD: &str = "Leader Task Dead";
+    /// The task will not run: the allocation stopped or a prestart task failed first.
+    pub const NOT_STARTED: &str = "Task Not Started";
 }
 
 /// One task event.

@@ -6,6 +6,7 @@
 //! once and removes the allocation's state.
 
 mod allocdir;
+mod lifecycle;
 
 pub use allocdir::AllocDir;
 
@@ -170,7 +171,7 @@ impl AllocRunner {
                     t.clone(),
                     drivers.clone(),
                     hooks.clone(),
-                    kill.child_token(),
+                    CancellationToken::new(),
                 )
             })
             .collect::<Vec<_>>();
@@ -194,8 +195,8 @@ impl AllocRunner {
         &self.shared
     }
 
-    /// Run every task to completion. Tasks start together; lifecycle ordering (prestart,
-    /// poststart, poststop) and leader handling build on this.
+    /// Run every task to completion in lifecycle order (see [`lifecycle`]). Returns at once
+    /// when the allocation was stopped before it ran.
     pub async fn run(self: Arc<Self>) {
         if self.started.swap(true, std::sync::atomic::Ordering::SeqCst) || self.kill.is_cancelled()
         {
@@ -218,14 +219,7 @@ impl AllocRunner {
             let _ = self.done.send(true);
             return;
         }
-        let handles: Vec<_> = self
-            .tasks
-            .iter()
-            .map(|t| tokio::spawn(t.clone().run()))
-            .collect();
-        for h in handles {
-            let _ = h.await;
-        }
+        self.run_lifecycle().await;
         let _ = self.done.send(true);
     }
 

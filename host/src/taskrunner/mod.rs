@@ -92,6 +92,16 @@ impl TaskRunner {
         &self.task.name
     }
 
+    /// The task's spec.
+    pub fn task(&self) -> &Task {
+        &self.task
+    }
+
+    /// Ask the task to stop (its kill signal, then SIGKILL after its kill timeout).
+    pub fn kill(&self) {
+        self.kill.cancel();
+    }
+
     fn event(&self, ev: TaskEvent) {
         self.alloc.event(&self.task.name, ev);
     }

@@ -5,6 +5,7 @@ mod harness;
 
 mod api;
 mod hooks;
+mod lifecycle;
 mod mock;
 mod raw_exec;
 mod runtime;

@@ -1,0 +1,207 @@
+//! Lifecycle order, leader, and kill order of an allocation's tasks.
+
+use std::time::Duration;
+
+use serde_json::{Value, json};
+
+use crate::harness::{TestAgent, all_terminal, event_types};
+
+fn task(name: &str, config: Value, lifecycle: Option<(&str, bool)>, leader: bool) -> Value {
+    let mut t = json!({ "Name": name, "Driver": "mock", "Config": config, "Leader": leader });
+    if let Some((hook, sidecar)) = lifecycle {
+        t["Lifecycle"] = json!({ "Hook": hook, "Sidecar": sidecar });
+    }
+    t
+}
+
+async fn run(t: &TestAgent, id: &str, tasks: Vec<Value>) -> Value {
+    t.post_job(json!({ "ID": id, "Type": "batch", "TaskGroups": [{ "Name": "g", "RestartPolicy": { "Attempts": 0 }, "Tasks": tasks }] })).await;
+    let allocs = t
+        .wait_allocs(id, Duration::from_secs(30), all_terminal)
+        .await;
+    t.get(&format!(
+        "/v1/allocation/{}",
+        allocs[0]["ID"].as_str().unwrap()
+    ))
+    .await
+}
+
+fn time(a: &Value, task: &str, field: &str) -> u64 {
+    a["TaskStates"][task][field]
+        .as_u64()
+        .unwrap_or_else(|| panic!("{task}.{field}: {a:#}"))
+}
+
+fn event_time(a: &Value, task: &str, ty: &str) -> u64 {
+    a["TaskStates"][task]["Events"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|e| e["Type"] == ty)
+        .and_then(|e| e["Time"].as_u64())
+        .unwrap_or_else(|| panic!("{task} has no {ty}: {a:#}"))
+}
+
+#[tokio::test]
+async fn prestart_main_poststart_and_poststop_run_in_order() {
+    let t = TestAgent::start("", vec![]).await;
+    let a = run(
+        &t,
+        "order",
+        vec![
+            task(
+                "init",
+                json!({"run_for": "200ms"}),
+                Some(("prestart", false)),
+                false,
+            ),
+            task(
+                "side",
+                json!({"run_for": "1h"}),
+                Some(("prestart", true)),
+                false,
+            ),
+            task("main", json!({"run_for": "300ms"}), None, false),
+            task(
+                "after",
+                json!({"run_for": "50ms"}),
+                Some(("poststart", false)),
+                false,
+            ),
+            task(
+                "cleanup",
+                json!({"run_for": "10ms"}),
+                Some(("poststop", false)),
+                false,
+            ),
+        ],
+    )
+    .await;
+    assert_eq!(a["ClientStatus"], "complete", "{a:#}");
+    assert!(
+        time(&a, "main", "StartedAt") >= time(&a, "init", "FinishedAt"),
+        "main waits for the prestart task"
+    );
+    assert!(
+        time(&a, "main", "StartedAt") >= time(&a, "side", "StartedAt"),
+        "main waits for the sidecar to run"
+    );
+    assert!(
+        time(&a, "after", "StartedAt") >= time(&a, "main", "StartedAt"),
+        "poststart after main runs"
+    );
+    assert!(
+        time(&a, "cleanup", "StartedAt") >= time(&a, "main", "FinishedAt"),
+        "poststop after main is done"
+    );
+    // The sidecar was stopped once the main task was done.
+    assert!(time(&a, "side", "FinishedAt") >= time(&a, "main", "FinishedAt"));
+    assert!(
+        event_types(&a, "side").contains(&"Killed".to_string()),
+        "{:?}",
+        event_types(&a, "side")
+    );
+    assert_eq!(a["TaskStates"]["side"]["Failed"], false);
+}
+
+#[tokio::test]
+async fn a_dead_leader_kills_the_others() {
+    let t = TestAgent::start("", vec![]).await;
+    let a = run(
+        &t,
+        "leader",
+        vec![
+            task("boss", json!({"run_for": "100ms"}), None, true),
+            task("worker", json!({"run_for": "1h"}), None, false),
+            task(
+                "helper",
+                json!({"run_for": "1h"}),
+                Some(("prestart", true)),
+                false,
+            ),
+        ],
+    )
+    .await;
+    assert_eq!(a["ClientStatus"], "complete", "{a:#}");
+    for other in ["worker", "helper"] {
+        let types = event_types(&a, other);
+        assert!(
+            types.contains(&"Leader Task Dead".to_string())
+                && types.contains(&"Killed".to_string()),
+            "{other}: {types:?}"
+        );
+    }
+    // Main tasks die before sidecars.
+    assert!(event_time(&a, "worker", "Killing") <= event_time(&a, "helper", "Killing"));
+}
+
+#[tokio::test]
+async fn stopping_kills_the_leader_first_then_main_tasks_then_sidecars() {
+    let t = TestAgent::start("", vec![]).await;
+    let job = json!({ "ID": "stopme", "Type": "service", "TaskGroups": [{ "Name": "g", "Tasks": [
+        task("side", json!({"run_for": "1h"}), Some(("prestart", true)), false),
+        task("worker", json!({"run_for": "1h"}), None, false),
+        task("boss", json!({"run_for": "1h", "kill_after": "150ms"}), None, true),
+    ] }] });
+    t.post_job(job).await;
+    let allocs = t
+        .wait_allocs("stopme", Duration::from_secs(20), |a| {
+            a.first().is_some_and(|a| {
+                ["side", "worker", "boss"]
+                    .iter()
+                    .all(|n| a["TaskStates"][n]["State"] == "running")
+            })
+        })
+        .await;
+    let id = allocs[0]["ID"].as_str().unwrap().to_string();
+    t.http
+        .post(t.url(&format!("/v1/allocation/{id}/stop")))
+        .send()
+        .await
+        .unwrap();
+    let allocs = t
+        .wait_allocs("stopme", Duration::from_secs(20), all_terminal)
+        .await;
+    let a = t
+        .get(&format!(
+            "/v1/allocation/{}",
+            allocs[0]["ID"].as_str().unwrap()
+        ))
+        .await;
+    let (boss, worker, side) = (
+        event_time(&a, "boss", "Killing"),
+        event_time(&a, "worker", "Killing"),
+        event_time(&a, "side", "Killing"),
+    );
+    assert!(
+        boss < worker && worker <= side,
+        "kill order boss {boss} worker {worker} side {side}"
+    );
+    // The leader had to be dead before the others were asked: it took 150 ms to die.
+    assert!(worker - boss >= 100_000_000, "{}", worker - boss);
+}
+
+#[tokio::test]
+async fn a_failed_prestart_task_keeps_the_main_tasks_from_starting() {
+    let t = TestAgent::start("", vec![]).await;
+    let a = run(
+        &t,
+        "badinit",
+        vec![
+            task(
+                "init",
+                json!({"run_for": "10ms", "exit_code": 1}),
+                Some(("prestart", false)),
+                false,
+            ),
+            task("main", json!({"run_for": "1s"}), None, false),
+        ],
+    )
+    .await;
+    assert_eq!(a["ClientStatus"], "failed");
+    let types = event_types(&a, "main");
+    assert!(
+        !types.contains(&"Started".to_string()) && types.contains(&"Task Not Started".to_string()),
+        "{types:?}"
+    );
+}
