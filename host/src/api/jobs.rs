@@ -23,6 +23,7 @@ pub(super) fn routes() -> Router<AppState> {
         )
         .route("/v1/job/{id}/allocations", get(allocations))
         .route("/v1/validate/job", post(validate))
+        .route("/v1/jobs/parse", post(parse))
 }
 
 async fn register(State(agent): State<AppState>, body: Bytes) -> Result<Response, ApiError> {
@@ -168,4 +169,17 @@ async fn allocations(
         .map(super::allocs::stub)
         .collect();
     Ok(with_index(index, &stubs))
+}
+
+/// `POST /v1/jobs/parse`: `{"JobHCL": "...", "Canonicalize": true}` → the job as API JSON.
+async fn parse(body: Bytes) -> Result<Response, ApiError> {
+    let v: serde_json::Value = serde_json::from_slice(&body)
+        .map_err(|e| ApiError::bad_request(format!("invalid JSON: {e}")))?;
+    let hcl = v
+        .get("JobHCL")
+        .and_then(|h| h.as_str())
+        .ok_or_else(|| ApiError::bad_request("JobHCL: missing required field"))?;
+    let job =
+        crate::jobspec::parse_job_hcl(hcl).map_err(|e| ApiError::bad_request(e.to_string()))?;
+    Ok(with_index(0, &job))
 }

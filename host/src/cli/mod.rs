@@ -110,10 +110,17 @@ pub fn init_logging(level: &str, json: bool) {
     };
 }
 
+/// Read a job file: Nomad JSON (`{"Job": ...}` or the bare job) or Nomad HCL, told apart by
+/// the first non-blank character.
 pub(crate) fn read_job_file(path: &PathBuf) -> anyhow::Result<crate::jobspec::Job> {
-    let bytes =
-        std::fs::read(path).map_err(|e| anyhow::anyhow!("reading {}: {e}", path.display()))?;
-    crate::jobspec::parse_job_json(&bytes).map_err(|e| anyhow::anyhow!("{}: {e}", path.display()))
+    let text = std::fs::read_to_string(path)
+        .map_err(|e| anyhow::anyhow!("reading {}: {e}", path.display()))?;
+    let parsed = if text.trim_start().starts_with('{') {
+        crate::jobspec::parse_job_json(text.as_bytes())
+    } else {
+        crate::jobspec::parse_job_hcl(&text)
+    };
+    parsed.map_err(|e| anyhow::anyhow!("{}: {e}", path.display()))
 }
 
 #[cfg(test)]

@@ -257,7 +257,7 @@ pub fn parse_job_json(body: &[u8]) -> R<Job> {
     }
 }
 
-fn job_from_value(v: &Value) -> R<Job> {
+pub(super) fn job_from_value(v: &Value) -> R<Job> {
     let mut o = Obj::new("Job".into(), v)?;
     let id = o.required_string("ID")?;
     let name = o.string("Name")?.unwrap_or_else(|| id.clone());

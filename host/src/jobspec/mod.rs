@@ -5,8 +5,10 @@
 //! Cluster-only fields Nomad's tools send (constraints, update, ...) are accepted and
 //! ignored; any other unknown field is an error, so a typo never silently does nothing.
 
+mod hcl;
 mod json;
 
+pub use hcl::parse_job_hcl;
 pub use json::{parse_job_json, parse_register_request};
 
 use std::collections::BTreeMap;

@@ -410,3 +410,45 @@ async fn the_mock_writes_stdout_string_repeatedly_while_it_runs() {
         assert_eq!(std::fs::read_to_string(&path).unwrap(), want, "{job}");
     }
 }
+
+#[tokio::test]
+async fn hcl_job_files_run_through_the_cli_and_parse_through_the_api() {
+    let t = TestAgent::start("", vec![]).await;
+    let dir = tempfile::tempdir().unwrap();
+    let file = dir.path().join("job.nomad.hcl");
+    std::fs::write(&file, "job \"hcl\" {\n  type = \"batch\"\n  group \"g\" {\n    restart {\n      attempts = 0\n    }\n    task \"t\" {\n      driver = \"mock\"\n      config {\n        run_for = \"50ms\"\n      }\n    }\n  }\n}\n").unwrap();
+    let api = paddock::cli::ApiArgs {
+        address: t.base.clone(),
+        token: None,
+    };
+    assert_eq!(
+        paddock::cli::job::job_run(&api, &file, false)
+            .await
+            .unwrap(),
+        0
+    );
+    let job = t.get("/v1/job/hcl").await;
+    assert_eq!(
+        job["TaskGroups"][0]["Tasks"][0]["Config"]["run_for"],
+        "50ms"
+    );
+
+    let r = t.http.post(t.url("/v1/jobs/parse")).json(&json!({"JobHCL": "job \"p\" {\n  group \"g\" {\n    task \"t\" {\n      driver = \"mock\"\n      resources {\n        memory = \"big\"\n      }\n    }\n  }\n}\n"})).send().await.unwrap();
+    assert_eq!(r.status(), 400);
+    let text = r.text().await.unwrap();
+    assert!(
+        text.contains("job.group[0].task[0].resources.memory (line 6)"),
+        "{text}"
+    );
+    let r = t
+        .http
+        .post(t.url("/v1/jobs/parse"))
+        .json(&json!({"JobHCL": std::fs::read_to_string(&file).unwrap()}))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(r.status(), 200);
+    let parsed: serde_json::Value = r.json().await.unwrap();
+    assert_eq!(parsed["ID"], "hcl");
+    assert_eq!(parsed["TaskGroups"][0]["RestartPolicy"]["Attempts"], 0);
+}

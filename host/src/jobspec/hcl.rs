@@ -1,0 +1,681 @@
+//! Nomad HCL job files into the typed model. The HCL is read with `hcl-edit` (which keeps
+//! source spans), turned into the Nomad API JSON shape, and checked by the same code as API
+//! jobs; an error is reported with the HCL path (`job.group[0].task[1].resources.memory`)
+//! and the line it is on.
+//!
+//! Runtime interpolations (`${NOMAD_*}`, `${attr.*}`, `${node.*}`, `${meta.*}`) are kept as
+//! written, for the client to resolve, as Nomad's jobspec2 does. HCL variables, locals and
+//! functions are not supported yet: such an expression is an error naming its place.
+
+use std::ops::Range;
+
+use hcl::edit::Span;
+use hcl::edit::expr::{Expression, ObjectKey};
+use hcl::edit::structure::{Block, BlockLabel, Body, Structure};
+use serde_json::{Map, Value};
+
+use super::{Job, JobspecError};
+
+type R<T> = Result<T, JobspecError>;
+
+/// Blocks and attributes of a cluster scheduler that a single node accepts and ignores.
+const IGNORED: &[&str] = &[
+    "constraint",
+    "affinity",
+    "spread",
+    "update",
+    "migrate",
+    "reschedule",
+    "network",
+    "service",
+    "vault",
+    "consul",
+    "template",
+    "artifact",
+    "volume",
+    "volume_mount",
+    "scaling",
+    "identity",
+    "dispatch_payload",
+    "csi_plugin",
+    "periodic",
+    "parameterized",
+    "multiregion",
+    "ui",
+    "all_at_once",
+    "node_pool",
+    "disconnect",
+    "max_client_disconnect",
+    "stop_after_client_disconnect",
+    "prevent_reschedule_on_lost",
+    "max_run_duration",
+    "secret",
+    "schedule",
+    "action",
+    "kind",
+];
+
+/// One HCL place: its HCL path and byte span, by the JSON path it became.
+struct Place {
+    json: String,
+    hcl: String,
+    span: Option<Range<usize>>,
+}
+
+struct Conv<'a> {
+    src: &'a str,
+    places: Vec<Place>,
+}
+
+/// Parse a Nomad HCL job file.
+pub fn parse_job_hcl(src: &str) -> R<Job> {
+    let body = hcl::edit::parser::parse_body(src)
+        .map_err(|e| JobspecError::new("job", format!("invalid HCL: {e}")))?;
+    let mut conv = Conv {
+        src,
+        places: Vec::new(),
+    };
+    let jobs: Vec<&Block> = body
+        .iter()
+        .filter_map(|s| s.as_block())
+        .filter(|b| b.ident.as_str() == "job")
+        .collect();
+    let job = match jobs.as_slice() {
+        [one] => *one,
+        [] => {
+            return Err(JobspecError::new(
+                "job",
+                "the file has no `job \"<id>\" { ... }` block",
+            ));
+        }
+        [_, second, ..] => return Err(conv.err_at("job", second.span(), "only one job per file")),
+    };
+    let value = conv.job(job)?;
+    super::json::job_from_value(&value).map_err(|e| conv.translate(e))
+}
+
+fn line_of(src: &str, offset: usize) -> usize {
+    src[..offset.min(src.len())]
+        .bytes()
+        .filter(|b| *b == b'\n')
+        .count()
+        + 1
+}
+
+fn label(b: &Block) -> Option<String> {
+    b.labels.first().map(|l| match l {
+        BlockLabel::String(s) => s.value().to_string(),
+        BlockLabel::Ident(i) => i.as_str().to_string(),
+    })
+}
+
+impl Conv<'_> {
+    fn err_at(
+        &self,
+        hcl: &str,
+        span: Option<Range<usize>>,
+        msg: impl Into<String>,
+    ) -> JobspecError {
+        let path = match span {
+            Some(s) => format!("{hcl} (line {})", line_of(self.src, s.start)),
+            None => hcl.to_string(),
+        };
+        JobspecError::new(path, msg)
+    }
+
+    fn place(&mut self, json: String, hcl: String, span: Option<Range<usize>>) {
+        self.places.push(Place { json, hcl, span });
+    }
+
+    /// Turn a JSON-layer error back into the HCL path and line of the field.
+    fn translate(&self, e: JobspecError) -> JobspecError {
+        if let Some(p) = self.places.iter().find(|p| p.json == e.path) {
+            return self.err_at(&p.hcl, p.span.clone(), e.message);
+        }
+        // A missing field: name it under its nearest recorded parent.
+        let mut parent = e.path.as_str();
+        while let Some((head, tail)) = parent.rsplit_once('.') {
+            if let Some(p) = self.places.iter().find(|p| p.json == head) {
+                let leaf = hcl_name(&e.path[head.len() + 1..]);
+                let _ = tail;
+                return self.err_at(&format!("{}.{leaf}", p.hcl), p.span.clone(), e.message);
+            }
+            parent = head;
+        }
+        e
+    }
+
+    fn job(&mut self, b: &Block) -> R<Value> {
+        let mut out = Map::new();
+        let id = label(b).ok_or_else(|| {
+            self.err_at("job", b.span(), "the job block needs a label: job \"<id>\"")
+        })?;
+        out.insert("ID".into(), Value::String(id));
+        self.place("Job".into(), "job".into(), b.span());
+        let mut groups = Vec::new();
+        for item in b.body.iter() {
+            match item {
+                Structure::Block(g) if g.ident.as_str() == "group" => {
+                    let i = groups.len();
+                    groups.push(self.group(g, i)?);
+                }
+                other => self.common(
+                    other,
+                    "job",
+                    "Job",
+                    &mut out,
+                    &[
+                        ("name", "Name"),
+                        ("type", "Type"),
+                        ("priority", "Priority"),
+                        ("namespace", "Namespace"),
+                        ("region", "Region"),
+                        ("datacenters", "Datacenters"),
+                        ("meta", "Meta"),
+                    ],
+                )?,
+            }
+        }
+        out.insert("TaskGroups".into(), Value::Array(groups));
+        Ok(Value::Object(out))
+    }
+
+    fn group(&mut self, b: &Block, i: usize) -> R<Value> {
+        let (hcl, json) = (format!("job.group[{i}]"), format!("Job.TaskGroups[{i}]"));
+        let mut out = Map::new();
+        let name = label(b).ok_or_else(|| {
+            self.err_at(
+                &hcl,
+                b.span(),
+                "a group block needs a label: group \"<name>\"",
+            )
+        })?;
+        out.insert("Name".into(), Value::String(name));
+        self.place(json.clone(), hcl.clone(), b.span());
+        let mut tasks = Vec::new();
+        for item in b.body.iter() {
+            match item {
+                Structure::Block(t) if t.ident.as_str() == "task" => {
+                    let j = tasks.len();
+                    tasks.push(self.task(t, i, j)?);
+                }
+                Structure::Block(r) if r.ident.as_str() == "restart" => {
+                    let v = self.restart(
+                        r,
+                        &format!("{hcl}.restart"),
+                        &format!("{json}.RestartPolicy"),
+                    )?;
+                    out.insert("RestartPolicy".into(), v);
+                }
+                Structure::Block(d) if d.ident.as_str() == "ephemeral_disk" => {
+                    let v = self.simple_block(
+                        d,
+                        &format!("{hcl}.ephemeral_disk"),
+                        &format!("{json}.EphemeralDisk"),
+                        &[
+                            ("size", "SizeMB"),
+                            ("sticky", "Sticky"),
+                            ("migrate", "Migrate"),
+                        ],
+                        &[],
+                    )?;
+                    out.insert("EphemeralDisk".into(), v);
+                }
+                other => self.common(
+                    other,
+                    &hcl,
+                    &json,
+                    &mut out,
+                    &[
+                        ("count", "Count"),
+                        ("meta", "Meta"),
+                        ("shutdown_delay", "ShutdownDelay"),
+                    ],
+                )?,
+            }
+        }
+        out.insert("Tasks".into(), Value::Array(tasks));
+        Ok(Value::Object(out))
+    }
+
+    fn task(&mut self, b: &Block, g: usize, t: usize) -> R<Value> {
+        let (hcl, json) = (
+            format!("job.group[{g}].task[{t}]"),
+            format!("Job.TaskGroups[{g}].Tasks[{t}]"),
+        );
+        let mut out = Map::new();
+        let name = label(b).ok_or_else(|| {
+            self.err_at(
+                &hcl,
+                b.span(),
+                "a task block needs a label: task \"<name>\"",
+            )
+        })?;
+        out.insert("Name".into(), Value::String(name));
+        self.place(json.clone(), hcl.clone(), b.span());
+        for item in b.body.iter() {
+            match item {
+                Structure::Block(c) if c.ident.as_str() == "config" => {
+                    self.place(format!("{json}.Config"), format!("{hcl}.config"), c.span());
+                    out.insert(
+                        "Config".into(),
+                        self.body_value(&c.body, &format!("{hcl}.config"))?,
+                    );
+                }
+                Structure::Block(r) if r.ident.as_str() == "resources" => {
+                    let v = self.resources(
+                        r,
+                        &format!("{hcl}.resources"),
+                        &format!("{json}.Resources"),
+                    )?;
+                    out.insert("Resources".into(), v);
+                }
+                Structure::Block(r) if r.ident.as_str() == "restart" => {
+                    let v = self.restart(
+                        r,
+                        &format!("{hcl}.restart"),
+                        &format!("{json}.RestartPolicy"),
+                    )?;
+                    out.insert("RestartPolicy".into(), v);
+                }
+                Structure::Block(l) if l.ident.as_str() == "logs" => {
+                    let v = self.simple_block(
+                        l,
+                        &format!("{hcl}.logs"),
+                        &format!("{json}.LogConfig"),
+                        &[
+                            ("max_files", "MaxFiles"),
+                            ("max_file_size", "MaxFileSizeMB"),
+                            ("disabled", "Disabled"),
+                        ],
+                        &[],
+                    )?;
+                    out.insert("LogConfig".into(), v);
+                }
+                Structure::Block(l) if l.ident.as_str() == "lifecycle" => {
+                    let v = self.simple_block(
+                        l,
+                        &format!("{hcl}.lifecycle"),
+                        &format!("{json}.Lifecycle"),
+                        &[("hook", "Hook"), ("sidecar", "Sidecar")],
+                        &[],
+                    )?;
+                    out.insert("Lifecycle".into(), v);
+                }
+                other => self.common(
+                    other,
+                    &hcl,
+                    &json,
+                    &mut out,
+                    &[
+                        ("driver", "Driver"),
+                        ("user", "User"),
+                        ("env", "Env"),
+                        ("meta", "Meta"),
+                        ("kill_timeout", "KillTimeout"),
+                        ("kill_signal", "KillSignal"),
+                        ("leader", "Leader"),
+                        ("shutdown_delay", "ShutdownDelay"),
+                    ],
+                )?,
+            }
+        }
+        Ok(Value::Object(out))
+    }
+
+    fn resources(&mut self, b: &Block, hcl: &str, json: &str) -> R<Value> {
+        let mut out = Map::new();
+        self.place(json.to_string(), hcl.to_string(), b.span());
+        let mut devices = Vec::new();
+        for item in b.body.iter() {
+            match item {
+                Structure::Block(d) if d.ident.as_str() == "device" => {
+                    let i = devices.len();
+                    let (dh, dj) = (format!("{hcl}.device[{i}]"), format!("{json}.Devices[{i}]"));
+                    let mut v = self.simple_block(
+                        d,
+                        &dh,
+                        &dj,
+                        &[("count", "Count")],
+                        &["constraint", "affinity"],
+                    )?;
+                    let name = label(d).ok_or_else(|| {
+                        self.err_at(
+                            &dh,
+                            d.span(),
+                            "a device block needs a label: device \"<vendor>/<type>/<name>\"",
+                        )
+                    })?;
+                    v["Name"] = Value::String(name);
+                    devices.push(v);
+                }
+                other => self.common(
+                    other,
+                    hcl,
+                    json,
+                    &mut out,
+                    &[
+                        ("cpu", "CPU"),
+                        ("memory", "MemoryMB"),
+                        ("memory_max", "MemoryMaxMB"),
+                        ("cores", "Cores"),
+                        ("disk", "DiskMB"),
+                    ],
+                )?,
+            }
+        }
+        if !devices.is_empty() {
+            out.insert("Devices".into(), Value::Array(devices));
+        }
+        Ok(Value::Object(out))
+    }
+
+    fn restart(&mut self, b: &Block, hcl: &str, json: &str) -> R<Value> {
+        self.simple_block(
+            b,
+            hcl,
+            json,
+            &[
+                ("attempts", "Attempts"),
+                ("interval", "Interval"),
+                ("delay", "Delay"),
+                ("mode", "Mode"),
+                ("render_templates", "RenderTemplates"),
+            ],
+            &[],
+        )
+    }
+
+    /// A block of plain attributes renamed by `names`.
+    fn simple_block(
+        &mut self,
+        b: &Block,
+        hcl: &str,
+        json: &str,
+        names: &[(&str, &str)],
+        ignored: &[&str],
+    ) -> R<Value> {
+        let mut out = Map::new();
+        self.place(json.to_string(), hcl.to_string(), b.span());
+        for item in b.body.iter() {
+            if let Structure::Block(x) = item {
+                if ignored.contains(&x.ident.as_str()) {
+                    continue;
+                }
+            }
+            self.common(item, hcl, json, &mut out, names)?;
+        }
+        Ok(Value::Object(out))
+    }
+
+    /// An attribute (renamed by `names`), or a `meta`/`env` block, or something ignored or
+    /// unknown (passed on under its HCL name so the checker reports it at its place).
+    fn common(
+        &mut self,
+        item: &Structure,
+        hcl: &str,
+        json: &str,
+        out: &mut Map<String, Value>,
+        names: &[(&str, &str)],
+    ) -> R<()> {
+        let (name, span) = match item {
+            Structure::Attribute(a) => (a.key.as_str().to_string(), a.span()),
+            Structure::Block(b) => (b.ident.as_str().to_string(), b.span()),
+        };
+        if IGNORED.contains(&name.as_str()) {
+            tracing::debug!(field = %format!("{hcl}.{name}"), "ignored on a single node");
+            return Ok(());
+        }
+        let json_key = names
+            .iter()
+            .find(|(h, _)| *h == name)
+            .map(|(_, j)| j.to_string())
+            .unwrap_or_else(|| name.clone());
+        let (h, j) = (format!("{hcl}.{name}"), format!("{json}.{json_key}"));
+        self.place(j, h.clone(), span.clone());
+        let mut value = match item {
+            Structure::Attribute(a) => self.expr(&a.value, &h)?,
+            Structure::Block(b) => self.body_value(&b.body, &h)?,
+        };
+        if matches!(
+            json_key.as_str(),
+            "KillTimeout" | "ShutdownDelay" | "Interval" | "Delay"
+        ) {
+            value = match value {
+                Value::String(s) => match crate::util::parse_duration(&s) {
+                    Some(d) => Value::from(d.as_nanos() as u64),
+                    None => {
+                        return Err(self.err_at(
+                            &h,
+                            span,
+                            format!("invalid duration {s:?} (use e.g. \"30s\", \"5m\")"),
+                        ));
+                    }
+                },
+                other => other,
+            };
+        }
+        out.insert(json_key, value);
+        Ok(())
+    }
+
+    /// A free-form body (a task's `config`, `meta`, `env`) as a JSON object. Repeated
+    /// blocks of one name become an array.
+    fn body_value(&mut self, body: &Body, hcl: &str) -> R<Value> {
+        let mut out = Map::new();
+        for item in body.iter() {
+            match item {
+                Structure::Attribute(a) => {
+                    let v = self.expr(&a.value, &format!("{hcl}.{}", a.key.as_str()))?;
+                    out.insert(a.key.as_str().to_string(), v);
+                }
+                Structure::Block(b) => {
+                    let v = self.body_value(&b.body, &format!("{hcl}.{}", b.ident.as_str()))?;
+                    match out.get_mut(b.ident.as_str()) {
+                        Some(Value::Array(a)) => a.push(v),
+                        Some(prev) => *prev = Value::Array(vec![prev.clone(), v]),
+                        None => {
+                            out.insert(b.ident.as_str().to_string(), v);
+                        }
+                    }
+                }
+            }
+        }
+        Ok(Value::Object(out))
+    }
+
+    fn expr(&self, e: &Expression, hcl: &str) -> R<Value> {
+        Ok(match e {
+            Expression::Null(_) => Value::Null,
+            Expression::Bool(b) => Value::Bool(*b.value()),
+            Expression::Number(n) => {
+                let text = n.value().to_string();
+                serde_json::from_str::<Value>(&text)
+                    .map_err(|_| self.err_at(hcl, e.span(), format!("unsupported number {text}")))?
+            }
+            Expression::String(s) => Value::String(s.value().to_string()),
+            // Templates keep their `${...}` for the client to interpolate at run time.
+            Expression::StringTemplate(_) => {
+                let span = e
+                    .span()
+                    .ok_or_else(|| self.err_at(hcl, None, "template without source"))?;
+                let raw = &self.src[span];
+                Value::String(
+                    raw.strip_prefix('"')
+                        .and_then(|r| r.strip_suffix('"'))
+                        .unwrap_or(raw)
+                        .replace("\\\"", "\"")
+                        .replace("\\n", "\n"),
+                )
+            }
+            Expression::HeredocTemplate(h) => {
+                let span = h
+                    .template
+                    .span()
+                    .ok_or_else(|| self.err_at(hcl, e.span(), "heredoc without source"))?;
+                Value::String(self.src[span].to_string())
+            }
+            Expression::Array(a) => Value::Array(
+                a.iter()
+                    .enumerate()
+                    .map(|(i, x)| self.expr(x, &format!("{hcl}[{i}]")))
+                    .collect::<R<_>>()?,
+            ),
+            Expression::Object(o) => {
+                let mut m = Map::new();
+                for (k, v) in o.iter() {
+                    let key = match k {
+                        ObjectKey::Ident(i) => i.as_str().to_string(),
+                        ObjectKey::Expression(Expression::String(s)) => s.value().to_string(),
+                        ObjectKey::Expression(other) => {
+                            return Err(self.err_at(
+                                hcl,
+                                other.span(),
+                                "object keys must be names or plain strings",
+                            ));
+                        }
+                    };
+                    let v = self.expr(v.expr(), &format!("{hcl}.{key}"))?;
+                    m.insert(key, v);
+                }
+                Value::Object(m)
+            }
+            Expression::Parenthesis(p) => self.expr(p.inner(), hcl)?,
+            _ => {
+                return Err(self.err_at(hcl, e.span(), "only literal values are supported here (HCL variables, locals and functions are not yet)"));
+            }
+        })
+    }
+}
+
+/// The HCL name of a Nomad JSON field, for naming a missing field.
+fn hcl_name(json_field: &str) -> String {
+    let table = [
+        ("ID", "id"),
+        ("Name", "name"),
+        ("Driver", "driver"),
+        ("TaskGroups", "group"),
+        ("Tasks", "task"),
+        ("MemoryMB", "memory"),
+        ("MemoryMaxMB", "memory_max"),
+        ("CPU", "cpu"),
+        ("Hook", "hook"),
+        ("Count", "count"),
+    ];
+    table
+        .iter()
+        .find(|(j, _)| *j == json_field)
+        .map(|(_, h)| h.to_string())
+        .unwrap_or_else(|| json_field.to_lowercase())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const JOB: &str = r#"
+job "web" {
+  type        = "service"
+  datacenters = ["dc1"]
+  meta {
+    team = "core"
+  }
+  update {
+    stagger = "30s"
+  }
+  group "frontend" {
+    count = 2
+    restart {
+      attempts = 3
+      delay    = "10s"
+      mode     = "delay"
+    }
+    task "server" {
+      driver = "raw_exec"
+      config {
+        command = "/bin/sh"
+        args    = ["-c", "echo ${NOMAD_TASK_NAME} on ${attr.kernel.name}"]
+      }
+      env {
+        GREETING = "hi ${node.unique.name}"
+      }
+      resources {
+        cpu    = 200
+        memory = 128
+      }
+      kill_timeout = "20s"
+      logs {
+        max_files     = 3
+        max_file_size = 5
+      }
+    }
+    task "init" {
+      driver = "mock"
+      lifecycle {
+        hook = "prestart"
+      }
+    }
+  }
+}
+"#;
+
+    #[test]
+    fn a_nomad_job_file_parses_with_interpolations_kept() {
+        let j = parse_job_hcl(JOB).unwrap();
+        assert_eq!(j.id, "web");
+        assert_eq!(j.meta["team"], "core");
+        let g = &j.task_groups[0];
+        assert_eq!((g.name.as_str(), g.count), ("frontend", 2));
+        assert_eq!(g.restart_policy.attempts, 3);
+        assert_eq!(g.restart_policy.delay, 10_000_000_000);
+        let t = &g.tasks[0];
+        assert_eq!(
+            t.config["args"][1],
+            "echo ${NOMAD_TASK_NAME} on ${attr.kernel.name}"
+        );
+        assert_eq!(t.env["GREETING"], "hi ${node.unique.name}");
+        assert_eq!((t.resources.cpu, t.resources.memory_mb), (200, 128));
+        assert_eq!(t.kill_timeout, 20_000_000_000);
+        assert_eq!(
+            (t.log_config.max_files, t.log_config.max_file_size_mb),
+            (3, 5)
+        );
+        assert_eq!(g.tasks[1].lifecycle.as_ref().unwrap().hook, "prestart");
+        assert_eq!(
+            g.tasks[1].restart_policy.mode,
+            crate::jobspec::RestartMode::Delay,
+            "tasks inherit the group policy"
+        );
+    }
+
+    #[test]
+    fn errors_name_the_hcl_path_and_line() {
+        let bad = JOB.replace("memory = 128", "memory = \"lots\"");
+        let e = parse_job_hcl(&bad).unwrap_err();
+        assert_eq!(
+            e.path, "job.group[0].task[0].resources.memory (line 29)",
+            "{e}"
+        );
+        let bad = JOB.replace("driver = \"mock\"", "driver = \"mock\"\n      leadr = true");
+        let e = parse_job_hcl(&bad).unwrap_err();
+        assert_eq!(e.path, "job.group[0].task[1].leadr (line 39)", "{e}");
+        assert!(e.message.contains("unknown field"), "{e}");
+        let bad = JOB.replace("kill_timeout = \"20s\"", "kill_timeout = \"soon\"");
+        let e = parse_job_hcl(&bad).unwrap_err();
+        assert!(
+            e.path
+                .starts_with("job.group[0].task[0].kill_timeout (line 31)"),
+            "{e}"
+        );
+        let e = parse_job_hcl("job \"x\" {\n  group \"g\" {\n    task \"t\" {\n    }\n  }\n}\n")
+            .unwrap_err();
+        assert_eq!(e.path, "job.group[0].task[0].driver (line 3)", "{e}");
+        let e = parse_job_hcl("job \"x\" {\n  group \"g\" {\n").unwrap_err();
+        assert!(
+            e.message.contains("invalid HCL") && e.message.contains("line 2"),
+            "{e}"
+        );
+        let e = parse_job_hcl("job \"x\" {\n  priority = var.p\n}\n").unwrap_err();
+        assert!(e.path.starts_with("job.priority (line 2)"), "{e}");
+    }
+}
