@@ -134,10 +134,9 @@ impl Conv<'_> {
         }
         // A missing field: name it under its nearest recorded parent.
         let mut parent = e.path.as_str();
-        while let Some((head, tail)) = parent.rsplit_once('.') {
+        while let Some((head, _)) = parent.rsplit_once('.') {
             if let Some(p) = self.places.iter().find(|p| p.json == head) {
                 let leaf = hcl_name(&e.path[head.len() + 1..]);
-                let _ = tail;
                 return self.err_at(&format!("{}.{leaf}", p.hcl), p.span.clone(), e.message);
             }
             parent = head;
@@ -398,10 +397,10 @@ impl Conv<'_> {
         let mut out = Map::new();
         self.place(json.to_string(), hcl.to_string(), b.span());
         for item in b.body.iter() {
-            if let Structure::Block(x) = item {
-                if ignored.contains(&x.ident.as_str()) {
-                    continue;
-                }
+            if let Structure::Block(x) = item
+                && ignored.contains(&x.ident.as_str())
+            {
+                continue;
             }
             self.common(item, hcl, json, &mut out, names)?;
         }
