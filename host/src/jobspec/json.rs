@@ -127,7 +127,19 @@ impl<'a> Obj<'a> {
         match self.string(key)? {
             Some(s) if !s.trim().is_empty() => Ok(s),
             Some(_) => Err(JobspecError::new(self.field(key), "must not be empty")),
-            None => Err(JobspecError::new(self.field(key), "missing required field")),
+            None => Err(JobspecError::new(self.field(key), self.missing(key))),
+        }
+    }
+
+    /// "missing required field", with a hint when a key that looks like a typo of it is there.
+    fn missing(&self, key: &str) -> String {
+        let typo = self
+            .map
+            .keys()
+            .find(|k| k.as_str() != key && close(&k.to_lowercase(), &key.to_lowercase()));
+        match typo {
+            Some(k) => format!("missing required field (found {k:?}: a typo?)"),
+            None => "missing required field".into(),
         }
     }
 
@@ -212,6 +224,25 @@ impl<'a> Obj<'a> {
         }
         Ok(())
     }
+}
+
+/// Edit distance of at most 2 (insertions, deletions, substitutions).
+fn close(a: &str, b: &str) -> bool {
+    let (a, b): (Vec<char>, Vec<char>) = (a.chars().collect(), b.chars().collect());
+    if a.len().abs_diff(b.len()) > 2 {
+        return false;
+    }
+    let mut prev: Vec<usize> = (0..=b.len()).collect();
+    for (i, ca) in a.iter().enumerate() {
+        let mut cur = vec![i + 1; b.len() + 1];
+        for (j, cb) in b.iter().enumerate() {
+            cur[j + 1] = (prev[j] + usize::from(ca != cb))
+                .min(prev[j + 1] + 1)
+                .min(cur[j] + 1);
+        }
+        prev = cur;
+    }
+    prev[b.len()] <= 2
 }
 
 fn kind(v: &Value) -> &'static str {
@@ -568,6 +599,9 @@ mod tests {
         assert_eq!(e.path, "Job.Bogus");
         let e = parse(serde_json::json!({"Job": {"TaskGroups": []}})).unwrap_err();
         assert_eq!(e.path, "Job.ID");
+        let e = parse(serde_json::json!({"Job": {"ID": "a", "TaskGroups": [{"Name": "g", "Tasks": [{"Name": "t", "Drivr": "mock"}]}]}})).unwrap_err();
+        assert_eq!(e.path, "Job.TaskGroups[0].Tasks[0].Driver");
+        assert!(e.message.contains("\"Drivr\": a typo?"), "{e}");
     }
 
     #[test]
