@@ -21,7 +21,7 @@ const WORKSPACES: &[(&str, &[&str])] = &[
             "fixture_unknown_world",
         ],
     ),
-    ("hooks-wasm", &["env_inject_hook"]),
+    ("hooks-wasm", &["env_inject_hook", "policy_hook"]),
 ];
 
 fn main() {

@@ -39,6 +39,9 @@ artifact!(
     /// The `env-inject` hook: adds configured, interpolated env vars to tasks.
     ENV_INJECT_HOOK, "PADDOCK_GUEST_ENV_INJECT_HOOK", "env_inject_hook.wasm");
 artifact!(
+    /// The `policy` hook: refuses tasks outside the operator's policy.
+    POLICY_HOOK, "PADDOCK_GUEST_POLICY_HOOK", "policy_hook.wasm");
+artifact!(
     /// Test fixture: a driver built against an unsupported contract version (9.0.0).
     FIXTURE_FUTURE_VERSION, "PADDOCK_GUEST_FIXTURE_FUTURE_VERSION", "fixture_future_version.wasm");
 artifact!(
@@ -46,4 +49,10 @@ artifact!(
     FIXTURE_UNKNOWN_WORLD, "PADDOCK_GUEST_FIXTURE_UNKNOWN_WORLD", "fixture_unknown_world.wasm");
 
 /// The components built into the agent binary.
-pub const BUILT_IN: &[Artifact] = &[MOCK_DRIVER, RAW_EXEC_DRIVER, MOCK_DEVICE, ENV_INJECT_HOOK];
+pub const BUILT_IN: &[Artifact] = &[
+    MOCK_DRIVER,
+    RAW_EXEC_DRIVER,
+    MOCK_DEVICE,
+    ENV_INJECT_HOOK,
+    POLICY_HOOK,
+];

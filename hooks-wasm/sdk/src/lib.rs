@@ -48,7 +48,7 @@ use __bindings::exports::paddock::plugin::task_hook as wit;
 
 pub use __bindings::paddock::plugin::info::PluginInfo;
 pub use __bindings::paddock::plugin::types::{
-    DeviceNode, ExitResult, FieldError, LogLevel, Mount, StringMap,
+    DeviceNode, ExitResult, FieldError, LogLevel, Mount, StringMap, TaskResources,
 };
 pub use wit::{HookError, PrestartRequest, PrestartResponse, TaskInfo};
 

@@ -280,6 +280,11 @@ impl TaskRunner {
             driver_config: serde_json::Value::Object(self.task.config.clone()).to_string(),
             meta: meta.into_iter().collect(),
             task_dir: dirs.task_dir.clone(),
+            resources: TaskResources {
+                cpu_mhz: self.task.resources.cpu,
+                memory_mb: self.task.resources.memory_mb,
+                memory_max_mb: self.task.resources.memory_max_mb,
+            },
         };
         for name in &hook_names {
             let previous = self.hook_state(name).unwrap_or_default();

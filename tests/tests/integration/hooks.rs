@@ -111,3 +111,51 @@ async fn a_failing_hook_fails_its_task_with_a_setup_failure_naming_it() {
         assert!(!events.iter().any(|e| e["Type"] == "Started"));
     }
 }
+
+#[tokio::test]
+async fn the_policy_hook_refuses_tasks_outside_the_policy_with_a_clear_event() {
+    let t = TestAgent::start(
+        r#"
+plugin "policy" {
+  config {
+    allowed_commands = ["/bin/echo", "/usr/bin/echo"]
+    max_memory_mb    = 512
+  }
+}
+hook "policy" {
+  drivers = ["raw_exec", "mock"]
+}
+"#,
+        vec![],
+    )
+    .await;
+    let raw = |id: &str, command: &str| {
+        json!({ "ID": id, "Type": "batch", "TaskGroups": [{ "Name": "g", "RestartPolicy": { "Attempts": 0 },
+            "Tasks": [{ "Name": "t", "Driver": "raw_exec", "Config": { "command": command, "args": ["ok"] } }] }] })
+    };
+    t.post_job(raw("shell", "/bin/sh")).await;
+    t.post_job(raw("echo", "/bin/echo")).await;
+    let mut big = crate::harness::mock_job("big", json!({"run_for": "10ms"}));
+    big["TaskGroups"][0]["Tasks"][0]["Resources"] = json!({"MemoryMB": 1024});
+    t.post_job(big).await;
+    for (job, want) in [
+        ("shell", "command \"/bin/sh\" is not allowed"),
+        ("big", "memory 1024 MB is above the limit of 512 MB"),
+    ] {
+        let (a, _) = stdout_of(&t, job).await;
+        assert_eq!(a["ClientStatus"], "failed", "{a:#}");
+        let events = a["TaskStates"]["t"]["Events"].as_array().unwrap();
+        let ev = events
+            .iter()
+            .find(|e| e["Type"] == "Setup Failure")
+            .unwrap_or_else(|| panic!("{events:#?}"));
+        let msg = ev["SetupError"].as_str().unwrap();
+        assert!(
+            msg.contains("hook \"policy\" refused the task") && msg.contains(want),
+            "{msg}"
+        );
+    }
+    let (a, out) = stdout_of(&t, "echo").await;
+    assert_eq!(a["ClientStatus"], "complete", "{a:#}");
+    assert_eq!(out, "ok\n");
+}

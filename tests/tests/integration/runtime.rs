@@ -65,6 +65,11 @@ fn task_info() -> TaskInfo {
         driver_config: "{}".into(),
         meta: vec![],
         task_dir: "/tmp".into(),
+        resources: TaskResources {
+            cpu_mhz: 100,
+            memory_mb: 64,
+            memory_max_mb: 0,
+        },
     }
 }
 
