@@ -55,6 +55,62 @@ const IGNORED: &[&str] = &[
     "kind",
 ];
 
+/// A block of plain attributes: HCL name, Nomad JSON key, attribute renames.
+struct BlockSpec {
+    hcl: &'static str,
+    json: &'static str,
+    fields: &'static [(&'static str, &'static str)],
+}
+
+const RESTART: BlockSpec = BlockSpec {
+    hcl: "restart",
+    json: "RestartPolicy",
+    fields: &[
+        ("attempts", "Attempts"),
+        ("interval", "Interval"),
+        ("delay", "Delay"),
+        ("mode", "Mode"),
+        ("render_templates", "RenderTemplates"),
+    ],
+};
+
+/// Plain blocks inside a `group`.
+const GROUP_BLOCKS: &[BlockSpec] = &[
+    RESTART,
+    BlockSpec {
+        hcl: "ephemeral_disk",
+        json: "EphemeralDisk",
+        fields: &[
+            ("size", "SizeMB"),
+            ("sticky", "Sticky"),
+            ("migrate", "Migrate"),
+        ],
+    },
+];
+
+/// Plain blocks inside a `task`.
+const TASK_BLOCKS: &[BlockSpec] = &[
+    RESTART,
+    BlockSpec {
+        hcl: "logs",
+        json: "LogConfig",
+        fields: &[
+            ("max_files", "MaxFiles"),
+            ("max_file_size", "MaxFileSizeMB"),
+            ("disabled", "Disabled"),
+        ],
+    },
+    BlockSpec {
+        hcl: "lifecycle",
+        json: "Lifecycle",
+        fields: &[("hook", "Hook"), ("sidecar", "Sidecar")],
+    },
+];
+
+fn spec<'a>(specs: &'a [BlockSpec], b: &Block) -> Option<&'a BlockSpec> {
+    specs.iter().find(|s| s.hcl == b.ident.as_str())
+}
+
 /// One HCL place: its HCL path and byte span, by the JSON path it became.
 struct Place {
     json: String,
@@ -198,27 +254,16 @@ impl Conv<'_> {
                     let j = tasks.len();
                     tasks.push(self.task(t, i, j)?);
                 }
-                Structure::Block(r) if r.ident.as_str() == "restart" => {
-                    let v = self.restart(
-                        r,
-                        &format!("{hcl}.restart"),
-                        &format!("{json}.RestartPolicy"),
-                    )?;
-                    out.insert("RestartPolicy".into(), v);
-                }
-                Structure::Block(d) if d.ident.as_str() == "ephemeral_disk" => {
+                Structure::Block(x) if spec(GROUP_BLOCKS, x).is_some() => {
+                    let sp = spec(GROUP_BLOCKS, x).expect("checked");
                     let v = self.simple_block(
-                        d,
-                        &format!("{hcl}.ephemeral_disk"),
-                        &format!("{json}.EphemeralDisk"),
-                        &[
-                            ("size", "SizeMB"),
-                            ("sticky", "Sticky"),
-                            ("migrate", "Migrate"),
-                        ],
+                        x,
+                        &format!("{hcl}.{}", sp.hcl),
+                        &format!("{json}.{}", sp.json),
+                        sp.fields,
                         &[],
                     )?;
-                    out.insert("EphemeralDisk".into(), v);
+                    out.insert(sp.json.into(), v);
                 }
                 other => self.common(
                     other,
@@ -269,37 +314,16 @@ impl Conv<'_> {
                     )?;
                     out.insert("Resources".into(), v);
                 }
-                Structure::Block(r) if r.ident.as_str() == "restart" => {
-                    let v = self.restart(
-                        r,
-                        &format!("{hcl}.restart"),
-                        &format!("{json}.RestartPolicy"),
-                    )?;
-                    out.insert("RestartPolicy".into(), v);
-                }
-                Structure::Block(l) if l.ident.as_str() == "logs" => {
+                Structure::Block(x) if spec(TASK_BLOCKS, x).is_some() => {
+                    let sp = spec(TASK_BLOCKS, x).expect("checked");
                     let v = self.simple_block(
-                        l,
-                        &format!("{hcl}.logs"),
-                        &format!("{json}.LogConfig"),
-                        &[
-                            ("max_files", "MaxFiles"),
-                            ("max_file_size", "MaxFileSizeMB"),
-                            ("disabled", "Disabled"),
-                        ],
+                        x,
+                        &format!("{hcl}.{}", sp.hcl),
+                        &format!("{json}.{}", sp.json),
+                        sp.fields,
                         &[],
                     )?;
-                    out.insert("LogConfig".into(), v);
-                }
-                Structure::Block(l) if l.ident.as_str() == "lifecycle" => {
-                    let v = self.simple_block(
-                        l,
-                        &format!("{hcl}.lifecycle"),
-                        &format!("{json}.Lifecycle"),
-                        &[("hook", "Hook"), ("sidecar", "Sidecar")],
-                        &[],
-                    )?;
-                    out.insert("Lifecycle".into(), v);
+                    out.insert(sp.json.into(), v);
                 }
                 other => self.common(
                     other,
@@ -367,22 +391,6 @@ impl Conv<'_> {
             out.insert("Devices".into(), Value::Array(devices));
         }
         Ok(Value::Object(out))
-    }
-
-    fn restart(&mut self, b: &Block, hcl: &str, json: &str) -> R<Value> {
-        self.simple_block(
-            b,
-            hcl,
-            json,
-            &[
-                ("attempts", "Attempts"),
-                ("interval", "Interval"),
-                ("delay", "Delay"),
-                ("mode", "Mode"),
-                ("render_templates", "RenderTemplates"),
-            ],
-            &[],
-        )
     }
 
     /// A block of plain attributes renamed by `names`.
