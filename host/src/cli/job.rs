@@ -208,7 +208,7 @@ async fn job_status(api: &ApiArgs, id: Option<&str>) -> anyhow::Result<i32> {
                     "{:<24} {:<8} {:<9} {:<10}",
                     j["ID"].as_str().unwrap_or(""),
                     j["Type"].as_str().unwrap_or(""),
-                    j["Priority"],
+                    j["Priority"].to_string(),
                     j["Status"].as_str().unwrap_or("")
                 );
             }
