@@ -19,6 +19,7 @@ const WORKSPACES: &[(&str, &[&str])] = &[
             "mock_device",
             "fixture_future_version",
             "fixture_unknown_world",
+            "fixture_mismatched_hook",
         ],
     ),
     ("hooks-wasm", &["env_inject_hook", "policy_hook"]),

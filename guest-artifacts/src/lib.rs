@@ -48,6 +48,10 @@ artifact!(
     /// Test fixture: a component exporting a world Paddock does not know.
     FIXTURE_UNKNOWN_WORLD, "PADDOCK_GUEST_FIXTURE_UNKNOWN_WORLD", "fixture_unknown_world.wasm");
 
+artifact!(
+    /// Test fixture: a hook claiming contract 0.1.0 whose export types differ.
+    FIXTURE_MISMATCHED_HOOK, "PADDOCK_GUEST_FIXTURE_MISMATCHED_HOOK", "fixture_mismatched_hook.wasm");
+
 /// The components built into the agent binary.
 pub const BUILT_IN: &[Artifact] = &[
     MOCK_DRIVER,

@@ -7,6 +7,9 @@ use serde::Serialize;
 use wasmtime::Store;
 
 use super::LoadedComponent;
+
+/// Context put on instantiation errors, so a failure there is told apart from the call's.
+pub(super) const INSTANTIATING: &str = "instantiating the component";
 use super::store::{CallWitness, HostState};
 
 /// How a call into a component failed. Distinct from a WIT error the guest returned, which
@@ -23,6 +26,8 @@ pub enum CallFailure {
     WrongWorld,
     /// The agent is shutting down.
     Closed,
+    /// The component's exports do not have the types of this agent's contract.
+    ContractMismatch,
 }
 
 impl std::fmt::Display for CallFailure {
@@ -33,6 +38,7 @@ impl std::fmt::Display for CallFailure {
             CallFailure::Deadline => "missed its deadline",
             CallFailure::WrongWorld => "wrong world",
             CallFailure::Closed => "runtime closed",
+            CallFailure::ContractMismatch => "does not match the contract",
         })
     }
 }
@@ -119,6 +125,10 @@ fn classify(
         )
     } else if let Some(trap) = e.downcast_ref::<wasmtime::Trap>() {
         (CallFailure::Trap, trap.to_string())
+    } else if e.to_string() == INSTANTIATING {
+        // Instantiation failed without a trap: the exports' types differ from this agent's
+        // contract (bindgen typechecks exports when instantiating, not when linking).
+        (CallFailure::ContractMismatch, e.root_cause().to_string())
     } else {
         (CallFailure::Trap, e.root_cause().to_string())
     };

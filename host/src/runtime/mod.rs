@@ -287,10 +287,16 @@ impl Runtime {
             ctx: probe_ctx,
             pre,
         };
-        let info = self
-            .info(&probe)
-            .await
-            .map_err(|e| refuse(LoadError::Info(e)))?;
+        let info = self.info(&probe).await.map_err(|e| {
+            refuse(match e.kind {
+                CallFailure::ContractMismatch => LoadError::Link {
+                    world: inspection.world,
+                    version: inspection.version.clone(),
+                    reason: e.detail,
+                },
+                _ => LoadError::Info(e),
+            })
+        })?;
         let valid = !info.name.is_empty()
             && info.name.len() <= 64
             && info
@@ -484,7 +490,10 @@ impl Runtime {
         };
         let mut call = self.begin(comp, task, op).await?;
         let result = tokio::time::timeout(call.timeout, async {
-            let inst = pre.instantiate_async(&mut call.store).await?;
+            let inst = pre
+                .instantiate_async(&mut call.store)
+                .await
+                .map_err(|e| e.context(call::INSTANTIATING))?;
             f(&inst, &mut call.store).await
         })
         .await;
@@ -512,7 +521,10 @@ impl Runtime {
         };
         let mut call = self.begin(comp, task, op).await?;
         let result = tokio::time::timeout(call.timeout, async {
-            let inst = pre.instantiate_async(&mut call.store).await?;
+            let inst = pre
+                .instantiate_async(&mut call.store)
+                .await
+                .map_err(|e| e.context(call::INSTANTIATING))?;
             f(&inst, &mut call.store).await
         })
         .await;
@@ -539,7 +551,10 @@ impl Runtime {
         };
         let mut call = self.begin(comp, None, op).await?;
         let result = tokio::time::timeout(call.timeout, async {
-            let inst = pre.instantiate_async(&mut call.store).await?;
+            let inst = pre
+                .instantiate_async(&mut call.store)
+                .await
+                .map_err(|e| e.context(call::INSTANTIATING))?;
             f(&inst, &mut call.store).await
         })
         .await;

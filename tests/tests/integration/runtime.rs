@@ -219,6 +219,11 @@ async fn bad_files_are_refused_with_reasons_and_the_rest_load() {
         &ga::MOCK_DRIVER.bytes[..ga::MOCK_DRIVER.bytes.len() / 2],
     )
     .unwrap();
+    std::fs::write(
+        dir.path().join("f-mismatched.wasm"),
+        ga::FIXTURE_MISMATCHED_HOOK.bytes,
+    )
+    .unwrap();
     std::fs::write(dir.path().join("z-mock.wasm"), ga::MOCK_DRIVER.bytes).unwrap();
     std::fs::write(dir.path().join("readme.txt"), b"ignored: not .wasm").unwrap();
 
@@ -236,7 +241,13 @@ async fn bad_files_are_refused_with_reasons_and_the_rest_load() {
             other => panic!("{other:?}"),
         })
         .collect();
-    assert_eq!(reasons.len(), 5, "{reasons:#?}");
+    assert_eq!(reasons.len(), 6, "{reasons:#?}");
+    let m = &reasons["f-mismatched.wasm"];
+    assert!(
+        m.contains("does not match the hook world of paddock:plugin@0.1.0")
+            && m.contains("expected record of 2 fields, found 3"),
+        "{m}"
+    );
     assert!(matches!(
         refused[0].error,
         LoadError::Inspect(InspectError::NotWasm)
