@@ -120,11 +120,11 @@ impl HandleState {
         let Some(out) = &self.stdout else { return 0 };
         let until = now.min(self.end().0);
         let elapsed = until.saturating_sub(self.started_at);
-        let repeats = if out.every == 0 {
-            out.repeat as u64
-        } else {
-            (elapsed / out.every).min(out.repeat as u64)
-        };
+        // With no interval every repeat is due at once.
+        let repeats = elapsed
+            .checked_div(out.every)
+            .unwrap_or(u64::MAX)
+            .min(out.repeat as u64);
         1 + repeats as u32
     }
 
