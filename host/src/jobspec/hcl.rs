@@ -255,15 +255,7 @@ impl Conv<'_> {
                     tasks.push(self.task(t, i, j)?);
                 }
                 Structure::Block(x) if spec(GROUP_BLOCKS, x).is_some() => {
-                    let sp = spec(GROUP_BLOCKS, x).expect("checked");
-                    let v = self.simple_block(
-                        x,
-                        &format!("{hcl}.{}", sp.hcl),
-                        &format!("{json}.{}", sp.json),
-                        sp.fields,
-                        &[],
-                    )?;
-                    out.insert(sp.json.into(), v);
+                    self.plain(GROUP_BLOCKS, x, &hcl, &json, &mut out)?
                 }
                 other => self.common(
                     other,
@@ -315,15 +307,7 @@ impl Conv<'_> {
                     out.insert("Resources".into(), v);
                 }
                 Structure::Block(x) if spec(TASK_BLOCKS, x).is_some() => {
-                    let sp = spec(TASK_BLOCKS, x).expect("checked");
-                    let v = self.simple_block(
-                        x,
-                        &format!("{hcl}.{}", sp.hcl),
-                        &format!("{json}.{}", sp.json),
-                        sp.fields,
-                        &[],
-                    )?;
-                    out.insert(sp.json.into(), v);
+                    self.plain(TASK_BLOCKS, x, &hcl, &json, &mut out)?
                 }
                 other => self.common(
                     other,
@@ -391,6 +375,27 @@ impl Conv<'_> {
             out.insert("Devices".into(), Value::Array(devices));
         }
         Ok(Value::Object(out))
+    }
+
+    /// One of the plain blocks in `specs`, put into `out` under its JSON key.
+    fn plain(
+        &mut self,
+        specs: &[BlockSpec],
+        x: &Block,
+        hcl: &str,
+        json: &str,
+        out: &mut Map<String, Value>,
+    ) -> R<()> {
+        let sp = spec(specs, x).expect("the caller matched the block against specs");
+        let v = self.simple_block(
+            x,
+            &format!("{hcl}.{}", sp.hcl),
+            &format!("{json}.{}", sp.json),
+            sp.fields,
+            &[],
+        )?;
+        out.insert(sp.json.into(), v);
+        Ok(())
     }
 
     /// A block of plain attributes renamed by `names`.

@@ -130,15 +130,7 @@ async fn a_broken_driver_fails_only_its_task_with_a_driver_failure_naming_the_co
         ("trap", "start", "trapped"),
         ("loop", "wait", "missed its deadline"),
     ] {
-        let allocs = t
-            .wait_allocs(job, Duration::from_secs(20), all_terminal)
-            .await;
-        let a = t
-            .get(&format!(
-                "/v1/allocation/{}",
-                allocs[0]["ID"].as_str().unwrap()
-            ))
-            .await;
+        let a = t.finished_alloc(job).await;
         assert_eq!(a["ClientStatus"], "failed");
         let events = a["TaskStates"]["t"]["Events"].as_array().unwrap();
         let failure = events
@@ -169,15 +161,7 @@ async fn invalid_driver_config_is_a_failed_validation_event_naming_the_field() {
     let t = TestAgent::start("", vec![]).await;
     t.post_job(mock_job("badcfg", json!({"run_for": "soon"})))
         .await;
-    let allocs = t
-        .wait_allocs("badcfg", Duration::from_secs(20), all_terminal)
-        .await;
-    let a = t
-        .get(&format!(
-            "/v1/allocation/{}",
-            allocs[0]["ID"].as_str().unwrap()
-        ))
-        .await;
+    let a = t.finished_alloc("badcfg").await;
     let events = a["TaskStates"]["t"]["Events"].as_array().unwrap();
     let ev = events
         .iter()
@@ -205,15 +189,7 @@ async fn stopping_an_allocation_kills_its_task() {
         .await
         .unwrap();
     assert_eq!(r.status(), 200);
-    let allocs = t
-        .wait_allocs("long", Duration::from_secs(20), all_terminal)
-        .await;
-    let a = t
-        .get(&format!(
-            "/v1/allocation/{}",
-            allocs[0]["ID"].as_str().unwrap()
-        ))
-        .await;
+    let a = t.finished_alloc("long").await;
     assert_eq!(a["DesiredStatus"], "stop");
     assert_eq!(a["ClientStatus"], "complete");
     let types = event_types(&a, "t");
@@ -373,15 +349,7 @@ async fn events_a_driver_emits_reach_the_task_as_driver_events() {
         json!({"run_for": "10ms", "driver_event": "pulling image"}),
     ))
     .await;
-    let allocs = t
-        .wait_allocs("evented", Duration::from_secs(20), all_terminal)
-        .await;
-    let a = t
-        .get(&format!(
-            "/v1/allocation/{}",
-            allocs[0]["ID"].as_str().unwrap()
-        ))
-        .await;
+    let a = t.finished_alloc("evented").await;
     let events = a["TaskStates"]["t"]["Events"].as_array().unwrap();
     let ev = events
         .iter()

@@ -137,6 +137,20 @@ impl TestAgent {
     }
 }
 
+impl TestAgent {
+    /// The first allocation of `job`, read in full once every task in it is dead.
+    pub async fn finished_alloc(&self, job: &str) -> serde_json::Value {
+        let allocs = self
+            .wait_allocs(job, Duration::from_secs(30), all_terminal)
+            .await;
+        self.get(&format!(
+            "/v1/allocation/{}",
+            allocs[0]["ID"].as_str().unwrap()
+        ))
+        .await
+    }
+}
+
 /// Every allocation settled (complete or failed) and every task in it dead.
 pub fn all_terminal(allocs: &[serde_json::Value]) -> bool {
     !allocs.is_empty()

@@ -159,15 +159,7 @@ async fn stopping_kills_the_leader_first_then_main_tasks_then_sidecars() {
         .send()
         .await
         .unwrap();
-    let allocs = t
-        .wait_allocs("stopme", Duration::from_secs(20), all_terminal)
-        .await;
-    let a = t
-        .get(&format!(
-            "/v1/allocation/{}",
-            allocs[0]["ID"].as_str().unwrap()
-        ))
-        .await;
+    let a = t.finished_alloc("stopme").await;
     let (boss, worker, side) = (
         event_time(&a, "boss", "Killing"),
         event_time(&a, "worker", "Killing"),

@@ -4,21 +4,10 @@ use std::time::{Duration, Instant};
 
 use serde_json::json;
 
-use crate::harness::{TestAgent, all_terminal, event_types};
+use crate::harness::{TestAgent, event_types};
 
 fn job(id: &str, task: serde_json::Value) -> serde_json::Value {
     json!({ "ID": id, "Type": "batch", "TaskGroups": [{ "Name": "g", "RestartPolicy": { "Attempts": 0 }, "Tasks": [task] }] })
-}
-
-async fn finished_alloc(t: &TestAgent, job_id: &str) -> serde_json::Value {
-    let allocs = t
-        .wait_allocs(job_id, Duration::from_secs(30), all_terminal)
-        .await;
-    t.get(&format!(
-        "/v1/allocation/{}",
-        allocs[0]["ID"].as_str().unwrap()
-    ))
-    .await
 }
 
 fn log_dir(t: &TestAgent, alloc: &serde_json::Value) -> std::path::PathBuf {
@@ -50,7 +39,7 @@ async fn output_goes_to_log_files_and_the_exit_code_is_reported() {
                 "Config": { "command": "/bin/sh", "args": ["-c", "echo hello $WHO in $(pwd); echo oops >&2; exit 3"] } }),
     ))
     .await;
-    let a = finished_alloc(&t, "out").await;
+    let a = t.finished_alloc("out").await;
     assert_eq!(a["ClientStatus"], "failed");
     assert_eq!(last_terminated(&a, "t")["ExitCode"], 3);
     let logs = log_dir(&t, &a);
@@ -76,7 +65,7 @@ async fn a_bare_command_name_resolves_through_path() {
         json!({ "Name": "t", "Driver": "raw_exec", "Config": { "command": "true" } }),
     ))
     .await;
-    let a = finished_alloc(&t, "bare").await;
+    let a = t.finished_alloc("bare").await;
     assert_eq!(a["ClientStatus"], "complete", "{a:#}");
 }
 
@@ -115,7 +104,7 @@ async fn stop_escalates_to_sigkill_for_a_process_that_ignores_its_kill_signal() 
         .send()
         .await
         .unwrap();
-    let a = finished_alloc(&t, "stubborn").await;
+    let a = t.finished_alloc("stubborn").await;
     let took = stopped.elapsed();
     assert!(
         took >= Duration::from_millis(450) && took < Duration::from_secs(8),
@@ -135,7 +124,7 @@ async fn logs_rotate_per_the_logs_block() {
                 "Config": { "command": "/bin/sh", "args": ["-c", "head -c 3670016 /dev/zero | tr '\\0' x"] } }),
     ))
     .await;
-    let a = finished_alloc(&t, "chatty").await;
+    let a = t.finished_alloc("chatty").await;
     assert_eq!(a["ClientStatus"], "complete", "{a:#}");
     let logs = log_dir(&t, &a);
     let mut files: Vec<_> = std::fs::read_dir(&logs)
@@ -163,7 +152,7 @@ async fn a_command_outside_the_grant_is_refused_with_a_clear_error() {
     )
     .await;
     t.post_job(job("refused", json!({ "Name": "t", "Driver": "raw_exec", "Config": { "command": "/bin/sh", "args": ["-c", "true"] } }))).await;
-    let a = finished_alloc(&t, "refused").await;
+    let a = t.finished_alloc("refused").await;
     assert_eq!(a["ClientStatus"], "failed");
     let ev = a["TaskStates"]["t"]["Events"]
         .as_array()
@@ -179,7 +168,7 @@ async fn a_command_outside_the_grant_is_refused_with_a_clear_error() {
     );
     // An allowed command runs.
     t.post_job(job("allowed", json!({ "Name": "t", "Driver": "raw_exec", "Config": { "command": "echo", "args": ["hi"] } }))).await;
-    let a = finished_alloc(&t, "allowed").await;
+    let a = t.finished_alloc("allowed").await;
     assert_eq!(a["ClientStatus"], "complete", "{a:#}");
 }
 
