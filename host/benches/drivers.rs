@@ -123,12 +123,8 @@ mod native_mock {
     }
 }
 
-fn benches(c: &mut Criterion) {
-    let tokio = tokio::runtime::Builder::new_multi_thread()
-        .worker_threads(2)
-        .enable_all()
-        .build()
-        .unwrap();
+/// A runtime with the mock and raw_exec drivers loaded; `reuse` overrides `instance_reuse`.
+fn runtime(tokio: &tokio::runtime::Runtime, reuse: Option<u32>) -> Arc<Runtime> {
     let mut settings = BTreeMap::new();
     settings.insert(
         "raw_exec".to_string(),
@@ -137,10 +133,17 @@ fn benches(c: &mut Criterion) {
                 process: vec!["*".into()],
                 ..Default::default()
             },
+            instance_reuse: reuse,
             ..Default::default()
         },
     );
-    settings.insert("mock".to_string(), ComponentSettings::default());
+    settings.insert(
+        "mock".to_string(),
+        ComponentSettings {
+            instance_reuse: reuse,
+            ..Default::default()
+        },
+    );
     let rt = Runtime::new(RuntimeOptions {
         components: settings,
         ..Default::default()
@@ -159,6 +162,18 @@ fn benches(c: &mut Criterion) {
             .unwrap();
         }
     });
+    rt
+}
+
+fn benches(c: &mut Criterion) {
+    let tokio = tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(2)
+        .enable_all()
+        .build()
+        .unwrap();
+    let rt = runtime(&tokio, None);
+    // The same components, every call in a fresh store (`instance_reuse = 1`).
+    let rt_fresh = runtime(&tokio, Some(1));
     let dm = DriverManager::new(rt.clone());
     let dir = tempfile::tempdir().unwrap();
     let dir_s = dir.path().display().to_string();
@@ -171,6 +186,16 @@ fn benches(c: &mut Criterion) {
             let h = mock.start(cfg.clone(), None).await.unwrap();
             let r = run_to_exit(&dm, &mock, &h).await;
             mock.destroy(h, false).await.unwrap();
+            r
+        })
+    });
+    let dm_fresh = DriverManager::new(rt_fresh.clone());
+    let mock_fresh = dm_fresh.dispense("mock").unwrap();
+    g.bench_function("component_fresh_store", |b| {
+        b.to_async(&tokio).iter(|| async {
+            let h = mock_fresh.start(cfg.clone(), None).await.unwrap();
+            let r = run_to_exit(&dm_fresh, &mock_fresh, &h).await;
+            mock_fresh.destroy(h, false).await.unwrap();
             r
         })
     });

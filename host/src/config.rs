@@ -16,8 +16,9 @@
 //!     events = true
 //!   }
 //!   limits {
-//!     memory_mb    = 64
-//!     call_timeout = "10s"
+//!     memory_mb      = 64
+//!     call_timeout   = "10s"
+//!     instance_reuse = 1000 # calls per warm instance; 1 = a fresh store per call
 //!   }
 //!   config { }              # handed to the component as JSON
 //! }
@@ -123,6 +124,8 @@ pub struct Limits {
     pub memory_mb: Option<u64>,
     /// Deadline of one call, e.g. "10s".
     pub call_timeout: Option<String>,
+    /// Calls one warm instance may serve before it is retired; 1 = a fresh store per call.
+    pub instance_reuse: Option<u32>,
 }
 
 impl AgentConfig {
@@ -173,6 +176,7 @@ impl AgentConfig {
                     grants: block.grant.clone(),
                     memory_bytes: block.limits.memory_mb.map(|m| (m as usize) << 20),
                     call_timeout,
+                    instance_reuse: block.limits.instance_reuse,
                     config,
                 },
             );
@@ -197,8 +201,9 @@ mod tests {
                 process = ["/bin/*"]
               }
               limits {
-                memory_mb    = 32
-                call_timeout = "250ms"
+                memory_mb      = 32
+                call_timeout   = "250ms"
+                instance_reuse = 1
               }
               config {
                 misbehave = { op = "fingerprint", kind = "trap" }
@@ -214,6 +219,7 @@ mod tests {
         assert!(m.grants.env && !m.grants.events);
         assert_eq!(m.memory_bytes, Some(32 << 20));
         assert_eq!(m.call_timeout, Some(std::time::Duration::from_millis(250)));
+        assert_eq!(m.instance_reuse, Some(1));
         assert_eq!(m.config["misbehave"]["kind"], "trap");
     }
 

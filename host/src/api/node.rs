@@ -83,6 +83,7 @@ async fn components(State(agent): State<AppState>) -> Response {
                 "LoadedAt": c.loaded_at, "CompileCache": c.cache, "LoadMillis": c.load_time.as_secs_f64() * 1e3,
                 "Grants": c.grants().summary(), "MemoryMB": c.limits().memory_bytes >> 20,
                 "CallTimeoutMillis": c.limits().call_timeout.as_millis() as u64,
+                "InstanceReuse": c.limits().instance_reuse, "WarmIdle": c.warm_idle(),
             })
         })
         .collect();

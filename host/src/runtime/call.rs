@@ -7,6 +7,7 @@ use serde::Serialize;
 use wasmtime::Store;
 
 use super::LoadedComponent;
+use super::bindings::v0_1_0;
 
 /// Context put on instantiation errors, so a failure there is told apart from the call's.
 pub(super) const INSTANTIATING: &str = "instantiating the component";
@@ -57,38 +58,88 @@ pub struct CallError {
     pub detail: String,
 }
 
-/// One call in progress: its store, what explains a failure, and its pool permit.
+/// A live instance of one of the worlds, kept with its store between calls.
+pub(super) enum Instance {
+    Driver(v0_1_0::driver::Driver),
+    Hook(v0_1_0::hook::Hook),
+    Device(v0_1_0::device::DevicePlugin),
+}
+
+/// One call in progress: its store (fresh, or warm from an earlier clean call), the instance
+/// when the store already has one, what explains a failure, and its pool permit.
 pub(super) struct Call {
     pub(super) store: Store<HostState>,
     pub(super) witness: CallWitness,
     pub(super) timeout: Duration,
+    pub(super) instance: Option<Instance>,
+    /// Calls this store has served.
+    pub(super) served: u32,
     pub(super) _permit: tokio::sync::OwnedSemaphorePermit,
+}
+
+/// Idle warm stores of one component version, at most [`WarmPool::MAX_IDLE`]. Each holds a
+/// pool slot and a permit, so the cap keeps a quiet component cheap.
+#[derive(Default)]
+pub(super) struct WarmPool {
+    idle: std::sync::Mutex<Vec<Call>>,
+}
+
+impl WarmPool {
+    const MAX_IDLE: usize = 4;
+
+    pub(super) fn take(&self) -> Option<Call> {
+        self.idle.lock().unwrap_or_else(|e| e.into_inner()).pop()
+    }
+
+    pub(super) fn idle(&self) -> usize {
+        self.idle.lock().unwrap_or_else(|e| e.into_inner()).len()
+    }
+
+    fn put(&self, call: Call) {
+        let mut idle = self.idle.lock().unwrap_or_else(|e| e.into_inner());
+        if idle.len() < Self::MAX_IDLE {
+            idle.push(call);
+        }
+    }
 }
 
 impl Call {
     pub(super) fn finish<R>(
-        self,
+        mut self,
         comp: &LoadedComponent,
         op: &'static str,
         result: Result<wasmtime::Result<R>, tokio::time::error::Elapsed>,
     ) -> Result<R, CallError> {
-        let Call {
-            store,
-            witness,
-            timeout,
-            _permit,
-        } = self;
-        // Whatever happened, this store is done: a trapped or interrupted instance cannot
-        // be entered again, and the next call gets a fresh one.
-        drop(store);
         match result {
-            Ok(Ok(r)) => Ok(r),
-            Ok(Err(e)) => Err(classify(comp, op, e, &witness, timeout)),
+            Ok(Ok(r)) => {
+                // A clean call may hand its store to the next one, until the store has
+                // served its quota; anything unusual retires it.
+                self.served += 1;
+                if self.instance.is_some()
+                    && self.served < comp.ctx.limits.instance_reuse
+                    && self.witness.clean()
+                {
+                    comp.warm.put(self);
+                }
+                Ok(r)
+            }
+            // A trapped or interrupted instance cannot be entered again: the store is
+            // dropped here, and the next call gets a fresh one.
+            Ok(Err(e)) => {
+                let Call {
+                    store,
+                    witness,
+                    timeout,
+                    ..
+                } = self;
+                drop(store);
+                Err(classify(comp, op, e, &witness, timeout))
+            }
             Err(_) => Err(CallError {
                 component: comp.ctx.name.clone(),
                 op,
                 kind: CallFailure::Deadline,
-                detail: format!("no answer within {timeout:?}"),
+                detail: format!("no answer within {:?}", self.timeout),
             }),
         }
     }

@@ -6,10 +6,14 @@
 //! linked and exports type-checked once) → `info()` names it → the operator's settings for
 //! that name give grants, limits and config → [`registry::Registry`].
 //!
-//! Every call gets a fresh `Store` from the `InstancePre` ([`store::new_store`]) and races a
-//! wall-clock deadline; a trap, an exhausted memory cap or a missed deadline drops that
-//! store and comes back as a [`CallError`] naming the component. Guests keep no state
-//! between calls, so a broken call never poisons the next one.
+//! Every call races a wall-clock deadline in a `Store` from the `InstancePre`
+//! ([`store::new_store`]); a trap, an exhausted memory cap or a missed deadline drops that
+//! store and comes back as a [`CallError`] naming the component, so a broken call never
+//! poisons the next one. A store whose call ended cleanly (no trap, no cap or deadline hit,
+//! no guest output) is kept warm for the next call of the same component version, re-armed
+//! by [`store::arm`], until it has served `instance_reuse` calls. Guests keep no state
+//! between calls by contract (their state is the handle blob), so reuse only saves the
+//! instantiation; `instance_reuse = 1` gives every call a fresh store.
 
 pub mod bindings;
 pub mod cache;
@@ -34,7 +38,7 @@ use wasmtime::{Engine, Store};
 
 use bindings::v0_1_0;
 pub use cache::CacheOutcome;
-use call::{Call, wrong_world};
+use call::{Call, Instance, WarmPool, wrong_world};
 pub use call::{CallError, CallFailure};
 pub use grants::Grants;
 pub use loader::World;
@@ -69,6 +73,8 @@ pub struct ComponentSettings {
     pub memory_bytes: Option<usize>,
     /// Call deadline override.
     pub call_timeout: Option<Duration>,
+    /// Calls per warm instance override (1 = a fresh store per call).
+    pub instance_reuse: Option<u32>,
     /// The `config` block, as JSON.
     pub config: serde_json::Value,
 }
@@ -110,6 +116,7 @@ pub struct LoadedComponent {
     pub load_time: Duration,
     pub(crate) ctx: Arc<ComponentContext>,
     pre: WorldPre,
+    warm: WarmPool,
 }
 
 impl LoadedComponent {
@@ -121,6 +128,11 @@ impl LoadedComponent {
     /// Limits in force.
     pub fn limits(&self) -> &CallLimits {
         &self.ctx.limits
+    }
+
+    /// Idle warm instances kept for the next calls.
+    pub fn warm_idle(&self) -> usize {
+        self.warm.idle()
     }
 }
 
@@ -286,6 +298,7 @@ impl Runtime {
             load_time,
             ctx: probe_ctx,
             pre,
+            warm: WarmPool::default(),
         };
         let info = self.info(&probe).await.map_err(|e| {
             refuse(match e.kind {
@@ -402,6 +415,9 @@ impl Runtime {
             if let Some(t) = s.call_timeout {
                 limits.call_timeout = t;
             }
+            if let Some(n) = s.instance_reuse {
+                limits.instance_reuse = n.max(1);
+            }
         }
         let plugin_config = settings
             .map(|s| {
@@ -489,12 +505,24 @@ impl Runtime {
             return Err(wrong_world(comp, op));
         };
         let mut call = self.begin(comp, task, op).await?;
-        let result = tokio::time::timeout(call.timeout, async {
-            let inst = pre
-                .instantiate_async(&mut call.store)
-                .await
-                .map_err(|e| e.context(call::INSTANTIATING))?;
-            f(&inst, &mut call.store).await
+        let Call {
+            store,
+            instance,
+            timeout,
+            ..
+        } = &mut call;
+        let result = tokio::time::timeout(*timeout, async {
+            if instance.is_none() {
+                let inst = pre
+                    .instantiate_async(&mut *store)
+                    .await
+                    .map_err(|e| e.context(call::INSTANTIATING))?;
+                *instance = Some(Instance::Driver(inst));
+            }
+            let Some(Instance::Driver(inst)) = instance else {
+                unreachable!("a Driver component's store holds a Driver instance")
+            };
+            f(inst, store).await
         })
         .await;
         call.finish(comp, op, result)
@@ -520,12 +548,24 @@ impl Runtime {
             return Err(wrong_world(comp, op));
         };
         let mut call = self.begin(comp, task, op).await?;
-        let result = tokio::time::timeout(call.timeout, async {
-            let inst = pre
-                .instantiate_async(&mut call.store)
-                .await
-                .map_err(|e| e.context(call::INSTANTIATING))?;
-            f(&inst, &mut call.store).await
+        let Call {
+            store,
+            instance,
+            timeout,
+            ..
+        } = &mut call;
+        let result = tokio::time::timeout(*timeout, async {
+            if instance.is_none() {
+                let inst = pre
+                    .instantiate_async(&mut *store)
+                    .await
+                    .map_err(|e| e.context(call::INSTANTIATING))?;
+                *instance = Some(Instance::Hook(inst));
+            }
+            let Some(Instance::Hook(inst)) = instance else {
+                unreachable!("a Hook component's store holds a Hook instance")
+            };
+            f(inst, store).await
         })
         .await;
         call.finish(comp, op, result)
@@ -550,12 +590,24 @@ impl Runtime {
             return Err(wrong_world(comp, op));
         };
         let mut call = self.begin(comp, None, op).await?;
-        let result = tokio::time::timeout(call.timeout, async {
-            let inst = pre
-                .instantiate_async(&mut call.store)
-                .await
-                .map_err(|e| e.context(call::INSTANTIATING))?;
-            f(&inst, &mut call.store).await
+        let Call {
+            store,
+            instance,
+            timeout,
+            ..
+        } = &mut call;
+        let result = tokio::time::timeout(*timeout, async {
+            if instance.is_none() {
+                let inst = pre
+                    .instantiate_async(&mut *store)
+                    .await
+                    .map_err(|e| e.context(call::INSTANTIATING))?;
+                *instance = Some(Instance::Device(inst));
+            }
+            let Some(Instance::Device(inst)) = instance else {
+                unreachable!("a Device component's store holds a Device instance")
+            };
+            f(inst, store).await
         })
         .await;
         call.finish(comp, op, result)
@@ -567,6 +619,11 @@ impl Runtime {
         task: Option<Arc<TaskContext>>,
         op: &'static str,
     ) -> Result<Call, CallError> {
+        if let Some(mut call) = comp.warm.take() {
+            store::arm(&mut call.store, comp.ctx.clone(), task);
+            call.timeout = comp.ctx.limits.call_timeout;
+            return Ok(call);
+        }
         let permit = self
             .permits
             .clone()
@@ -584,6 +641,8 @@ impl Runtime {
             store,
             witness,
             timeout: comp.ctx.limits.call_timeout,
+            instance: None,
+            served: 0,
             _permit: permit,
         })
     }

@@ -1,6 +1,8 @@
-//! What each call's `Store` holds, and how it is built: a fresh store per call with a memory
-//! cap that traps on grow failure, hostcall fuel, an epoch-checked CPU deadline, a WASI
-//! context that grants nothing, and the context of the component and task being served.
+//! What each call's `Store` holds, and how it is built: a store with a memory cap that traps
+//! on grow failure, hostcall fuel, an epoch-checked CPU deadline, a WASI context that grants
+//! nothing, and the context of the component and task being served. [`arm`] resets the
+//! per-call parts (deadline, fuel, task, failure flags) before every call, so a warm store
+//! that is reused serves each call exactly as a fresh one would.
 
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -24,6 +26,8 @@ pub struct CallLimits {
     pub call_timeout: std::time::Duration,
     /// Bytes a guest may pass to one host call.
     pub hostcall_fuel: usize,
+    /// Calls one instance may serve before it is retired; 1 gives every call a fresh store.
+    pub instance_reuse: u32,
 }
 
 impl Default for CallLimits {
@@ -32,6 +36,7 @@ impl Default for CallLimits {
             memory_bytes: 64 << 20,
             call_timeout: std::time::Duration::from_secs(10),
             hostcall_fuel: 16 << 20,
+            instance_reuse: 1000,
         }
     }
 }
@@ -96,6 +101,7 @@ pub struct HostState {
     wasi: WasiCtx,
     table: ResourceTable,
     limiter: MemoryCap,
+    deadline_hit: Arc<AtomicBool>,
     pub(crate) component: Arc<ComponentContext>,
     pub(crate) task: Option<Arc<TaskContext>>,
     pub(crate) services: Arc<HostServices>,
@@ -122,6 +128,15 @@ pub struct CallWitness {
 }
 
 impl CallWitness {
+    /// Whether the call left nothing behind that would make the store unfit for another
+    /// call: no cap or deadline hit and no guest output (the pipe is bounded and is the
+    /// explanation of a later failure, so it must start empty).
+    pub fn clean(&self) -> bool {
+        !self.memory_hit.load(Ordering::Relaxed)
+            && !self.deadline_hit.load(Ordering::Relaxed)
+            && self.output.contents().is_empty()
+    }
+
     /// Guest output as text, trimmed.
     pub fn output_text(&self) -> String {
         String::from_utf8_lossy(&self.output.contents())
@@ -130,7 +145,7 @@ impl CallWitness {
     }
 }
 
-/// Build a fresh store for one call.
+/// Build a fresh store, armed for one call.
 pub fn new_store(
     engine: &Engine,
     component: Arc<ComponentContext>,
@@ -153,6 +168,7 @@ pub fn new_store(
             max: limits.memory_bytes,
             hit: memory_hit.clone(),
         },
+        deadline_hit: deadline_hit.clone(),
         component,
         task,
         services,
@@ -180,4 +196,23 @@ pub fn new_store(
             deadline_hit,
         },
     )
+}
+
+/// Arm a warm store for its next call: the component's current context and limits, the
+/// task, a new wall-clock deadline, fresh hostcall fuel and epoch deadline.
+pub fn arm(
+    store: &mut Store<HostState>,
+    component: Arc<ComponentContext>,
+    task: Option<Arc<TaskContext>>,
+) {
+    let limits = &component.limits;
+    store.set_hostcall_fuel(limits.hostcall_fuel);
+    store.set_epoch_deadline(1);
+    let data = store.data_mut();
+    data.deadline = Instant::now() + limits.call_timeout;
+    data.limiter.max = limits.memory_bytes;
+    data.limiter.hit.store(false, Ordering::Relaxed);
+    data.deadline_hit.store(false, Ordering::Relaxed);
+    data.component = component;
+    data.task = task;
 }

@@ -26,6 +26,7 @@ pub fn settings(grants: Grants, timeout: Duration, config: serde_json::Value) ->
         grants,
         memory_bytes: Some(32 << 20),
         call_timeout: Some(timeout),
+        instance_reuse: None,
         config,
     }
 }

@@ -290,6 +290,12 @@ async fn contained(kind: &str) -> paddock::runtime::CallError {
     let rt = runtime(s);
     load(&rt, ga::MOCK_DRIVER).await;
     let d = DriverManager::new(rt.clone()).dispense("mock").unwrap();
+    let mock = rt.registry.get(World::Driver, "mock").unwrap();
+    // A clean call leaves its store warm, and the misbehaving call below takes it.
+    d.start(task_config("warm", serde_json::json!({})), None)
+        .await
+        .unwrap();
+    assert_eq!(mock.warm_idle(), 1);
     let started = Instant::now();
     let err = d
         .start(
@@ -306,7 +312,13 @@ async fn contained(kind: &str) -> paddock::runtime::CallError {
         "containment took {:?}",
         started.elapsed()
     );
-    // The driver still works: every call has a fresh instance.
+    // The broken store is dropped, never handed to another call, and the driver still
+    // works in a fresh one.
+    assert_eq!(
+        mock.warm_idle(),
+        0,
+        "a failed call's store must not be reused"
+    );
     let h = d
         .start(
             task_config("good", serde_json::json!({"run_for": "1s"})),
@@ -315,6 +327,7 @@ async fn contained(kind: &str) -> paddock::runtime::CallError {
         .await
         .unwrap();
     assert_eq!(h.task_id, "good/t/abcdef12");
+    assert_eq!(mock.warm_idle(), 1);
     match err {
         DriverCallError::Component(e) => {
             assert_eq!(e.component, "mock");
