@@ -37,6 +37,10 @@ pub mod event_type {
     pub const LEADER_DEAD: &str = "Leader Task Dead";
     /// The task will not run: the allocation stopped or a prestart task failed first.
     pub const NOT_STARTED: &str = "Task Not Started";
+    /// The task waits its shutdown delay before it is killed.
+    pub const WAITING_SHUTDOWN_DELAY: &str = "Waiting for shutdown delay";
+    /// A hook failed outside prestart (the task goes on).
+    pub const HOOK_FAILED: &str = "Task hook failed";
 }
 
 /// One task event.

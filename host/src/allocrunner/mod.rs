@@ -5,7 +5,7 @@
 //! the task state and wakes anyone waiting for a change. `destroy` before `run` returns at
 //! once and removes the allocation's state.
 
-mod allocdir;
+pub mod allocdir;
 mod lifecycle;
 
 pub use allocdir::AllocDir;

@@ -7,7 +7,6 @@
 //! A kill (cancellation) sends the driver's `stop` and keeps waiting, bounded by the
 //! kill timeout, so a misbehaving driver cannot hold the runner forever.
 
-use std::path::PathBuf;
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -20,15 +19,20 @@ use crate::runtime::TaskContext;
 use crate::runtime::bindings::v0_1_0::driver::exports::paddock::plugin::task_driver::{
     DriverError, WaitStatus, WakeOn,
 };
-use crate::runtime::bindings::v0_1_0::hook::exports::paddock::plugin::task_hook::TaskInfo;
 use crate::runtime::bindings::v0_1_0::types::{
     ExitResult, LogConfig, TaskConfig, TaskHandle, TaskResources,
 };
 use crate::state::{HookState, LocalTaskState, StoredHandle};
-use crate::structs::{TaskEvent, event_type, task_state};
+use crate::structs::{Allocation, TaskEvent, event_type, task_state};
 
+pub mod hooks;
+pub mod interfaces;
 mod restarts;
 mod wasm_hooks;
+use interfaces::{
+    ExitedRequest, HookFailure, Invocation, KillRequest, PoststartRequest, PrestartRequest,
+    StopRequest, TaskHook, TaskView, UpdateRequest,
+};
 pub use restarts::{Decision, RestartTracker};
 pub use wasm_hooks::{HookSet, JOB_META_KEY};
 
@@ -41,8 +45,11 @@ pub struct TaskRunner {
     alloc: Arc<AllocShared>,
     task: Task,
     drivers: Arc<DriverManager>,
-    hooks: Arc<HookSet>,
+    /// Built-in then WASM hooks, in run order ([`hooks::for_task`]).
+    hooks: Vec<Arc<dyn TaskHook>>,
     kill: CancellationToken,
+    /// The latest start, for the poststart, exited, update and stop phases.
+    last: std::sync::Mutex<Option<Arc<Invocation>>>,
     /// This task's local state (driver handle, hook state); this runner is its only writer.
     local: std::sync::Mutex<LocalTaskState>,
 }
@@ -77,12 +84,31 @@ impl TaskRunner {
             .ok()
             .flatten()
             .unwrap_or_default();
+        let deps = hooks::HookDeps {
+            drivers: drivers.clone(),
+            alloc_dir: alloc.dir.clone(),
+            wasm: hooks,
+        };
+        let a = alloc.snapshot();
+        let hooks = match a.group() {
+            Some(group) => hooks::for_task(
+                &deps,
+                TaskView {
+                    alloc: &a,
+                    group,
+                    task: &task,
+                    node: &alloc.node,
+                },
+            ),
+            None => Vec::new(),
+        };
         Arc::new(Self {
             alloc,
             task,
             drivers,
             hooks,
             kill,
+            last: std::sync::Mutex::new(None),
             local: std::sync::Mutex::new(local),
         })
     }
@@ -147,7 +173,7 @@ impl TaskRunner {
                         event_type::KILLED,
                         "Task killed before it started",
                     ));
-                    return self.finish(false);
+                    return self.finish(false).await;
                 }
                 RunEnd::Exited {
                     success: ok,
@@ -186,7 +212,7 @@ impl TaskRunner {
                         _ = tokio::time::sleep(delay) => {}
                         _ = self.kill.cancelled() => {
                             self.event(TaskEvent::new(event_type::KILLED, "Task killed while waiting to restart"));
-                            return self.finish(false);
+                            return self.finish(false).await;
                         }
                     }
                 }
@@ -195,20 +221,72 @@ impl TaskRunner {
                     ev.fails_task = true;
                     ev.details.insert("restart_reason".into(), reason);
                     self.event(ev);
-                    return self.finish(true);
+                    return self.finish(true).await;
                 }
-                Decision::Terminated { .. } => return self.finish(!success),
-                Decision::Killed => return self.finish(false),
+                Decision::Terminated { .. } => return self.finish(!success).await,
+                Decision::Killed => return self.finish(false).await,
             }
         }
     }
 
-    fn finish(&self, failed: bool) {
+    /// The task is done for good: stop hooks, then it is dead.
+    async fn finish(&self, failed: bool) {
+        let a = self.alloc.snapshot();
+        if let Some(group) = a.group() {
+            let view = self.view(&a, group);
+            let last = self.last.lock().unwrap().clone();
+            for hook in &self.hooks {
+                let state = self.hook_state(hook.name()).unwrap_or_default();
+                let req = StopRequest {
+                    view,
+                    invocation: last.as_deref(),
+                    state: &state,
+                };
+                if let Err(f) = hook.stop(&req).await {
+                    self.hook_failed(hook.name(), "stop", f);
+                }
+            }
+        }
         self.alloc.update_task(&self.task.name, |s| {
             s.state = task_state::DEAD.into();
             s.failed |= failed;
             s.finished_at = crate::util::now_nanos();
         });
+    }
+
+    fn view<'a>(&'a self, a: &'a Allocation, group: &'a crate::jobspec::TaskGroup) -> TaskView<'a> {
+        TaskView {
+            alloc: a,
+            group,
+            task: &self.task,
+            node: &self.alloc.node,
+        }
+    }
+
+    /// A hook failed in a phase where the task goes on: an event names it.
+    fn hook_failed(&self, hook: &str, phase: &str, f: HookFailure) {
+        tracing::warn!(task = %self.task.name, hook, phase, error = %f.message, "task hook failed");
+        self.event(TaskEvent::new(
+            event_type::HOOK_FAILED,
+            format!("{phase} hook {hook:?} failed: {}", f.message),
+        ));
+    }
+
+    /// The allocation was updated in place: update hooks see the new allocation.
+    pub async fn update(&self) {
+        let a = self.alloc.snapshot();
+        let Some(group) = a.group() else { return };
+        let view = self.view(&a, group);
+        let last = self.last.lock().unwrap().clone();
+        for hook in &self.hooks {
+            let req = UpdateRequest {
+                view,
+                invocation: last.as_deref(),
+            };
+            if let Err(f) = hook.update(&req).await {
+                self.hook_failed(hook.name(), "update", f);
+            }
+        }
     }
 
     async fn start_and_wait(&self, alloc_id: &str, first: bool) -> RunEnd {
@@ -217,99 +295,43 @@ impl TaskRunner {
         }
     }
 
-    /// One invocation: setup, validate, start, wait. Failures come back as `Err(RunEnd)`.
+    /// One invocation: prestart hooks, validate the driver config, start, wait. Failures
+    /// come back as `Err(RunEnd)`.
     async fn try_start_and_wait(&self, alloc_id: &str, first: bool) -> Result<RunEnd, RunEnd> {
-        // Failures of setup, validation and of the driver component itself will not go
-        // away on a retry: they are unrecoverable, as plain errors are in Nomad.
-        let fail = |kind: &str, message: String| {
-            RunEnd::Failed(Box::new(Self::failure(kind, message)), false)
-        };
         if self.kill.is_cancelled() {
             return Err(RunEnd::KilledBeforeStart);
         }
-        if first {
-            self.event(TaskEvent::new(
-                event_type::TASK_SETUP,
-                "Building Task Directory",
-            ));
-        }
-        let dirs = self.alloc.dir.build_task(&self.task.name).map_err(|e| {
-            fail(
-                event_type::SETUP_FAILURE,
-                format!("failed to build task directory: {e}"),
-            )
-        })?;
-
-        let driver = self.drivers.dispense(&self.task.driver).ok_or_else(|| {
-            fail(
-                event_type::DRIVER_FAILURE,
-                format!(
-                    "failed to find driver {:?}: no such driver is loaded (loaded: {})",
-                    self.task.driver,
-                    self.drivers.names().join(", ")
-                ),
-            )
-        })?;
-
         let a = self.alloc.snapshot();
         let group = a.group().cloned().expect("the alloc's group exists");
-        let build_env = |hook_env: &[(String, String)]| {
-            crate::taskenv::build(crate::taskenv::EnvRequest {
-                job: &a.job,
-                group: &group,
-                task: &self.task,
-                alloc_id: &a.id,
-                alloc_index: a.index,
-                dirs: &dirs,
-                node: &self.alloc.node,
-                hook_env,
-            })
+        let view = self.view(&a, &group);
+        let mut inv = Invocation {
+            task_id: format!(
+                "{}/{}/{}",
+                alloc_id,
+                self.task.name,
+                &uuid::Uuid::new_v4().simple().to_string()[..8]
+            ),
+            first,
+            ..Default::default()
+        };
+        self.prestart(view, &mut inv).await?;
+        let (Some(driver), Some(env), Some(dirs), Some(logs)) = (
+            inv.driver.clone(),
+            inv.env.clone(),
+            inv.dirs.clone(),
+            inv.logs.clone(),
+        ) else {
+            unreachable!("the built-in prestart hooks set the driver, env, dirs and logs")
         };
 
-        // WASM hooks' prestart, in order; a done hook is skipped but its env stays.
-        let hook_names = self.hooks.for_task(&a.job, &group, &self.task);
-        let mut meta = a.job.meta.clone();
-        meta.extend(group.meta.clone());
-        meta.extend(self.task.meta.clone());
-        let info = TaskInfo {
-            alloc_id: a.id.clone(),
-            job_id: a.job.id.clone(),
-            group_name: group.name.clone(),
-            task_name: self.task.name.clone(),
-            driver: self.task.driver.clone(),
-            driver_config: serde_json::Value::Object(self.task.config.clone()).to_string(),
-            meta: meta.into_iter().collect(),
-            task_dir: dirs.task_dir.clone(),
-            resources: TaskResources {
-                cpu_mhz: self.task.resources.cpu,
-                memory_mb: self.task.resources.memory_mb,
-                memory_max_mb: self.task.resources.memory_max_mb,
-            },
+        // Failures of validation and of the driver component itself will not go away on a
+        // retry: they are unrecoverable, as plain errors are in Nomad.
+        let fail = |kind: &str, message: String| {
+            RunEnd::Failed(Box::new(Self::failure(kind, message)), false)
         };
-        for name in &hook_names {
-            let previous = self.hook_state(name).unwrap_or_default();
-            if previous.prestart_done {
-                continue;
-            }
-            let ctx = Arc::new(TaskContext {
-                env: build_env(&self.hook_env()),
-                reservations: Vec::new(),
-            });
-            match self.hooks.prestart(name, &info, ctx, &previous).await {
-                Ok(state) => self.set_hook_state(name, state),
-                Err(f) => {
-                    return Err(RunEnd::Failed(
-                        Box::new(Self::failure(event_type::SETUP_FAILURE, f.message)),
-                        f.recoverable,
-                    ));
-                }
-            }
-        }
-        let env = build_env(&self.hook_env());
         let config = env
             .interpolate_json(&serde_json::Value::Object(self.task.config.clone()))
             .to_string();
-
         match driver.validate_config(&config).await {
             Ok(()) => {}
             Err(DriverCallError::Driver(
@@ -326,15 +348,8 @@ impl TaskRunner {
             Err(e) => return Err(fail(event_type::DRIVER_FAILURE, e.to_string())),
         }
 
-        let task_id = format!(
-            "{}/{}/{}",
-            alloc_id,
-            self.task.name,
-            &uuid::Uuid::new_v4().simple().to_string()[..8]
-        );
-        let logs = self.alloc.dir.logs();
         let cfg = TaskConfig {
-            id: task_id.clone(),
+            id: inv.task_id.clone(),
             name: self.task.name.clone(),
             alloc_id: alloc_id.to_string(),
             job_id: a.job.id.clone(),
@@ -354,14 +369,8 @@ impl TaskRunner {
             driver_config: config,
             alloc_dir: dirs.alloc_dir.clone(),
             task_dir: dirs.task_dir.clone(),
-            stdout_path: logs
-                .join(format!("{}.stdout", self.task.name))
-                .display()
-                .to_string(),
-            stderr_path: logs
-                .join(format!("{}.stderr", self.task.name))
-                .display()
-                .to_string(),
+            stdout_path: logs.stdout.display().to_string(),
+            stderr_path: logs.stderr.display().to_string(),
             logs: LogConfig {
                 max_files: self.task.log_config.max_files,
                 max_file_size_mb: self.task.log_config.max_file_size_mb,
@@ -384,19 +393,50 @@ impl TaskRunner {
                 alloc.event(&task_name, te);
             }),
         );
+        let inv = Arc::new(inv);
+        *self.last.lock().unwrap() = Some(inv.clone());
+        self.run_invocation(&driver, cfg, env, alloc_id, view, &inv)
+            .await
+    }
 
-        self.drivers.register_task_logs(
-            &task_id,
-            driver.name(),
-            PathBuf::from(&cfg.stdout_path),
-            PathBuf::from(&cfg.stderr_path),
-            &cfg.logs,
-        );
-        let result = self
-            .run_invocation(&driver, cfg, env, alloc_id, &hook_names, &info)
-            .await;
-        self.drivers.unregister_task_logs(&task_id);
-        result
+    /// Prestart hooks in order. A persistent (WASM) hook that said it is done is skipped,
+    /// but its stored env still applies; its answer is stored only when it changed. The
+    /// env is rebuilt after every hook, so each sees what the ones before it set.
+    async fn prestart(&self, view: TaskView<'_>, inv: &mut Invocation) -> Result<(), RunEnd> {
+        let emit = |ev: TaskEvent| self.event(ev);
+        for hook in &self.hooks {
+            let name = hook.name();
+            let previous = if hook.persistent() {
+                self.hook_state(name).unwrap_or_default()
+            } else {
+                HookState::default()
+            };
+            if previous.prestart_done {
+                continue;
+            }
+            let hook_env = self.hook_env();
+            let req = PrestartRequest {
+                view,
+                previous: &previous,
+                hook_env: &hook_env,
+                emit: &emit,
+            };
+            let resp = hook.prestart(&req, inv).await.map_err(|f| {
+                RunEnd::Failed(Box::new(Self::failure(f.kind, f.message)), f.recoverable)
+            })?;
+            if hook.persistent() {
+                self.set_hook_state(
+                    name,
+                    HookState {
+                        prestart_done: resp.done,
+                        data: resp.state,
+                        env: resp.env,
+                    },
+                );
+                inv.env = hooks::env::build(view, inv, &self.hook_env());
+            }
+        }
+        Ok(())
     }
 
     /// Start one invocation and wait for it: the handle is persisted before `Started`.
@@ -406,8 +446,8 @@ impl TaskRunner {
         cfg: TaskConfig,
         env: crate::taskenv::TaskEnv,
         alloc_id: &str,
-        hook_names: &[String],
-        info: &TaskInfo,
+        view: TaskView<'_>,
+        inv: &Invocation,
     ) -> Result<RunEnd, RunEnd> {
         let task_id = cfg.id.clone();
         let ctx = Arc::new(TaskContext {
@@ -440,8 +480,17 @@ impl TaskRunner {
             TaskEvent::new(event_type::STARTED, "Task started by client")
                 .detail("task_id", &task_id),
         );
+        for hook in &self.hooks {
+            let req = PoststartRequest {
+                view,
+                invocation: inv,
+            };
+            if let Err(f) = hook.poststart(&req).await {
+                self.hook_failed(hook.name(), "poststart", f);
+            }
+        }
 
-        let (exit, killed) = match self.wait_exit(driver, handle.clone()).await {
+        let (exit, killed) = match self.wait_exit(driver, handle.clone(), view).await {
             Ok(r) => r,
             Err(e) => {
                 // The driver cannot tell us about the task any more: release what it holds.
@@ -470,7 +519,16 @@ impl TaskRunner {
         ev.exit_code = exit.exit_code;
         ev.signal = exit.signal;
         self.event(ev);
-        self.hooks.exited(hook_names, info, &exit).await;
+        for hook in &self.hooks {
+            let req = ExitedRequest {
+                view,
+                invocation: inv,
+                exit: &exit,
+            };
+            if let Err(f) = hook.exited(&req).await {
+                self.hook_failed(hook.name(), "exited", f);
+            }
+        }
         if killed {
             self.event(TaskEvent::new(
                 event_type::KILLED,
@@ -556,6 +614,7 @@ impl TaskRunner {
         &self,
         driver: &Driver,
         mut handle: TaskHandle,
+        view: TaskView<'_>,
     ) -> Result<(ExitResult, bool), DriverCallError> {
         let mut kill_deadline: Option<tokio::time::Instant> = None;
         loop {
@@ -589,6 +648,7 @@ impl TaskRunner {
             tokio::select! {
                 _ = self.wake(&wake, kill_deadline) => {}
                 _ = self.kill.cancelled(), if !killing => {
+                    self.killing(view).await;
                     let signal = self.kill_signal();
                     let timeout = Duration::from_nanos(self.task.kill_timeout);
                     self.event(TaskEvent::new(event_type::KILLING, format!("Sent interrupt. Waiting {timeout:?} before force killing")));
@@ -596,6 +656,21 @@ impl TaskRunner {
                     self.persist_handle(driver, &handle);
                     kill_deadline = Some(tokio::time::Instant::now() + timeout + KILL_GRACE);
                 }
+            }
+        }
+    }
+
+    /// Kill hooks, before the kill signal.
+    async fn killing(&self, view: TaskView<'_>) {
+        let emit = |ev: TaskEvent| self.event(ev);
+        for hook in &self.hooks {
+            let req = KillRequest {
+                view,
+                reason: "the task is being killed",
+                emit: &emit,
+            };
+            if let Err(f) = hook.killing(&req).await {
+                self.hook_failed(hook.name(), "killing", f);
             }
         }
     }

@@ -1,4 +1,5 @@
-//! The one adapter through which WASM hook components run for tasks.
+//! Which WASM hook components a task gets, and the calls into them (the task-runner side
+//! of each is [`super::hooks::wasm::WasmHook`]).
 //!
 //! Which hooks a task gets comes from the agent config (`hook "<name>" { all_tasks = true }`
 //! or `drivers = [...]`) and from the job's meta (`paddock.hooks = "a,b"`); they run after
@@ -9,6 +10,7 @@
 use std::collections::BTreeMap;
 use std::sync::Arc;
 
+use super::interfaces::{HookFailure, HookResult, PrestartResponse};
 use crate::config::HookAttach;
 use crate::jobspec::{Job, Task, TaskGroup};
 use crate::runtime::bindings::v0_1_0::hook::exports::paddock::plugin::task_hook::{
@@ -25,14 +27,6 @@ pub const JOB_META_KEY: &str = "paddock.hooks";
 pub struct HookSet {
     runtime: Arc<Runtime>,
     attach: Vec<(String, HookAttach)>,
-}
-
-/// Why prestart hooks stopped the task.
-pub struct HookFailure {
-    /// Message for the "Setup Failure" event; names the hook.
-    pub message: String,
-    /// Whether trying again may help.
-    pub recoverable: bool,
 }
 
 impl HookSet {
@@ -77,84 +71,149 @@ impl HookSet {
         out
     }
 
-    /// Run one hook's prestart. `Ok(None)` means the stored state is unchanged.
+    fn component(&self, name: &str) -> HookResult<Arc<crate::runtime::LoadedComponent>> {
+        self.runtime.registry.get(World::Hook, name).ok_or_else(|| {
+            HookFailure::setup(
+                format!("hook {name:?} is not loaded (is it in the --hooks folder?)"),
+                false,
+            )
+        })
+    }
+
+    /// Run one hook's prestart.
     pub async fn prestart(
         &self,
         name: &str,
         info: &TaskInfo,
-        ctx: Arc<TaskContext>,
+        ctx: Option<Arc<TaskContext>>,
         previous: &HookState,
-    ) -> Result<HookState, HookFailure> {
-        let Some(comp) = self.runtime.registry.get(World::Hook, name) else {
-            return Err(HookFailure {
-                message: format!("hook {name:?} is not loaded (is it in the --hooks folder?)"),
-                recoverable: false,
-            });
-        };
+    ) -> HookResult<PrestartResponse> {
+        let comp = self.component(name)?;
         let req = PrestartRequest {
             task: info.clone(),
             previous_state: previous.data.clone().into_iter().collect(),
         };
         let answer = self
             .runtime
-            .call_hook(&comp, Some(ctx), "prestart", move |h, s| {
+            .call_hook(&comp, ctx, "prestart", move |h, s| {
                 Box::pin(async move { h.paddock_plugin_task_hook().call_prestart(s, &req).await })
             })
             .await;
-        match answer {
-            Ok(Ok(resp)) => Ok(HookState {
-                prestart_done: resp.done,
-                data: resp.state.into_iter().collect(),
-                env: resp.env.into_iter().collect(),
-            }),
-            Ok(Err(HookError::Refused(m))) => Err(HookFailure {
-                message: format!("hook {name:?} refused the task: {m}"),
-                recoverable: false,
-            }),
-            Ok(Err(HookError::InvalidConfig(fields))) => Err(HookFailure {
-                message: format!(
-                    "hook {name:?} has an invalid config: {}",
-                    fields
-                        .iter()
-                        .map(|f| format!("{}: {}", f.field, f.message))
-                        .collect::<Vec<_>>()
-                        .join("; ")
-                ),
-                recoverable: false,
-            }),
-            Ok(Err(HookError::Failed(m))) => Err(HookFailure {
-                message: format!("hook {name:?} failed: {m}"),
-                recoverable: true,
-            }),
-            Err(e) => Err(HookFailure {
-                message: format!("hook {name:?}: {e}"),
-                recoverable: false,
-            }),
-        }
+        let resp = answer_of(name, answer)?;
+        Ok(PrestartResponse {
+            env: resp.env.into_iter().collect(),
+            state: resp.state.into_iter().collect(),
+            done: resp.done,
+        })
     }
 
-    /// Tell hooks the task exited; failures are logged, as Nomad does for exited hooks.
-    pub async fn exited(&self, names: &[String], info: &TaskInfo, exit: &ExitResult) {
-        for name in names {
-            let Some(comp) = self.runtime.registry.get(World::Hook, name) else {
-                continue;
-            };
-            let (info, exit) = (info.clone(), exit.clone());
-            let r = self
-                .runtime
-                .call_hook(&comp, None, "exited", move |h, s| {
-                    Box::pin(async move {
-                        h.paddock_plugin_task_hook()
-                            .call_exited(s, &info, &exit)
-                            .await
-                    })
+    /// Run one hook's poststart.
+    pub async fn poststart(
+        &self,
+        name: &str,
+        info: TaskInfo,
+        ctx: Option<Arc<TaskContext>>,
+    ) -> HookResult {
+        let comp = self.component(name)?;
+        let r = self
+            .runtime
+            .call_hook(&comp, ctx, "poststart", move |h, s| {
+                Box::pin(async move { h.paddock_plugin_task_hook().call_poststart(s, &info).await })
+            })
+            .await;
+        answer_of(name, r)
+    }
+
+    /// Tell one hook the task exited.
+    pub async fn exited(
+        &self,
+        name: &str,
+        info: TaskInfo,
+        exit: ExitResult,
+        ctx: Option<Arc<TaskContext>>,
+    ) -> HookResult {
+        let comp = self.component(name)?;
+        let r = self
+            .runtime
+            .call_hook(&comp, ctx, "exited", move |h, s| {
+                Box::pin(async move {
+                    h.paddock_plugin_task_hook()
+                        .call_exited(s, &info, &exit)
+                        .await
                 })
-                .await;
-            match r {
-                Ok(Ok(())) => {}
-                Ok(Err(e)) => tracing::warn!(hook = %name, error = ?e, "exited hook failed"),
-                Err(e) => tracing::warn!(hook = %name, error = %e, "exited hook failed"),
-            }
-        }
+            })
+            .await;
+        answer_of(name, r)
+    }
+
+    /// Tell one hook the task is done for good, with the state it stored.
+    pub async fn stop(
+        &self,
+        name: &str,
+        info: TaskInfo,
+        state: &HookState,
+        ctx: Option<Arc<TaskContext>>,
+    ) -> HookResult {
+        let comp = self.component(name)?;
+        let data: Vec<(String, String)> = state.data.clone().into_iter().collect();
+        let r = self
+            .runtime
+            .call_hook(&comp, ctx, "stop", move |h, s| {
+                Box::pin(async move {
+                    h.paddock_plugin_task_hook()
+                        .call_stop(s, &info, &data)
+                        .await
+                })
+            })
+            .await;
+        answer_of(name, r)
+    }
+
+    /// Tell one hook the allocation was updated in place.
+    pub async fn update(
+        &self,
+        name: &str,
+        info: TaskInfo,
+        ctx: Option<Arc<TaskContext>>,
+    ) -> HookResult {
+        let comp = self.component(name)?;
+        let r = self
+            .runtime
+            .call_hook(&comp, ctx, "update", move |h, s| {
+                Box::pin(async move { h.paddock_plugin_task_hook().call_update(s, &info).await })
+            })
+            .await;
+        answer_of(name, r)
+    }
+}
+
+/// A hook's answer, or why it failed, naming the hook. A refusal or a bad config will not
+/// go away on a retry; a plain failure may.
+fn answer_of<T>(
+    name: &str,
+    answer: Result<Result<T, HookError>, crate::runtime::CallError>,
+) -> HookResult<T> {
+    match answer {
+        Ok(Ok(v)) => Ok(v),
+        Ok(Err(HookError::Refused(m))) => Err(HookFailure::setup(
+            format!("hook {name:?} refused the task: {m}"),
+            false,
+        )),
+        Ok(Err(HookError::InvalidConfig(fields))) => Err(HookFailure::setup(
+            format!(
+                "hook {name:?} has an invalid config: {}",
+                fields
+                    .iter()
+                    .map(|f| format!("{}: {}", f.field, f.message))
+                    .collect::<Vec<_>>()
+                    .join("; ")
+            ),
+            false,
+        )),
+        Ok(Err(HookError::Failed(m))) => Err(HookFailure::setup(
+            format!("hook {name:?} failed: {m}"),
+            true,
+        )),
+        Err(e) => Err(HookFailure::setup(format!("hook {name:?}: {e}"), false)),
     }
 }
