@@ -46,6 +46,14 @@ plugin "env-inject" {
   }
 }
 
+# The template hook renders tasks' `template` blocks; it needs the task dir and the env.
+plugin "template" {
+  grant {
+    env      = true
+    task_dir = true
+  }
+}
+
 # Run env-inject for every task.
 hook "env-inject" {
   all_tasks = true

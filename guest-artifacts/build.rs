@@ -22,7 +22,10 @@ const WORKSPACES: &[(&str, &[&str])] = &[
             "fixture_mismatched_hook",
         ],
     ),
-    ("hooks-wasm", &["env_inject_hook", "policy_hook"]),
+    (
+        "hooks-wasm",
+        &["env_inject_hook", "policy_hook", "template_hook"],
+    ),
 ];
 
 fn main() {

@@ -42,6 +42,9 @@ artifact!(
     /// The `policy` hook: refuses tasks outside the operator's policy.
     POLICY_HOOK, "PADDOCK_GUEST_POLICY_HOOK", "policy_hook.wasm");
 artifact!(
+    /// The `template` hook: renders a task's `template` blocks into its task dir.
+    TEMPLATE_HOOK, "PADDOCK_GUEST_TEMPLATE_HOOK", "template_hook.wasm");
+artifact!(
     /// Test fixture: a driver built against an unsupported contract version (9.0.0).
     FIXTURE_FUTURE_VERSION, "PADDOCK_GUEST_FIXTURE_FUTURE_VERSION", "fixture_future_version.wasm");
 artifact!(
@@ -59,4 +62,5 @@ pub const BUILT_IN: &[Artifact] = &[
     MOCK_DEVICE,
     ENV_INJECT_HOOK,
     POLICY_HOOK,
+    TEMPLATE_HOOK,
 ];

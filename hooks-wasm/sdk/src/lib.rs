@@ -50,7 +50,7 @@ pub use __bindings::paddock::plugin::info::PluginInfo;
 pub use __bindings::paddock::plugin::types::{
     DeviceNode, ExitResult, FieldError, LogLevel, Mount, StringMap, TaskResources,
 };
-pub use wit::{HookError, PrestartRequest, PrestartResponse, TaskInfo};
+pub use wit::{HookError, PrestartRequest, PrestartResponse, TaskInfo, Template};
 
 impl PluginInfo {
     /// A plugin's name and version.

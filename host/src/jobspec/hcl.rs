@@ -30,7 +30,6 @@ const IGNORED: &[&str] = &[
     "service",
     "vault",
     "consul",
-    "template",
     "artifact",
     "volume",
     "volume_mount",
@@ -105,6 +104,24 @@ const TASK_BLOCKS: &[BlockSpec] = &[
         json: "Lifecycle",
         fields: &[("hook", "Hook"), ("sidecar", "Sidecar")],
     },
+];
+
+/// A `template` block's attributes (blocks `wait` and `change_script` are ignored).
+const TEMPLATE_FIELDS: &[(&str, &str)] = &[
+    ("source", "SourcePath"),
+    ("destination", "DestPath"),
+    ("data", "EmbeddedTmpl"),
+    ("change_mode", "ChangeMode"),
+    ("change_signal", "ChangeSignal"),
+    ("perms", "Perms"),
+    ("left_delimiter", "LeftDelim"),
+    ("right_delimiter", "RightDelim"),
+    ("env", "Envvars"),
+    ("error_on_missing_key", "ErrMissingKey"),
+    ("splay", "Splay"),
+    ("uid", "Uid"),
+    ("gid", "Gid"),
+    ("once", "Once"),
 ];
 
 fn spec<'a>(specs: &'a [BlockSpec], b: &Block) -> Option<&'a BlockSpec> {
@@ -289,8 +306,19 @@ impl Conv<'_> {
         })?;
         out.insert("Name".into(), Value::String(name));
         self.place(json.clone(), hcl.clone(), b.span());
+        let mut templates = Vec::new();
         for item in b.body.iter() {
             match item {
+                Structure::Block(x) if x.ident.as_str() == "template" => {
+                    let i = templates.len();
+                    templates.push(self.simple_block(
+                        x,
+                        &format!("{hcl}.template[{i}]"),
+                        &format!("{json}.Templates[{i}]"),
+                        TEMPLATE_FIELDS,
+                        &["wait", "change_script"],
+                    )?);
+                }
                 Structure::Block(c) if c.ident.as_str() == "config" => {
                     self.place(format!("{json}.Config"), format!("{hcl}.config"), c.span());
                     out.insert(
@@ -326,6 +354,9 @@ impl Conv<'_> {
                     ],
                 )?,
             }
+        }
+        if !templates.is_empty() {
+            out.insert("Templates".into(), Value::Array(templates));
         }
         Ok(Value::Object(out))
     }
@@ -576,6 +607,8 @@ fn hcl_name(json_field: &str) -> String {
     ];
     table
         .iter()
+        .copied()
+        .chain(TEMPLATE_FIELDS.iter().map(|&(h, j)| (j, h)))
         .find(|(j, _)| *j == json_field)
         .map(|(_, h)| h.to_string())
         .unwrap_or_else(|| json_field.to_lowercase())
@@ -689,5 +722,63 @@ job "web" {
         );
         let e = parse_job_hcl("job \"x\" {\n  priority = var.p\n}\n").unwrap_err();
         assert!(e.path.starts_with("job.priority (line 2)"), "{e}");
+    }
+
+    const TEMPLATED: &str = r#"job "t" {
+  group "g" {
+    task "web" {
+      driver = "mock"
+      template {
+        data        = "port={{ env \"PORT\" }}"
+        destination = "local/app.conf"
+        change_mode = "noop"
+        wait {
+          min = "2s"
+        }
+      }
+      template {
+        source      = "local/in.tpl"
+        destination = "secrets/app.env"
+        env         = true
+      }
+    }
+  }
+}
+"#;
+
+    #[test]
+    fn template_blocks_become_templates() {
+        let job = parse_job_hcl(TEMPLATED).unwrap();
+        let t = &job.task_groups[0].tasks[0].templates;
+        assert_eq!(t.len(), 2);
+        assert_eq!(t[0].embedded_tmpl, "port={{ env \"PORT\" }}");
+        assert_eq!(t[0].dest_path, "local/app.conf");
+        assert_eq!(t[0].change_mode, "noop");
+        assert_eq!(
+            (t[0].left_delim.as_str(), t[0].perms.as_str()),
+            ("{{", "0644")
+        );
+        assert_eq!(t[1].source_path, "local/in.tpl");
+        assert!(t[1].envvars && !t[0].envvars);
+        assert_eq!(t[1].change_mode, "restart");
+
+        let bad = TEMPLATED.replace("change_mode = \"noop\"", "change_mode = \"reload\"");
+        let e = parse_job_hcl(&bad).unwrap_err();
+        assert_eq!(
+            e.path, "job.group[0].task[0].template[0].change_mode (line 8)",
+            "{e}"
+        );
+        let bad = TEMPLATED.replace("        destination = \"local/app.conf\"\n", "");
+        let e = parse_job_hcl(&bad).unwrap_err();
+        assert_eq!(
+            e.path, "job.group[0].task[0].template[0].destination (line 5)",
+            "{e}"
+        );
+        let bad = TEMPLATED.replace(
+            "source      = \"local/in.tpl\"",
+            "data = \"x\"\n        source = \"y\"",
+        );
+        let e = parse_job_hcl(&bad).unwrap_err();
+        assert!(e.message.contains("exactly one of"), "{e}");
     }
 }

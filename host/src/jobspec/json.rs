@@ -68,7 +68,6 @@ const IGNORED_TASK: &[&str] = &[
     "Services",
     "Vault",
     "Consul",
-    "Templates",
     "Artifacts",
     "DispatchPayload",
     "VolumeMounts",
@@ -545,6 +544,7 @@ fn task_from_value(path: &str, v: &Value, group_restart: &RestartPolicy) -> R<Ta
     };
     let leader = o.boolean("Leader")?.unwrap_or(false);
     let shutdown_delay = o.uint("ShutdownDelay", u64::MAX)?.unwrap_or(0);
+    let templates = templates_from(&mut o, path)?;
     o.finish(IGNORED_TASK)?;
     Ok(Task {
         name,
@@ -561,7 +561,82 @@ fn task_from_value(path: &str, v: &Value, group_restart: &RestartPolicy) -> R<Ta
         lifecycle,
         leader,
         shutdown_delay,
+        templates,
     })
+}
+
+/// A task's `Templates`, with Nomad's defaults and checks.
+fn templates_from(o: &mut Obj<'_>, path: &str) -> R<Vec<Template>> {
+    let mut out = Vec::new();
+    for (i, v) in o.array("Templates")?.into_iter().enumerate() {
+        let tpath = format!("{path}.Templates[{i}]");
+        let mut t = Obj::new(tpath.clone(), v)?;
+        let source_path = t.string("SourcePath")?.unwrap_or_default();
+        let embedded_tmpl = t.string("EmbeddedTmpl")?.unwrap_or_default();
+        let dest_path = t.required_string("DestPath")?;
+        if source_path.is_empty() == embedded_tmpl.is_empty() {
+            return Err(JobspecError::new(
+                format!("{tpath}.EmbeddedTmpl"),
+                "a template needs exactly one of `data` (EmbeddedTmpl) and `source` (SourcePath)",
+            ));
+        }
+        let change_mode = t.string("ChangeMode")?.unwrap_or_else(|| "restart".into());
+        if !matches!(
+            change_mode.as_str(),
+            "restart" | "signal" | "noop" | "script"
+        ) {
+            return Err(JobspecError::new(
+                format!("{tpath}.ChangeMode"),
+                format!("expected restart, signal, noop or script, found {change_mode:?}"),
+            ));
+        }
+        let change_signal = t.string("ChangeSignal")?.unwrap_or_default();
+        if change_mode == "signal" && crate::util::signal_number(&change_signal).is_none() {
+            return Err(JobspecError::new(
+                format!("{tpath}.ChangeSignal"),
+                format!("change_mode \"signal\" needs a known signal, found {change_signal:?}"),
+            ));
+        }
+        let perms = t.string("Perms")?.unwrap_or_else(|| "0644".into());
+        if u32::from_str_radix(&perms, 8).map_or(true, |m| m > 0o7777) {
+            return Err(JobspecError::new(
+                format!("{tpath}.Perms"),
+                format!("expected an octal file mode such as \"0644\", found {perms:?}"),
+            ));
+        }
+        let left_delim = t
+            .string("LeftDelim")?
+            .filter(|d| !d.is_empty())
+            .unwrap_or_else(|| "{{".into());
+        let right_delim = t
+            .string("RightDelim")?
+            .filter(|d| !d.is_empty())
+            .unwrap_or_else(|| "}}".into());
+        let envvars = t.boolean("Envvars")?.unwrap_or(false);
+        let err_missing_key = t.boolean("ErrMissingKey")?.unwrap_or(false);
+        t.finish(&[
+            "Splay",
+            "Wait",
+            "Uid",
+            "Gid",
+            "Once",
+            "VaultGrace",
+            "ChangeScript",
+        ])?;
+        out.push(Template {
+            source_path,
+            dest_path,
+            embedded_tmpl,
+            change_mode,
+            change_signal,
+            perms,
+            left_delim,
+            right_delim,
+            envvars,
+            err_missing_key,
+        });
+    }
+    Ok(out)
 }
 
 #[cfg(test)]

@@ -162,6 +162,9 @@ pub struct Task {
     /// Delay before kill, ns.
     #[serde(rename = "ShutdownDelay")]
     pub shutdown_delay: u64,
+    /// Templates, rendered by the `template` hook.
+    #[serde(rename = "Templates", default)]
+    pub templates: Vec<Template>,
 }
 
 /// Task resources.
@@ -258,6 +261,41 @@ impl Default for LogConfig {
             max_file_size_mb: 10,
         }
     }
+}
+
+/// A task's `template` block, rendered into the task dir by the `template` hook.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Template {
+    /// Template file relative to the task dir (instead of `EmbeddedTmpl`).
+    #[serde(rename = "SourcePath")]
+    pub source_path: String,
+    /// Destination, relative to the task dir (or under `${NOMAD_ALLOC_DIR}`).
+    #[serde(rename = "DestPath")]
+    pub dest_path: String,
+    /// Template text.
+    #[serde(rename = "EmbeddedTmpl")]
+    pub embedded_tmpl: String,
+    /// restart, signal, noop or script.
+    #[serde(rename = "ChangeMode")]
+    pub change_mode: String,
+    /// Signal for `signal`.
+    #[serde(rename = "ChangeSignal")]
+    pub change_signal: String,
+    /// File mode, octal.
+    #[serde(rename = "Perms")]
+    pub perms: String,
+    /// Left delimiter.
+    #[serde(rename = "LeftDelim")]
+    pub left_delim: String,
+    /// Right delimiter.
+    #[serde(rename = "RightDelim")]
+    pub right_delim: String,
+    /// The rendered file is env vars for the task.
+    #[serde(rename = "Envvars")]
+    pub envvars: bool,
+    /// A missing key is an error.
+    #[serde(rename = "ErrMissingKey")]
+    pub err_missing_key: bool,
 }
 
 /// Lifecycle hook of a task.

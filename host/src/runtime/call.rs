@@ -74,6 +74,8 @@ pub(super) struct Call {
     pub(super) instance: Option<Instance>,
     /// Calls this store has served.
     pub(super) served: u32,
+    /// Whether the store may serve another call (not when it has a task's preopens).
+    pub(super) reusable: bool,
     pub(super) _permit: tokio::sync::OwnedSemaphorePermit,
 }
 
@@ -115,7 +117,8 @@ impl Call {
                 // A clean call may hand its store to the next one, until the store has
                 // served its quota; anything unusual retires it.
                 self.served += 1;
-                if self.instance.is_some()
+                if self.reusable
+                    && self.instance.is_some()
                     && self.served < comp.ctx.limits.instance_reuse
                     && self.witness.clean()
                 {

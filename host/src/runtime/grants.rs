@@ -17,6 +17,9 @@ pub struct Grants {
     /// Start host processes whose executable path matches one of these glob patterns
     /// (`"*"` allows any command). Empty: `process` is denied.
     pub process: Vec<String>,
+    /// In calls about a task, see the task's dir as `/task` and the allocation's shared dir
+    /// as `/alloc` (WASI preopens, read-write). Nothing else of the host's files.
+    pub task_dir: bool,
 }
 
 impl Grants {
@@ -27,6 +30,7 @@ impl Grants {
             devices: true,
             events: true,
             process: vec!["*".into()],
+            task_dir: true,
         }
     }
 
@@ -51,6 +55,9 @@ impl Grants {
         }
         if self.events {
             v.push("events".into());
+        }
+        if self.task_dir {
+            v.push("task_dir".into());
         }
         if !self.process.is_empty() {
             v.push(format!("process({})", self.process.join(",")));

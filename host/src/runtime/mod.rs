@@ -619,7 +619,8 @@ impl Runtime {
         task: Option<Arc<TaskContext>>,
         op: &'static str,
     ) -> Result<Call, CallError> {
-        if let Some(mut call) = comp.warm.take() {
+        let reusable = !store::needs_preopens(&comp.ctx, task.as_deref());
+        if reusable && let Some(mut call) = comp.warm.take() {
             store::arm(&mut call.store, comp.ctx.clone(), task);
             call.timeout = comp.ctx.limits.call_timeout;
             return Ok(call);
@@ -643,6 +644,7 @@ impl Runtime {
             timeout: comp.ctx.limits.call_timeout,
             instance: None,
             served: 0,
+            reusable,
             _permit: permit,
         })
     }

@@ -11,7 +11,7 @@ use std::time::Instant;
 use wasmtime::component::ResourceTable;
 use wasmtime::{Engine, ResourceLimiter, Store, UpdateDeadline};
 use wasmtime_wasi::p2::pipe::MemoryOutputPipe;
-use wasmtime_wasi::{WasiCtx, WasiCtxBuilder, WasiCtxView, WasiView};
+use wasmtime_wasi::{FsPerms, WasiCtx, WasiCtxBuilder, WasiCtxView, WasiView};
 
 use super::grants::Grants;
 use super::host_api::HostServices;
@@ -61,6 +61,15 @@ pub struct TaskContext {
     pub env: TaskEnv,
     /// Device reservations of the task.
     pub reservations: Vec<crate::runtime::host_api::devices::Reservation>,
+    /// The task's directories, once built (preopened for a `task_dir` grant).
+    pub dirs: Option<crate::taskenv::TaskDirs>,
+}
+
+/// Whether a call needs its own WASI context with the task's dirs preopened. Such a store
+/// is never reused: a guest's libc caches its preopens, so a reused store could reach
+/// another task's files.
+pub fn needs_preopens(component: &ComponentContext, task: Option<&TaskContext>) -> bool {
+    component.grants.task_dir && task.is_some_and(|t| t.dirs.is_some())
 }
 
 /// Memory cap that records whether it was hit, so the error can say "out of memory".
@@ -153,10 +162,19 @@ pub fn new_store(
     services: Arc<HostServices>,
 ) -> (Store<HostState>, CallWitness) {
     let output = MemoryOutputPipe::new(64 * 1024);
-    let wasi = WasiCtxBuilder::new()
-        .stdout(output.clone())
-        .stderr(output.clone())
-        .build();
+    let mut wasi = WasiCtxBuilder::new();
+    wasi.stdout(output.clone()).stderr(output.clone());
+    if needs_preopens(&component, task.as_deref())
+        && let Some(dirs) = task.as_ref().and_then(|t| t.dirs.as_ref())
+    {
+        for (host, guest) in [(&dirs.task_dir, "/task"), (&dirs.alloc_dir, "/alloc")] {
+            if let Err(e) = wasi.preopened_dir(host, guest, FsPerms::ReadWrite) {
+                // The call goes on without it: the guest's open fails and says so.
+                tracing::warn!(component = %component.name, dir = %host, error = %e, "cannot preopen");
+            }
+        }
+    }
+    let wasi = wasi.build();
     let memory_hit = Arc::new(AtomicBool::new(false));
     let deadline_hit = Arc::new(AtomicBool::new(false));
     let limits = component.limits.clone();

@@ -450,9 +450,12 @@ impl TaskRunner {
         inv: &Invocation,
     ) -> Result<RunEnd, RunEnd> {
         let task_id = cfg.id.clone();
+        // Drivers reach the task's files through the paths in the task config and the
+        // host's process capability, not preopens: their stores stay reusable.
         let ctx = Arc::new(TaskContext {
             env,
             reservations: Vec::new(),
+            dirs: None,
         });
         let handle = tokio::select! {
             r = driver.start(cfg, Some(ctx)) => r,

@@ -2,8 +2,9 @@
 //! of each is [`super::hooks::wasm::WasmHook`]).
 //!
 //! Which hooks a task gets comes from the agent config (`hook "<name>" { all_tasks = true }`
-//! or `drivers = [...]`) and from the job's meta (`paddock.hooks = "a,b"`); they run after
-//! the built-in hooks, in `order`, then by name. A hook's state (done flag, data, env) is
+//! or `drivers = [...]`) and from the job's meta (`paddock.hooks = "a,b"`); a task with
+//! `template` blocks also gets the `template` hook. They run after the built-in hooks, in
+//! `order`, then by name; hooks without a matching `hook` block come last. A hook's state (done flag, data, env) is
 //! persisted only when it changes; a done hook is skipped but its env is still applied.
 //! Hook env merges in each hook's first-run order and the last writer wins.
 
@@ -22,6 +23,9 @@ use crate::state::HookState;
 
 /// Job meta key listing hooks a job asks for.
 pub const JOB_META_KEY: &str = "paddock.hooks";
+
+/// The hook that renders `template` blocks; attached to every task that has one.
+pub const TEMPLATE_HOOK: &str = "template";
 
 /// The configured hook attachments.
 pub struct HookSet {
@@ -63,7 +67,12 @@ impl HookSet {
             })
             .map(|(name, _)| name.clone())
             .collect();
-        // Hooks a job asks for without a `hook` block run after the configured ones.
+        // Hooks a job asks for without a `hook` block run after the configured ones; so
+        // does the template hook for a task with `template` blocks, as in Nomad.
+        let mut asked = asked;
+        if !task.templates.is_empty() {
+            asked.push(TEMPLATE_HOOK.to_string());
+        }
         let mut extra: Vec<String> = asked.into_iter().filter(|n| !out.contains(n)).collect();
         extra.sort();
         extra.dedup();

@@ -159,3 +159,122 @@ hook "policy" {
     assert_eq!(a["ClientStatus"], "complete", "{a:#}");
     assert_eq!(out, "ok\n");
 }
+
+/// A raw_exec task that prints `local/app.conf` and `$GREETING`, with two templates: a
+/// file in `local/` and an env file in `secrets/`.
+fn template_job(id: &str, dest: &str) -> serde_json::Value {
+    json!({ "ID": id, "Type": "batch", "TaskGroups": [{ "Name": "g", "RestartPolicy": { "Attempts": 0 },
+        "Tasks": [{ "Name": "t", "Driver": "raw_exec", "Env": { "GREETING": "from the job" },
+            "Config": { "command": "/bin/sh", "args": ["-c", "cat local/app.conf; echo \"$GREETING\""] },
+            "Templates": [
+                { "EmbeddedTmpl": "task={{ env \"NOMAD_TASK_NAME\" }} job={{- env \"NOMAD_JOB_ID\" }}\n", "DestPath": dest },
+                { "EmbeddedTmpl": "# rendered\nGREETING=\"from the template of {{ env \"NOMAD_JOB_ID\" }}\"\n",
+                  "DestPath": "secrets/app.env", "Envvars": true }
+            ] }] }] })
+}
+
+const TEMPLATE_GRANT: &str = r#"
+plugin "template" {
+  grant {
+    env      = true
+    task_dir = true
+  }
+}
+"#;
+
+#[tokio::test]
+async fn templates_render_into_the_task_dir_and_env_templates_set_the_task_env() {
+    let t = TestAgent::start(TEMPLATE_GRANT, vec![]).await;
+    t.post_job(template_job("tpl", "local/app.conf")).await;
+    let (a, out) = stdout_of(&t, "tpl").await;
+    assert_eq!(a["ClientStatus"], "complete", "{a:#}");
+    assert_eq!(out, "task=t job=tpl\nfrom the template of tpl\n");
+    let task_dir = t
+        .agent
+        .data_dir
+        .join("alloc")
+        .join(a["ID"].as_str().unwrap())
+        .join("t");
+    assert_eq!(
+        std::fs::read_to_string(task_dir.join("secrets/app.env")).unwrap(),
+        "# rendered\nGREETING=\"from the template of tpl\"\n"
+    );
+    // Nothing but the rendered files: no temporary left behind.
+    let mut local: Vec<String> = std::fs::read_dir(task_dir.join("local"))
+        .unwrap()
+        .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
+        .collect();
+    local.sort();
+    assert_eq!(local, ["app.conf"]);
+}
+
+#[tokio::test]
+async fn a_template_escaping_the_task_dir_or_without_its_grant_fails_the_task() {
+    let granted = TestAgent::start(TEMPLATE_GRANT, vec![]).await;
+    granted
+        .post_job(template_job("escape", "../../../../etc/x"))
+        .await;
+    granted
+        .post_job(template_job("abs", "/etc/paddock-x"))
+        .await;
+    // An explicit block replaces dev mode's grants: env, but not the task dir.
+    let ungranted = TestAgent::start(
+        "plugin \"template\" {\n grant {\n env = true\n }\n}",
+        vec![],
+    )
+    .await;
+    ungranted
+        .post_job(template_job("nogrant", "local/app.conf"))
+        .await;
+    for (t, job, want) in [
+        (&granted, "escape", "climbs out"),
+        (&granted, "abs", "outside the task dir"),
+        (&ungranted, "nogrant", "grant { task_dir = true }"),
+    ] {
+        let (a, out) = stdout_of(t, job).await;
+        assert_eq!(a["ClientStatus"], "failed", "{a:#}");
+        assert_eq!(out, "", "the task must not have run");
+        let events = a["TaskStates"]["t"]["Events"].as_array().unwrap();
+        let ev = events
+            .iter()
+            .find(|e| e["Type"] == "Setup Failure")
+            .unwrap_or_else(|| panic!("{events:#?}"));
+        let msg = ev["SetupError"].as_str().unwrap();
+        assert!(
+            msg.contains("hook \"template\"") && msg.contains(want),
+            "{msg}"
+        );
+    }
+    assert!(!std::path::Path::new("/etc/paddock-x").exists());
+}
+
+#[tokio::test]
+async fn two_hooks_setting_one_env_key_the_last_in_order_wins() {
+    // env-inject and the template's env file both set GREETING; whichever runs later wins.
+    for (env_inject_order, template_order, want) in [
+        (1, 2, "from the template of lww\n"),
+        (2, 1, "hello t of lww\n"),
+    ] {
+        let config = format!(
+            "{ENV_HOOK}\n{TEMPLATE_GRANT}\nhook \"env-inject\" {{\n order = {env_inject_order}\n all_tasks = true\n}}\nhook \"template\" {{\n order = {template_order}\n all_tasks = true\n}}"
+        );
+        let t = TestAgent::start(&config, vec![]).await;
+        t.post_job(template_job("lww", "local/app.conf")).await;
+        let (a, out) = stdout_of(&t, "lww").await;
+        assert_eq!(a["ClientStatus"], "complete", "{a:#}");
+        assert_eq!(out, format!("task=t job=lww\n{want}"));
+        // Both hooks' env is stored, in the order they first ran.
+        let local = t
+            .agent
+            .db
+            .local_state(a["ID"].as_str().unwrap(), "t")
+            .unwrap()
+            .unwrap();
+        let order: Vec<&str> = local.hooks.iter().map(|(n, _)| n.as_str()).collect();
+        if env_inject_order < template_order {
+            assert_eq!(order, ["env-inject", "template"]);
+        } else {
+            assert_eq!(order, ["template", "env-inject"]);
+        }
+    }
+}

@@ -197,3 +197,46 @@ async fn a_failed_prestart_task_keeps_the_main_tasks_from_starting() {
         "{types:?}"
     );
 }
+
+#[tokio::test]
+async fn a_task_waits_its_shutdown_delay_before_it_is_sent_its_kill_signal() {
+    let t = TestAgent::start("", vec![]).await;
+    let mut delayed = task("delayed", json!({"run_for": "1h"}), None, false);
+    delayed["ShutdownDelay"] = json!(400_000_000u64);
+    let job = json!({ "ID": "delay", "Type": "service", "TaskGroups": [{ "Name": "g", "Tasks": [
+        delayed,
+        task("prompt", json!({"run_for": "1h"}), None, false),
+    ] }] });
+    t.post_job(job).await;
+    let allocs = t
+        .wait_allocs("delay", Duration::from_secs(20), |a| {
+            a.first().is_some_and(|a| {
+                ["delayed", "prompt"]
+                    .iter()
+                    .all(|n| a["TaskStates"][n]["State"] == "running")
+            })
+        })
+        .await;
+    let id = allocs[0]["ID"].as_str().unwrap().to_string();
+    t.http
+        .post(t.url(&format!("/v1/allocation/{id}/stop")))
+        .send()
+        .await
+        .unwrap();
+    let a = t.finished_alloc("delay").await;
+    let waiting = event_time(&a, "delayed", "Waiting for shutdown delay");
+    let killing = event_time(&a, "delayed", "Killing");
+    assert!(
+        killing - waiting >= 400_000_000,
+        "the kill signal came {} ns after the delay started",
+        killing - waiting
+    );
+    let types = event_types(&a, "delayed");
+    let (w, k) = (
+        types.iter().position(|t| t == "Waiting for shutdown delay"),
+        types.iter().position(|t| t == "Killing"),
+    );
+    assert!(w.unwrap() < k.unwrap(), "{types:?}");
+    // A task without a delay is killed at once.
+    assert!(!event_types(&a, "prompt").contains(&"Waiting for shutdown delay".to_string()));
+}

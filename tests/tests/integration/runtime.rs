@@ -70,6 +70,7 @@ fn task_info() -> TaskInfo {
             memory_mb: 64,
             memory_max_mb: 0,
         },
+        templates: vec![],
     }
 }
 
@@ -151,6 +152,7 @@ async fn each_world_loads_and_answers() {
     let ctx = Arc::new(TaskContext {
         env,
         reservations: vec![],
+        dirs: None,
     });
     let req = PrestartRequest {
         task: task_info(),

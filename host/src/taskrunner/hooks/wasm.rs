@@ -7,7 +7,9 @@ use std::sync::Arc;
 use futures::future::BoxFuture;
 
 use crate::runtime::TaskContext;
-use crate::runtime::bindings::v0_1_0::hook::exports::paddock::plugin::task_hook::TaskInfo;
+use crate::runtime::bindings::v0_1_0::hook::exports::paddock::plugin::task_hook::{
+    TaskInfo, Template,
+};
 use crate::runtime::bindings::v0_1_0::types::TaskResources;
 use crate::taskrunner::interfaces::{
     ExitedRequest, HookResult, Invocation, PoststartRequest, PrestartRequest, PrestartResponse,
@@ -52,14 +54,31 @@ pub fn task_info(view: TaskView<'_>, inv: Option<&Invocation>) -> TaskInfo {
             memory_mb: task.resources.memory_mb,
             memory_max_mb: task.resources.memory_max_mb,
         },
+        templates: task
+            .templates
+            .iter()
+            .map(|t| Template {
+                source_path: t.source_path.clone(),
+                dest_path: t.dest_path.clone(),
+                embedded_tmpl: t.embedded_tmpl.clone(),
+                change_mode: t.change_mode.clone(),
+                change_signal: t.change_signal.clone(),
+                perms: t.perms.clone(),
+                left_delim: t.left_delim.clone(),
+                right_delim: t.right_delim.clone(),
+                envvars: t.envvars,
+                err_missing_key: t.err_missing_key,
+            })
+            .collect(),
     }
 }
 
 fn context(inv: Option<&Invocation>) -> Option<Arc<TaskContext>> {
-    let env = inv?.env.clone()?;
+    let inv = inv?;
     Some(Arc::new(TaskContext {
-        env,
+        env: inv.env.clone()?,
         reservations: Vec::new(),
+        dirs: inv.dirs.clone(),
     }))
 }
 

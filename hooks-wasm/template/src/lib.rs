@@ -1,0 +1,258 @@
+//! The `template` hook: renders a task's `template` blocks into its task dir before each
+//! start, as Nomad's template hook does, inside the sandbox.
+//!
+//! ```hcl
+//! task "web" {
+//!   template {
+//!     data        = "port={{ env \"NOMAD_PORT_http\" }}\n"
+//!     destination = "local/app.conf"
+//!   }
+//!   template {
+//!     data        = "GREETING=hello from {{ env \"NOMAD_TASK_NAME\" }}"
+//!     destination = "secrets/app.env"
+//!     env         = true            # also added to the task's environment
+//!   }
+//! }
+//! ```
+//!
+//! The language is in [`render`]. Values come from the task's environment through the host
+//! `env` interface; files are written through WASI into the task dir (`/task`) or the
+//! allocation's shared dir (`/alloc`), which the host preopens only when the operator grants
+//! them:
+//!
+//! ```hcl
+//! plugin "template" {
+//!   grant {
+//!     env      = true
+//!     task_dir = true
+//!   }
+//! }
+//! ```
+//!
+//! A destination or source is relative to the task dir, or an absolute path (for example
+//! `${NOMAD_ALLOC_DIR}/x`) inside the task or shared dir; `..` is refused. Files are written
+//! to a temporary name and renamed, so a task never reads half a file. `perms` is checked by
+//! the jobspec but not applied: WASI cannot set a file's mode, so files get the agent's
+//! default mode. On `update` the templates are rendered again in place; `change_mode`
+//! restart and signal are not acted on yet.
+
+mod render;
+
+use paddock_hook_sdk::host::{env, log};
+use paddock_hook_sdk::{
+    Hook, HookError, PluginInfo, PrestartRequest, PrestartResponse, TaskInfo, Template,
+};
+
+/// Where the host preopens the task dir.
+const TASK_ROOT: &str = "/task";
+/// Where the host preopens the allocation's shared dir.
+const ALLOC_ROOT: &str = "/alloc";
+
+/// The path inside the sandbox for a job's `path`: relative to the task dir, or absolute
+/// under the task dir or the shared alloc dir. `..` is refused.
+pub fn sandbox_path(path: &str, task_dir: &str, alloc_dir: &str) -> Result<String, String> {
+    let (root, rest) = if let Some(r) = under(path, task_dir) {
+        (TASK_ROOT, r)
+    } else if let Some(r) = under(path, alloc_dir) {
+        (ALLOC_ROOT, r)
+    } else if path.starts_with('/') {
+        return Err(format!(
+            "{path:?} is outside the task dir and the allocation dir"
+        ));
+    } else {
+        (TASK_ROOT, path)
+    };
+    let mut parts = Vec::new();
+    for p in rest.split('/') {
+        match p {
+            "" | "." => {}
+            ".." => return Err(format!("{path:?} climbs out with \"..\"")),
+            p => parts.push(p),
+        }
+    }
+    if parts.is_empty() || rest.ends_with('/') {
+        return Err(format!("{path:?} names a directory, not a file"));
+    }
+    Ok(format!("{root}/{}", parts.join("/")))
+}
+
+fn under<'a>(path: &'a str, dir: &str) -> Option<&'a str> {
+    if dir.is_empty() {
+        return None;
+    }
+    path.strip_prefix(dir.trim_end_matches('/'))
+        .and_then(|r| r.strip_prefix('/'))
+}
+
+/// One template rendered: its sandbox destination, text, and env when it is an env file.
+struct Rendered {
+    dest: String,
+    text: String,
+    env: Vec<(String, String)>,
+}
+
+fn render_one(
+    i: usize,
+    t: &Template,
+    task_dir: &str,
+    alloc_dir: &str,
+) -> Result<Rendered, HookError> {
+    let name = format!("template[{i}] ({})", t.dest_path);
+    let refuse = |m: String| HookError::Refused(format!("{name}: {m}"));
+    let interpolate =
+        |p: &str| env::interpolate(p).map_err(|e| HookError::Failed(format!("{name}: env: {e:?}")));
+    let dest = sandbox_path(&interpolate(&t.dest_path)?, task_dir, alloc_dir).map_err(&refuse)?;
+    let source = if t.source_path.is_empty() {
+        t.embedded_tmpl.clone()
+    } else {
+        let src =
+            sandbox_path(&interpolate(&t.source_path)?, task_dir, alloc_dir).map_err(&refuse)?;
+        std::fs::read_to_string(&src).map_err(|e| {
+            HookError::Failed(format!("{name}: reading source {:?}: {e}", t.source_path))
+        })?
+    };
+    let lookup = |key: &str| env::get(key).ok().flatten();
+    let text = render::render(
+        &source,
+        &t.left_delim,
+        &t.right_delim,
+        t.err_missing_key,
+        &lookup,
+    )
+    .map_err(|e| refuse(e.to_string()))?;
+    let env = if t.envvars {
+        render::parse_env(&text).map_err(|e| refuse(format!("env file: {e}")))?
+    } else {
+        Vec::new()
+    };
+    Ok(Rendered { dest, text, env })
+}
+
+/// Write `text` to `dest` atomically; returns whether the content changed.
+fn write(dest: &str, text: &str) -> std::io::Result<bool> {
+    if std::fs::read_to_string(dest).is_ok_and(|old| old == text) {
+        return Ok(false);
+    }
+    if let Some(parent) = std::path::Path::new(dest).parent() {
+        std::fs::create_dir_all(parent)?;
+    }
+    let tmp = format!("{dest}.paddock-tmp");
+    std::fs::write(&tmp, text)?;
+    std::fs::rename(&tmp, dest)?;
+    Ok(true)
+}
+
+/// What rendering a task's templates did.
+#[derive(Default)]
+struct Outcome {
+    /// Env of the env templates, in order.
+    env: Vec<(String, String)>,
+    /// Each destination, and whether its content changed.
+    written: Vec<(String, bool)>,
+}
+
+/// Render and write every template of `task`.
+fn render_all(task: &TaskInfo) -> Result<Outcome, HookError> {
+    if task.templates.is_empty() {
+        return Ok(Outcome::default());
+    }
+    if std::fs::metadata(TASK_ROOT).is_err() {
+        return Err(HookError::Failed(
+            "the task dir is not available to this hook: grant it with `plugin \"template\" { grant { task_dir = true } }`".into(),
+        ));
+    }
+    let alloc_dir = env::get("NOMAD_ALLOC_DIR")
+        .ok()
+        .flatten()
+        .unwrap_or_default();
+    let mut env_out = Vec::new();
+    let mut written = Vec::new();
+    for (i, t) in task.templates.iter().enumerate() {
+        let r = render_one(i, t, &task.task_dir, &alloc_dir)?;
+        let changed = write(&r.dest, &r.text).map_err(|e| {
+            HookError::Failed(format!(
+                "template[{i}] ({}): writing {}: {e}",
+                t.dest_path, r.dest
+            ))
+        })?;
+        env_out.extend(r.env);
+        written.push((r.dest, changed));
+    }
+    Ok(Outcome {
+        env: env_out,
+        written,
+    })
+}
+
+/// The template hook.
+pub struct TemplateHook;
+
+impl Hook for TemplateHook {
+    fn info() -> PluginInfo {
+        PluginInfo::new("template", env!("CARGO_PKG_VERSION"))
+    }
+
+    fn prestart(req: PrestartRequest) -> Result<PrestartResponse, HookError> {
+        let out = render_all(&req.task)?;
+        Ok(PrestartResponse {
+            env: out.env,
+            state: vec![(
+                "rendered".to_string(),
+                out.written
+                    .into_iter()
+                    .map(|(d, _)| d)
+                    .collect::<Vec<_>>()
+                    .join(","),
+            )],
+            ..PrestartResponse::default()
+        })
+    }
+
+    fn update(task: TaskInfo) -> Result<(), HookError> {
+        for (dest, changed) in render_all(&task)?.written {
+            if changed {
+                log::info(&format!("{}: {dest} re-rendered", task.task_name));
+            }
+        }
+        Ok(())
+    }
+}
+
+paddock_hook_sdk::export_hook!(TemplateHook);
+
+#[cfg(test)]
+mod tests {
+    use super::sandbox_path;
+
+    #[test]
+    fn paths_map_into_the_sandbox() {
+        let (t, a) = ("/data/alloc/1/web", "/data/alloc/1/alloc");
+        assert_eq!(
+            sandbox_path("local/app.conf", t, a).unwrap(),
+            "/task/local/app.conf"
+        );
+        assert_eq!(sandbox_path("./local//x", t, a).unwrap(), "/task/local/x");
+        assert_eq!(
+            sandbox_path("/data/alloc/1/web/secrets/s", t, a).unwrap(),
+            "/task/secrets/s"
+        );
+        assert_eq!(
+            sandbox_path("/data/alloc/1/alloc/data/x", t, a).unwrap(),
+            "/alloc/data/x"
+        );
+    }
+
+    #[test]
+    fn escapes_are_refused() {
+        let (t, a) = ("/data/alloc/1/web", "/data/alloc/1/alloc");
+        assert!(sandbox_path("../other/x", t, a).unwrap_err().contains(".."));
+        assert!(sandbox_path("local/../../x", t, a).is_err());
+        assert!(
+            sandbox_path("/etc/passwd", t, a)
+                .unwrap_err()
+                .contains("outside")
+        );
+        assert!(sandbox_path("/data/alloc/1/webx/y", t, a).is_err());
+        assert!(sandbox_path("local/", t, a).is_err());
+    }
+}
