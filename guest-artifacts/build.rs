@@ -24,7 +24,12 @@ const WORKSPACES: &[(&str, &[&str])] = &[
     ),
     (
         "hooks-wasm",
-        &["env_inject_hook", "policy_hook", "template_hook"],
+        &[
+            "env_inject_hook",
+            "policy_hook",
+            "template_hook",
+            "fixture_env_hook",
+        ],
     ),
 ];
 

@@ -54,6 +54,9 @@ artifact!(
 artifact!(
     /// Test fixture: a hook claiming contract 0.1.0 whose export types differ.
     FIXTURE_MISMATCHED_HOOK, "PADDOCK_GUEST_FIXTURE_MISMATCHED_HOOK", "fixture_mismatched_hook.wasm");
+artifact!(
+    /// Test fixture: the `fixture-env` hook, a second env-setting hook that counts its runs.
+    FIXTURE_ENV_HOOK, "PADDOCK_GUEST_FIXTURE_ENV_HOOK", "fixture_env_hook.wasm");
 
 /// The components built into the agent binary.
 pub const BUILT_IN: &[Artifact] = &[

@@ -582,13 +582,17 @@ impl TaskRunner {
         });
     }
 
-    /// Env set by hooks, in their first-run order: the last writer wins.
+    /// Env set by hooks, in their first-run order: the last writer wins. As in Nomad, the
+    /// env of `template { env = true }` blocks comes after every other hook's.
     fn hook_env(&self) -> Vec<(String, String)> {
-        self.local
-            .lock()
-            .unwrap()
+        let local = self.local.lock().unwrap();
+        let (template, others): (Vec<_>, Vec<_>) = local
             .hooks
             .iter()
+            .partition(|(name, _)| name == wasm_hooks::TEMPLATE_HOOK);
+        others
+            .into_iter()
+            .chain(template)
             .flat_map(|(_, h)| h.env.clone())
             .collect()
     }

@@ -249,21 +249,17 @@ async fn a_template_escaping_the_task_dir_or_without_its_grant_fails_the_task() 
 }
 
 #[tokio::test]
-async fn two_hooks_setting_one_env_key_the_last_in_order_wins() {
-    // env-inject and the template's env file both set GREETING; whichever runs later wins.
-    for (env_inject_order, template_order, want) in [
-        (1, 2, "from the template of lww\n"),
-        (2, 1, "hello t of lww\n"),
-    ] {
+async fn template_env_overrides_every_other_hook_whatever_their_order() {
+    for (env_inject_order, template_order) in [(1, 2), (2, 1)] {
         let config = format!(
             "{ENV_HOOK}\n{TEMPLATE_GRANT}\nhook \"env-inject\" {{\n order = {env_inject_order}\n all_tasks = true\n}}\nhook \"template\" {{\n order = {template_order}\n all_tasks = true\n}}"
         );
         let t = TestAgent::start(&config, vec![]).await;
-        t.post_job(template_job("lww", "local/app.conf")).await;
-        let (a, out) = stdout_of(&t, "lww").await;
+        t.post_job(template_job("tplwins", "local/app.conf")).await;
+        let (a, out) = stdout_of(&t, "tplwins").await;
         assert_eq!(a["ClientStatus"], "complete", "{a:#}");
-        assert_eq!(out, format!("task=t job=lww\n{want}"));
-        // Both hooks' env is stored, in the order they first ran.
+        assert_eq!(out, "task=t job=tplwins\nfrom the template of tplwins\n");
+        // Both hooks ran, in their configured order.
         let local = t
             .agent
             .db
@@ -276,5 +272,61 @@ async fn two_hooks_setting_one_env_key_the_last_in_order_wins() {
         } else {
             assert_eq!(order, ["template", "env-inject"]);
         }
+    }
+}
+
+/// A folder holding the `fixture-env` hook.
+fn fixture_env_dir() -> tempfile::TempDir {
+    let dir = tempfile::tempdir().unwrap();
+    let a = guest_artifacts::FIXTURE_ENV_HOOK;
+    std::fs::write(dir.path().join(a.file_name), a.bytes).unwrap();
+    dir
+}
+
+#[tokio::test]
+async fn two_hooks_setting_one_env_key_the_last_in_first_run_order_wins_on_every_start() {
+    let hooks = fixture_env_dir();
+    for (env_inject_order, fixture_order, want) in
+        [(1, 2, "from the fixture"), (2, 1, "hello t of lww")]
+    {
+        let config = format!(
+            "{ENV_HOOK}\nplugin \"fixture-env\" {{\n config {{\n env = {{ GREETING = \"from the fixture\" }}\n done = true\n }}\n}}\nhook \"env-inject\" {{\n order = {env_inject_order}\n all_tasks = true\n}}\nhook \"fixture-env\" {{\n order = {fixture_order}\n all_tasks = true\n}}"
+        );
+        let t = TestAgent::start(&config, vec![hooks.path().to_path_buf()]).await;
+        // The task fails once and is restarted once: two starts.
+        t.post_job(json!({ "ID": "lww", "Type": "batch", "TaskGroups": [{ "Name": "g",
+            "RestartPolicy": { "Attempts": 1, "Interval": 600_000_000_000u64, "Delay": 10_000_000, "Mode": "fail" },
+            "Tasks": [{ "Name": "t", "Driver": "raw_exec",
+                "Config": { "command": "/bin/sh", "args": ["-c", "echo \"$GREETING\"; exit 1"] } }] }] }))
+            .await;
+        let (a, out) = stdout_of(&t, "lww").await;
+        assert_eq!(a["TaskStates"]["t"]["Restarts"], 1, "{a:#}");
+        assert_eq!(
+            out,
+            format!("{want}\n{want}\n"),
+            "order {env_inject_order}/{fixture_order}"
+        );
+        let local = t
+            .agent
+            .db
+            .local_state(a["ID"].as_str().unwrap(), "t")
+            .unwrap()
+            .unwrap();
+        let fixture = &local
+            .hooks
+            .iter()
+            .find(|(n, _)| n == "fixture-env")
+            .unwrap()
+            .1;
+        // Done after its first run: skipped on the restart, its env applied all the same.
+        assert!(fixture.prestart_done);
+        assert_eq!(fixture.data.get("runs").map(String::as_str), Some("1"));
+        let inject = &local
+            .hooks
+            .iter()
+            .find(|(n, _)| n == "env-inject")
+            .unwrap()
+            .1;
+        assert!(!inject.prestart_done);
     }
 }
