@@ -97,6 +97,9 @@ pub struct Agent {
     pub refusals: Vec<String>,
     node: RwLock<NodeInfo>,
     host_attributes: BTreeMap<String, String>,
+    /// The IP group ports are reserved on: loopback in dev mode (as Nomad's `-dev` uses
+    /// `lo`), else the host's primary address.
+    host_ip: String,
     jobs: RwLock<BTreeMap<(String, String), JobRecord>>,
     allocs: RwLock<BTreeMap<String, Arc<AllocRunner>>>,
     restored: RwLock<BTreeMap<String, Allocation>>,
@@ -190,6 +193,14 @@ impl Agent {
             data_dir,
             refusals: refusals.iter().map(|r| r.to_string()).collect(),
             node: RwLock::new(node),
+            host_ip: if opts.dev {
+                "127.0.0.1".into()
+            } else {
+                host_attributes
+                    .get("unique.network.ip-address")
+                    .cloned()
+                    .unwrap_or_else(|| "127.0.0.1".into())
+            },
             host_attributes,
             jobs: RwLock::new(BTreeMap::new()),
             allocs: RwLock::new(BTreeMap::new()),
@@ -247,6 +258,26 @@ impl Agent {
         n
     }
 
+    /// Ports held by live allocations, other than those of job `except` (which a
+    /// registration replaces).
+    fn ports_in_use(&self, except: &(String, String)) -> std::collections::BTreeMap<u16, String> {
+        let mut held = std::collections::BTreeMap::new();
+        for r in self.allocs.read().unwrap().values() {
+            r.shared().peek(|a| {
+                if a.is_terminal() || (a.namespace == except.0 && a.job_id == except.1) {
+                    return;
+                }
+                for p in &a.allocated_resources.shared.ports {
+                    held.insert(
+                        p.value,
+                        format!("allocation {} of job {:?}", &a.id[..8], a.job_id),
+                    );
+                }
+            });
+        }
+        held
+    }
+
     /// Register (or update) a job and place its allocations.
     pub fn register_job(self: &Arc<Self>, job: Job) -> anyhow::Result<Registered> {
         let key = (job.namespace.clone(), job.id.clone());
@@ -269,6 +300,23 @@ impl Agent {
                 allocs: Vec::new(),
             });
         }
+        // Ports first: a static port another job holds refuses the registration, with
+        // nothing stored or stopped.
+        let mut held = self.ports_in_use(&key);
+        let mut ports_by_group = Vec::new();
+        for (gi, group) in job.task_groups.iter().enumerate() {
+            let mut per_alloc = Vec::new();
+            for _ in 0..group.count {
+                let p = crate::ports::assign(
+                    &format!("Job.TaskGroups[{gi}]"),
+                    group,
+                    &self.host_ip,
+                    &mut held,
+                )?;
+                per_alloc.push(p);
+            }
+            ports_by_group.push(per_alloc);
+        }
         for r in &live {
             r.stop("job updated");
         }
@@ -289,8 +337,9 @@ impl Agent {
 
         let node = self.node();
         let mut placed = Vec::new();
-        for group in &job.task_groups {
+        for (group, mut group_ports) in job.task_groups.iter().zip(ports_by_group) {
             for i in 0..group.count {
+                let ports = std::mem::take(&mut group_ports[i as usize]);
                 let alloc = Allocation {
                     id: uuid::Uuid::new_v4().to_string(),
                     namespace: job.namespace.clone(),
@@ -307,6 +356,9 @@ impl Agent {
                     client_status: client_status::PENDING.into(),
                     client_description: String::new(),
                     task_states: BTreeMap::new(),
+                    allocated_resources: crate::structs::AllocatedResources {
+                        shared: crate::structs::AllocatedSharedResources { ports },
+                    },
                     create_index: index,
                     modify_index: index,
                     create_time: now,

@@ -20,6 +20,7 @@ pub mod drivermanager;
 pub mod jobspec;
 pub mod logmon;
 pub mod node;
+pub mod ports;
 pub mod runtime;
 pub mod state;
 pub mod structs;

@@ -63,6 +63,9 @@ pub fn fingerprint(data_dir: &Path) -> BTreeMap<String, String> {
         a.insert("os.version".into(), v);
     }
     a.insert("unique.hostname".into(), hostname());
+    if let Some(ip) = primary_ip() {
+        a.insert("unique.network.ip-address".into(), ip);
+    }
     let cores = std::thread::available_parallelism()
         .map(|n| n.get())
         .unwrap_or(1);
@@ -158,4 +161,14 @@ fn meminfo_total() -> Option<u64> {
             .ok()
             .map(|kb| kb * 1024)
     })
+}
+
+/// The address this host would use to reach other hosts (Nomad's `unique.network.ip-address`):
+/// the local end of a UDP socket "connected" to a public address, which sends nothing.
+/// `None` without a route.
+fn primary_ip() -> Option<String> {
+    let s = std::net::UdpSocket::bind(("0.0.0.0", 0)).ok()?;
+    s.connect(("192.0.2.1", 9)).ok()?;
+    let ip = s.local_addr().ok()?.ip();
+    (!ip.is_unspecified()).then(|| ip.to_string())
 }

@@ -195,6 +195,37 @@ pub fn derive_client_status<'a>(states: impl IntoIterator<Item = &'a TaskState>)
     }
 }
 
+/// What an allocation holds on this node (Nomad's `AllocatedResources`).
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "PascalCase")]
+pub struct AllocatedResources {
+    /// Resources shared by the group's tasks.
+    pub shared: AllocatedSharedResources,
+}
+
+/// Group-level resources.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "PascalCase")]
+pub struct AllocatedSharedResources {
+    /// The group's ports, static and dynamic.
+    pub ports: Vec<AllocatedPort>,
+}
+
+/// A port reserved for an allocation.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "PascalCase")]
+pub struct AllocatedPort {
+    /// The port's label.
+    pub label: String,
+    /// Host port.
+    pub value: u16,
+    /// Port inside the task, when it differs; 0 = same.
+    pub to: i32,
+    /// Host IP the port is on.
+    #[serde(rename = "HostIP")]
+    pub host_ip: String,
+}
+
 /// An allocation: one instance of a task group on this node.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(rename_all = "PascalCase")]
@@ -234,6 +265,9 @@ pub struct Allocation {
     pub client_description: String,
     /// Task states by task name.
     pub task_states: BTreeMap<String, TaskState>,
+    /// What the client reserved for it (ports).
+    #[serde(default)]
+    pub allocated_resources: AllocatedResources,
     /// Raft-like index of creation.
     pub create_index: u64,
     /// Index of the last change.

@@ -49,7 +49,12 @@ async fn register_id(
 }
 
 fn do_register(agent: AppState, job: crate::jobspec::Job) -> Result<Response, ApiError> {
-    let r = agent.register_job(job).map_err(ApiError::internal)?;
+    let r = agent.register_job(job).map_err(|e| {
+        match e.downcast::<crate::jobspec::JobspecError>() {
+            Ok(bad) => ApiError::bad_request(bad.to_string()),
+            Err(e) => ApiError::internal(e),
+        }
+    })?;
     Ok(with_index(
         r.index,
         &json!({

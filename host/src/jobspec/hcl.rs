@@ -274,6 +274,16 @@ impl Conv<'_> {
                 Structure::Block(x) if spec(GROUP_BLOCKS, x).is_some() => {
                     self.plain(GROUP_BLOCKS, x, &hcl, &json, &mut out)?
                 }
+                Structure::Block(n) if n.ident.as_str() == "network" => {
+                    let v =
+                        self.network(n, &format!("{hcl}.network"), &format!("{json}.Networks[0]"))?;
+                    match out.get_mut("Networks") {
+                        Some(Value::Array(a)) => a.push(v),
+                        _ => {
+                            out.insert("Networks".into(), Value::Array(vec![v]));
+                        }
+                    }
+                }
                 other => self.common(
                     other,
                     &hcl,
@@ -427,6 +437,59 @@ impl Conv<'_> {
         )?;
         out.insert(sp.json.into(), v);
         Ok(())
+    }
+
+    /// A group's `network` block: `mode`, and `port "<label>" { static, to }` blocks, split
+    /// into Nomad's reserved (static) and dynamic ports. `dns` is accepted and ignored.
+    fn network(&mut self, b: &Block, hcl: &str, json: &str) -> R<Value> {
+        let mut out = Map::new();
+        self.place(json.to_string(), hcl.to_string(), b.span());
+        let (mut reserved, mut dynamic) = (Vec::new(), Vec::new());
+        let mut i = 0;
+        for item in b.body.iter() {
+            match item {
+                Structure::Block(p) if p.ident.as_str() == "port" => {
+                    let ph = format!("{hcl}.port[{i}]");
+                    i += 1;
+                    let is_static = p
+                        .body
+                        .iter()
+                        .any(|s| s.as_attribute().is_some_and(|a| a.key.as_str() == "static"));
+                    let (list, key) = if is_static {
+                        (&mut reserved, "ReservedPorts")
+                    } else {
+                        (&mut dynamic, "DynamicPorts")
+                    };
+                    let pj = format!("{json}.{key}[{}]", list.len());
+                    let mut v = self.simple_block(
+                        p,
+                        &ph,
+                        &pj,
+                        &[
+                            ("static", "Value"),
+                            ("to", "To"),
+                            ("host_network", "HostNetwork"),
+                        ],
+                        &[],
+                    )?;
+                    let label = label(p).ok_or_else(|| {
+                        self.err_at(
+                            &ph,
+                            p.span(),
+                            "a port block needs a label: port \"<label>\"",
+                        )
+                    })?;
+                    self.place(format!("{pj}.Label"), ph.clone(), p.span());
+                    v["Label"] = Value::String(label);
+                    list.push(v);
+                }
+                Structure::Block(d) if d.ident.as_str() == "dns" => {}
+                other => self.common(other, hcl, json, &mut out, &[("mode", "Mode")])?,
+            }
+        }
+        out.insert("ReservedPorts".into(), Value::Array(reserved));
+        out.insert("DynamicPorts".into(), Value::Array(dynamic));
+        Ok(Value::Object(out))
     }
 
     /// A block of plain attributes renamed by `names`.
@@ -745,6 +808,52 @@ job "web" {
   }
 }
 "#;
+
+    #[test]
+    fn a_group_network_block_becomes_reserved_and_dynamic_ports() {
+        let src = r#"job "n" {
+  group "g" {
+    network {
+      mode = "host"
+      port "http" {
+        static = 8080
+      }
+      port "metrics" {
+        to = 9100
+      }
+      dns {
+        servers = ["1.1.1.1"]
+      }
+    }
+    task "t" {
+      driver = "mock"
+    }
+  }
+}
+"#;
+        let job = parse_job_hcl(src).unwrap();
+        let n = &job.task_groups[0].networks[0];
+        assert_eq!(n.reserved_ports.len(), 1);
+        assert_eq!(
+            (
+                n.reserved_ports[0].label.as_str(),
+                n.reserved_ports[0].value
+            ),
+            ("http", 8080)
+        );
+        assert_eq!(n.dynamic_ports[0].label, "metrics");
+        assert_eq!((n.dynamic_ports[0].value, n.dynamic_ports[0].to), (0, 9100));
+
+        let e = parse_job_hcl(&src.replace("mode = \"host\"", "mode = \"bridge\"")).unwrap_err();
+        assert_eq!(e.path, "job.group[0].network.mode (line 4)", "{e}");
+        let e = parse_job_hcl(&src.replace("static = 8080", "static = 70000")).unwrap_err();
+        assert_eq!(
+            e.path, "job.group[0].network.port[0].static (line 6)",
+            "{e}"
+        );
+        let e = parse_job_hcl(&src.replace("port \"metrics\"", "port \"http\"")).unwrap_err();
+        assert!(e.message.contains("duplicate port label"), "{e}");
+    }
 
     #[test]
     fn template_blocks_become_templates() {

@@ -53,7 +53,6 @@ const IGNORED_GROUP: &[&str] = &[
     "ReschedulePolicy",
     "Scaling",
     "Services",
-    "Networks",
     "Volumes",
     "Consul",
     "StopAfterClientDisconnect",
@@ -410,6 +409,7 @@ fn group_from_value(path: &str, v: &Value, job_type: JobType) -> R<TaskGroup> {
         }
     };
     let shutdown_delay = o.uint("ShutdownDelay", u64::MAX)?;
+    let networks = networks_from(&mut o, path)?;
     let tasks_v = o.array("Tasks")?;
     if tasks_v.is_empty() {
         return Err(JobspecError::new(
@@ -444,7 +444,93 @@ fn group_from_value(path: &str, v: &Value, job_type: JobType) -> R<TaskGroup> {
         meta,
         ephemeral_disk,
         shutdown_delay,
+        networks,
     })
+}
+
+/// A group's `Networks`: host mode only, labels unique, static ports in range.
+fn networks_from(o: &mut Obj<'_>, path: &str) -> R<Vec<Network>> {
+    let mut out = Vec::new();
+    let mut labels = BTreeSet::new();
+    let nets = o.array("Networks")?;
+    if nets.len() > 1 {
+        return Err(JobspecError::new(
+            format!("{path}.Networks"),
+            "only one network block per group",
+        ));
+    }
+    for (i, v) in nets.into_iter().enumerate() {
+        let npath = format!("{path}.Networks[{i}]");
+        let mut n = Obj::new(npath.clone(), v)?;
+        let mode = n.string("Mode")?.unwrap_or_else(|| "host".into());
+        if !matches!(mode.as_str(), "host" | "") {
+            return Err(JobspecError::new(
+                format!("{npath}.Mode"),
+                format!("only \"host\" networking is supported, found {mode:?}"),
+            ));
+        }
+        let mut ports = |key: &'static str, dynamic: bool| -> R<Vec<Port>> {
+            let mut list = Vec::new();
+            for (j, pv) in n.array(key)?.into_iter().enumerate() {
+                let ppath = format!("{npath}.{key}[{j}]");
+                let mut p = Obj::new(ppath.clone(), pv)?;
+                let label = p.required_string("Label")?;
+                if label.is_empty()
+                    || !label
+                        .chars()
+                        .all(|c| c.is_ascii_alphanumeric() || c == '_' || c == '-')
+                {
+                    return Err(JobspecError::new(
+                        format!("{ppath}.Label"),
+                        format!("invalid port label {label:?} (use letters, digits, '_' and '-')"),
+                    ));
+                }
+                if !labels.insert(label.clone()) {
+                    return Err(JobspecError::new(
+                        format!("{ppath}.Label"),
+                        format!("duplicate port label {label:?}"),
+                    ));
+                }
+                let value = p.uint("Value", 65535)?.unwrap_or(0) as u16;
+                if !dynamic && value == 0 {
+                    return Err(JobspecError::new(
+                        format!("{ppath}.Value"),
+                        "a reserved port needs a static value between 1 and 65535",
+                    ));
+                }
+                let to = match p.get("To") {
+                    Some(Value::Number(x))
+                        if x.as_i64().is_some_and(|t| (-1..=65535).contains(&t)) =>
+                    {
+                        x.as_i64().unwrap_or(0) as i32
+                    }
+                    None | Some(Value::Null) => 0,
+                    Some(other) => {
+                        return Err(JobspecError::new(
+                            format!("{ppath}.To"),
+                            format!("expected a port between -1 and 65535, found {other}"),
+                        ));
+                    }
+                };
+                p.finish(&["HostNetwork", "IgnoreCollision"])?;
+                list.push(Port {
+                    label,
+                    value: if dynamic { 0 } else { value },
+                    to,
+                });
+            }
+            Ok(list)
+        };
+        let reserved_ports = ports("ReservedPorts", false)?;
+        let dynamic_ports = ports("DynamicPorts", true)?;
+        n.finish(&["DNS", "CIDR", "IP", "MBits", "Device", "Hostname"])?;
+        out.push(Network {
+            mode: "host".into(),
+            reserved_ports,
+            dynamic_ports,
+        });
+    }
+    Ok(out)
 }
 
 fn task_from_value(path: &str, v: &Value, group_restart: &RestartPolicy) -> R<Task> {

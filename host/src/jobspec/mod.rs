@@ -101,6 +101,38 @@ pub struct TaskGroup {
     /// Delay between deregistration and kill, ns.
     #[serde(rename = "ShutdownDelay")]
     pub shutdown_delay: Option<u64>,
+    /// The group's `network` block (host mode): the ports to reserve.
+    #[serde(rename = "Networks", default)]
+    pub networks: Vec<Network>,
+}
+
+/// A group's `network` block. Paddock runs tasks in the host's network namespace (Nomad's
+/// `mode = "host"`).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Network {
+    /// `host`.
+    #[serde(rename = "Mode")]
+    pub mode: String,
+    /// `port` blocks with `static`.
+    #[serde(rename = "ReservedPorts")]
+    pub reserved_ports: Vec<Port>,
+    /// `port` blocks without `static`: the client picks a free port.
+    #[serde(rename = "DynamicPorts")]
+    pub dynamic_ports: Vec<Port>,
+}
+
+/// A `port` block.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Port {
+    /// Label (`port "http"`).
+    #[serde(rename = "Label")]
+    pub label: String,
+    /// Static port; 0 for dynamic.
+    #[serde(rename = "Value")]
+    pub value: u16,
+    /// Port the task listens on, when it differs (`NOMAD_PORT_<label>`); 0 = same.
+    #[serde(rename = "To")]
+    pub to: i32,
 }
 
 /// Ephemeral disk.

@@ -149,6 +149,8 @@ pub struct EnvRequest<'a> {
     pub node: &'a NodeInfo,
     /// Env set by hooks, in hook order (last writer wins).
     pub hook_env: &'a [(String, String)],
+    /// The allocation's ports.
+    pub ports: &'a [crate::structs::AllocatedPort],
 }
 
 /// Build a task's environment in Nomad's precedence: built-in `NOMAD_*`, then meta, then
@@ -163,6 +165,7 @@ pub fn build(r: EnvRequest<'_>) -> TaskEnv {
         dirs,
         node,
         hook_env,
+        ports,
     } = r;
     let mut env = BTreeMap::new();
     let mut set = |k: &str, v: String| {
@@ -193,6 +196,24 @@ pub fn build(r: EnvRequest<'_>) -> TaskEnv {
             "NOMAD_MEMORY_MAX_LIMIT",
             task.resources.memory_max_mb.to_string(),
         );
+    }
+    // Group ports (host networking): NOMAD_PORT_<l> is the port inside the task (`to` when
+    // set), the HOST_ variants and ADDR/IP are the host's side.
+    for p in ports {
+        let l = clean_key(&p.label);
+        let inside = if p.to > 0 {
+            p.to as u32
+        } else {
+            u32::from(p.value)
+        };
+        let addr = format!("{}:{}", p.host_ip, p.value);
+        set(&format!("NOMAD_PORT_{l}"), inside.to_string());
+        set(&format!("NOMAD_HOST_PORT_{l}"), p.value.to_string());
+        set(&format!("NOMAD_ALLOC_PORT_{l}"), inside.to_string());
+        set(&format!("NOMAD_IP_{l}"), p.host_ip.clone());
+        set(&format!("NOMAD_HOST_IP_{l}"), p.host_ip.clone());
+        set(&format!("NOMAD_ADDR_{l}"), addr.clone());
+        set(&format!("NOMAD_HOST_ADDR_{l}"), addr);
     }
     let mut meta = job.meta.clone();
     meta.extend(group.meta.clone());

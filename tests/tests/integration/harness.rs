@@ -183,3 +183,21 @@ pub fn mock_job(id: &str, config: serde_json::Value) -> serde_json::Value {
         "TaskGroups": [{ "Name": "g", "RestartPolicy": { "Attempts": 0 }, "Tasks": [{ "Name": "t", "Driver": "mock", "Config": config }] }]
     })
 }
+
+/// A finished job's first allocation and the stdout of its task `t`.
+pub async fn stdout_of(t: &TestAgent, job: &str) -> (serde_json::Value, String) {
+    let allocs = t
+        .wait_allocs(job, Duration::from_secs(20), all_terminal)
+        .await;
+    let id = allocs[0]["ID"].as_str().unwrap();
+    let a = t.get(&format!("/v1/allocation/{id}")).await;
+    let out = std::fs::read_to_string(
+        t.agent
+            .data_dir
+            .join("alloc")
+            .join(id)
+            .join("alloc/logs/t.stdout.0"),
+    )
+    .unwrap_or_default();
+    (a, out)
+}

@@ -1,33 +1,14 @@
 //! WASM hooks attached to tasks: env from a hook reaches the task; a hook that fails its
 //! task does so with a "Setup Failure" naming it.
 
-use std::time::Duration;
-
 use serde_json::json;
 
-use crate::harness::{TestAgent, all_terminal};
+use crate::harness::{TestAgent, stdout_of};
 
 fn echo_job(id: &str, meta: serde_json::Value) -> serde_json::Value {
     json!({ "ID": id, "Type": "batch", "Meta": meta, "TaskGroups": [{ "Name": "g", "RestartPolicy": { "Attempts": 0 },
         "Tasks": [{ "Name": "t", "Driver": "raw_exec", "Env": { "GREETING": "from the job" },
             "Config": { "command": "/bin/sh", "args": ["-c", "echo \"$GREETING\""] } }] }] })
-}
-
-async fn stdout_of(t: &TestAgent, job: &str) -> (serde_json::Value, String) {
-    let allocs = t
-        .wait_allocs(job, Duration::from_secs(20), all_terminal)
-        .await;
-    let id = allocs[0]["ID"].as_str().unwrap();
-    let a = t.get(&format!("/v1/allocation/{id}")).await;
-    let out = std::fs::read_to_string(
-        t.agent
-            .data_dir
-            .join("alloc")
-            .join(id)
-            .join("alloc/logs/t.stdout.0"),
-    )
-    .unwrap_or_default();
-    (a, out)
 }
 
 const ENV_HOOK: &str = r#"

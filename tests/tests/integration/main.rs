@@ -7,6 +7,7 @@ mod api;
 mod hooks;
 mod lifecycle;
 mod mock;
+mod network;
 mod raw_exec;
 mod runtime;
 mod state;

@@ -26,6 +26,7 @@ fn sample_alloc(id: &str) -> Allocation {
         client_status: "running".into(),
         client_description: String::new(),
         task_states: BTreeMap::new(),
+        allocated_resources: Default::default(),
         create_index: 5,
         modify_index: 6,
         create_time: 1,

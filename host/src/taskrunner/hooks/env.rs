@@ -28,6 +28,7 @@ pub fn build(
         dirs,
         node: view.node,
         hook_env,
+        ports: &view.alloc.allocated_resources.shared.ports,
     }))
 }
 
