@@ -300,24 +300,47 @@ impl Agent {
                 allocs: Vec::new(),
             });
         }
-        // Ports first: a static port another job holds refuses the registration, with
-        // nothing stored or stopped.
+        // Plan: a live allocation whose group did not change (only the count, or job
+        // fields no task sees) is updated in place and keeps running, as Nomad does; the
+        // others are replaced, and missing indexes of each group are placed.
+        let previous = existing.as_ref().filter(|e| !e.stop).map(|e| &e.job);
+        let (mut keep, mut replace) = (Vec::new(), Vec::new());
+        for r in live {
+            let (group, index) = r.shared().peek(|a| (a.task_group.clone(), a.index));
+            let in_place = previous.is_some_and(|old| updatable_in_place(old, &job, &group))
+                && job.group(&group).is_some_and(|g| index < g.count);
+            if in_place {
+                keep.push((group, index, r));
+            } else {
+                replace.push(r);
+            }
+        }
+        // Ports before any change: a static port another job holds refuses the
+        // registration, with nothing stored or stopped.
         let mut held = self.ports_in_use(&key);
-        let mut ports_by_group = Vec::new();
+        for (_, _, r) in &keep {
+            r.shared().peek(|a| {
+                for p in &a.allocated_resources.shared.ports {
+                    held.insert(p.value, format!("allocation {} of this job", &a.id[..8]));
+                }
+            });
+        }
+        let mut to_place = Vec::new();
         for (gi, group) in job.task_groups.iter().enumerate() {
-            let mut per_alloc = Vec::new();
-            for _ in 0..group.count {
-                let p = crate::ports::assign(
+            for i in 0..group.count {
+                if keep.iter().any(|(g, idx, _)| *g == group.name && *idx == i) {
+                    continue;
+                }
+                let ports = crate::ports::assign(
                     &format!("Job.TaskGroups[{gi}]"),
                     group,
                     &self.host_ip,
                     &mut held,
                 )?;
-                per_alloc.push(p);
+                to_place.push((group, i, ports));
             }
-            ports_by_group.push(per_alloc);
         }
-        for r in &live {
+        for r in &replace {
             r.stop("job updated");
         }
         self.db.put_job(&job)?;
@@ -337,52 +360,52 @@ impl Agent {
 
         let node = self.node();
         let mut placed = Vec::new();
-        for (group, mut group_ports) in job.task_groups.iter().zip(ports_by_group) {
-            for i in 0..group.count {
-                let ports = std::mem::take(&mut group_ports[i as usize]);
-                let alloc = Allocation {
-                    id: uuid::Uuid::new_v4().to_string(),
-                    namespace: job.namespace.clone(),
-                    eval_id: eval_id.clone(),
-                    name: format!("{}.{}[{i}]", job.id, group.name),
-                    node_id: node.id.clone(),
-                    node_name: node.name.clone(),
-                    job_id: job.id.clone(),
-                    job: job.clone(),
-                    task_group: group.name.clone(),
-                    index: i,
-                    desired_status: "run".into(),
-                    desired_description: String::new(),
-                    client_status: client_status::PENDING.into(),
-                    client_description: String::new(),
-                    task_states: BTreeMap::new(),
-                    allocated_resources: crate::structs::AllocatedResources {
-                        shared: crate::structs::AllocatedSharedResources { ports },
-                    },
-                    create_index: index,
-                    modify_index: index,
-                    create_time: now,
-                    modify_time: now,
-                };
-                let id = alloc.id.clone();
-                let runner = AllocRunner::new(
-                    alloc,
-                    self.db.clone(),
-                    self.changes.clone(),
-                    &self.alloc_root,
-                    node.clone(),
-                    self.drivers.clone(),
-                    self.hooks.clone(),
-                );
-                self.allocs
-                    .write()
-                    .unwrap()
-                    .insert(id.clone(), runner.clone());
-                tokio::spawn(runner.run());
-                placed.push(id);
-            }
+        for (_, _, r) in &keep {
+            r.update(job.clone());
         }
-        tracing::info!(job = %job.id, namespace = %job.namespace, allocs = placed.len(), "job registered");
+        for (group, i, ports) in to_place {
+            let alloc = Allocation {
+                id: uuid::Uuid::new_v4().to_string(),
+                namespace: job.namespace.clone(),
+                eval_id: eval_id.clone(),
+                name: format!("{}.{}[{i}]", job.id, group.name),
+                node_id: node.id.clone(),
+                node_name: node.name.clone(),
+                job_id: job.id.clone(),
+                job: job.clone(),
+                task_group: group.name.clone(),
+                index: i,
+                desired_status: "run".into(),
+                desired_description: String::new(),
+                client_status: client_status::PENDING.into(),
+                client_description: String::new(),
+                task_states: BTreeMap::new(),
+                allocated_resources: crate::structs::AllocatedResources {
+                    shared: crate::structs::AllocatedSharedResources { ports },
+                },
+                create_index: index,
+                modify_index: index,
+                create_time: now,
+                modify_time: now,
+            };
+            let id = alloc.id.clone();
+            let runner = AllocRunner::new(
+                alloc,
+                self.db.clone(),
+                self.changes.clone(),
+                &self.alloc_root,
+                node.clone(),
+                self.drivers.clone(),
+                self.hooks.clone(),
+            );
+            self.allocs
+                .write()
+                .unwrap()
+                .insert(id.clone(), runner.clone());
+            tokio::spawn(runner.run());
+            placed.push(id);
+        }
+        tracing::info!(job = %job.id, namespace = %job.namespace, placed = placed.len(), updated_in_place = keep.len(), "job registered");
         Ok(Registered {
             eval_id,
             index,
@@ -524,4 +547,16 @@ impl Agent {
         let _ = tokio::time::timeout(timeout, rx.wait_for(|i| *i > index)).await;
         self.changes.index()
     }
+}
+
+/// Whether allocations of `group` can move from `old` to `new` in place: nothing a task
+/// sees changed (the group apart from its count, and the job's name, type and meta, which
+/// reach the tasks' environment), as Nomad's `tasksUpdated` decides.
+fn updatable_in_place(old: &Job, new: &Job, group: &str) -> bool {
+    let (Some(a), Some(b)) = (old.group(group), new.group(group)) else {
+        return false;
+    };
+    let mut a = a.clone();
+    a.count = b.count;
+    a == *b && old.name == new.name && old.job_type == new.job_type && old.meta == new.meta
 }

@@ -223,6 +223,25 @@ impl AllocRunner {
         let _ = self.done.send(true);
     }
 
+    /// Update the allocation in place to a new version of its job (one whose group and
+    /// tasks did not change, see [`crate::agent`]): the tasks keep running and each task
+    /// runner's update hooks see the new allocation.
+    pub fn update(&self, job: crate::jobspec::Job) {
+        {
+            let mut a = self.shared.alloc.lock().unwrap();
+            a.job = job;
+            a.modify_index = self.shared.changes.bump();
+            a.modify_time = crate::util::now_nanos();
+            if let Err(e) = self.shared.db.put_alloc(&a) {
+                tracing::error!(alloc_id = %a.id, error = %e, "persisting allocation failed");
+            }
+        }
+        for t in &self.tasks {
+            let t = t.clone();
+            tokio::spawn(async move { t.update().await });
+        }
+    }
+
     /// Ask every task to stop; returns at once.
     pub fn stop(&self, reason: &str) {
         self.shared.set_desired("stop", reason);

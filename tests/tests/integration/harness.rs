@@ -201,3 +201,11 @@ pub async fn stdout_of(t: &TestAgent, job: &str) -> (serde_json::Value, String) 
     .unwrap_or_default();
     (a, out)
 }
+
+/// A folder holding the `fixture-env` hook.
+pub fn fixture_env_dir() -> tempfile::TempDir {
+    let dir = tempfile::tempdir().unwrap();
+    let a = guest_artifacts::FIXTURE_ENV_HOOK;
+    std::fs::write(dir.path().join(a.file_name), a.bytes).unwrap();
+    dir
+}

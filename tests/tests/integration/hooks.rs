@@ -3,7 +3,7 @@
 
 use serde_json::json;
 
-use crate::harness::{TestAgent, stdout_of};
+use crate::harness::{TestAgent, fixture_env_dir, stdout_of};
 
 fn echo_job(id: &str, meta: serde_json::Value) -> serde_json::Value {
     json!({ "ID": id, "Type": "batch", "Meta": meta, "TaskGroups": [{ "Name": "g", "RestartPolicy": { "Attempts": 0 },
@@ -254,14 +254,6 @@ async fn template_env_overrides_every_other_hook_whatever_their_order() {
             assert_eq!(order, ["template", "env-inject"]);
         }
     }
-}
-
-/// A folder holding the `fixture-env` hook.
-fn fixture_env_dir() -> tempfile::TempDir {
-    let dir = tempfile::tempdir().unwrap();
-    let a = guest_artifacts::FIXTURE_ENV_HOOK;
-    std::fs::write(dir.path().join(a.file_name), a.bytes).unwrap();
-    dir
 }
 
 #[tokio::test]

@@ -240,3 +240,76 @@ async fn a_task_waits_its_shutdown_delay_before_it_is_sent_its_kill_signal() {
     // A task without a delay is killed at once.
     assert!(!event_types(&a, "prompt").contains(&"Waiting for shutdown delay".to_string()));
 }
+
+#[tokio::test]
+async fn a_job_update_that_no_task_sees_is_applied_in_place_and_reaches_update_hooks() {
+    let hooks = crate::harness::fixture_env_dir();
+    let t = TestAgent::start(
+        "plugin \"fixture-env\" {\n grant {\n env = true\n task_dir = true\n }\n}\nhook \"fixture-env\" {\n all_tasks = true\n}",
+        vec![hooks.path().to_path_buf()],
+    )
+    .await;
+    let job = |priority: u32, count: u32, run_for: &str| {
+        json!({ "ID": "inplace", "Type": "service", "Priority": priority, "TaskGroups": [{ "Name": "g", "Count": count,
+            "Tasks": [task("t", json!({"run_for": run_for}), None, false)] }] })
+    };
+    let running = |n: usize| {
+        move |a: &[Value]| {
+            a.iter()
+                .filter(|a| a["ClientStatus"] == "running" && a["DesiredStatus"] == "run")
+                .count()
+                == n
+        }
+    };
+    t.post_job(job(50, 1, "1h")).await;
+    let first = t
+        .wait_allocs("inplace", Duration::from_secs(20), running(1))
+        .await;
+    let id0 = first[0]["ID"].as_str().unwrap().to_string();
+
+    // Priority and count change: the running allocation stays, a second one is placed.
+    assert!(t.post_job(job(70, 2, "1h")).await.status().is_success());
+    let now = t
+        .wait_allocs("inplace", Duration::from_secs(20), running(2))
+        .await;
+    assert!(now.iter().any(|a| a["ID"] == id0.as_str()), "{now:#?}");
+    let a0 = t.get(&format!("/v1/allocation/{id0}")).await;
+    assert_eq!(
+        a0["Job"]["Priority"], 70,
+        "the allocation carries the new job"
+    );
+    assert_eq!(a0["TaskStates"]["t"]["Restarts"], 0);
+    assert_eq!(
+        event_types(&a0, "t")
+            .iter()
+            .filter(|e| *e == "Started")
+            .count(),
+        1,
+        "not restarted"
+    );
+    // The update hooks ran for the kept allocation's task.
+    let updates = t
+        .agent
+        .data_dir
+        .join("alloc")
+        .join(&id0)
+        .join("t/local/fixture-updates");
+    let deadline = std::time::Instant::now() + Duration::from_secs(10);
+    while !updates.exists() && std::time::Instant::now() < deadline {
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    assert_eq!(
+        std::fs::read_to_string(&updates).unwrap(),
+        "update inplace\n"
+    );
+
+    // A change the task sees (its config) replaces every allocation.
+    assert!(t.post_job(job(70, 2, "2h")).await.status().is_success());
+    let after = t
+        .wait_allocs("inplace", Duration::from_secs(20), |a| {
+            running(2)(a) && a.iter().filter(|a| a["DesiredStatus"] == "stop").count() == 2
+        })
+        .await;
+    let old = after.iter().find(|a| a["ID"] == id0.as_str()).unwrap();
+    assert_eq!(old["DesiredStatus"], "stop", "{old:#}");
+}
