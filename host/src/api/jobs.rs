@@ -184,7 +184,17 @@ async fn parse(body: Bytes) -> Result<Response, ApiError> {
         .get("JobHCL")
         .and_then(|h| h.as_str())
         .ok_or_else(|| ApiError::bad_request("JobHCL: missing required field"))?;
-    let job =
-        crate::jobspec::parse_job_hcl(hcl).map_err(|e| ApiError::bad_request(e.to_string()))?;
+    // `Variables` is HCL text of `name = value` lines, as `nomad job run -var-file` sends.
+    let mut vars = std::collections::BTreeMap::new();
+    if let Some(text) = v.get("Variables").and_then(|x| x.as_str()) {
+        let body = hcl::edit::parser::parse_body(text)
+            .map_err(|e| ApiError::bad_request(format!("Variables: invalid HCL: {e}")))?;
+        for a in body.iter().filter_map(|s| s.as_attribute()) {
+            let span = hcl::edit::Span::span(&a.value).unwrap_or(0..0);
+            vars.insert(a.key.as_str().to_string(), text[span].trim().to_string());
+        }
+    }
+    let job = crate::jobspec::parse_job_hcl_with_vars(hcl, &vars)
+        .map_err(|e| ApiError::bad_request(e.to_string()))?;
     Ok(with_index(0, &job))
 }

@@ -20,6 +20,9 @@ pub enum JobCommand {
         /// Return after submitting, without following.
         #[arg(long)]
         detach: bool,
+        /// A value for an HCL `variable` block: `-var name=value` (repeatable).
+        #[arg(long = "var", value_name = "NAME=VALUE")]
+        vars: Vec<String>,
         /// The job file.
         file: PathBuf,
     },
@@ -46,7 +49,12 @@ pub enum JobCommand {
 
 pub(super) async fn run(cmd: JobCommand) -> anyhow::Result<i32> {
     match cmd {
-        JobCommand::Run { api, detach, file } => job_run(&api, &file, detach).await,
+        JobCommand::Run {
+            api,
+            detach,
+            vars,
+            file,
+        } => job_run(&api, &file, &vars, detach).await,
         JobCommand::Status { api, id } => job_status(&api, id.as_deref()).await,
         JobCommand::Stop { api, purge, id } => {
             let resp = api
@@ -71,8 +79,13 @@ pub(super) async fn run(cmd: JobCommand) -> anyhow::Result<i32> {
 
 /// Submit `file`, then print task events as they happen until every allocation settles.
 /// Exit code: 0 when every allocation is running or complete, 2 when one failed.
-pub async fn job_run(api: &ApiArgs, file: &PathBuf, detach: bool) -> anyhow::Result<i32> {
-    let job = super::read_job_file(file)?;
+pub async fn job_run(
+    api: &ApiArgs,
+    file: &PathBuf,
+    vars: &[String],
+    detach: bool,
+) -> anyhow::Result<i32> {
+    let job = super::read_job_file(file, vars)?;
     let client = api.client()?;
     let body = serde_json::json!({ "Job": job });
     let resp = client

@@ -111,14 +111,30 @@ pub fn init_logging(level: &str, json: bool) {
 }
 
 /// Read a job file: Nomad JSON (`{"Job": ...}` or the bare job) or Nomad HCL, told apart by
-/// the first non-blank character.
-pub(crate) fn read_job_file(path: &PathBuf) -> anyhow::Result<crate::jobspec::Job> {
+/// the first non-blank character. `vars` are `-var name=value` flags for the HCL file.
+pub(crate) fn read_job_file(
+    path: &PathBuf,
+    vars: &[String],
+) -> anyhow::Result<crate::jobspec::Job> {
     let text = std::fs::read_to_string(path)
         .map_err(|e| anyhow::anyhow!("reading {}: {e}", path.display()))?;
+    let mut values = std::collections::BTreeMap::new();
+    for v in vars {
+        let (k, val) = v
+            .split_once('=')
+            .ok_or_else(|| anyhow::anyhow!("-var {v:?}: expected name=value"))?;
+        values.insert(k.trim().to_string(), val.to_string());
+    }
     let parsed = if text.trim_start().starts_with('{') {
+        if !values.is_empty() {
+            anyhow::bail!(
+                "{}: -var applies to HCL job files, not JSON",
+                path.display()
+            );
+        }
         crate::jobspec::parse_job_json(text.as_bytes())
     } else {
-        crate::jobspec::parse_job_hcl(&text)
+        crate::jobspec::parse_job_hcl_with_vars(&text, &values)
     };
     parsed.map_err(|e| anyhow::anyhow!("{}: {e}", path.display()))
 }

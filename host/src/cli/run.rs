@@ -55,7 +55,7 @@ pub(super) async fn run(args: RunArgs) -> anyhow::Result<i32> {
     let jobs = args
         .jobs
         .iter()
-        .map(super::read_job_file)
+        .map(|f| super::read_job_file(f, &[]))
         .collect::<anyhow::Result<Vec<_>>>()?;
     let bind = resolve_bind(args.bind.as_deref(), &config)?;
     let agent = Agent::start(AgentOptions {

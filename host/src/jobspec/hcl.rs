@@ -4,13 +4,16 @@
 //! and the line it is on.
 //!
 //! Runtime interpolations (`${NOMAD_*}`, `${attr.*}`, `${node.*}`, `${meta.*}`) are kept as
-//! written, for the client to resolve, as Nomad's jobspec2 does. HCL variables, locals and
-//! functions are not supported yet: such an expression is an error naming its place.
+//! written, for the client to resolve, as Nomad's jobspec2 does. `variable` blocks (with
+//! `-var` values over their defaults) and `locals` are resolved here, as attribute values
+//! (`count = var.n`) and inside strings (`"${var.region}-web"`); HCL functions and operators
+//! are not supported yet: such an expression is an error naming its place.
 
+use std::collections::BTreeMap;
 use std::ops::Range;
 
 use hcl::edit::Span;
-use hcl::edit::expr::{Expression, ObjectKey};
+use hcl::edit::expr::{Expression, ObjectKey, TraversalOperator};
 use hcl::edit::structure::{Block, BlockLabel, Body, Structure};
 use serde_json::{Map, Value};
 
@@ -138,16 +141,27 @@ struct Place {
 struct Conv<'a> {
     src: &'a str,
     places: Vec<Place>,
+    /// `var.*` and `local.*` values by their full name (`var.region`).
+    values: BTreeMap<String, Value>,
 }
 
 /// Parse a Nomad HCL job file.
 pub fn parse_job_hcl(src: &str) -> R<Job> {
+    parse_job_hcl_with_vars(src, &BTreeMap::new())
+}
+
+/// Parse a Nomad HCL job file with variable values (`-var name=value`), which override the
+/// `variable` blocks' defaults. A value is read as HCL when it parses as a literal (`3`,
+/// `true`, `["a"]`) and as a string otherwise, as Nomad's `-var` does.
+pub fn parse_job_hcl_with_vars(src: &str, vars: &BTreeMap<String, String>) -> R<Job> {
     let body = hcl::edit::parser::parse_body(src)
         .map_err(|e| JobspecError::new("job", format!("invalid HCL: {e}")))?;
     let mut conv = Conv {
         src,
         places: Vec::new(),
+        values: BTreeMap::new(),
     };
+    conv.variables(&body, vars)?;
     let jobs: Vec<&Block> = body
         .iter()
         .filter_map(|s| s.as_block())
@@ -590,6 +604,181 @@ impl Conv<'_> {
         Ok(Value::Object(out))
     }
 
+    /// `variable` blocks (with `-var` values over their defaults) and `locals` blocks, in
+    /// the order they can be evaluated. A variable without a value is an error naming it.
+    fn variables(&mut self, body: &Body, given: &BTreeMap<String, String>) -> R<()> {
+        let mut declared = Vec::new();
+        for b in body.iter().filter_map(|s| s.as_block()) {
+            if b.ident.as_str() != "variable" {
+                continue;
+            }
+            let name = label(b).ok_or_else(|| {
+                self.err_at(
+                    "variable",
+                    b.span(),
+                    "a variable block needs a label: variable \"<name>\"",
+                )
+            })?;
+            let hcl = format!("variable.{name}");
+            let mut default = None;
+            for item in b.body.iter() {
+                match item {
+                    Structure::Attribute(a) if a.key.as_str() == "default" => {
+                        default = Some(self.expr(&a.value, &format!("{hcl}.default"))?);
+                    }
+                    Structure::Attribute(a)
+                        if matches!(a.key.as_str(), "type" | "description" | "sensitive") => {}
+                    Structure::Block(v) if v.ident.as_str() == "validation" => {}
+                    other => {
+                        let (key, span) = match other {
+                            Structure::Attribute(a) => (a.key.as_str().to_string(), a.span()),
+                            Structure::Block(b) => (b.ident.as_str().to_string(), b.span()),
+                        };
+                        return Err(self.err_at(&format!("{hcl}.{key}"), span, "unknown field"));
+                    }
+                }
+            }
+            let value = match given.get(&name) {
+                Some(text) => var_value(text),
+                None => default.ok_or_else(|| {
+                    self.err_at(
+                        &hcl,
+                        b.span(),
+                        format!("variable {name:?} has no value: give it a default or pass -var {name}=..."),
+                    )
+                })?,
+            };
+            self.values.insert(format!("var.{name}"), value);
+            declared.push(name);
+        }
+        if let Some(unknown) = given.keys().find(|k| !declared.contains(k)) {
+            return Err(JobspecError::new(
+                format!("var.{unknown}"),
+                "no such variable is declared in the job file",
+            ));
+        }
+        // Locals may refer to variables and to each other: evaluate what can be until a
+        // round makes no progress.
+        let mut pending: Vec<(String, &Expression, Option<Range<usize>>)> = body
+            .iter()
+            .filter_map(|s| s.as_block())
+            .filter(|b| b.ident.as_str() == "locals")
+            .flat_map(|b| b.body.iter().filter_map(|s| s.as_attribute()))
+            .map(|a| (a.key.as_str().to_string(), &a.value, a.span()))
+            .collect();
+        while !pending.is_empty() {
+            let before = pending.len();
+            let mut last_err = None;
+            pending.retain(
+                |(name, e, _)| match self.expr(e, &format!("locals.{name}")) {
+                    Ok(v) => {
+                        self.values.insert(format!("local.{name}"), v);
+                        false
+                    }
+                    Err(err) => {
+                        last_err = Some(err);
+                        true
+                    }
+                },
+            );
+            if pending.len() == before {
+                return Err(last_err.expect("a local that did not evaluate left its error"));
+            }
+        }
+        Ok(())
+    }
+
+    /// The value of `var.x` / `local.x`, if `e` is such a reference.
+    fn reference(&self, e: &Expression) -> Option<Result<Value, String>> {
+        let Expression::Traversal(t) = e else {
+            return None;
+        };
+        let Expression::Variable(root) = &t.expr else {
+            return None;
+        };
+        let root = root.as_str();
+        if root != "var" && root != "local" {
+            return None;
+        }
+        let [first, rest @ ..] = t.operators.as_slice() else {
+            return Some(Err(format!("{root} needs a name: {root}.<name>")));
+        };
+        let TraversalOperator::GetAttr(name) = first.value() else {
+            return Some(Err(format!("use {root}.<name>")));
+        };
+        let key = format!("{root}.{}", name.as_str());
+        let Some(mut v) = self.values.get(&key).cloned() else {
+            return Some(Err(format!("{key} is not defined")));
+        };
+        for op in rest {
+            v = match (op.value(), v) {
+                (TraversalOperator::GetAttr(a), Value::Object(mut m)) => match m.remove(a.as_str())
+                {
+                    Some(x) => x,
+                    None => return Some(Err(format!("{key} has no attribute {:?}", a.as_str()))),
+                },
+                (TraversalOperator::Index(Expression::Number(n)), Value::Array(a)) => {
+                    let i = n.value().as_u64().unwrap_or(u64::MAX) as usize;
+                    match a.get(i) {
+                        Some(x) => x.clone(),
+                        None => return Some(Err(format!("{key}[{i}] is out of range"))),
+                    }
+                }
+                (TraversalOperator::LegacyIndex(i), Value::Array(a)) => {
+                    match a.get(*i.value() as usize) {
+                        Some(x) => x.clone(),
+                        None => return Some(Err(format!("{key}.{} is out of range", i.value()))),
+                    }
+                }
+                _ => return Some(Err(format!("unsupported access into {key}"))),
+            };
+        }
+        Some(Ok(v))
+    }
+
+    /// A template's text with `${var.*}` and `${local.*}` replaced by their values; other
+    /// `${...}` (runtime interpolations such as `${NOMAD_TASK_NAME}`) stay for the client.
+    fn substitute(&self, text: &str, hcl: &str, span: Option<Range<usize>>) -> R<String> {
+        let mut out = String::with_capacity(text.len());
+        let mut rest = text;
+        while let Some(i) = rest.find("${") {
+            let (head, tail) = rest.split_at(i);
+            out.push_str(head);
+            let Some(end) = tail.find('}') else {
+                out.push_str(tail);
+                return Ok(out);
+            };
+            let inner = tail[2..end].trim();
+            if let Some(key) = ["var.", "local."]
+                .iter()
+                .find(|p| inner.starts_with(**p))
+                .map(|_| inner)
+            {
+                let v = self.values.get(key).ok_or_else(|| {
+                    self.err_at(hcl, span.clone(), format!("{key} is not defined"))
+                })?;
+                match v {
+                    Value::String(s) => out.push_str(s),
+                    Value::Number(_) | Value::Bool(_) => out.push_str(&v.to_string()),
+                    _ => {
+                        return Err(self.err_at(
+                            hcl,
+                            span.clone(),
+                            format!(
+                                "{key} is not a string, number or bool and cannot go in a string"
+                            ),
+                        ));
+                    }
+                }
+            } else {
+                out.push_str(&tail[..=end]);
+            }
+            rest = &tail[end + 1..];
+        }
+        out.push_str(rest);
+        Ok(out)
+    }
+
     fn expr(&self, e: &Expression, hcl: &str) -> R<Value> {
         Ok(match e {
             Expression::Null(_) => Value::Null,
@@ -605,21 +794,21 @@ impl Conv<'_> {
                 let span = e
                     .span()
                     .ok_or_else(|| self.err_at(hcl, None, "template without source"))?;
-                let raw = &self.src[span];
-                Value::String(
-                    raw.strip_prefix('"')
-                        .and_then(|r| r.strip_suffix('"'))
-                        .unwrap_or(raw)
-                        .replace("\\\"", "\"")
-                        .replace("\\n", "\n"),
-                )
+                let raw = &self.src[span.clone()];
+                let text = raw
+                    .strip_prefix('"')
+                    .and_then(|r| r.strip_suffix('"'))
+                    .unwrap_or(raw)
+                    .replace("\\\"", "\"")
+                    .replace("\\n", "\n");
+                Value::String(self.substitute(&text, hcl, Some(span))?)
             }
             Expression::HeredocTemplate(h) => {
                 let span = h
                     .template
                     .span()
                     .ok_or_else(|| self.err_at(hcl, e.span(), "heredoc without source"))?;
-                Value::String(self.src[span].to_string())
+                Value::String(self.substitute(&self.src[span.clone()], hcl, Some(span))?)
             }
             Expression::Array(a) => Value::Array(
                 a.iter()
@@ -647,11 +836,45 @@ impl Conv<'_> {
                 Value::Object(m)
             }
             Expression::Parenthesis(p) => self.expr(p.inner(), hcl)?,
-            _ => {
-                return Err(self.err_at(hcl, e.span(), "only literal values are supported here (HCL variables, locals and functions are not yet)"));
-            }
+            other => match self.reference(other) {
+                Some(Ok(v)) => v,
+                Some(Err(m)) => return Err(self.err_at(hcl, e.span(), m)),
+                None => {
+                    return Err(self.err_at(
+                        hcl,
+                        e.span(),
+                        "only literal values, var.* and local.* are supported here (HCL functions and operators are not yet)",
+                    ));
+                }
+            },
         })
     }
+}
+
+/// A `-var` value: an HCL literal when it parses as one, else the text as a string.
+fn var_value(text: &str) -> Value {
+    let src = format!("v = {text}\n");
+    let conv = Conv {
+        src: &src,
+        places: Vec::new(),
+        values: BTreeMap::new(),
+    };
+    hcl::edit::parser::parse_body(&src)
+        .ok()
+        .and_then(|body| {
+            let attrs: Vec<_> = body.iter().filter_map(|s| s.as_attribute()).collect();
+            match attrs.as_slice() {
+                [a] if !matches!(
+                    a.value,
+                    Expression::StringTemplate(_) | Expression::HeredocTemplate(_)
+                ) =>
+                {
+                    conv.expr(&a.value, "v").ok()
+                }
+                _ => None,
+            }
+        })
+        .unwrap_or_else(|| Value::String(text.to_string()))
 }
 
 /// The HCL name of a Nomad JSON field, for naming a missing field.
@@ -853,6 +1076,70 @@ job "web" {
         );
         let e = parse_job_hcl(&src.replace("port \"metrics\"", "port \"http\"")).unwrap_err();
         assert!(e.message.contains("duplicate port label"), "{e}");
+    }
+
+    const WITH_VARS: &str = r#"variable "region" {
+  type    = string
+  default = "eu"
+}
+variable "n" {
+  default = 2
+}
+variable "tags" {
+  default = ["a", "b"]
+}
+locals {
+  name = "${local.prefix}-web"
+  prefix = "${var.region}"
+}
+job "v" {
+  region = var.region
+  group "g" {
+    count = var.n
+    task "t" {
+      driver = "mock"
+      env {
+        WHERE = "${local.name} in ${NOMAD_DC}"
+        TAG   = var.tags[1]
+      }
+    }
+  }
+}
+"#;
+
+    #[test]
+    fn variables_and_locals_resolve_and_runtime_interpolations_stay() {
+        let job = parse_job_hcl(WITH_VARS).unwrap();
+        assert_eq!(job.region, "eu");
+        assert_eq!(job.task_groups[0].count, 2);
+        let env = &job.task_groups[0].tasks[0].env;
+        assert_eq!(env["WHERE"], "eu-web in ${NOMAD_DC}");
+        assert_eq!(env["TAG"], "b");
+
+        let mut vars = BTreeMap::new();
+        vars.insert("region".to_string(), "us".to_string());
+        vars.insert("n".to_string(), "3".to_string());
+        let job = parse_job_hcl_with_vars(WITH_VARS, &vars).unwrap();
+        assert_eq!((job.region.as_str(), job.task_groups[0].count), ("us", 3));
+        assert_eq!(
+            job.task_groups[0].tasks[0].env["WHERE"],
+            "us-web in ${NOMAD_DC}"
+        );
+
+        vars.insert("nope".to_string(), "1".to_string());
+        let e = parse_job_hcl_with_vars(WITH_VARS, &vars).unwrap_err();
+        assert_eq!(e.path, "var.nope", "{e}");
+        let e = parse_job_hcl(&WITH_VARS.replace("  default = 2\n", "")).unwrap_err();
+        assert!(e.message.contains("variable \"n\" has no value"), "{e}");
+        assert!(e.path.starts_with("variable.n (line 5)"), "{e}");
+        let e = parse_job_hcl(&WITH_VARS.replace("var.tags[1]", "var.tagz[1]")).unwrap_err();
+        assert!(
+            e.path.starts_with("job.group[0].task[0].env.TAG (line 23)"),
+            "{e}"
+        );
+        assert!(e.message.contains("var.tagz is not defined"), "{e}");
+        let e = parse_job_hcl(&WITH_VARS.replace("var.tags[1]", "upper(var.region)")).unwrap_err();
+        assert!(e.message.contains("functions"), "{e}");
     }
 
     #[test]

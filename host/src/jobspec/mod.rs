@@ -8,7 +8,7 @@
 mod hcl;
 mod json;
 
-pub use hcl::parse_job_hcl;
+pub use hcl::{parse_job_hcl, parse_job_hcl_with_vars};
 pub use json::{parse_job_json, parse_register_request};
 
 use std::collections::BTreeMap;

@@ -228,14 +228,19 @@ async fn job_run_cli_follows_the_job_and_reports_failure_in_its_exit_code() {
         token: None,
     };
     assert_eq!(
-        paddock::cli::job::job_run(&api, &ok, false).await.unwrap(),
+        paddock::cli::job::job_run(&api, &ok, &[], false)
+            .await
+            .unwrap(),
         0
     );
     assert_eq!(
-        paddock::cli::job::job_run(&api, &bad, false).await.unwrap(),
+        paddock::cli::job::job_run(&api, &bad, &[], false)
+            .await
+            .unwrap(),
         2
     );
-    let missing = paddock::cli::job::job_run(&api, &dir.path().join("missing.json"), false).await;
+    let missing =
+        paddock::cli::job::job_run(&api, &dir.path().join("missing.json"), &[], false).await;
     assert!(missing.unwrap_err().to_string().contains("missing.json"));
 }
 
@@ -390,7 +395,7 @@ async fn hcl_job_files_run_through_the_cli_and_parse_through_the_api() {
         token: None,
     };
     assert_eq!(
-        paddock::cli::job::job_run(&api, &file, false)
+        paddock::cli::job::job_run(&api, &file, &[], false)
             .await
             .unwrap(),
         0
@@ -419,4 +424,30 @@ async fn hcl_job_files_run_through_the_cli_and_parse_through_the_api() {
     let parsed: serde_json::Value = r.json().await.unwrap();
     assert_eq!(parsed["ID"], "hcl");
     assert_eq!(parsed["TaskGroups"][0]["RestartPolicy"]["Attempts"], 0);
+
+    // Variables, as `nomad job run -var` sends them: they override the defaults.
+    let hcl = "variable \"n\" {\n  default = 1\n}\nvariable \"who\" {\n  default = \"x\"\n}\njob \"v\" {\n  group \"g\" {\n    count = var.n\n    task \"t\" {\n      driver = \"mock\"\n      env {\n        WHO = \"${var.who} on ${node.unique.name}\"\n      }\n    }\n  }\n}\n";
+    let r = t
+        .http
+        .post(t.url("/v1/jobs/parse"))
+        .json(&json!({"JobHCL": hcl, "Variables": "n = 3\nwho = \"ops\"\n"}))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(r.status(), 200);
+    let parsed: serde_json::Value = r.json().await.unwrap();
+    assert_eq!(parsed["TaskGroups"][0]["Count"], 3);
+    assert_eq!(
+        parsed["TaskGroups"][0]["Tasks"][0]["Env"]["WHO"],
+        "ops on ${node.unique.name}"
+    );
+    let r = t
+        .http
+        .post(t.url("/v1/jobs/parse"))
+        .json(&json!({"JobHCL": hcl, "Variables": "typo = 3\n"}))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(r.status(), 400);
+    assert!(r.text().await.unwrap().contains("var.typo"));
 }
