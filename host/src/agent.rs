@@ -43,6 +43,8 @@ pub struct AgentOptions {
     pub fingerprint_interval: Option<Duration>,
     /// Compile cache dir; defaults to `<data_dir>/cache/components`.
     pub cache_dir: Option<PathBuf>,
+    /// The program that runs `executor` (the task executor); defaults to this executable.
+    pub executor_program: Option<PathBuf>,
 }
 
 /// A job as the agent keeps it.
@@ -142,6 +144,27 @@ impl Agent {
             dev: opts.dev,
             ..Default::default()
         })?;
+        // Host processes go through the task executor and are recorded in the state DB, so
+        // tasks outlive the agent and are found again after a restart.
+        let executor_program = match &opts.executor_program {
+            Some(p) => p.clone(),
+            None => {
+                std::env::current_exe().context("finding this executable for the task executor")?
+            }
+        };
+        runtime.services().processes.use_executor(
+            crate::executor::client::ExecutorConfig {
+                program: executor_program,
+                socket: crate::executor::client::socket_for(&data_dir),
+                dir: data_dir.join("executor"),
+            },
+            Arc::new(crate::state::DbProcessStore(db.clone())),
+        );
+        runtime
+            .services()
+            .processes
+            .restore(db.processes().context("reading process records")?)
+            .await;
         let mut refusals: Vec<Refusal> = runtime.load_builtins().await;
         let mut dirs = opts.components.clone();
         dirs.extend(opts.config.components.iter().cloned());
@@ -213,26 +236,68 @@ impl Agent {
 
     /// Reload jobs and allocations from the state DB. Allocations that were still running
     /// when the agent stopped are marked lost: reattaching to their tasks is not built yet.
-    fn restore(&self) -> anyhow::Result<()> {
+    /// Restore jobs and allocations from the state DB: finished allocations are listed as
+    /// they were; every other one gets a runner that reattaches to its running tasks. One
+    /// allocation that cannot be restored is marked failed and does not stop the others.
+    fn restore(self: &Arc<Self>) -> anyhow::Result<()> {
         let jobs = self.db.jobs()?;
-        let mut allocs = self.db.allocs()?;
-        for a in &mut allocs {
-            if !a.is_terminal() && a.client_status != "lost" {
-                a.client_status = "lost".into();
-                a.client_description =
-                    "the agent restarted while this allocation ran; it was not recovered".into();
-                self.db.put_alloc(a)?;
-            }
-        }
+        let allocs = self.db.allocs()?;
         let index = self.changes.bump();
+        let node = self.node();
+        let mut live_jobs = std::collections::BTreeSet::new();
+        let mut restored = 0;
+        for mut a in allocs {
+            match self.db.task_states(&a.id) {
+                Ok(states) => a.task_states.extend(states),
+                Err(e) => {
+                    tracing::warn!(alloc_id = %a.id, error = %e, "reading task states failed")
+                }
+            }
+            if a.is_terminal() {
+                self.restored.write().unwrap().insert(a.id.clone(), a);
+                continue;
+            }
+            if a.group().is_none() {
+                a.client_status = crate::structs::client_status::FAILED.into();
+                a.client_description =
+                    format!("cannot restore: its job has no group {:?}", a.task_group);
+                tracing::error!(alloc_id = %a.id, "{}", a.client_description);
+                let _ = self.db.put_alloc(&a);
+                self.restored.write().unwrap().insert(a.id.clone(), a);
+                continue;
+            }
+            live_jobs.insert((a.namespace.clone(), a.job_id.clone()));
+            let stop = (a.desired_status == "stop").then(|| a.desired_description.clone());
+            let id = a.id.clone();
+            let runner = AllocRunner::restore(
+                a,
+                self.db.clone(),
+                self.changes.clone(),
+                &self.alloc_root,
+                node.clone(),
+                self.drivers.clone(),
+                self.hooks.clone(),
+            );
+            if let Some(reason) = stop {
+                runner.stop(&reason);
+            }
+            self.allocs.write().unwrap().insert(id, runner.clone());
+            tokio::spawn(runner.run());
+            restored += 1;
+        }
         let mut j = self.jobs.write().unwrap();
         for job in jobs {
             let key = (job.namespace.clone(), job.id.clone());
+            let status = if live_jobs.contains(&key) {
+                "running"
+            } else {
+                "dead"
+            };
             j.insert(
                 key,
                 JobRecord {
                     job,
-                    status: "dead".into(),
+                    status: status.into(),
                     stop: false,
                     version: 0,
                     create_index: index,
@@ -242,9 +307,8 @@ impl Agent {
                 },
             );
         }
-        let mut r = self.restored.write().unwrap();
-        for a in allocs {
-            r.insert(a.id.clone(), a);
+        if restored > 0 {
+            tracing::info!(allocations = restored, "allocations restored");
         }
         Ok(())
     }

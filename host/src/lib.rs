@@ -17,6 +17,7 @@ pub mod api;
 pub mod cli;
 pub mod config;
 pub mod drivermanager;
+pub mod executor;
 pub mod jobspec;
 pub mod logmon;
 pub mod node;

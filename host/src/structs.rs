@@ -39,6 +39,8 @@ pub mod event_type {
     pub const NOT_STARTED: &str = "Task Not Started";
     /// The task waits its shutdown delay before it is killed.
     pub const WAITING_SHUTDOWN_DELAY: &str = "Waiting for shutdown delay";
+    /// A task that ran before an agent restart could not be taken back.
+    pub const FAILED_RESTORING: &str = "Failed Restoring Task";
     /// A hook failed outside prestart (the task goes on).
     pub const HOOK_FAILED: &str = "Task hook failed";
 }

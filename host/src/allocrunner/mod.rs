@@ -143,6 +143,34 @@ impl AllocRunner {
         drivers: Arc<DriverManager>,
         hooks: Arc<crate::taskrunner::HookSet>,
     ) -> Arc<Self> {
+        Self::build(alloc, db, changes, alloc_root, node, drivers, hooks, true)
+    }
+
+    /// A runner for an allocation restored from the state DB (with its task states): its
+    /// tasks' runners reattach to what still runs and leave finished tasks as they are.
+    pub fn restore(
+        alloc: Allocation,
+        db: Arc<dyn StateDb>,
+        changes: Arc<Changes>,
+        alloc_root: &std::path::Path,
+        node: NodeInfo,
+        drivers: Arc<DriverManager>,
+        hooks: Arc<crate::taskrunner::HookSet>,
+    ) -> Arc<Self> {
+        Self::build(alloc, db, changes, alloc_root, node, drivers, hooks, false)
+    }
+
+    #[allow(clippy::too_many_arguments)]
+    fn build(
+        alloc: Allocation,
+        db: Arc<dyn StateDb>,
+        changes: Arc<Changes>,
+        alloc_root: &std::path::Path,
+        node: NodeInfo,
+        drivers: Arc<DriverManager>,
+        hooks: Arc<crate::taskrunner::HookSet>,
+        fresh: bool,
+    ) -> Arc<Self> {
         let dir = AllocDir::new(alloc_root, &alloc.id);
         let group = alloc
             .group()
@@ -156,7 +184,7 @@ impl AllocRunner {
             dir,
             node,
         });
-        {
+        if fresh {
             let a = shared.snapshot();
             if let Err(e) = shared.db.put_alloc(&a) {
                 tracing::error!(alloc_id = %a.id, error = %e, "persisting allocation failed");
@@ -175,11 +203,13 @@ impl AllocRunner {
                 )
             })
             .collect::<Vec<_>>();
-        for t in &group.tasks {
-            shared.event(
-                &t.name,
-                TaskEvent::new(event_type::RECEIVED, "Task received by client"),
-            );
+        if fresh {
+            for t in &group.tasks {
+                shared.event(
+                    &t.name,
+                    TaskEvent::new(event_type::RECEIVED, "Task received by client"),
+                );
+            }
         }
         Arc::new(Self {
             shared,

@@ -34,6 +34,16 @@ pub enum Command {
     /// Inspect and validate components.
     #[command(subcommand)]
     Component(component::ComponentCommand),
+    /// The task executor the agent starts for itself (not for people).
+    #[command(hide = true)]
+    Executor {
+        /// Socket to listen on.
+        #[arg(long)]
+        socket: PathBuf,
+        /// Where exits are recorded.
+        #[arg(long)]
+        dir: PathBuf,
+    },
 }
 
 /// Where the agent's HTTP API is.
@@ -88,6 +98,12 @@ pub fn normalize_args(args: impl IntoIterator<Item = String>) -> Vec<String> {
 pub async fn main(cli: Cli) -> anyhow::Result<i32> {
     match cli.command {
         Command::Run(args) => run::run(args).await,
+        Command::Executor { socket, dir } => {
+            init_logging("info", false);
+            tokio::task::spawn_blocking(move || crate::executor::server::serve(&socket, &dir))
+                .await??;
+            Ok(0)
+        }
         Command::Job(cmd) => job::run(cmd).await,
         Command::Component(cmd) => component::run(cmd).await,
     }

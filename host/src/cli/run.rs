@@ -68,6 +68,7 @@ pub(super) async fn run(args: RunArgs) -> anyhow::Result<i32> {
         in_memory_state: false,
         fingerprint_interval: None,
         cache_dir: None,
+        executor_program: None,
     })
     .await?;
     let listener = tokio::net::TcpListener::bind(bind)

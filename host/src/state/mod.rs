@@ -19,10 +19,14 @@ pub use mem::MemBackend;
 pub use redb_backend::RedbBackend;
 
 use crate::jobspec::Job;
+pub use crate::runtime::host_api::process::ProcessRecord;
 use crate::structs::{Allocation, TaskState};
 
 /// Schema version this agent writes. Older files are upgraded at open; newer ones refused.
-pub const SCHEMA_VERSION: u64 = 1;
+///
+/// - 1: jobs, allocs, task_state, local_state, node.
+/// - 2: adds `processes` (host processes started through the executor, for reattaching).
+pub const SCHEMA_VERSION: u64 = 2;
 
 /// Errors of the state DB.
 #[derive(Debug, thiserror::Error)]
@@ -112,6 +116,12 @@ pub struct LocalTaskState {
 /// Every write is durable when it returns `Ok` (redb commits with an fsync). Methods may be
 /// called from any thread; implementations serialise writers internally.
 pub trait StateDb: Send + Sync {
+    /// Record a host process (see [`ProcessRecord`]).
+    fn put_process(&self, r: &ProcessRecord) -> Result<(), StateError>;
+    /// Forget a host process.
+    fn delete_process(&self, id: u64) -> Result<(), StateError>;
+    /// Every recorded host process.
+    fn processes(&self) -> Result<Vec<ProcessRecord>, StateError>;
     /// Store (or replace) a job.
     fn put_job(&self, job: &Job) -> Result<(), StateError>;
     /// Remove a job.
@@ -157,7 +167,8 @@ pub(crate) mod tables {
     pub const TASK_STATE: &str = "task_state";
     pub const LOCAL_STATE: &str = "local_state";
     pub const NODE: &str = "node";
-    pub const ALL: &[&str] = &[META, JOBS, ALLOCS, TASK_STATE, LOCAL_STATE, NODE];
+    pub const PROCESSES: &str = "processes";
+    pub const ALL: &[&str] = &[META, JOBS, ALLOCS, TASK_STATE, LOCAL_STATE, NODE, PROCESSES];
 }
 
 /// One write in a transaction.
@@ -362,5 +373,39 @@ impl<B: Backend> StateDb for KvState<B> {
             .get(tables::NODE, "identity")?
             .map(|v| decode(tables::NODE, "identity", &v))
             .transpose()
+    }
+
+    fn put_process(&self, r: &ProcessRecord) -> Result<(), StateError> {
+        self.backend.write(vec![Op::Put(
+            tables::PROCESSES,
+            format!("{:020}", r.id),
+            encode(r),
+        )])
+    }
+
+    fn delete_process(&self, id: u64) -> Result<(), StateError> {
+        self.backend
+            .write(vec![Op::Delete(tables::PROCESSES, format!("{id:020}"))])
+    }
+
+    fn processes(&self) -> Result<Vec<ProcessRecord>, StateError> {
+        self.backend
+            .scan(tables::PROCESSES, "")?
+            .into_iter()
+            .map(|(k, v)| decode(tables::PROCESSES, &k, &v))
+            .collect()
+    }
+}
+
+/// The state DB as the process table's store.
+pub struct DbProcessStore(pub std::sync::Arc<dyn StateDb>);
+
+impl crate::runtime::host_api::process::ProcessStore for DbProcessStore {
+    fn put(&self, r: &ProcessRecord) -> Result<(), String> {
+        self.0.put_process(r).map_err(|e| e.to_string())
+    }
+
+    fn delete(&self, id: u64) -> Result<(), String> {
+        self.0.delete_process(id).map_err(|e| e.to_string())
     }
 }

@@ -160,9 +160,27 @@ impl TaskRunner {
             std::time::Instant::now(),
             seed,
         );
-        let mut first = true;
+        // A restored task that had finished for good stays as it was.
+        if self
+            .alloc
+            .peek(|a| a.task_states.get(&self.task.name).map(|s| s.state.clone()))
+            .as_deref()
+            == Some(task_state::DEAD)
+        {
+            return;
+        }
+        // A restored task with a stored handle is reattached, not started again.
+        let mut restore = self.local.lock().unwrap().handle.clone();
+        let mut first = restore.is_none()
+            && self.alloc.peek(|a| {
+                a.task_states.get(&self.task.name).is_none_or(|s| {
+                    s.events
+                        .iter()
+                        .all(|e| e.event_type != event_type::TASK_SETUP)
+                })
+            });
         loop {
-            let end = self.start_and_wait(&alloc_id, first).await;
+            let end = self.start_and_wait(&alloc_id, first, restore.take()).await;
             first = false;
             self.drivers
                 .unregister_event_handler(&alloc_id, &self.task.name);
@@ -289,31 +307,47 @@ impl TaskRunner {
         }
     }
 
-    async fn start_and_wait(&self, alloc_id: &str, first: bool) -> RunEnd {
-        match self.try_start_and_wait(alloc_id, first).await {
+    async fn start_and_wait(
+        &self,
+        alloc_id: &str,
+        first: bool,
+        restore: Option<StoredHandle>,
+    ) -> RunEnd {
+        match self.try_start_and_wait(alloc_id, first, restore).await {
             Ok(end) | Err(end) => end,
         }
     }
 
     /// One invocation: prestart hooks, validate the driver config, start, wait. Failures
     /// come back as `Err(RunEnd)`.
-    async fn try_start_and_wait(&self, alloc_id: &str, first: bool) -> Result<RunEnd, RunEnd> {
-        if self.kill.is_cancelled() {
+    async fn try_start_and_wait(
+        &self,
+        alloc_id: &str,
+        first: bool,
+        restore: Option<StoredHandle>,
+    ) -> Result<RunEnd, RunEnd> {
+        if self.kill.is_cancelled() && restore.is_none() {
             return Err(RunEnd::KilledBeforeStart);
         }
         let a = self.alloc.snapshot();
         let group = a.group().cloned().expect("the alloc's group exists");
         let view = self.view(&a, &group);
         let mut inv = Invocation {
-            task_id: format!(
-                "{}/{}/{}",
-                alloc_id,
-                self.task.name,
-                &uuid::Uuid::new_v4().simple().to_string()[..8]
-            ),
+            task_id: match &restore {
+                Some(h) => h.task_id.clone(),
+                None => format!(
+                    "{}/{}/{}",
+                    alloc_id,
+                    self.task.name,
+                    &uuid::Uuid::new_v4().simple().to_string()[..8]
+                ),
+            },
             first,
             ..Default::default()
         };
+        if let Some(stored) = restore {
+            return self.reattach(alloc_id, view, inv, stored).await;
+        }
         self.prestart(view, &mut inv).await?;
         let (Some(driver), Some(env), Some(dirs), Some(logs)) = (
             inv.driver.clone(),
@@ -381,6 +415,63 @@ impl TaskRunner {
             devices: Vec::new(),
         };
 
+        self.register_driver_events(alloc_id);
+        let inv = Arc::new(inv);
+        *self.last.lock().unwrap() = Some(inv.clone());
+        self.run_invocation(&driver, cfg, env, alloc_id, view, &inv)
+            .await
+    }
+
+    /// Take back a task that ran when the agent stopped: prestart hooks again (done ones
+    /// are skipped, their env re-applied), then the driver's `recover` with the stored
+    /// handle, and wait for it as if it had just started, with no new `Started` event. A
+    /// task that exited meanwhile reports its real exit at once.
+    async fn reattach(
+        &self,
+        alloc_id: &str,
+        view: TaskView<'_>,
+        mut inv: Invocation,
+        stored: StoredHandle,
+    ) -> Result<RunEnd, RunEnd> {
+        let failed = |message: String| {
+            let mut ev = TaskEvent::new(event_type::FAILED_RESTORING, message.clone());
+            ev.driver_error = message;
+            RunEnd::Failed(Box::new(ev), true)
+        };
+        if let Err(e) = self.prestart(view, &mut inv).await {
+            tracing::warn!(task = %self.task.name, "prestart hooks failed while reattaching; the task runs on");
+            if let RunEnd::Failed(ev, _) = e {
+                self.event(*ev);
+            }
+        }
+        let Some(driver) = inv.driver.clone() else {
+            self.clear_handle(alloc_id);
+            return Err(failed(format!(
+                "driver {:?} is not loaded: the task cannot be recovered",
+                self.task.driver
+            )));
+        };
+        let handle = TaskHandle {
+            version: stored.version,
+            task_id: stored.task_id.clone(),
+            driver_state: stored.driver_state.clone(),
+        };
+        let handle = match driver.recover(handle).await {
+            Ok(h) => h,
+            Err(e) => {
+                self.clear_handle(alloc_id);
+                return Err(failed(format!("failed to recover task: {e}")));
+            }
+        };
+        self.persist_handle(&driver, &handle);
+        tracing::info!(task = %self.task.name, task_id = %handle.task_id, "task reattached");
+        self.register_driver_events(alloc_id);
+        let inv = Arc::new(inv);
+        *self.last.lock().unwrap() = Some(inv.clone());
+        self.follow(&driver, handle, alloc_id, view, &inv).await
+    }
+
+    fn register_driver_events(&self, alloc_id: &str) {
         let alloc = self.alloc.clone();
         let task_name = self.task.name.clone();
         self.drivers.register_event_handler(
@@ -393,10 +484,6 @@ impl TaskRunner {
                 alloc.event(&task_name, te);
             }),
         );
-        let inv = Arc::new(inv);
-        *self.last.lock().unwrap() = Some(inv.clone());
-        self.run_invocation(&driver, cfg, env, alloc_id, view, &inv)
-            .await
     }
 
     /// Prestart hooks in order. A persistent (WASM) hook that said it is done is skipped,
@@ -492,7 +579,19 @@ impl TaskRunner {
                 self.hook_failed(hook.name(), "poststart", f);
             }
         }
+        self.follow(driver, handle, alloc_id, view, inv).await
+    }
 
+    /// Wait for a started (or reattached) invocation to exit: `Terminated`, exited hooks,
+    /// and the handle cleared.
+    async fn follow(
+        &self,
+        driver: &Driver,
+        handle: TaskHandle,
+        alloc_id: &str,
+        view: TaskView<'_>,
+        inv: &Invocation,
+    ) -> Result<RunEnd, RunEnd> {
         let (exit, killed) = match self.wait_exit(driver, handle.clone(), view).await {
             Ok(r) => r,
             Err(e) => {

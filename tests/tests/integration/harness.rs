@@ -20,6 +20,11 @@ pub fn shared_cache_dir() -> PathBuf {
         .to_path_buf()
 }
 
+/// The real agent binary (built by this package from the agent's `main`).
+pub fn agent_bin() -> PathBuf {
+    PathBuf::from(env!("CARGO_BIN_EXE_paddock-agent"))
+}
+
 /// Settings for a component with the given grants and a short deadline.
 pub fn settings(grants: Grants, timeout: Duration, config: serde_json::Value) -> ComponentSettings {
     ComponentSettings {
@@ -72,6 +77,7 @@ impl TestAgent {
             config,
             config_file: "test.hcl".into(),
             cache_dir: Some(shared_cache_dir()),
+            executor_program: Some(agent_bin()),
             ..Default::default()
         })
         .await

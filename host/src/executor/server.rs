@@ -1,0 +1,250 @@
+//! The executor process (`agent executor --socket S --dir D`): synchronous, a few threads
+//! per task, no async runtime and no wasm, so it stays small and starts fast.
+
+use std::collections::HashMap;
+use std::io::{BufRead, BufReader, Read, Write};
+use std::os::unix::net::{UnixListener, UnixStream};
+use std::os::unix::process::{CommandExt, ExitStatusExt};
+use std::path::{Path, PathBuf};
+use std::process::Stdio;
+use std::sync::{Arc, Mutex, mpsc};
+use std::time::{Duration, Instant};
+
+use super::{Exit, Message, SpawnCommand, exit_path};
+use crate::logmon::RotatingFile;
+
+/// How long the executor lingers with no task and no agent before it exits.
+const IDLE_EXIT: Duration = Duration::from_secs(60);
+
+#[derive(Default)]
+struct Inner {
+    /// Exits by id; `None` while running.
+    procs: HashMap<u64, Option<Exit>>,
+    /// Connected agents, to tell about exits.
+    conns: Vec<UnixStream>,
+    last_busy: Option<Instant>,
+}
+
+type Shared = Arc<Mutex<Inner>>;
+
+/// Run the executor until it has been idle for [`IDLE_EXIT`].
+pub fn serve(socket: &Path, dir: &Path) -> std::io::Result<()> {
+    // Its own session: a signal to the agent's process group or terminal does not reach
+    // the executor or its tasks.
+    let _ = rustix::process::setsid();
+    std::fs::create_dir_all(dir)?;
+    let _ = std::fs::remove_file(socket);
+    let listener = UnixListener::bind(socket)?;
+    let shared: Shared = Arc::new(Mutex::new(Inner {
+        last_busy: Some(Instant::now()),
+        ..Default::default()
+    }));
+    {
+        let (shared, socket) = (shared.clone(), socket.to_path_buf());
+        std::thread::spawn(move || idle_watch(&shared, &socket));
+    }
+    for conn in listener.incoming() {
+        let Ok(conn) = conn else { continue };
+        let (shared, dir) = (shared.clone(), dir.to_path_buf());
+        std::thread::spawn(move || connection(conn, &shared, &dir));
+    }
+    Ok(())
+}
+
+fn idle_watch(shared: &Shared, socket: &Path) {
+    loop {
+        std::thread::sleep(Duration::from_secs(5));
+        let mut s = shared.lock().unwrap();
+        let busy = !s.conns.is_empty() || s.procs.values().any(Option::is_none);
+        if busy {
+            s.last_busy = Some(Instant::now());
+        } else if s.last_busy.is_some_and(|t| t.elapsed() >= IDLE_EXIT) {
+            let _ = std::fs::remove_file(socket);
+            std::process::exit(0);
+        }
+    }
+}
+
+fn send(conn: &mut UnixStream, m: &Message) -> std::io::Result<()> {
+    let mut line = serde_json::to_vec(m).expect("messages serialize");
+    line.push(b'\n');
+    conn.write_all(&line)
+}
+
+fn connection(conn: UnixStream, shared: &Shared, dir: &Path) {
+    let Ok(mut writer) = conn.try_clone() else {
+        return;
+    };
+    if let Ok(w) = conn.try_clone() {
+        shared.lock().unwrap().conns.push(w);
+    }
+    let reader = BufReader::new(conn);
+    for line in reader.lines() {
+        let Ok(line) = line else { break };
+        let reply = match serde_json::from_str::<Message>(&line) {
+            Ok(Message::Spawn { id, cmd }) => match spawn(id, &cmd, shared, dir) {
+                Ok(pid) => Message::Spawned { id, pid },
+                Err(e) => Message::Error {
+                    id,
+                    message: format!("spawning {}: {e}", cmd.path),
+                },
+            },
+            Ok(Message::Watch { id }) => {
+                let known = shared.lock().unwrap().procs.get(&id).copied();
+                match known {
+                    Some(Some(exit)) => Message::Exited { id, exit },
+                    Some(None) => continue,
+                    // Not one of ours (this executor was restarted): perhaps its record
+                    // survived on disk.
+                    None => match read_exit(dir, id) {
+                        Some(exit) => Message::Exited { id, exit },
+                        None => Message::Unknown { id },
+                    },
+                }
+            }
+            Ok(other) => Message::Error {
+                id: 0,
+                message: format!("unexpected message {other:?}"),
+            },
+            Err(e) => Message::Error {
+                id: 0,
+                message: format!("bad request: {e}"),
+            },
+        };
+        if send(&mut writer, &reply).is_err() {
+            break;
+        }
+    }
+    // The agent went away: stop telling it about exits.
+    let mut s = shared.lock().unwrap();
+    let me = writer.as_raw_fd_key();
+    s.conns.retain(|c| c.as_raw_fd_key() != me);
+}
+
+/// Identity of a stream for removing it from the connection list.
+trait FdKey {
+    fn as_raw_fd_key(&self) -> (u64, u64);
+}
+
+impl FdKey for UnixStream {
+    fn as_raw_fd_key(&self) -> (u64, u64) {
+        use std::os::fd::AsFd;
+        rustix::fs::fstat(self.as_fd())
+            .map(|st| (st.st_dev, st.st_ino))
+            .unwrap_or((0, 0))
+    }
+}
+
+fn read_exit(dir: &Path, id: u64) -> Option<Exit> {
+    serde_json::from_slice(&std::fs::read(exit_path(dir, id)).ok()?).ok()
+}
+
+fn output(
+    path: &str,
+    rotate: Option<(u32, u64)>,
+) -> std::io::Result<(Stdio, Option<RotatingFile>)> {
+    if path.is_empty() {
+        return Ok((Stdio::null(), None));
+    }
+    match rotate {
+        Some((files, bytes)) => Ok((
+            Stdio::piped(),
+            Some(RotatingFile::open(Path::new(path), files, bytes)?),
+        )),
+        None => Ok((
+            std::fs::OpenOptions::new()
+                .create(true)
+                .append(true)
+                .open(path)?
+                .into(),
+            None,
+        )),
+    }
+}
+
+fn spawn(id: u64, cmd: &SpawnCommand, shared: &Shared, dir: &Path) -> std::io::Result<u32> {
+    let (out, out_log) = output(&cmd.stdout, cmd.rotate)?;
+    let (err, err_log) = output(&cmd.stderr, cmd.rotate)?;
+    let mut c = std::process::Command::new(&cmd.path);
+    c.args(&cmd.args)
+        .env_clear()
+        .envs(cmd.env.iter().map(|(k, v)| (k, v)))
+        .stdin(Stdio::null())
+        .stdout(out)
+        .stderr(err)
+        // The task leads its own group: a stop signal reaches its children too.
+        .process_group(0);
+    if !cmd.cwd.is_empty() {
+        c.current_dir(&cmd.cwd);
+    }
+    let mut child = c.spawn()?;
+    let pid = child.id();
+    shared.lock().unwrap().procs.insert(id, None);
+    let (done_tx, done_rx) = mpsc::channel::<()>();
+    let mut pumps = 0;
+    if let (Some(log), Some(pipe)) = (out_log, child.stdout.take()) {
+        pumps += 1;
+        pump(pipe, log, done_tx.clone());
+    }
+    if let (Some(log), Some(pipe)) = (err_log, child.stderr.take()) {
+        pumps += 1;
+        pump(pipe, log, done_tx.clone());
+    }
+    drop(done_tx);
+    let (shared, dir) = (shared.clone(), dir.to_path_buf());
+    std::thread::spawn(move || {
+        let exit = match child.wait() {
+            Ok(status) => Exit {
+                exit_code: status.code().unwrap_or(0),
+                signal: status.signal().unwrap_or(0),
+            },
+            Err(_) => Exit {
+                exit_code: -1,
+                signal: 0,
+            },
+        };
+        // Let the logs drain, but never wait on a grandchild that keeps a pipe open.
+        let deadline = Instant::now() + Duration::from_secs(2);
+        for _ in 0..pumps {
+            let left = deadline.saturating_duration_since(Instant::now());
+            if done_rx.recv_timeout(left).is_err() {
+                break;
+            }
+        }
+        record_exit(&shared, &dir, id, exit);
+    });
+    Ok(pid)
+}
+
+fn pump(mut pipe: impl Read + Send + 'static, mut log: RotatingFile, done: mpsc::Sender<()>) {
+    std::thread::spawn(move || {
+        let mut buf = vec![0u8; 64 * 1024];
+        loop {
+            match pipe.read(&mut buf) {
+                Ok(0) | Err(_) => break,
+                Ok(n) => {
+                    if log.write_all(&buf[..n]).is_err() {
+                        break;
+                    }
+                }
+            }
+        }
+        let _ = done.send(());
+    });
+}
+
+/// Write the exit durably, then announce it.
+fn record_exit(shared: &Shared, dir: &Path, id: u64, exit: Exit) {
+    let path: PathBuf = exit_path(dir, id);
+    let tmp = path.with_extension("tmp");
+    let written = std::fs::write(&tmp, serde_json::to_vec(&exit).expect("exits serialize"))
+        .and_then(|()| std::fs::File::open(&tmp)?.sync_all())
+        .and_then(|()| std::fs::rename(&tmp, &path));
+    if let Err(e) = written {
+        tracing::error!(id, error = %e, "recording a process exit failed");
+    }
+    let mut s = shared.lock().unwrap();
+    s.procs.insert(id, Some(exit));
+    let m = Message::Exited { id, exit };
+    s.conns.retain_mut(|c| send(c, &m).is_ok());
+}
