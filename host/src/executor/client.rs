@@ -34,10 +34,13 @@ pub trait ExitSink: Send + Sync {
     fn disconnected(&self);
 }
 
+/// Spawn requests waiting for their answer, by id.
+type Pending = Arc<Mutex<HashMap<u64, oneshot::Sender<Result<u32, String>>>>>;
+
 /// A connection to the executor.
 pub struct ExecutorClient {
     writer: tokio::sync::Mutex<OwnedWriteHalf>,
-    pending: Arc<Mutex<HashMap<u64, oneshot::Sender<Result<u32, String>>>>>,
+    pending: Pending,
     closed: Arc<std::sync::atomic::AtomicBool>,
 }
 
