@@ -9,5 +9,6 @@ mod lifecycle;
 mod mock;
 mod network;
 mod raw_exec;
+mod restore;
 mod runtime;
 mod state;

@@ -1,0 +1,239 @@
+//! The agent restarts, even after `kill -9`, and its tasks run on: the real binary, a real
+//! redb file, real processes under the task executor.
+
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Stdio};
+use std::time::{Duration, Instant};
+
+use serde_json::{Value, json};
+
+use crate::harness::agent_bin;
+
+/// An agent process on a fixed port and data dir, restartable.
+struct AgentProcess {
+    dir: PathBuf,
+    port: u16,
+    child: Option<Child>,
+    http: reqwest::Client,
+}
+
+impl AgentProcess {
+    fn new(dir: &Path) -> Self {
+        let port = std::net::TcpListener::bind(("127.0.0.1", 0))
+            .unwrap()
+            .local_addr()
+            .unwrap()
+            .port();
+        Self {
+            dir: dir.to_path_buf(),
+            port,
+            child: None,
+            http: reqwest::Client::new(),
+        }
+    }
+
+    async fn start(&mut self) {
+        let log = std::fs::OpenOptions::new()
+            .create(true)
+            .append(true)
+            .open(self.dir.join("agent.log"))
+            .unwrap();
+        let child = Command::new(agent_bin())
+            .args(["run", "--dev", "--data-dir"])
+            .arg(self.dir.join("data"))
+            .args(["--bind", &format!("127.0.0.1:{}", self.port)])
+            .stdin(Stdio::null())
+            .stdout(log.try_clone().unwrap())
+            .stderr(log)
+            .spawn()
+            .unwrap();
+        self.child = Some(child);
+        let deadline = Instant::now() + Duration::from_secs(120);
+        loop {
+            if let Ok(r) = self.http.get(self.url("/v1/agent/health")).send().await
+                && r.status().is_success()
+            {
+                return;
+            }
+            assert!(Instant::now() < deadline, "the agent did not come up: {}", self.log());
+            tokio::time::sleep(Duration::from_millis(50)).await;
+        }
+    }
+
+    fn kill9(&mut self) {
+        let mut c = self.child.take().expect("running");
+        c.kill().unwrap(); // SIGKILL
+        c.wait().unwrap();
+    }
+
+    fn log(&self) -> String {
+        std::fs::read_to_string(self.dir.join("agent.log")).unwrap_or_default()
+    }
+
+    fn url(&self, path: &str) -> String {
+        format!("http://127.0.0.1:{}{path}", self.port)
+    }
+
+    async fn get(&self, path: &str) -> Value {
+        self.http.get(self.url(path)).send().await.unwrap().json().await.unwrap()
+    }
+
+    async fn post_job(&self, job: Value) {
+        let r = self
+            .http
+            .post(self.url("/v1/jobs"))
+            .json(&json!({ "Job": job }))
+            .send()
+            .await
+            .unwrap();
+        assert!(r.status().is_success(), "{}", r.text().await.unwrap());
+    }
+
+    /// Poll the job's allocations until `done`.
+    async fn wait_allocs(&self, job: &str, done: impl Fn(&[Value]) -> bool) -> Vec<Value> {
+        let deadline = Instant::now() + Duration::from_secs(60);
+        loop {
+            let v = self.get(&format!("/v1/job/{job}/allocations")).await;
+            let allocs = v.as_array().cloned().unwrap_or_default();
+            if done(&allocs) {
+                return allocs;
+            }
+            assert!(Instant::now() < deadline, "timed out on {job}: {allocs:#?}");
+            tokio::time::sleep(Duration::from_millis(100)).await;
+        }
+    }
+
+    async fn alloc(&self, id: &str) -> Value {
+        self.get(&format!("/v1/allocation/{id}")).await
+    }
+}
+
+impl Drop for AgentProcess {
+    fn drop(&mut self) {
+        if let Some(mut c) = self.child.take() {
+            let _ = c.kill();
+            let _ = c.wait();
+        }
+    }
+}
+
+/// Whether `pid` is a live (not zombie) process.
+fn alive(pid: u32) -> bool {
+    std::fs::read_to_string(format!("/proc/{pid}/stat"))
+        .ok()
+        .and_then(|s| s.rsplit_once(')').map(|(_, r)| r.trim_start().chars().next() != Some('Z')))
+        .unwrap_or(false)
+}
+
+fn task_dir(dir: &Path, alloc: &str) -> PathBuf {
+    dir.join("data/alloc").join(alloc).join("t")
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn kill_9_ten_times_while_20_raw_exec_tasks_run_leaves_every_task_running() {
+    let dir = tempfile::tempdir().unwrap();
+    let mut agent = AgentProcess::new(dir.path());
+    agent.start().await;
+    agent
+        .post_job(json!({ "ID": "fleet", "Type": "service", "TaskGroups": [{ "Name": "g", "Count": 20,
+            "Tasks": [{ "Name": "t", "Driver": "raw_exec",
+                "Config": { "command": "/bin/sh", "args": ["-c", "echo $$ > local/pid; exec sleep 600"] } }] }] }))
+        .await;
+    let all_running = |a: &[Value]| {
+        a.len() == 20 && a.iter().all(|a| a["TaskStates"]["t"]["State"] == "running")
+    };
+    let allocs = agent.wait_allocs("fleet", all_running).await;
+    let ids: Vec<String> = allocs.iter().map(|a| a["ID"].as_str().unwrap().to_string()).collect();
+    let mut pids = Vec::new();
+    for id in &ids {
+        let f = task_dir(dir.path(), id).join("local/pid");
+        let deadline = Instant::now() + Duration::from_secs(20);
+        let pid = loop {
+            if let Some(p) = std::fs::read_to_string(&f).ok().and_then(|s| s.trim().parse::<u32>().ok()) {
+                break p;
+            }
+            assert!(Instant::now() < deadline, "no pid file for {id}");
+            tokio::time::sleep(Duration::from_millis(50)).await;
+        };
+        pids.push(pid);
+    }
+
+    for round in 0..10 {
+        agent.kill9();
+        for pid in &pids {
+            assert!(alive(*pid), "round {round}: pid {pid} died with the agent");
+        }
+        agent.start().await;
+        let allocs = agent.wait_allocs("fleet", all_running).await;
+        let mut now: Vec<String> = allocs.iter().map(|a| a["ID"].as_str().unwrap().to_string()).collect();
+        now.sort();
+        let mut before = ids.clone();
+        before.sort();
+        assert_eq!(now, before, "round {round}: the same allocations");
+        for pid in &pids {
+            assert!(alive(*pid), "round {round}: pid {pid} died across the restart");
+        }
+    }
+    // After the last start: every task is the one first started, never restarted.
+    for id in &ids {
+        let a = agent.alloc(id).await;
+        let t = &a["TaskStates"]["t"];
+        assert_eq!(t["State"], "running", "{a:#}");
+        assert_eq!(t["Restarts"], 0, "{a:#}");
+        let started = t["Events"].as_array().unwrap().iter().filter(|e| e["Type"] == "Started").count();
+        assert_eq!(started, 1, "{a:#}");
+    }
+
+    // Stopping the job still reaches the reattached processes.
+    let r = agent.http.delete(agent.url("/v1/job/fleet")).send().await.unwrap();
+    assert!(r.status().is_success());
+    let deadline = Instant::now() + Duration::from_secs(30);
+    while pids.iter().any(|p| alive(*p)) {
+        assert!(Instant::now() < deadline, "stopped tasks still run");
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_task_that_exits_while_the_agent_is_down_reports_its_real_exit_code() {
+    let dir = tempfile::tempdir().unwrap();
+    let mut agent = AgentProcess::new(dir.path());
+    agent.start().await;
+    agent
+        .post_job(json!({ "ID": "three", "Type": "batch", "TaskGroups": [{ "Name": "g",
+            "RestartPolicy": { "Attempts": 0, "Mode": "fail" },
+            "Tasks": [{ "Name": "t", "Driver": "raw_exec",
+                "Config": { "command": "/bin/sh", "args": ["-c", "echo $$ > local/pid; while [ ! -f local/go ]; do sleep 0.05; done; exit 3"] } }] }] }))
+        .await;
+    let allocs = agent
+        .wait_allocs("three", |a| a.len() == 1 && a[0]["TaskStates"]["t"]["State"] == "running")
+        .await;
+    let id = allocs[0]["ID"].as_str().unwrap().to_string();
+    let td = task_dir(dir.path(), &id);
+    let deadline = Instant::now() + Duration::from_secs(20);
+    let pid = loop {
+        if let Some(p) = std::fs::read_to_string(td.join("local/pid")).ok().and_then(|s| s.trim().parse::<u32>().ok()) {
+            break p;
+        }
+        assert!(Instant::now() < deadline);
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    };
+    agent.kill9();
+    std::fs::write(td.join("local/go"), "").unwrap();
+    let deadline = Instant::now() + Duration::from_secs(10);
+    while alive(pid) {
+        assert!(Instant::now() < deadline, "the task did not exit");
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    agent.start().await;
+    let allocs = agent
+        .wait_allocs("three", |a| a.len() == 1 && a[0]["ClientStatus"] == "failed")
+        .await;
+    let a = agent.alloc(allocs[0]["ID"].as_str().unwrap()).await;
+    let events = a["TaskStates"]["t"]["Events"].as_array().unwrap();
+    let terminated = events.iter().find(|e| e["Type"] == "Terminated").unwrap_or_else(|| panic!("{a:#}"));
+    assert_eq!(terminated["ExitCode"], 3, "{terminated:#}");
+    // Its restart policy applied: no attempts left.
+    assert!(events.iter().any(|e| e["Type"] == "Not Restarting"), "{a:#}");
+    assert_eq!(events.iter().filter(|e| e["Type"] == "Started").count(), 1);
+}
