@@ -13,6 +13,8 @@ use crate::harness::agent_bin;
 struct AgentProcess {
     dir: PathBuf,
     port: u16,
+    /// Extra arguments of `agent run`.
+    args: Vec<String>,
     child: Option<Child>,
     http: reqwest::Client,
 }
@@ -27,6 +29,7 @@ impl AgentProcess {
         Self {
             dir: dir.to_path_buf(),
             port,
+            args: Vec::new(),
             child: None,
             http: reqwest::Client::new(),
         }
@@ -42,6 +45,7 @@ impl AgentProcess {
             .args(["run", "--dev", "--data-dir"])
             .arg(self.dir.join("data"))
             .args(["--bind", &format!("127.0.0.1:{}", self.port)])
+            .args(&self.args)
             .stdin(Stdio::null())
             .stdout(log.try_clone().unwrap())
             .stderr(log)
@@ -55,7 +59,11 @@ impl AgentProcess {
             {
                 return;
             }
-            assert!(Instant::now() < deadline, "the agent did not come up: {}", self.log());
+            assert!(
+                Instant::now() < deadline,
+                "the agent did not come up: {}",
+                self.log()
+            );
             tokio::time::sleep(Duration::from_millis(50)).await;
         }
     }
@@ -75,7 +83,14 @@ impl AgentProcess {
     }
 
     async fn get(&self, path: &str) -> Value {
-        self.http.get(self.url(path)).send().await.unwrap().json().await.unwrap()
+        self.http
+            .get(self.url(path))
+            .send()
+            .await
+            .unwrap()
+            .json()
+            .await
+            .unwrap()
     }
 
     async fn post_job(&self, job: Value) {
@@ -121,7 +136,10 @@ impl Drop for AgentProcess {
 fn alive(pid: u32) -> bool {
     std::fs::read_to_string(format!("/proc/{pid}/stat"))
         .ok()
-        .and_then(|s| s.rsplit_once(')').map(|(_, r)| r.trim_start().chars().next() != Some('Z')))
+        .and_then(|s| {
+            s.rsplit_once(')')
+                .map(|(_, r)| r.trim_start().chars().next() != Some('Z'))
+        })
         .unwrap_or(false)
 }
 
@@ -139,17 +157,22 @@ async fn kill_9_ten_times_while_20_raw_exec_tasks_run_leaves_every_task_running(
             "Tasks": [{ "Name": "t", "Driver": "raw_exec",
                 "Config": { "command": "/bin/sh", "args": ["-c", "echo $$ > local/pid; exec sleep 600"] } }] }] }))
         .await;
-    let all_running = |a: &[Value]| {
-        a.len() == 20 && a.iter().all(|a| a["TaskStates"]["t"]["State"] == "running")
-    };
+    let all_running =
+        |a: &[Value]| a.len() == 20 && a.iter().all(|a| a["TaskStates"]["t"]["State"] == "running");
     let allocs = agent.wait_allocs("fleet", all_running).await;
-    let ids: Vec<String> = allocs.iter().map(|a| a["ID"].as_str().unwrap().to_string()).collect();
+    let ids: Vec<String> = allocs
+        .iter()
+        .map(|a| a["ID"].as_str().unwrap().to_string())
+        .collect();
     let mut pids = Vec::new();
     for id in &ids {
         let f = task_dir(dir.path(), id).join("local/pid");
         let deadline = Instant::now() + Duration::from_secs(20);
         let pid = loop {
-            if let Some(p) = std::fs::read_to_string(&f).ok().and_then(|s| s.trim().parse::<u32>().ok()) {
+            if let Some(p) = std::fs::read_to_string(&f)
+                .ok()
+                .and_then(|s| s.trim().parse::<u32>().ok())
+            {
                 break p;
             }
             assert!(Instant::now() < deadline, "no pid file for {id}");
@@ -165,13 +188,19 @@ async fn kill_9_ten_times_while_20_raw_exec_tasks_run_leaves_every_task_running(
         }
         agent.start().await;
         let allocs = agent.wait_allocs("fleet", all_running).await;
-        let mut now: Vec<String> = allocs.iter().map(|a| a["ID"].as_str().unwrap().to_string()).collect();
+        let mut now: Vec<String> = allocs
+            .iter()
+            .map(|a| a["ID"].as_str().unwrap().to_string())
+            .collect();
         now.sort();
         let mut before = ids.clone();
         before.sort();
         assert_eq!(now, before, "round {round}: the same allocations");
         for pid in &pids {
-            assert!(alive(*pid), "round {round}: pid {pid} died across the restart");
+            assert!(
+                alive(*pid),
+                "round {round}: pid {pid} died across the restart"
+            );
         }
     }
     // After the last start: every task is the one first started, never restarted.
@@ -180,12 +209,22 @@ async fn kill_9_ten_times_while_20_raw_exec_tasks_run_leaves_every_task_running(
         let t = &a["TaskStates"]["t"];
         assert_eq!(t["State"], "running", "{a:#}");
         assert_eq!(t["Restarts"], 0, "{a:#}");
-        let started = t["Events"].as_array().unwrap().iter().filter(|e| e["Type"] == "Started").count();
+        let started = t["Events"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .filter(|e| e["Type"] == "Started")
+            .count();
         assert_eq!(started, 1, "{a:#}");
     }
 
     // Stopping the job still reaches the reattached processes.
-    let r = agent.http.delete(agent.url("/v1/job/fleet")).send().await.unwrap();
+    let r = agent
+        .http
+        .delete(agent.url("/v1/job/fleet"))
+        .send()
+        .await
+        .unwrap();
     assert!(r.status().is_success());
     let deadline = Instant::now() + Duration::from_secs(30);
     while pids.iter().any(|p| alive(*p)) {
@@ -206,13 +245,18 @@ async fn a_task_that_exits_while_the_agent_is_down_reports_its_real_exit_code() 
                 "Config": { "command": "/bin/sh", "args": ["-c", "echo $$ > local/pid; while [ ! -f local/go ]; do sleep 0.05; done; exit 3"] } }] }] }))
         .await;
     let allocs = agent
-        .wait_allocs("three", |a| a.len() == 1 && a[0]["TaskStates"]["t"]["State"] == "running")
+        .wait_allocs("three", |a| {
+            a.len() == 1 && a[0]["TaskStates"]["t"]["State"] == "running"
+        })
         .await;
     let id = allocs[0]["ID"].as_str().unwrap().to_string();
     let td = task_dir(dir.path(), &id);
     let deadline = Instant::now() + Duration::from_secs(20);
     let pid = loop {
-        if let Some(p) = std::fs::read_to_string(td.join("local/pid")).ok().and_then(|s| s.trim().parse::<u32>().ok()) {
+        if let Some(p) = std::fs::read_to_string(td.join("local/pid"))
+            .ok()
+            .and_then(|s| s.trim().parse::<u32>().ok())
+        {
             break p;
         }
         assert!(Instant::now() < deadline);
@@ -227,13 +271,112 @@ async fn a_task_that_exits_while_the_agent_is_down_reports_its_real_exit_code() 
     }
     agent.start().await;
     let allocs = agent
-        .wait_allocs("three", |a| a.len() == 1 && a[0]["ClientStatus"] == "failed")
+        .wait_allocs("three", |a| {
+            a.len() == 1 && a[0]["ClientStatus"] == "failed"
+        })
         .await;
     let a = agent.alloc(allocs[0]["ID"].as_str().unwrap()).await;
     let events = a["TaskStates"]["t"]["Events"].as_array().unwrap();
-    let terminated = events.iter().find(|e| e["Type"] == "Terminated").unwrap_or_else(|| panic!("{a:#}"));
+    let terminated = events
+        .iter()
+        .find(|e| e["Type"] == "Terminated")
+        .unwrap_or_else(|| panic!("{a:#}"));
     assert_eq!(terminated["ExitCode"], 3, "{terminated:#}");
     // Its restart policy applied: no attempts left.
-    assert!(events.iter().any(|e| e["Type"] == "Not Restarting"), "{a:#}");
+    assert!(
+        events.iter().any(|e| e["Type"] == "Not Restarting"),
+        "{a:#}"
+    );
     assert_eq!(events.iter().filter(|e| e["Type"] == "Started").count(), 1);
+}
+
+/// Wait for a file to have `n` lines; returns them.
+async fn lines(path: &Path, n: usize) -> Vec<String> {
+    let deadline = Instant::now() + Duration::from_secs(30);
+    loop {
+        let text = std::fs::read_to_string(path).unwrap_or_default();
+        let v: Vec<String> = text.lines().map(str::to_string).collect();
+        if v.len() >= n {
+            return v;
+        }
+        assert!(
+            Instant::now() < deadline,
+            "{} has {} lines, waiting for {n}",
+            path.display(),
+            v.len()
+        );
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn hook_env_and_done_hooks_are_restored_in_first_run_order_after_kill_9() {
+    let dir = tempfile::tempdir().unwrap();
+    let hooks = crate::harness::fixture_env_dir();
+    let config = |env_inject_order: u32, fixture_order: u32| {
+        format!(
+            "plugin \"env-inject\" {{\n grant {{\n env = true\n }}\n config {{\n env = {{ GREETING = \"from env-inject\" }}\n }}\n}}\nplugin \"fixture-env\" {{\n config {{\n env = {{ GREETING = \"from the fixture\" }}\n done = true\n }}\n}}\nhook \"env-inject\" {{\n order = {env_inject_order}\n all_tasks = true\n}}\nhook \"fixture-env\" {{\n order = {fixture_order}\n all_tasks = true\n}}\n"
+        )
+    };
+    let config_file = dir.path().join("agent.hcl");
+    std::fs::write(&config_file, config(1, 2)).unwrap();
+    let mut agent = AgentProcess::new(dir.path());
+    agent.args = vec![
+        "--config".into(),
+        config_file.display().to_string(),
+        "--hooks".into(),
+        hooks.path().display().to_string(),
+    ];
+    agent.start().await;
+    // Each start appends $GREETING, then waits for `go` and fails: one restart follows.
+    agent
+        .post_job(json!({ "ID": "env", "Type": "batch", "TaskGroups": [{ "Name": "g",
+            "RestartPolicy": { "Attempts": 1, "Interval": 600_000_000_000u64, "Delay": 10_000_000, "Mode": "fail" },
+            "Tasks": [{ "Name": "t", "Driver": "raw_exec",
+                "Config": { "command": "/bin/sh", "args": ["-c",
+                    "echo \"$GREETING\" >> local/out; while [ ! -f local/go ]; do sleep 0.05; done; rm local/go; exit 1"] } }] }] }))
+        .await;
+    let allocs = agent
+        .wait_allocs("env", |a| {
+            a.len() == 1 && a[0]["TaskStates"]["t"]["State"] == "running"
+        })
+        .await;
+    let id = allocs[0]["ID"].as_str().unwrap().to_string();
+    let td = task_dir(dir.path(), &id);
+    assert_eq!(lines(&td.join("local/out"), 1).await, ["from the fixture"]);
+
+    // Crash, and come back with the hook order reversed: what ran first stays first.
+    agent.kill9();
+    std::fs::write(&config_file, config(2, 1)).unwrap();
+    agent.start().await;
+    agent
+        .wait_allocs("env", |a| {
+            a.len() == 1 && a[0]["TaskStates"]["t"]["State"] == "running"
+        })
+        .await;
+    std::fs::write(td.join("local/go"), "").unwrap();
+    // The restart after the restore sees the same env: the fixture (done, so skipped)
+    // keeps its place after env-inject, and its env still applies.
+    assert_eq!(
+        lines(&td.join("local/out"), 2).await,
+        ["from the fixture", "from the fixture"]
+    );
+    let a = agent.alloc(&id).await;
+    assert_eq!(a["TaskStates"]["t"]["Restarts"], 1, "{a:#}");
+    std::fs::write(td.join("local/go"), "").unwrap();
+    agent
+        .wait_allocs("env", |a| a.len() == 1 && a[0]["ClientStatus"] == "failed")
+        .await;
+    // The done hook ran once in all: not again on the restore nor on the restart.
+    agent.kill9();
+    let db = paddock::state::RedbState::open(&dir.path().join("data/state.redb")).unwrap();
+    let local = paddock::state::StateDb::local_state(&db, &id, "t")
+        .unwrap()
+        .unwrap();
+    let order: Vec<&str> = local.hooks.iter().map(|(n, _)| n.as_str()).collect();
+    assert_eq!(order, ["env-inject", "fixture-env"]);
+    assert_eq!(
+        local.hooks[1].1.data.get("runs").map(String::as_str),
+        Some("1")
+    );
 }
