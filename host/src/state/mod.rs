@@ -7,6 +7,8 @@
 //! Values are JSON; keys are `<alloc-id>` or `<alloc-id>/<task>`, so an allocation's rows
 //! are one prefix and deleting an allocation is one range delete in one transaction.
 
+mod commit;
+mod faulty;
 mod mem;
 mod redb_backend;
 
@@ -15,6 +17,8 @@ use std::collections::BTreeMap;
 use serde::de::DeserializeOwned;
 use serde::{Deserialize, Serialize};
 
+pub use commit::{CommitOptions, CommitStats};
+pub use faulty::FaultyBackend;
 pub use mem::MemBackend;
 pub use redb_backend::RedbBackend;
 
@@ -193,9 +197,32 @@ pub trait Backend: Send + Sync {
     -> Result<Vec<(String, Vec<u8>)>, StateError>;
 }
 
-/// The typed state layer over a backend.
+/// The typed state layer over a backend; writes go through the committer (group commit
+/// and de-duplication, see [`commit`]).
 pub struct KvState<B: Backend> {
-    backend: B,
+    backend: std::sync::Arc<B>,
+    commit: commit::Committer,
+}
+
+impl<B: Backend + 'static> KvState<B> {
+    /// A state layer over `backend`.
+    pub fn with_backend(backend: B, options: CommitOptions) -> Self {
+        let backend = std::sync::Arc::new(backend);
+        Self {
+            commit: commit::Committer::start(backend.clone(), options),
+            backend,
+        }
+    }
+
+    /// The backend (for tests that inject faults).
+    pub fn backend(&self) -> &B {
+        &self.backend
+    }
+
+    /// Write-path counters.
+    pub fn commit_stats(&self) -> &CommitStats {
+        self.commit.stats()
+    }
 }
 
 /// The default state DB: a redb file.
@@ -206,18 +233,17 @@ pub type MemState = KvState<MemBackend>;
 impl RedbState {
     /// Open (or create) the state file at `path`, upgrading an older schema.
     pub fn open(path: &std::path::Path) -> Result<Self, StateError> {
-        Ok(KvState {
-            backend: RedbBackend::open(path)?,
-        })
+        Ok(KvState::with_backend(
+            RedbBackend::open(path)?,
+            CommitOptions::default(),
+        ))
     }
 }
 
 impl MemState {
     /// A fresh in-memory state.
     pub fn new() -> Self {
-        KvState {
-            backend: MemBackend::default(),
-        }
+        KvState::with_backend(MemBackend::default(), CommitOptions::default())
     }
 }
 
@@ -247,9 +273,9 @@ fn task_key(alloc_id: &str, task: &str) -> String {
     format!("{alloc_id}/{task}")
 }
 
-impl<B: Backend> StateDb for KvState<B> {
+impl<B: Backend + 'static> StateDb for KvState<B> {
     fn put_job(&self, job: &Job) -> Result<(), StateError> {
-        self.backend.write(vec![Op::Put(
+        self.commit.write(vec![Op::Put(
             tables::JOBS,
             format!("{}/{}", job.namespace, job.id),
             encode(job),
@@ -257,7 +283,7 @@ impl<B: Backend> StateDb for KvState<B> {
     }
 
     fn delete_job(&self, namespace: &str, id: &str) -> Result<(), StateError> {
-        self.backend
+        self.commit
             .write(vec![Op::Delete(tables::JOBS, format!("{namespace}/{id}"))])
     }
 
@@ -274,7 +300,7 @@ impl<B: Backend> StateDb for KvState<B> {
         a.task_states.clear();
         let mut stored = serde_json::to_value(&a).expect("allocations serialize");
         stored["Index"] = serde_json::json!(alloc.index);
-        self.backend.write(vec![Op::Put(
+        self.commit.write(vec![Op::Put(
             tables::ALLOCS,
             alloc.id.clone(),
             serde_json::to_vec(&stored).expect("json"),
@@ -283,7 +309,7 @@ impl<B: Backend> StateDb for KvState<B> {
 
     fn delete_alloc(&self, id: &str) -> Result<(), StateError> {
         let prefix = format!("{id}/");
-        self.backend.write(vec![
+        self.commit.write(vec![
             Op::Delete(tables::ALLOCS, id.to_string()),
             Op::DeletePrefix(tables::TASK_STATE, prefix.clone()),
             Op::DeletePrefix(tables::LOCAL_STATE, prefix),
@@ -314,7 +340,7 @@ impl<B: Backend> StateDb for KvState<B> {
         task: &str,
         state: &TaskState,
     ) -> Result<(), StateError> {
-        self.backend.write(vec![Op::Put(
+        self.commit.write(vec![Op::Put(
             tables::TASK_STATE,
             task_key(alloc_id, task),
             encode(state),
@@ -341,7 +367,7 @@ impl<B: Backend> StateDb for KvState<B> {
         task: &str,
         state: &LocalTaskState,
     ) -> Result<(), StateError> {
-        self.backend.write(vec![Op::Put(
+        self.commit.write(vec![Op::Put(
             tables::LOCAL_STATE,
             task_key(alloc_id, task),
             encode(state),
@@ -361,7 +387,7 @@ impl<B: Backend> StateDb for KvState<B> {
     }
 
     fn put_node_identity(&self, identity: &BTreeMap<String, String>) -> Result<(), StateError> {
-        self.backend.write(vec![Op::Put(
+        self.commit.write(vec![Op::Put(
             tables::NODE,
             "identity".into(),
             encode(identity),
@@ -376,7 +402,7 @@ impl<B: Backend> StateDb for KvState<B> {
     }
 
     fn put_process(&self, r: &ProcessRecord) -> Result<(), StateError> {
-        self.backend.write(vec![Op::Put(
+        self.commit.write(vec![Op::Put(
             tables::PROCESSES,
             format!("{:020}", r.id),
             encode(r),
@@ -384,7 +410,7 @@ impl<B: Backend> StateDb for KvState<B> {
     }
 
     fn delete_process(&self, id: u64) -> Result<(), StateError> {
-        self.backend
+        self.commit
             .write(vec![Op::Delete(tables::PROCESSES, format!("{id:020}"))])
     }
 

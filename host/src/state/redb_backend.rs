@@ -162,3 +162,86 @@ impl Backend for RedbBackend {
         Ok(out)
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::state::{RedbState, StateDb};
+
+    /// A file as an agent with schema 1 left it: the five tables of then, one allocation.
+    fn write_v1(path: &Path) {
+        let db = Database::create(path).unwrap();
+        let txn = db.begin_write().unwrap();
+        for t in [
+            "meta",
+            "jobs",
+            "allocs",
+            "task_state",
+            "local_state",
+            "node",
+        ] {
+            txn.open_table(def(t)).unwrap();
+        }
+        {
+            let mut meta = txn.open_table(def(tables::META)).unwrap();
+            meta.insert(VERSION_KEY, 1u64.to_le_bytes().as_slice())
+                .unwrap();
+            let mut node = txn.open_table(def(tables::NODE)).unwrap();
+            node.insert("identity", br#"{"id":"node-1"}"#.as_slice())
+                .unwrap();
+        }
+        txn.commit().unwrap();
+    }
+
+    fn version(path: &Path) -> u64 {
+        let db = Database::create(path).unwrap();
+        let txn = db.begin_read().unwrap();
+        let t = txn.open_table(def(tables::META)).unwrap();
+        let v = t.get(VERSION_KEY).unwrap().unwrap();
+        u64::from_le_bytes(v.value().try_into().unwrap())
+    }
+
+    #[test]
+    fn a_schema_1_file_is_upgraded_keeping_its_data() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("state.redb");
+        write_v1(&path);
+        {
+            let db = RedbState::open(&path).unwrap();
+            assert_eq!(db.node_identity().unwrap().unwrap()["id"], "node-1");
+            // The table schema 2 added is there.
+            assert!(db.processes().unwrap().is_empty());
+        }
+        assert_eq!(version(&path), SCHEMA_VERSION);
+    }
+
+    #[test]
+    fn a_newer_schema_or_a_file_in_use_is_refused_naming_the_file() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("state.redb");
+        {
+            let db = Database::create(&path).unwrap();
+            let txn = db.begin_write().unwrap();
+            {
+                let mut meta = txn.open_table(def(tables::META)).unwrap();
+                meta.insert(VERSION_KEY, 99u64.to_le_bytes().as_slice())
+                    .unwrap();
+            }
+            txn.commit().unwrap();
+        }
+        let e = RedbState::open(&path)
+            .err()
+            .expect("a newer schema must be refused");
+        assert!(matches!(e, StateError::TooNew { found: 99, .. }), "{e:?}");
+        assert!(e.to_string().contains(&path.display().to_string()), "{e}");
+        // Refusing it changed nothing.
+        assert_eq!(version(&path), 99);
+
+        let other = dir.path().join("other.redb");
+        let _held = RedbState::open(&other).unwrap();
+        let e = RedbState::open(&other)
+            .err()
+            .expect("a second opener must be refused");
+        assert!(matches!(e, StateError::InUse { .. }), "{e:?}");
+    }
+}

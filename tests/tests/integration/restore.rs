@@ -138,7 +138,7 @@ fn alive(pid: u32) -> bool {
         .ok()
         .and_then(|s| {
             s.rsplit_once(')')
-                .map(|(_, r)| r.trim_start().chars().next() != Some('Z'))
+                .map(|(_, r)| !r.trim_start().starts_with('Z'))
         })
         .unwrap_or(false)
 }

@@ -1,0 +1,365 @@
+//! The write path: one committer thread per state DB that turns concurrent writes into
+//! shared transactions (group commit) and drops writes that change nothing (de-duplication).
+//!
+//! - **Group commit.** Every `write` is queued and its caller blocks until the transaction
+//!   holding it has committed (with redb, one fsync): a write is acknowledged only once it
+//!   is durable. While one commit is in flight, the writes that arrive meanwhile are
+//!   gathered into the next one, so 200 task runners updating their state share commits
+//!   instead of paying an fsync each.
+//! - **De-duplication.** The committer remembers the last *committed* value of every key
+//!   it wrote. A put of the same bytes, or a delete of a key known to be absent, is dropped,
+//!   and a write left with nothing to do skips the transaction entirely, not only the
+//!   stores (Nomad's boltdd still opened and committed one). The memory is updated only
+//!   after the commit succeeded: a failed commit leaves it as it was, so a value that never
+//!   reached the disk is never taken for written (Nomad's cache could go stale there).
+//! - **Isolation of failures.** When a shared transaction fails, each write in it is tried
+//!   again in a transaction of its own, so one bad write fails only its caller.
+//!
+//! What a power loss can lose: nothing that was acknowledged. A write whose caller has not
+//! returned yet may or may not be on disk.
+
+use std::collections::HashMap;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, mpsc};
+
+use super::{Backend, Op, StateError};
+
+/// Counters of the write path.
+#[derive(Debug, Default)]
+pub struct CommitStats {
+    /// Writes asked for.
+    pub writes: AtomicU64,
+    /// Transactions committed.
+    pub commits: AtomicU64,
+    /// Writes that had nothing left to do after de-duplication.
+    pub skipped: AtomicU64,
+    /// Transactions that failed.
+    pub failures: AtomicU64,
+}
+
+/// How the committer works (both on by default; off for comparisons).
+#[derive(Debug, Clone, Copy)]
+pub struct CommitOptions {
+    /// Drop writes that change nothing.
+    pub dedup: bool,
+    /// Share transactions between concurrent writes.
+    pub group: bool,
+}
+
+impl Default for CommitOptions {
+    fn default() -> Self {
+        Self {
+            dedup: true,
+            group: true,
+        }
+    }
+}
+
+struct Request {
+    ops: Vec<Op>,
+    done: mpsc::SyncSender<Result<(), StateError>>,
+}
+
+/// The committer of one backend.
+pub struct Committer {
+    queue: Option<mpsc::Sender<Request>>,
+    stats: Arc<CommitStats>,
+    thread: Option<std::thread::JoinHandle<()>>,
+}
+
+impl Drop for Committer {
+    /// Finish what is queued and stop, so the backend (and its file lock) is released when
+    /// the state DB is dropped.
+    fn drop(&mut self) {
+        self.queue.take();
+        if let Some(t) = self.thread.take() {
+            let _ = t.join();
+        }
+    }
+}
+
+/// Most writes gathered into one transaction.
+const MAX_BATCH: usize = 1024;
+
+/// Forget the de-duplication memory when it holds more keys than this.
+const MAX_REMEMBERED: usize = 200_000;
+
+type Key = (&'static str, String);
+
+impl Committer {
+    /// Start the committer thread for `backend`.
+    pub fn start<B: Backend + 'static>(backend: Arc<B>, options: CommitOptions) -> Self {
+        let (queue, rx) = mpsc::channel::<Request>();
+        let stats = Arc::new(CommitStats::default());
+        let s = stats.clone();
+        let thread = std::thread::Builder::new()
+            .name("state-commit".into())
+            .spawn(move || run(backend.as_ref(), &rx, options, &s))
+            .expect("starting the state committer thread");
+        Self {
+            queue: Some(queue),
+            stats,
+            thread: Some(thread),
+        }
+    }
+
+    /// Apply `ops` atomically; returns once they are durable (or known to change nothing).
+    pub fn write(&self, ops: Vec<Op>) -> Result<(), StateError> {
+        self.stats.writes.fetch_add(1, Ordering::Relaxed);
+        let (done, rx) = mpsc::sync_channel(1);
+        self.queue
+            .as_ref()
+            .ok_or_else(|| StateError::Storage("the state committer has stopped".into()))?
+            .send(Request { ops, done })
+            .map_err(|_| StateError::Storage("the state committer has stopped".into()))?;
+        rx.recv()
+            .map_err(|_| StateError::Storage("the state committer has stopped".into()))?
+    }
+
+    /// Counters.
+    pub fn stats(&self) -> &CommitStats {
+        &self.stats
+    }
+}
+
+/// Known committed values: `Some(bytes)`, or `None` for a key known to be absent.
+#[derive(Default)]
+struct Memory {
+    values: HashMap<Key, Option<Vec<u8>>>,
+}
+
+impl Memory {
+    /// `ops` without what would change nothing, given `view` (this batch's pending changes
+    /// over the committed memory). Records the kept ops' effects in `view`.
+    fn filter(&self, ops: Vec<Op>, view: &mut HashMap<Key, Option<Option<Vec<u8>>>>) -> Vec<Op> {
+        let known =
+            |view: &HashMap<Key, Option<Option<Vec<u8>>>>, k: &Key| -> Option<Option<Vec<u8>>> {
+                match view.get(k) {
+                    Some(v) => v.clone(),
+                    None => self.values.get(k).cloned(),
+                }
+            };
+        let mut out = Vec::with_capacity(ops.len());
+        for op in ops {
+            match op {
+                Op::Put(t, k, v) => {
+                    let key = (t, k);
+                    if known(view, &key).is_some_and(|cur| cur.as_deref() == Some(v.as_slice())) {
+                        continue;
+                    }
+                    view.insert(key.clone(), Some(Some(v.clone())));
+                    out.push(Op::Put(t, key.1, v));
+                }
+                Op::Delete(t, k) => {
+                    let key = (t, k);
+                    if known(view, &key) == Some(None) {
+                        continue;
+                    }
+                    view.insert(key.clone(), Some(None));
+                    out.push(Op::Delete(t, key.1));
+                }
+                Op::DeletePrefix(t, p) => {
+                    // Which keys go is not known here: forget them (unknown is safe).
+                    let matches = |(tt, kk): &&Key| *tt == t && kk.starts_with(&p);
+                    let gone: Vec<Key> = self
+                        .values
+                        .keys()
+                        .filter(matches)
+                        .chain(view.keys().filter(matches))
+                        .cloned()
+                        .collect();
+                    for k in gone {
+                        view.insert(k, None);
+                    }
+                    out.push(Op::DeletePrefix(t, p));
+                }
+            }
+        }
+        out
+    }
+
+    /// A batch committed: its view becomes the memory.
+    fn apply(&mut self, view: HashMap<Key, Option<Option<Vec<u8>>>>) {
+        for (k, v) in view {
+            match v {
+                Some(known) => {
+                    self.values.insert(k, known);
+                }
+                None => {
+                    self.values.remove(&k);
+                }
+            }
+        }
+        if self.values.len() > MAX_REMEMBERED {
+            self.values.clear();
+        }
+    }
+}
+
+fn run(
+    backend: &dyn Backend,
+    rx: &mpsc::Receiver<Request>,
+    options: CommitOptions,
+    stats: &CommitStats,
+) {
+    let mut memory = Memory::default();
+    while let Ok(first) = rx.recv() {
+        let mut batch = vec![first];
+        if options.group {
+            while batch.len() < MAX_BATCH {
+                match rx.try_recv() {
+                    Ok(r) => batch.push(r),
+                    Err(_) => break,
+                }
+            }
+        }
+        let mut view = HashMap::new();
+        let mut per_request = Vec::with_capacity(batch.len());
+        for r in &mut batch {
+            let ops = std::mem::take(&mut r.ops);
+            let kept = if options.dedup {
+                memory.filter(ops, &mut view)
+            } else {
+                ops
+            };
+            if kept.is_empty() {
+                stats.skipped.fetch_add(1, Ordering::Relaxed);
+            }
+            per_request.push(kept);
+        }
+        let all: Vec<Op> = per_request.iter().flatten().cloned().collect();
+        if all.is_empty() {
+            for r in batch {
+                let _ = r.done.send(Ok(()));
+            }
+            continue;
+        }
+        match backend.write(all) {
+            Ok(()) => {
+                stats.commits.fetch_add(1, Ordering::Relaxed);
+                if options.dedup {
+                    memory.apply(view);
+                }
+                for r in batch {
+                    let _ = r.done.send(Ok(()));
+                }
+            }
+            Err(e) if batch.len() == 1 => {
+                stats.failures.fetch_add(1, Ordering::Relaxed);
+                let _ = batch.remove(0).done.send(Err(e));
+            }
+            Err(_) => {
+                stats.failures.fetch_add(1, Ordering::Relaxed);
+                // Each on its own, so that one bad write fails only its caller.
+                for (r, ops) in batch.into_iter().zip(per_request) {
+                    let result = if ops.is_empty() {
+                        Ok(())
+                    } else {
+                        let mut view = HashMap::new();
+                        let ops = if options.dedup {
+                            memory.filter(ops, &mut view)
+                        } else {
+                            ops
+                        };
+                        let res = backend.write(ops);
+                        match &res {
+                            Ok(()) => {
+                                stats.commits.fetch_add(1, Ordering::Relaxed);
+                                if options.dedup {
+                                    memory.apply(view);
+                                }
+                            }
+                            Err(_) => {
+                                stats.failures.fetch_add(1, Ordering::Relaxed);
+                            }
+                        }
+                        res
+                    };
+                    let _ = r.done.send(result);
+                }
+            }
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::sync::atomic::Ordering;
+    use std::time::Duration;
+
+    use crate::state::{
+        CommitOptions, FaultyBackend, HookState, KvState, LocalTaskState, MemBackend, StateDb,
+    };
+
+    fn db() -> KvState<FaultyBackend<MemBackend>> {
+        KvState::with_backend(
+            FaultyBackend::new(MemBackend::default()),
+            CommitOptions::default(),
+        )
+    }
+
+    fn local(env: &str) -> LocalTaskState {
+        let mut h = HookState::default();
+        h.env.insert("A".into(), env.into());
+        LocalTaskState {
+            hooks: vec![("h".into(), h)],
+            ..Default::default()
+        }
+    }
+
+    #[test]
+    fn an_identical_write_skips_the_whole_transaction() {
+        let db = db();
+        db.put_local_state("a", "t", &local("1")).unwrap();
+        db.put_local_state("a", "t", &local("1")).unwrap();
+        db.put_local_state("a", "t", &local("1")).unwrap();
+        assert_eq!(db.backend().writes.load(Ordering::SeqCst), 1);
+        assert_eq!(db.commit_stats().skipped.load(Ordering::SeqCst), 2);
+        db.put_local_state("a", "t", &local("2")).unwrap();
+        assert_eq!(db.backend().writes.load(Ordering::SeqCst), 2);
+        // After a delete, the same value is a change again.
+        db.delete_alloc("a").unwrap();
+        db.put_local_state("a", "t", &local("2")).unwrap();
+        assert_eq!(db.local_state("a", "t").unwrap(), Some(local("2")));
+    }
+
+    #[test]
+    fn a_failed_commit_is_not_taken_for_written() {
+        let db = db();
+        db.put_local_state("a", "t", &local("1")).unwrap();
+        db.backend().fail_next(1);
+        assert!(db.put_local_state("a", "t", &local("2")).is_err());
+        assert_eq!(db.local_state("a", "t").unwrap(), Some(local("1")));
+        // The same write again must reach the disk: the failed one never did.
+        db.put_local_state("a", "t", &local("2")).unwrap();
+        assert_eq!(db.local_state("a", "t").unwrap(), Some(local("2")));
+        // And going back to the first value is a real write too.
+        db.put_local_state("a", "t", &local("1")).unwrap();
+        assert_eq!(db.local_state("a", "t").unwrap(), Some(local("1")));
+    }
+
+    #[test]
+    fn concurrent_writers_share_commits_and_each_is_durable_when_acknowledged() {
+        let db = std::sync::Arc::new(db());
+        db.backend().set_delay(Duration::from_millis(5));
+        let threads: Vec<_> = (0..200)
+            .map(|i| {
+                let db = db.clone();
+                std::thread::spawn(move || {
+                    db.put_local_state(&format!("a{i}"), "t", &local(&i.to_string()))
+                        .unwrap();
+                    // Acknowledged: readable now.
+                    assert_eq!(
+                        db.local_state(&format!("a{i}"), "t").unwrap(),
+                        Some(local(&i.to_string()))
+                    );
+                })
+            })
+            .collect();
+        for t in threads {
+            t.join().unwrap();
+        }
+        let commits = db.commit_stats().commits.load(Ordering::SeqCst);
+        assert!(commits < 100, "200 writes took {commits} commits");
+    }
+}
