@@ -2,7 +2,9 @@
 //! - `mock/component` vs `mock/native`: start + wait + destroy of a mock task that exits at
 //!   once, through the component, and the same logic as plain Rust in-process (the floor);
 //! - `raw_exec/component` vs `raw_exec/std`: `/bin/true` from start to exit through the
-//!   raw_exec component and the host `process` capability, and a bare spawn-and-wait.
+//!   raw_exec component and the host `process` capability (a child of this process), and a
+//!   bare spawn-and-wait; `raw_exec/component_executor` is the agent's path, through the task
+//!   executor with the process recorded in a state DB.
 //!
 //! Run: `cargo bench -p paddock --bench drivers`. Quote medians and ratios.
 
@@ -220,6 +222,30 @@ fn benches(c: &mut Criterion) {
             assert_eq!(r.exit_code, 0);
         })
     });
+    // The agent's path: the process starts under the task executor and is recorded in a
+    // state DB, so that it outlives the agent.
+    let rt_exec = runtime(&tokio, None);
+    let exec_dir = tempfile::tempdir().unwrap();
+    rt_exec.services().processes.use_executor(
+        paddock::executor::client::ExecutorConfig {
+            program: env!("CARGO_BIN_EXE_agent").into(),
+            socket: exec_dir.path().join("executor.sock"),
+            dir: exec_dir.path().join("executor"),
+        },
+        Arc::new(paddock::state::DbProcessStore(Arc::new(
+            paddock::state::MemState::new(),
+        ))),
+    );
+    let dm_exec = DriverManager::new(rt_exec.clone());
+    let raw_exec = dm_exec.dispense("raw_exec").unwrap();
+    g.bench_function("component_executor", |b| {
+        b.to_async(&tokio).iter(|| async {
+            let h = raw_exec.start(cfg.clone(), None).await.unwrap();
+            let r = run_to_exit(&dm_exec, &raw_exec, &h).await;
+            raw_exec.destroy(h, false).await.unwrap();
+            assert_eq!(r.exit_code, 0);
+        })
+    });
     g.bench_function("std", |b| {
         b.to_async(&tokio).iter(|| async {
             let status = tokio::process::Command::new("/bin/true")
@@ -248,6 +274,7 @@ fn whole_task(c: &mut Criterion) {
                 data_dir: Some(dir.path().to_path_buf()),
                 dev: true,
                 in_memory_state: in_memory,
+                executor_program: Some(env!("CARGO_BIN_EXE_agent").into()),
                 ..Default::default()
             }))
             .unwrap();

@@ -78,6 +78,11 @@ impl DriverManager {
             .register(alloc_id, task, handler);
     }
 
+    /// How many tasks have an event handler registered (one per running task).
+    pub fn event_handlers(&self) -> usize {
+        self.runtime.services().events.len()
+    }
+
     /// Remove a task's event handler.
     pub fn unregister_event_handler(&self, alloc_id: &str, task: &str) {
         self.runtime.services().events.unregister(alloc_id, task);

@@ -20,7 +20,7 @@
 
 use std::collections::HashMap;
 use std::sync::atomic::{AtomicU64, Ordering};
-use std::sync::{Arc, mpsc};
+use std::sync::{Arc, Mutex, mpsc};
 
 use super::{Backend, Op, StateError};
 
@@ -57,7 +57,69 @@ impl Default for CommitOptions {
 
 struct Request {
     ops: Vec<Op>,
+    /// The ops as asked for, to clear their in-flight marks when done.
+    asked: Vec<Op>,
     done: mpsc::SyncSender<Result<(), StateError>>,
+}
+
+/// Most writes gathered into one transaction.
+const MAX_BATCH: usize = 1024;
+
+/// Forget the de-duplication memory when it holds more keys than this.
+const MAX_REMEMBERED: usize = 200_000;
+
+type Key = (&'static str, String);
+
+/// What the callers and the committer thread share: the committed values, and which keys
+/// have writes queued or in flight (a write of the committed value is a no-op only when no
+/// other write to its key is still on its way).
+#[derive(Default)]
+struct Shared {
+    memory: Memory,
+    in_flight: HashMap<Key, usize>,
+    prefixes_in_flight: usize,
+}
+
+impl Shared {
+    fn track(&mut self, ops: &[Op], delta: isize) {
+        for op in ops {
+            match op {
+                Op::Put(t, k, _) | Op::Delete(t, k) => {
+                    let key = (*t, k.clone());
+                    let n = self.in_flight.entry(key.clone()).or_insert(0);
+                    *n = n.saturating_add_signed(delta);
+                    if *n == 0 {
+                        self.in_flight.remove(&key);
+                    }
+                }
+                Op::DeletePrefix(..) => {
+                    self.prefixes_in_flight = self.prefixes_in_flight.saturating_add_signed(delta);
+                }
+            }
+        }
+    }
+
+    /// Whether every op is known to change nothing, with nothing else on its way.
+    fn all_noop(&self, ops: &[Op]) -> bool {
+        self.prefixes_in_flight == 0
+            && ops.iter().all(|op| match op {
+                Op::Put(t, k, v) => {
+                    let key = (*t, k.clone());
+                    !self.in_flight.contains_key(&key)
+                        && self
+                            .memory
+                            .values
+                            .get(&key)
+                            .is_some_and(|cur| cur.as_deref() == Some(v.as_slice()))
+                }
+                Op::Delete(t, k) => {
+                    let key = (*t, k.clone());
+                    !self.in_flight.contains_key(&key)
+                        && self.memory.values.get(&key) == Some(&None)
+                }
+                Op::DeletePrefix(..) => false,
+            })
+    }
 }
 
 /// The committer of one backend.
@@ -65,6 +127,8 @@ pub struct Committer {
     queue: Option<mpsc::Sender<Request>>,
     stats: Arc<CommitStats>,
     thread: Option<std::thread::JoinHandle<()>>,
+    shared: Arc<Mutex<Shared>>,
+    dedup: bool,
 }
 
 impl Drop for Committer {
@@ -78,42 +142,48 @@ impl Drop for Committer {
     }
 }
 
-/// Most writes gathered into one transaction.
-const MAX_BATCH: usize = 1024;
-
-/// Forget the de-duplication memory when it holds more keys than this.
-const MAX_REMEMBERED: usize = 200_000;
-
-type Key = (&'static str, String);
-
 impl Committer {
     /// Start the committer thread for `backend`.
     pub fn start<B: Backend + 'static>(backend: Arc<B>, options: CommitOptions) -> Self {
         let (queue, rx) = mpsc::channel::<Request>();
         let stats = Arc::new(CommitStats::default());
-        let s = stats.clone();
+        let shared = Arc::new(Mutex::new(Shared::default()));
+        let (s, sh) = (stats.clone(), shared.clone());
         let thread = std::thread::Builder::new()
             .name("state-commit".into())
-            .spawn(move || run(backend.as_ref(), &rx, options, &s))
+            .spawn(move || run(backend.as_ref(), &rx, options, &s, &sh))
             .expect("starting the state committer thread");
         Self {
             queue: Some(queue),
             stats,
             thread: Some(thread),
+            shared,
+            dedup: options.dedup,
         }
     }
 
     /// Apply `ops` atomically; returns once they are durable (or known to change nothing).
     pub fn write(&self, ops: Vec<Op>) -> Result<(), StateError> {
         self.stats.writes.fetch_add(1, Ordering::Relaxed);
+        if self.dedup {
+            let mut shared = self.shared.lock().unwrap();
+            // Nothing to do and nothing on its way: no transaction, not even a hop to the
+            // committer thread.
+            if shared.all_noop(&ops) {
+                self.stats.skipped.fetch_add(1, Ordering::Relaxed);
+                return Ok(());
+            }
+            shared.track(&ops, 1);
+        }
+        let asked = if self.dedup { ops.clone() } else { Vec::new() };
         let (done, rx) = mpsc::sync_channel(1);
+        let stopped = || StateError::Storage("the state committer has stopped".into());
         self.queue
             .as_ref()
-            .ok_or_else(|| StateError::Storage("the state committer has stopped".into()))?
-            .send(Request { ops, done })
-            .map_err(|_| StateError::Storage("the state committer has stopped".into()))?;
-        rx.recv()
-            .map_err(|_| StateError::Storage("the state committer has stopped".into()))?
+            .ok_or_else(stopped)?
+            .send(Request { ops, asked, done })
+            .map_err(|_| stopped())?;
+        rx.recv().map_err(|_| stopped())?
     }
 
     /// Counters.
@@ -121,6 +191,9 @@ impl Committer {
         &self.stats
     }
 }
+
+/// A batch's pending changes over the memory: `Some(known)` or `None` (forget the key).
+type View = HashMap<Key, Option<Option<Vec<u8>>>>;
 
 /// Known committed values: `Some(bytes)`, or `None` for a key known to be absent.
 #[derive(Default)]
@@ -131,14 +204,13 @@ struct Memory {
 impl Memory {
     /// `ops` without what would change nothing, given `view` (this batch's pending changes
     /// over the committed memory). Records the kept ops' effects in `view`.
-    fn filter(&self, ops: Vec<Op>, view: &mut HashMap<Key, Option<Option<Vec<u8>>>>) -> Vec<Op> {
-        let known =
-            |view: &HashMap<Key, Option<Option<Vec<u8>>>>, k: &Key| -> Option<Option<Vec<u8>>> {
-                match view.get(k) {
-                    Some(v) => v.clone(),
-                    None => self.values.get(k).cloned(),
-                }
-            };
+    fn filter(&self, ops: Vec<Op>, view: &mut View) -> Vec<Op> {
+        let known = |view: &View, k: &Key| -> Option<Option<Vec<u8>>> {
+            match view.get(k) {
+                Some(v) => v.clone(),
+                None => self.values.get(k).cloned(),
+            }
+        };
         let mut out = Vec::with_capacity(ops.len());
         for op in ops {
             match op {
@@ -179,7 +251,7 @@ impl Memory {
     }
 
     /// A batch committed: its view becomes the memory.
-    fn apply(&mut self, view: HashMap<Key, Option<Option<Vec<u8>>>>) {
+    fn apply(&mut self, view: View) {
         for (k, v) in view {
             match v {
                 Some(known) => {
@@ -201,8 +273,28 @@ fn run(
     rx: &mpsc::Receiver<Request>,
     options: CommitOptions,
     stats: &CommitStats,
+    shared: &Mutex<Shared>,
 ) {
-    let mut memory = Memory::default();
+    // Answer a request and clear its in-flight marks (after the memory is up to date, so a
+    // caller never sees its key free while the memory still lags).
+    let answer = |r: Request, result: Result<(), StateError>| {
+        if options.dedup {
+            shared.lock().unwrap().track(&r.asked, -1);
+        }
+        let _ = r.done.send(result);
+    };
+    let filter = |ops: Vec<Op>, view: &mut View| {
+        if options.dedup {
+            shared.lock().unwrap().memory.filter(ops, view)
+        } else {
+            ops
+        }
+    };
+    let remember = |view: View| {
+        if options.dedup {
+            shared.lock().unwrap().memory.apply(view);
+        }
+    };
     while let Ok(first) = rx.recv() {
         let mut batch = vec![first];
         if options.group {
@@ -213,15 +305,10 @@ fn run(
                 }
             }
         }
-        let mut view = HashMap::new();
+        let mut view = View::new();
         let mut per_request = Vec::with_capacity(batch.len());
         for r in &mut batch {
-            let ops = std::mem::take(&mut r.ops);
-            let kept = if options.dedup {
-                memory.filter(ops, &mut view)
-            } else {
-                ops
-            };
+            let kept = filter(std::mem::take(&mut r.ops), &mut view);
             if kept.is_empty() {
                 stats.skipped.fetch_add(1, Ordering::Relaxed);
             }
@@ -230,52 +317,43 @@ fn run(
         let all: Vec<Op> = per_request.iter().flatten().cloned().collect();
         if all.is_empty() {
             for r in batch {
-                let _ = r.done.send(Ok(()));
+                answer(r, Ok(()));
             }
             continue;
         }
         match backend.write(all) {
             Ok(()) => {
                 stats.commits.fetch_add(1, Ordering::Relaxed);
-                if options.dedup {
-                    memory.apply(view);
-                }
+                remember(view);
                 for r in batch {
-                    let _ = r.done.send(Ok(()));
+                    answer(r, Ok(()));
                 }
             }
             Err(e) if batch.len() == 1 => {
                 stats.failures.fetch_add(1, Ordering::Relaxed);
-                let _ = batch.remove(0).done.send(Err(e));
+                answer(batch.remove(0), Err(e));
             }
             Err(_) => {
                 stats.failures.fetch_add(1, Ordering::Relaxed);
                 // Each on its own, so that one bad write fails only its caller.
                 for (r, ops) in batch.into_iter().zip(per_request) {
-                    let result = if ops.is_empty() {
-                        Ok(())
-                    } else {
-                        let mut view = HashMap::new();
-                        let ops = if options.dedup {
-                            memory.filter(ops, &mut view)
-                        } else {
-                            ops
-                        };
-                        let res = backend.write(ops);
-                        match &res {
-                            Ok(()) => {
-                                stats.commits.fetch_add(1, Ordering::Relaxed);
-                                if options.dedup {
-                                    memory.apply(view);
-                                }
-                            }
-                            Err(_) => {
-                                stats.failures.fetch_add(1, Ordering::Relaxed);
-                            }
+                    if ops.is_empty() {
+                        answer(r, Ok(()));
+                        continue;
+                    }
+                    let mut view = View::new();
+                    let ops = filter(ops, &mut view);
+                    let res = backend.write(ops);
+                    match &res {
+                        Ok(()) => {
+                            stats.commits.fetch_add(1, Ordering::Relaxed);
+                            remember(view);
                         }
-                        res
-                    };
-                    let _ = r.done.send(result);
+                        Err(_) => {
+                            stats.failures.fetch_add(1, Ordering::Relaxed);
+                        }
+                    }
+                    answer(r, res);
                 }
             }
         }

@@ -38,6 +38,16 @@ impl EventRouter {
             .insert((alloc_id.into(), task.into()), handler);
     }
 
+    /// How many tasks have a handler.
+    pub fn len(&self) -> usize {
+        self.handlers.lock().unwrap().len()
+    }
+
+    /// Whether no task has a handler.
+    pub fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
+
     /// Remove a task's handler.
     pub fn unregister(&self, alloc_id: &str, task: &str) {
         self.handlers
