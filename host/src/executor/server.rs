@@ -233,12 +233,13 @@ fn pump(mut pipe: impl Read + Send + 'static, mut log: RotatingFile, done: mpsc:
     });
 }
 
-/// Write the exit durably, then announce it.
+/// Write the exit where a restarted agent finds it, then announce it.
 fn record_exit(shared: &Shared, dir: &Path, id: u64, exit: Exit) {
     let path: PathBuf = exit_path(dir, id);
     let tmp = path.with_extension("tmp");
+    // Renamed into place, not synced: it must survive the agent, which it does; after a
+    // power loss the task is gone too and its exit is reported as lost.
     let written = std::fs::write(&tmp, serde_json::to_vec(&exit).expect("exits serialize"))
-        .and_then(|()| std::fs::File::open(&tmp)?.sync_all())
         .and_then(|()| std::fs::rename(&tmp, &path));
     if let Err(e) = written {
         tracing::error!(id, error = %e, "recording a process exit failed");
