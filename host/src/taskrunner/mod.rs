@@ -562,14 +562,16 @@ impl TaskRunner {
         // Persist the handle before announcing the start: after an agent crash the task
         // can be recovered only if its handle was stored.
         self.persist_handle(driver, &handle);
+        // The state and its event in one write: a crash cannot leave a running task
+        // without its `Started` event.
+        let started = TaskEvent::new(event_type::STARTED, "Task started by client")
+            .detail("task_id", &task_id);
+        tracing::info!(alloc_id = %alloc_id, task = %self.task.name, event = %started.event_type, message = %started.message, "task event");
         self.alloc.update_task(&self.task.name, |s| {
             s.state = task_state::RUNNING.into();
             s.started_at = crate::util::now_nanos();
+            s.push_event(started);
         });
-        self.event(
-            TaskEvent::new(event_type::STARTED, "Task started by client")
-                .detail("task_id", &task_id),
-        );
         for hook in &self.hooks {
             let req = PoststartRequest {
                 view,

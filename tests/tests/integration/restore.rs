@@ -74,6 +74,23 @@ impl AgentProcess {
         c.wait().unwrap();
     }
 
+    /// A graceful stop (SIGINT, as Ctrl-C or `systemctl stop` with KillMode=process).
+    fn interrupt(&mut self) {
+        let mut c = self.child.take().expect("running");
+        let pid = rustix_pid(c.id());
+        let _ = std::process::Command::new("kill")
+            .args(["-INT", &pid])
+            .status();
+        let deadline = Instant::now() + Duration::from_secs(20);
+        while c.try_wait().unwrap().is_none() {
+            assert!(
+                Instant::now() < deadline,
+                "the agent did not stop on SIGINT"
+            );
+            std::thread::sleep(Duration::from_millis(20));
+        }
+    }
+
     fn log(&self) -> String {
         std::fs::read_to_string(self.dir.join("agent.log")).unwrap_or_default()
     }
@@ -132,6 +149,10 @@ impl Drop for AgentProcess {
     }
 }
 
+fn rustix_pid(pid: u32) -> String {
+    pid.to_string()
+}
+
 /// Whether `pid` is a live (not zombie) process.
 fn alive(pid: u32) -> bool {
     std::fs::read_to_string(format!("/proc/{pid}/stat"))
@@ -181,8 +202,13 @@ async fn kill_9_ten_times_while_20_raw_exec_tasks_run_leaves_every_task_running(
         pids.push(pid);
     }
 
-    for round in 0..10 {
-        agent.kill9();
+    for round in 0..11 {
+        // Ten kill -9 in a row, then a graceful stop: the tasks outlive both.
+        if round < 10 {
+            agent.kill9();
+        } else {
+            agent.interrupt();
+        }
         for pid in &pids {
             assert!(alive(*pid), "round {round}: pid {pid} died with the agent");
         }
@@ -215,7 +241,13 @@ async fn kill_9_ten_times_while_20_raw_exec_tasks_run_leaves_every_task_running(
             .iter()
             .filter(|e| e["Type"] == "Started")
             .count();
-        assert_eq!(started, 1, "{a:#}");
+        let types: Vec<&str> = t["Events"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|e| e["Type"].as_str().unwrap_or(""))
+            .collect();
+        assert_eq!(started, 1, "{types:?} {}", agent.log());
     }
 
     // Stopping the job still reaches the reattached processes.
@@ -378,5 +410,93 @@ async fn hook_env_and_done_hooks_are_restored_in_first_run_order_after_kill_9() 
     assert_eq!(
         local.hooks[1].1.data.get("runs").map(String::as_str),
         Some("1")
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn one_allocation_that_cannot_be_restored_does_not_hold_up_the_others() {
+    let dir = tempfile::tempdir().unwrap();
+    let mut agent = AgentProcess::new(dir.path());
+    agent.start().await;
+    agent
+        .post_job(json!({ "ID": "pair", "Type": "service", "TaskGroups": [{ "Name": "g", "Count": 2,
+            "RestartPolicy": { "Attempts": 2, "Interval": 600_000_000_000u64, "Delay": 10_000_000, "Mode": "fail" },
+            "Tasks": [{ "Name": "t", "Driver": "mock", "Config": { "run_for": "1h" } }] }] }))
+        .await;
+    let running =
+        |a: &[Value]| a.len() == 2 && a.iter().all(|a| a["TaskStates"]["t"]["State"] == "running");
+    let allocs = agent.wait_allocs("pair", running).await;
+    let (good, bad) = (
+        allocs[0]["ID"].as_str().unwrap().to_string(),
+        allocs[1]["ID"].as_str().unwrap().to_string(),
+    );
+    agent.kill9();
+    // Damage one task's stored driver handle.
+    {
+        let db = paddock::state::RedbState::open(&dir.path().join("data/state.redb")).unwrap();
+        let mut local = paddock::state::StateDb::local_state(&db, &bad, "t")
+            .unwrap()
+            .unwrap();
+        local.handle.as_mut().unwrap().driver_state = b"not a mock handle".to_vec();
+        paddock::state::StateDb::put_local_state(&db, &bad, "t", &local).unwrap();
+    }
+    agent.start().await;
+    let allocs = agent
+        .wait_allocs("pair", |a| {
+            running(a) && a.iter().any(|a| a["TaskStates"]["t"]["Restarts"] == 1)
+        })
+        .await;
+    let g = agent.alloc(&good).await;
+    assert_eq!(g["TaskStates"]["t"]["Restarts"], 0, "{g:#}");
+    let b = agent.alloc(&bad).await;
+    let events = b["TaskStates"]["t"]["Events"].as_array().unwrap();
+    let failed = events
+        .iter()
+        .find(|e| e["Type"] == "Failed Restoring Task")
+        .unwrap_or_else(|| panic!("{b:#}"));
+    assert!(
+        failed["DriverError"].as_str().unwrap().contains("recover"),
+        "{failed:#}"
+    );
+    // Its restart policy started it again.
+    assert!(events.iter().any(|e| e["Type"] == "Restarting"), "{b:#}");
+    assert_eq!(allocs.len(), 2);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn kill_9_while_a_task_waits_to_restart_resumes_its_restart() {
+    let dir = tempfile::tempdir().unwrap();
+    let mut agent = AgentProcess::new(dir.path());
+    agent.start().await;
+    // Fails at once the first time, then runs: the restart waits 2 s, and the agent dies then.
+    agent
+        .post_job(json!({ "ID": "flaky", "Type": "service", "TaskGroups": [{ "Name": "g",
+            "RestartPolicy": { "Attempts": 3, "Interval": 600_000_000_000u64, "Delay": 2_000_000_000u64, "Mode": "fail" },
+            "Tasks": [{ "Name": "t", "Driver": "raw_exec",
+                "Config": { "command": "/bin/sh", "args": ["-c", "if [ -f local/ran ]; then echo $$ > local/pid; exec sleep 600; fi; touch local/ran; exit 1"] } }] }] }))
+        .await;
+    let allocs = agent
+        .wait_allocs("flaky", |a| {
+            a.len() == 1 && a[0]["TaskStates"]["t"]["Restarts"] == 1
+        })
+        .await;
+    let id = allocs[0]["ID"].as_str().unwrap().to_string();
+    agent.kill9();
+    agent.start().await;
+    let allocs = agent
+        .wait_allocs("flaky", |a| {
+            a.len() == 1 && a[0]["TaskStates"]["t"]["State"] == "running"
+        })
+        .await;
+    assert_eq!(allocs[0]["ID"], id.as_str());
+    let a = agent.alloc(&id).await;
+    let t = &a["TaskStates"]["t"];
+    // The restart that was due happened once: the count did not grow or reset.
+    assert_eq!(t["Restarts"], 1, "{a:#}");
+    assert!(
+        task_dir(dir.path(), &id).join("local/pid").exists() || {
+            tokio::time::sleep(Duration::from_secs(1)).await;
+            task_dir(dir.path(), &id).join("local/pid").exists()
+        }
     );
 }
