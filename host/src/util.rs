@@ -103,3 +103,39 @@ mod tests {
         assert_eq!(signal_number("SIGNOPE"), None);
     }
 }
+
+/// RFC 3339 UTC time (`2026-11-29T21:13:28Z`) of `t`, as Nomad's API shows file times.
+pub fn rfc3339(t: std::time::SystemTime) -> String {
+    let secs = t
+        .duration_since(std::time::UNIX_EPOCH)
+        .map(|d| d.as_secs() as i64)
+        .unwrap_or(0);
+    let (days, rem) = (secs.div_euclid(86_400), secs.rem_euclid(86_400));
+    // Civil date from days since 1970-01-01 (H. Hinnant's algorithm).
+    let z = days + 719_468;
+    let era = z.div_euclid(146_097);
+    let doe = z.rem_euclid(146_097);
+    let yoe = (doe - doe / 1460 + doe / 36_524 - doe / 146_096) / 365;
+    let doy = doe - (365 * yoe + yoe / 4 - yoe / 100);
+    let mp = (5 * doy + 2) / 153;
+    let d = doy - (153 * mp + 2) / 5 + 1;
+    let m = if mp < 10 { mp + 3 } else { mp - 9 };
+    let y = yoe + era * 400 + i64::from(m <= 2);
+    format!(
+        "{y:04}-{m:02}-{d:02}T{:02}:{:02}:{:02}Z",
+        rem / 3600,
+        rem % 3600 / 60,
+        rem % 60
+    )
+}
+
+#[cfg(test)]
+mod rfc3339_tests {
+    #[test]
+    fn formats_utc_times() {
+        let t = |s: u64| std::time::UNIX_EPOCH + std::time::Duration::from_secs(s);
+        assert_eq!(super::rfc3339(t(0)), "1970-01-01T00:00:00Z");
+        assert_eq!(super::rfc3339(t(951_782_400)), "2000-02-29T00:00:00Z");
+        assert_eq!(super::rfc3339(t(1_795_986_808)), "2026-11-29T21:13:28Z");
+    }
+}

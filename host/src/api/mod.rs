@@ -3,6 +3,7 @@
 //! codes. Existing Nomad tooling (the `nomad` CLI, python-nomad) talks to it unchanged.
 
 mod allocs;
+mod fs;
 mod jobs;
 mod node;
 
@@ -23,6 +24,7 @@ pub fn router(agent: Arc<Agent>) -> Router {
     Router::new()
         .merge(jobs::routes())
         .merge(allocs::routes())
+        .merge(fs::routes())
         .merge(node::routes())
         .layer(axum::extract::DefaultBodyLimit::max(4 << 20))
         .with_state(agent)

@@ -4,6 +4,7 @@
 mod harness;
 
 mod api;
+mod fs;
 mod hooks;
 mod lifecycle;
 mod mock;
