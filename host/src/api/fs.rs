@@ -399,7 +399,7 @@ async fn logs(
     let stream = futures::stream::unfold(
         (agent, root, task, kind, cur, alloc.id, false),
         move |(agent, root, task, kind, mut cur, alloc_id, done)| {
-            let encode = encode.clone();
+            let encode = encode;
             async move {
                 if done {
                     return None;
