@@ -97,6 +97,8 @@ pub struct Agent {
     pub data_dir: PathBuf,
     /// Components refused at start, with reasons.
     pub refusals: Vec<String>,
+    /// The API token every request must carry, if set (`acl { token = ... }`).
+    pub acl_token: Option<String>,
     node: RwLock<NodeInfo>,
     host_attributes: BTreeMap<String, String>,
     /// The IP group ports are reserved on: loopback in dev mode (as Nomad's `-dev` uses
@@ -215,6 +217,7 @@ impl Agent {
             alloc_root: data_dir.join("alloc"),
             data_dir,
             refusals: refusals.iter().map(|r| r.to_string()).collect(),
+            acl_token: opts.config.acl.token.clone().filter(|t| !t.is_empty()),
             node: RwLock::new(node),
             host_ip: if opts.dev {
                 "127.0.0.1".into()

@@ -71,6 +71,17 @@ pub struct AgentConfig {
     pub plugin: BTreeMap<String, PluginBlock>,
     /// Which tasks each hook component runs for, by hook name.
     pub hook: BTreeMap<String, HookAttach>,
+    /// API access control.
+    pub acl: AclConfig,
+}
+
+/// The `acl` block: with a token set, every API request must carry it in `X-Nomad-Token`
+/// (as `nomad` and python-nomad send `NOMAD_TOKEN`), or as `Authorization: Bearer`.
+#[derive(Debug, Clone, Default, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct AclConfig {
+    /// The token; none means the API is open (it binds to loopback by default).
+    pub token: Option<String>,
 }
 
 /// A `hook "<name>"` block: which tasks a hook component runs for. A job can also ask for

@@ -27,7 +27,47 @@ pub fn router(agent: Arc<Agent>) -> Router {
         .merge(fs::routes())
         .merge(node::routes())
         .layer(axum::extract::DefaultBodyLimit::max(4 << 20))
+        .layer(axum::middleware::from_fn_with_state(
+            agent.clone(),
+            require_token,
+        ))
         .with_state(agent)
+}
+
+/// With an ACL token configured, a request without it is refused (403, as Nomad does).
+async fn require_token(
+    axum::extract::State(agent): axum::extract::State<AppState>,
+    req: axum::extract::Request,
+    next: axum::middleware::Next,
+) -> Response {
+    if let Some(want) = &agent.acl_token {
+        let h = req.headers();
+        let given = h
+            .get("X-Nomad-Token")
+            .and_then(|v| v.to_str().ok())
+            .or_else(|| {
+                h.get(axum::http::header::AUTHORIZATION)
+                    .and_then(|v| v.to_str().ok())
+                    .and_then(|v| v.strip_prefix("Bearer "))
+            });
+        let ok = given.is_some_and(|g| {
+            // Constant-time compare: the token is a secret.
+            g.len() == want.len()
+                && g.bytes()
+                    .zip(want.bytes())
+                    .fold(0u8, |acc, (a, b)| acc | (a ^ b))
+                    == 0
+        });
+        if !ok {
+            let msg = if given.is_none() {
+                "Permission denied: this agent requires an ACL token (X-Nomad-Token)"
+            } else {
+                "Permission denied: the ACL token is not valid"
+            };
+            return ApiError(StatusCode::FORBIDDEN, msg.into()).into_response();
+        }
+    }
+    next.run(req).await
 }
 
 /// Serve the API on `listener` until `shutdown` resolves.

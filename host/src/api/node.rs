@@ -1,4 +1,5 @@
-//! `/v1/agent/self`, `/v1/agent/health`, `/v1/nodes`, `/v1/node/{id}`, and Paddock's own
+//! `/v1/agent/self`, `/v1/agent/health`, `/v1/nodes`, `/v1/node/{id}`, `/v1/status/leader`,
+//! `/v1/status/peers`, `/v1/regions`, and Paddock's own
 //! `/v1/components` (each component's world, version hash, grants and load time).
 
 use axum::Router;
@@ -16,6 +17,22 @@ pub(super) fn routes() -> Router<AppState> {
         .route("/v1/nodes", get(nodes))
         .route("/v1/node/{id}", get(node))
         .route("/v1/components", get(components))
+        .route("/v1/status/leader", get(leader))
+        .route("/v1/status/peers", get(peers))
+        .route("/v1/regions", get(regions))
+}
+
+/// A single node is its own leader: the address it serves on, as Nomad answers `ip:port`.
+async fn leader(State(agent): State<AppState>) -> Response {
+    with_index(agent.changes.index(), &"127.0.0.1:4647")
+}
+
+async fn peers(State(agent): State<AppState>) -> Response {
+    with_index(agent.changes.index(), &["127.0.0.1:4647"])
+}
+
+async fn regions(State(agent): State<AppState>) -> Response {
+    with_index(agent.changes.index(), &[agent.node().region])
 }
 
 async fn agent_self(State(agent): State<AppState>) -> Response {

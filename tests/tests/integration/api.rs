@@ -451,3 +451,88 @@ async fn hcl_job_files_run_through_the_cli_and_parse_through_the_api() {
     assert_eq!(r.status(), 400);
     assert!(r.text().await.unwrap().contains("var.typo"));
 }
+
+#[tokio::test]
+async fn with_an_acl_token_every_endpoint_requires_it() {
+    let t = TestAgent::start("acl {\n  token = \"s3cret-token\"\n}\n", vec![]).await;
+    for path in [
+        "/v1/jobs",
+        "/v1/allocations",
+        "/v1/agent/self",
+        "/v1/agent/health",
+        "/v1/nodes",
+        "/v1/status/leader",
+        "/v1/components",
+    ] {
+        let r = t.http.get(t.url(path)).send().await.unwrap();
+        assert_eq!(r.status(), 403, "{path} without a token");
+        assert!(r.text().await.unwrap().contains("requires an ACL token"));
+        let r = t
+            .http
+            .get(t.url(path))
+            .header("X-Nomad-Token", "wrong-token!")
+            .send()
+            .await
+            .unwrap();
+        assert_eq!(r.status(), 403, "{path} with a wrong token");
+        let r = t
+            .http
+            .get(t.url(path))
+            .header("X-Nomad-Token", "s3cret-token")
+            .send()
+            .await
+            .unwrap();
+        assert_eq!(r.status(), 200, "{path} with the token");
+        let r = t
+            .http
+            .get(t.url(path))
+            .bearer_auth("s3cret-token")
+            .send()
+            .await
+            .unwrap();
+        assert_eq!(r.status(), 200, "{path} with a bearer token");
+    }
+    // A write without the token changes nothing.
+    let r = t
+        .http
+        .post(t.url("/v1/jobs"))
+        .json(&json!({"Job": crate::harness::mock_job("nope", json!({}))}))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(r.status(), 403);
+    assert!(t.agent.jobs().is_empty());
+    // The CLI sends -token / NOMAD_TOKEN.
+    let api = paddock::cli::ApiArgs {
+        address: t.base.clone(),
+        token: Some("s3cret-token".into()),
+    };
+    let dir = tempfile::tempdir().unwrap();
+    let file = dir.path().join("j.json");
+    std::fs::write(
+        &file,
+        crate::harness::mock_job("viacli", json!({"run_for": "10ms"})).to_string(),
+    )
+    .unwrap();
+    assert_eq!(
+        paddock::cli::job::job_run(&api, &file, &[], false)
+            .await
+            .unwrap(),
+        0
+    );
+}
+
+#[tokio::test]
+async fn status_and_regions_answer_like_a_single_node_cluster() {
+    let t = TestAgent::start("region = \"eu\"\n", vec![]).await;
+    assert_eq!(t.get("/v1/regions").await, json!(["eu"]));
+    assert!(
+        t.get("/v1/status/leader")
+            .await
+            .as_str()
+            .unwrap()
+            .contains(':')
+    );
+    let r = t.http.get(t.url("/v1/status/leader")).send().await.unwrap();
+    assert!(r.headers().contains_key("X-Nomad-Index"));
+}
