@@ -578,6 +578,31 @@ impl Agent {
         self.restored.read().unwrap().get(id).cloned()
     }
 
+    /// The runner of a live allocation.
+    pub fn alloc_runner(&self, id: &str) -> Option<Arc<AllocRunner>> {
+        self.allocs.read().unwrap().get(id).cloned()
+    }
+
+    /// Forget a finished allocation: its state and its directory. `Err` when it still runs.
+    pub async fn gc_allocation(&self, id: &str) -> Result<bool, String> {
+        let runner = self.alloc_runner(id);
+        if let Some(r) = &runner {
+            if !r.shared().peek(Allocation::is_terminal) {
+                return Err(format!("allocation {id} is still running: stop it first"));
+            }
+            r.destroy().await;
+            self.allocs.write().unwrap().remove(id);
+            return Ok(true);
+        }
+        let Some(a) = self.restored.write().unwrap().remove(id) else {
+            return Ok(false);
+        };
+        self.db.delete_alloc(&a.id).map_err(|e| e.to_string())?;
+        let _ = std::fs::remove_dir_all(self.alloc_root.join(&a.id));
+        self.changes.bump();
+        Ok(true)
+    }
+
     /// A job's allocations.
     pub fn job_allocations(&self, namespace: &str, id: &str) -> Vec<Allocation> {
         let mut out: Vec<Allocation> = self

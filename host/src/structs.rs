@@ -39,6 +39,10 @@ pub mod event_type {
     pub const NOT_STARTED: &str = "Task Not Started";
     /// The task waits its shutdown delay before it is killed.
     pub const WAITING_SHUTDOWN_DELAY: &str = "Waiting for shutdown delay";
+    /// A user asked for the task to restart.
+    pub const RESTART_SIGNALED: &str = "Restart Signaled";
+    /// A user sent the task a signal.
+    pub const SIGNALING: &str = "Signaling";
     /// A task that ran before an agent restart could not be taken back.
     pub const FAILED_RESTORING: &str = "Failed Restoring Task";
     /// A hook failed outside prestart (the task goes on).

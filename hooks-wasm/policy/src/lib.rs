@@ -156,6 +156,7 @@ mod tests {
                 memory_mb: memory,
                 memory_max_mb: 0,
             },
+            templates: vec![],
         }
     }
 

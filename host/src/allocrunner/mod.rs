@@ -230,7 +230,7 @@ impl AllocRunner {
     pub async fn run(self: Arc<Self>) {
         if self.started.swap(true, std::sync::atomic::Ordering::SeqCst) || self.kill.is_cancelled()
         {
-            let _ = self.done.send(true);
+            self.done.send_replace(true);
             return;
         }
         if let Err(e) = self.shared.dir.build() {
@@ -246,11 +246,11 @@ impl AllocRunner {
                     s.state = crate::structs::task_state::DEAD.into()
                 });
             }
-            let _ = self.done.send(true);
+            self.done.send_replace(true);
             return;
         }
         self.run_lifecycle().await;
-        let _ = self.done.send(true);
+        self.done.send_replace(true);
     }
 
     /// Update the allocation in place to a new version of its job (one whose group and
@@ -270,6 +270,11 @@ impl AllocRunner {
             let t = t.clone();
             tokio::spawn(async move { t.update().await });
         }
+    }
+
+    /// The task runners.
+    pub fn tasks(&self) -> &[Arc<TaskRunner>] {
+        &self.tasks
     }
 
     /// Ask every task to stop; returns at once.

@@ -3,6 +3,7 @@
 //! codes. Existing Nomad tooling (the `nomad` CLI, python-nomad) talks to it unchanged.
 
 mod allocs;
+mod client;
 mod fs;
 mod jobs;
 mod node;
@@ -25,6 +26,7 @@ pub fn router(agent: Arc<Agent>) -> Router {
         .merge(jobs::routes())
         .merge(allocs::routes())
         .merge(fs::routes())
+        .merge(client::routes())
         .merge(node::routes())
         .layer(axum::extract::DefaultBodyLimit::max(4 << 20))
         .layer(axum::middleware::from_fn_with_state(

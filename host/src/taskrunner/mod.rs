@@ -50,6 +50,10 @@ pub struct TaskRunner {
     kill: CancellationToken,
     /// The latest start, for the poststart, exited, update and stop phases.
     last: std::sync::Mutex<Option<Arc<Invocation>>>,
+    /// A restart was asked for (`Restart Signaled`): the running invocation is stopped and
+    /// the task starts again at once, not counted against its restart policy.
+    restart_requested: std::sync::atomic::AtomicBool,
+    restart_signal: tokio::sync::Notify,
     /// This task's local state (driver handle, hook state); this runner is its only writer.
     local: std::sync::Mutex<LocalTaskState>,
 }
@@ -109,6 +113,8 @@ impl TaskRunner {
             hooks,
             kill,
             last: std::sync::Mutex::new(None),
+            restart_requested: std::sync::atomic::AtomicBool::new(false),
+            restart_signal: tokio::sync::Notify::new(),
             local: std::sync::Mutex::new(local),
         })
     }
@@ -121,6 +127,68 @@ impl TaskRunner {
     /// The task's spec.
     pub fn task(&self) -> &Task {
         &self.task
+    }
+
+    /// Restart the running task: `Restart Signaled`, its kill signal (SIGKILL after its
+    /// kill timeout), and a new start at once that does not count against its restart
+    /// policy. Refused when the task is not running.
+    pub fn restart(&self, reason: &str) -> Result<(), String> {
+        let running = self.alloc.peek(|a| {
+            a.task_states
+                .get(&self.task.name)
+                .is_some_and(|s| s.state == task_state::RUNNING)
+        });
+        if !running || self.kill.is_cancelled() {
+            return Err(format!("task {:?} is not running", self.task.name));
+        }
+        self.event(
+            TaskEvent::new(event_type::RESTART_SIGNALED, reason.to_string())
+                .detail("restart_reason", reason),
+        );
+        self.restart_requested
+            .store(true, std::sync::atomic::Ordering::SeqCst);
+        self.restart_signal.notify_one();
+        Ok(())
+    }
+
+    /// Send `signal` to the running task through its driver.
+    pub async fn signal(&self, signal: &str) -> Result<(), String> {
+        let Some(stored) = self.local.lock().unwrap().handle.clone() else {
+            return Err(format!("task {:?} is not running", self.task.name));
+        };
+        let driver = self
+            .drivers
+            .dispense(&self.task.driver)
+            .ok_or_else(|| format!("driver {:?} is not loaded", self.task.driver))?;
+        self.event(
+            TaskEvent::new(event_type::SIGNALING, "Task being sent a signal")
+                .detail("signal", signal),
+        );
+        let handle = TaskHandle {
+            version: stored.version,
+            task_id: stored.task_id,
+            driver_state: stored.driver_state,
+        };
+        let updated = driver
+            .signal(handle, signal.to_string())
+            .await
+            .map_err(|e| format!("signalling task {:?}: {e}", self.task.name))?;
+        self.persist_handle(&driver, &updated);
+        Ok(())
+    }
+
+    /// Resource usage of the running task, from its driver.
+    pub async fn stats(&self) -> Option<crate::runtime::bindings::v0_1_0::types::ResourceUsage> {
+        let stored = self.local.lock().unwrap().handle.clone()?;
+        let driver = self.drivers.dispense(&self.task.driver)?;
+        driver
+            .stats(TaskHandle {
+                version: stored.version,
+                task_id: stored.task_id,
+                driver_state: stored.driver_state,
+            })
+            .await
+            .ok()
     }
 
     /// Ask the task to stop (its kill signal, then SIGKILL after its kill timeout).
@@ -198,7 +266,12 @@ impl TaskRunner {
                     killed,
                 } => {
                     success = ok;
-                    if killed {
+                    let restart = self
+                        .restart_requested
+                        .swap(false, std::sync::atomic::Ordering::SeqCst);
+                    if restart && !self.kill.is_cancelled() {
+                        tracker.set_restart_triggered();
+                    } else if killed {
                         tracker.set_killed();
                     } else {
                         tracker.set_exit(ok);
@@ -755,6 +828,13 @@ impl TaskRunner {
             let killing = kill_deadline.is_some();
             tokio::select! {
                 _ = self.wake(&wake, kill_deadline) => {}
+                _ = self.restart_signal.notified(), if !killing => {
+                    self.killing(view).await;
+                    let signal = self.kill_signal();
+                    handle = driver.stop(handle.clone(), self.task.kill_timeout, signal).await?;
+                    self.persist_handle(driver, &handle);
+                    kill_deadline = Some(tokio::time::Instant::now() + Duration::from_nanos(self.task.kill_timeout) + KILL_GRACE);
+                }
                 _ = self.kill.cancelled(), if !killing => {
                     self.killing(view).await;
                     let signal = self.kill_signal();
