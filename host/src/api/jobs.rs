@@ -22,6 +22,7 @@ pub(super) fn routes() -> Router<AppState> {
                 .delete(deregister),
         )
         .route("/v1/job/{id}/allocations", get(allocations))
+        .route("/v1/job/{id}/summary", get(job_summary))
         .route("/v1/validate/job", post(validate))
         .route("/v1/jobs/parse", post(parse))
 }
@@ -174,6 +175,24 @@ async fn allocations(
         .map(super::allocs::stub)
         .collect();
     Ok(with_index(index, &stubs))
+}
+
+/// `GET /v1/job/{id}/summary`.
+async fn job_summary(
+    State(agent): State<AppState>,
+    Path(id): Path<String>,
+    Query(q): Query<QueryOptions>,
+) -> Result<Response, ApiError> {
+    let index = q.block(&agent).await;
+    let ns = q.namespace();
+    let record = agent
+        .job(&ns, &id)
+        .ok_or_else(|| ApiError::not_found("job not found"))?;
+    let mut body = summary(&record.job, &agent.job_allocations(&ns, &id));
+    body["Children"] = json!({ "Pending": 0, "Running": 0, "Dead": 0 });
+    body["CreateIndex"] = json!(record.create_index);
+    body["ModifyIndex"] = json!(record.modify_index);
+    Ok(with_index(index, &body))
 }
 
 /// `POST /v1/jobs/parse`: `{"JobHCL": "...", "Canonicalize": true}` → the job as API JSON.

@@ -16,6 +16,7 @@ pub(super) fn routes() -> Router<AppState> {
         .route("/v1/agent/health", get(health))
         .route("/v1/nodes", get(nodes))
         .route("/v1/node/{id}", get(node))
+        .route("/v1/node/{id}/allocations", get(node_allocations))
         .route("/v1/components", get(components))
         .route("/v1/status/leader", get(leader))
         .route("/v1/status/peers", get(peers))
@@ -85,6 +86,17 @@ async fn node(State(agent): State<AppState>, Path(id): Path<String>) -> Result<R
         return Err(ApiError::not_found("node not found"));
     }
     Ok(with_index(agent.changes.index(), &node_json(&agent)))
+}
+
+/// Every allocation on this node (Nomad returns whole allocations here).
+async fn node_allocations(
+    State(agent): State<AppState>,
+    Path(id): Path<String>,
+) -> Result<Response, ApiError> {
+    if id != agent.node().id && id != "self" {
+        return Err(ApiError::not_found("node not found"));
+    }
+    Ok(with_index(agent.changes.index(), &agent.allocations()))
 }
 
 async fn components(State(agent): State<AppState>) -> Response {

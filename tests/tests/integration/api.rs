@@ -669,3 +669,39 @@ async fn restart_signal_stats_and_gc_of_a_running_allocation() {
     assert_eq!(r.status(), 404);
     assert!(!t.agent.data_dir.join("alloc").join(&id).exists());
 }
+
+#[tokio::test]
+async fn job_summary_and_node_allocations() {
+    let t = TestAgent::start("", vec![]).await;
+    let mut job = mock_job("sum", json!({"run_for": "10ms"}));
+    job["TaskGroups"][0]["Count"] = json!(2);
+    t.post_job(job).await;
+    t.wait_allocs("sum", Duration::from_secs(20), |a| {
+        a.len() == 2 && all_terminal(a)
+    })
+    .await;
+    let s = t.get("/v1/job/sum/summary").await;
+    assert_eq!(s["Summary"]["g"]["Complete"], 2, "{s:#}");
+    assert_eq!(s["Summary"]["g"]["Failed"], 0, "{s:#}");
+    let node_id = t.get("/v1/agent/self").await["stats"]["client"]["node_id"]
+        .as_str()
+        .unwrap()
+        .to_string();
+    let allocs = t.get(&format!("/v1/node/{node_id}/allocations")).await;
+    assert_eq!(allocs.as_array().unwrap().len(), 2);
+    assert!(allocs[0]["Job"]["ID"].is_string());
+    let r = t
+        .http
+        .get(t.url("/v1/node/not-this-node/allocations"))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(r.status(), 404);
+    let r = t
+        .http
+        .get(t.url("/v1/job/nope/summary"))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(r.status(), 404);
+}
