@@ -132,7 +132,7 @@ async fn following_logs_streams_output_as_it_comes_and_ends_with_the_task() {
     let t = TestAgent::start("", vec![]).await;
     t.post_job(sh_job(
         "follow",
-        "for i in 1 2 3 4 5; do echo tick $i; sleep 0.2; done",
+        "for i in 1 2 3 4 5 6 7 8; do echo tick $i; sleep 0.25; done",
     ))
     .await;
     let allocs = t

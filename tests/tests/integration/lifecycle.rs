@@ -294,14 +294,13 @@ async fn a_job_update_that_no_task_sees_is_applied_in_place_and_reaches_update_h
         .join("alloc")
         .join(&id0)
         .join("t/local/fixture-updates");
+    // The hook creates the file, then writes its line: wait for the line.
     let deadline = std::time::Instant::now() + Duration::from_secs(10);
-    while !updates.exists() && std::time::Instant::now() < deadline {
+    let read = || std::fs::read_to_string(&updates).unwrap_or_default();
+    while read().is_empty() && std::time::Instant::now() < deadline {
         tokio::time::sleep(Duration::from_millis(50)).await;
     }
-    assert_eq!(
-        std::fs::read_to_string(&updates).unwrap(),
-        "update inplace\n"
-    );
+    assert_eq!(read(), "update inplace\n");
 
     // A change the task sees (its config) replaces every allocation.
     assert!(t.post_job(job(70, 2, "2h")).await.status().is_success());
