@@ -294,10 +294,10 @@ async fn a_job_update_that_no_task_sees_is_applied_in_place_and_reaches_update_h
         .join("alloc")
         .join(&id0)
         .join("t/local/fixture-updates");
-    // The hook creates the file, then writes its line: wait for the line.
+    // The hook creates the file, then writes its line: wait for the whole line.
     let deadline = std::time::Instant::now() + Duration::from_secs(10);
     let read = || std::fs::read_to_string(&updates).unwrap_or_default();
-    while read().is_empty() && std::time::Instant::now() < deadline {
+    while !read().ends_with('\n') && std::time::Instant::now() < deadline {
         tokio::time::sleep(Duration::from_millis(50)).await;
     }
     assert_eq!(read(), "update inplace\n");
