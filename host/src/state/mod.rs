@@ -93,6 +93,17 @@ pub struct StoredHandle {
     pub driver_state: Vec<u8>,
 }
 
+impl StoredHandle {
+    /// The handle to give back to the driver.
+    pub fn into_handle(self) -> crate::runtime::bindings::v0_1_0::types::TaskHandle {
+        crate::runtime::bindings::v0_1_0::types::TaskHandle {
+            version: self.version,
+            task_id: self.task_id,
+            driver_state: self.driver_state,
+        }
+    }
+}
+
 /// A hook's persisted state for one task.
 #[derive(Debug, Clone, PartialEq, Default, Serialize, Deserialize)]
 pub struct HookState {

@@ -164,13 +164,8 @@ impl TaskRunner {
             TaskEvent::new(event_type::SIGNALING, "Task being sent a signal")
                 .detail("signal", signal),
         );
-        let handle = TaskHandle {
-            version: stored.version,
-            task_id: stored.task_id,
-            driver_state: stored.driver_state,
-        };
         let updated = driver
-            .signal(handle, signal.to_string())
+            .signal(stored.into_handle(), signal.to_string())
             .await
             .map_err(|e| format!("signalling task {:?}: {e}", self.task.name))?;
         self.persist_handle(&driver, &updated);
@@ -181,14 +176,7 @@ impl TaskRunner {
     pub async fn stats(&self) -> Option<crate::runtime::bindings::v0_1_0::types::ResourceUsage> {
         let stored = self.local.lock().unwrap().handle.clone()?;
         let driver = self.drivers.dispense(&self.task.driver)?;
-        driver
-            .stats(TaskHandle {
-                version: stored.version,
-                task_id: stored.task_id,
-                driver_state: stored.driver_state,
-            })
-            .await
-            .ok()
+        driver.stats(stored.into_handle()).await.ok()
     }
 
     /// Ask the task to stop (its kill signal, then SIGKILL after its kill timeout).
@@ -524,12 +512,7 @@ impl TaskRunner {
                 self.task.driver
             )));
         };
-        let handle = TaskHandle {
-            version: stored.version,
-            task_id: stored.task_id.clone(),
-            driver_state: stored.driver_state.clone(),
-        };
-        let handle = match driver.recover(handle).await {
+        let handle = match driver.recover(stored.into_handle()).await {
             Ok(h) => h,
             Err(e) => {
                 self.clear_handle(alloc_id);
