@@ -13,8 +13,9 @@ use std::time::Duration;
 use anyhow::Context;
 use serde::Serialize;
 
-use crate::allocrunner::{AllocRunner, Changes};
+use crate::allocrunner::{AllocRunner, Changes, Plugins};
 use crate::config::AgentConfig;
+use crate::devicemanager::DeviceManager;
 use crate::drivermanager::DriverManager;
 use crate::jobspec::Job;
 use crate::runtime::{Refusal, Runtime, RuntimeOptions};
@@ -87,6 +88,8 @@ pub struct Agent {
     pub runtime: Arc<Runtime>,
     /// Drivers.
     pub drivers: Arc<DriverManager>,
+    /// Device plugins.
+    pub devices: Arc<DeviceManager>,
     /// WASM hooks and the tasks they attach to.
     pub hooks: Arc<crate::taskrunner::HookSet>,
     /// State DB.
@@ -181,9 +184,17 @@ impl Agent {
             refusals.extend(refused);
         }
 
-        let drivers = DriverManager::new(runtime.clone());
+        // Both managers start from their state of the last run, so a change that happened
+        // while the agent was down is a node event at this first fingerprint.
+        let node_events = Arc::new(crate::node::NodeEvents::default());
+        let drivers =
+            DriverManager::with_state(runtime.clone(), node_events.clone(), Some(db.clone()));
+        let devices = DeviceManager::new(runtime.clone(), node_events, Some(db.clone()));
         drivers.fingerprint_all().await;
-        drivers.spawn_fingerprinter(opts.fingerprint_interval.unwrap_or(Duration::from_secs(30)));
+        devices.fingerprint_all().await;
+        let interval = opts.fingerprint_interval.unwrap_or(Duration::from_secs(30));
+        drivers.spawn_fingerprinter(interval);
+        devices.spawn_fingerprinter(interval);
 
         let (node_id, node_name) = crate::node::identity(db.as_ref(), opts.config.name.as_deref())?;
         let host_attributes = crate::node::fingerprint(&data_dir);
@@ -212,6 +223,7 @@ impl Agent {
             hooks,
             runtime,
             drivers,
+            devices,
             db,
             changes: Arc::new(Changes::default()),
             alloc_root: data_dir.join("alloc"),
@@ -278,8 +290,7 @@ impl Agent {
                 self.changes.clone(),
                 &self.alloc_root,
                 node.clone(),
-                self.drivers.clone(),
-                self.hooks.clone(),
+                self.plugins(),
             );
             if let Some(reason) = stop {
                 runner.stop(&reason);
@@ -316,6 +327,15 @@ impl Agent {
         Ok(())
     }
 
+    /// The plugin managers runners use.
+    fn plugins(&self) -> Plugins {
+        Plugins {
+            drivers: self.drivers.clone(),
+            devices: self.devices.clone(),
+            hooks: self.hooks.clone(),
+        }
+    }
+
     /// The node, with current driver attributes.
     pub fn node(&self) -> NodeInfo {
         let mut n = self.node.read().unwrap().clone();
@@ -340,6 +360,25 @@ impl Agent {
                         format!("allocation {} of job {:?}", &a.id[..8], a.job_id),
                     );
                 }
+            });
+        }
+        held
+    }
+
+    /// Device instances held by live allocations other than those of job `except`, keyed
+    /// `<vendor>/<type>/<name>/<id>`.
+    fn devices_in_use(&self, except: &(String, String)) -> BTreeMap<String, String> {
+        let mut held = BTreeMap::new();
+        for r in self.allocs.read().unwrap().values() {
+            r.shared().peek(|a| {
+                if a.is_terminal() || (a.namespace == except.0 && a.job_id == except.1) {
+                    return;
+                }
+                hold_devices(
+                    a,
+                    &format!("allocation {} of job {:?}", &a.id[..8], a.job_id),
+                    &mut held,
+                );
             });
         }
         held
@@ -392,19 +431,40 @@ impl Agent {
                 }
             });
         }
+        // Devices likewise: instances other jobs hold, and those of allocations kept.
+        let mut held_devices = self.devices_in_use(&key);
+        for (_, _, r) in &keep {
+            r.shared().peek(|a| {
+                hold_devices(
+                    a,
+                    &format!("allocation {} of this job", &a.id[..8]),
+                    &mut held_devices,
+                )
+            });
+        }
         let mut to_place = Vec::new();
         for (gi, group) in job.task_groups.iter().enumerate() {
             for i in 0..group.count {
                 if keep.iter().any(|(g, idx, _)| *g == group.name && *idx == i) {
                     continue;
                 }
-                let ports = crate::ports::assign(
-                    &format!("Job.TaskGroups[{gi}]"),
-                    group,
-                    &self.host_ip,
-                    &mut held,
-                )?;
-                to_place.push((group, i, ports));
+                let path = format!("Job.TaskGroups[{gi}]");
+                let ports = crate::ports::assign(&path, group, &self.host_ip, &mut held)?;
+                let mut tasks = BTreeMap::new();
+                for (ti, task) in group.tasks.iter().enumerate() {
+                    let devices = self.devices.assign(
+                        &format!("{path}.Tasks[{ti}]"),
+                        task,
+                        &mut held_devices,
+                    )?;
+                    if !devices.is_empty() {
+                        tasks.insert(
+                            task.name.clone(),
+                            crate::structs::AllocatedTaskResources { devices },
+                        );
+                    }
+                }
+                to_place.push((group, i, ports, tasks));
             }
         }
         for r in &replace {
@@ -430,7 +490,7 @@ impl Agent {
         for (_, _, r) in &keep {
             r.update(job.clone());
         }
-        for (group, i, ports) in to_place {
+        for (group, i, ports, tasks) in to_place {
             let alloc = Allocation {
                 id: uuid::Uuid::new_v4().to_string(),
                 namespace: job.namespace.clone(),
@@ -449,6 +509,7 @@ impl Agent {
                 task_states: BTreeMap::new(),
                 allocated_resources: crate::structs::AllocatedResources {
                     shared: crate::structs::AllocatedSharedResources { ports },
+                    tasks,
                 },
                 create_index: index,
                 modify_index: index,
@@ -462,8 +523,7 @@ impl Agent {
                 self.changes.clone(),
                 &self.alloc_root,
                 node.clone(),
-                self.drivers.clone(),
-                self.hooks.clone(),
+                self.plugins(),
             );
             self.allocs
                 .write()
@@ -651,4 +711,18 @@ fn updatable_in_place(old: &Job, new: &Job, group: &str) -> bool {
     let mut a = a.clone();
     a.count = b.count;
     a == *b && old.name == new.name && old.job_type == new.job_type && old.meta == new.meta
+}
+
+/// Add the device instances `a` holds to `held` (keyed `<vendor>/<type>/<name>/<id>`).
+fn hold_devices(a: &Allocation, holder: &str, held: &mut BTreeMap<String, String>) {
+    for t in a.allocated_resources.tasks.values() {
+        for d in &t.devices {
+            for id in &d.device_ids {
+                held.insert(
+                    format!("{}/{}/{}/{id}", d.vendor, d.device_type, d.name),
+                    holder.to_string(),
+                );
+            }
+        }
+    }
 }

@@ -16,6 +16,7 @@ pub mod allocrunner;
 pub mod api;
 pub mod cli;
 pub mod config;
+pub mod devicemanager;
 pub mod drivermanager;
 pub mod executor;
 pub mod jobspec;

@@ -172,3 +172,46 @@ fn primary_ip() -> Option<String> {
     let ip = s.local_addr().ok()?.ip();
     (!ip.is_unspecified()).then(|| ip.to_string())
 }
+
+/// A node event (Nomad's NodeEvent), e.g. a driver's health changing.
+#[derive(Debug, Clone, PartialEq, serde::Serialize)]
+#[serde(rename_all = "PascalCase")]
+pub struct NodeEvent {
+    /// What happened.
+    pub message: String,
+    /// Subsystem: "Driver" or "Device".
+    pub subsystem: String,
+    /// Details, e.g. the driver's name.
+    pub details: BTreeMap<String, String>,
+    /// When, ns.
+    pub timestamp: u64,
+}
+
+/// Most node events kept (Nomad keeps 10).
+const MAX_NODE_EVENTS: usize = 10;
+
+/// The node's recent events, shared by the driver and device managers.
+#[derive(Default)]
+pub struct NodeEvents(std::sync::RwLock<Vec<NodeEvent>>);
+
+impl NodeEvents {
+    /// Add an event, dropping the oldest beyond the limit.
+    pub fn push(&self, subsystem: &str, message: String, details: BTreeMap<String, String>) {
+        let mut events = self.0.write().unwrap();
+        events.push(NodeEvent {
+            message,
+            subsystem: subsystem.to_string(),
+            details,
+            timestamp: crate::util::now_nanos(),
+        });
+        if events.len() > MAX_NODE_EVENTS {
+            let extra = events.len() - MAX_NODE_EVENTS;
+            events.drain(..extra);
+        }
+    }
+
+    /// Events, oldest first.
+    pub fn list(&self) -> Vec<NodeEvent> {
+        self.0.read().unwrap().clone()
+    }
+}

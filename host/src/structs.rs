@@ -207,6 +207,33 @@ pub fn derive_client_status<'a>(states: impl IntoIterator<Item = &'a TaskState>)
 pub struct AllocatedResources {
     /// Resources shared by the group's tasks.
     pub shared: AllocatedSharedResources,
+    /// Per-task resources, by task name.
+    #[serde(default)]
+    pub tasks: BTreeMap<String, AllocatedTaskResources>,
+}
+
+/// What one task holds (Nomad's `AllocatedTaskResources`).
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "PascalCase")]
+pub struct AllocatedTaskResources {
+    /// Device instances assigned to the task.
+    pub devices: Vec<AllocatedDeviceResource>,
+}
+
+/// Device instances of one group assigned to a task (Nomad's `AllocatedDeviceResource`).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "PascalCase")]
+pub struct AllocatedDeviceResource {
+    /// Vendor.
+    pub vendor: String,
+    /// Type.
+    #[serde(rename = "Type")]
+    pub device_type: String,
+    /// Model name.
+    pub name: String,
+    /// Instance ids.
+    #[serde(rename = "DeviceIDs")]
+    pub device_ids: Vec<String>,
 }
 
 /// Group-level resources.

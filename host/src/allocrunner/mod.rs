@@ -14,6 +14,7 @@ use std::sync::{Arc, Mutex};
 
 use tokio_util::sync::CancellationToken;
 
+use crate::devicemanager::DeviceManager;
 use crate::drivermanager::DriverManager;
 use crate::state::StateDb;
 use crate::structs::{Allocation, TaskEvent, TaskState, derive_client_status, event_type};
@@ -123,6 +124,17 @@ impl AllocShared {
     }
 }
 
+/// The plugin managers every runner uses.
+#[derive(Clone)]
+pub struct Plugins {
+    /// Drivers.
+    pub drivers: Arc<DriverManager>,
+    /// Device plugins.
+    pub devices: Arc<DeviceManager>,
+    /// WASM hooks and the tasks they attach to.
+    pub hooks: Arc<crate::taskrunner::HookSet>,
+}
+
 /// Runs one allocation.
 pub struct AllocRunner {
     shared: Arc<AllocShared>,
@@ -140,10 +152,9 @@ impl AllocRunner {
         changes: Arc<Changes>,
         alloc_root: &std::path::Path,
         node: NodeInfo,
-        drivers: Arc<DriverManager>,
-        hooks: Arc<crate::taskrunner::HookSet>,
+        plugins: Plugins,
     ) -> Arc<Self> {
-        Self::build(alloc, db, changes, alloc_root, node, drivers, hooks, true)
+        Self::build(alloc, db, changes, alloc_root, node, plugins, true)
     }
 
     /// A runner for an allocation restored from the state DB (with its task states): its
@@ -154,21 +165,18 @@ impl AllocRunner {
         changes: Arc<Changes>,
         alloc_root: &std::path::Path,
         node: NodeInfo,
-        drivers: Arc<DriverManager>,
-        hooks: Arc<crate::taskrunner::HookSet>,
+        plugins: Plugins,
     ) -> Arc<Self> {
-        Self::build(alloc, db, changes, alloc_root, node, drivers, hooks, false)
+        Self::build(alloc, db, changes, alloc_root, node, plugins, false)
     }
 
-    #[allow(clippy::too_many_arguments)]
     fn build(
         alloc: Allocation,
         db: Arc<dyn StateDb>,
         changes: Arc<Changes>,
         alloc_root: &std::path::Path,
         node: NodeInfo,
-        drivers: Arc<DriverManager>,
-        hooks: Arc<crate::taskrunner::HookSet>,
+        plugins: Plugins,
         fresh: bool,
     ) -> Arc<Self> {
         let dir = AllocDir::new(alloc_root, &alloc.id);
@@ -197,8 +205,7 @@ impl AllocRunner {
                 TaskRunner::new(
                     shared.clone(),
                     t.clone(),
-                    drivers.clone(),
-                    hooks.clone(),
+                    &plugins,
                     CancellationToken::new(),
                 )
             })

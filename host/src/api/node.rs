@@ -67,6 +67,7 @@ fn node_json(agent: &AppState) -> serde_json::Value {
         "NodeResources": {
             "Cpu": { "CpuShares": n.attributes.get("cpu.totalcompute").and_then(|v| v.parse::<u64>().ok()).unwrap_or(0) },
             "Memory": { "MemoryMB": n.attributes.get("memory.totalbytes").and_then(|v| v.parse::<u64>().ok()).unwrap_or(0) >> 20 },
+            "Devices": agent.devices.node_devices(),
         },
     })
 }

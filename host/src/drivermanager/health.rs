@@ -1,67 +1,111 @@
 //! Driver health and the node events its changes raise. Shared by the manager and every
 //! [`Driver`](super::Driver) it dispenses, so a failed call marks its driver unhealthy at
 //! once, and the next successful fingerprint makes it healthy again.
+//!
+//! With a state DB, every change is stored (the driver manager's state, as Nomad's
+//! PutDriverPluginState), and a restarted agent starts from what it last knew: a driver
+//! whose health changed while the agent was down raises a node event at the first
+//! fingerprint, and one that did not change raises none.
 
 use std::collections::BTreeMap;
-use std::sync::RwLock;
-
-use serde::Serialize;
+use std::sync::{Arc, RwLock};
 
 use super::DriverInfo;
+use crate::node::NodeEvents;
+use crate::state::StateDb;
 
-/// A node event (Nomad's NodeEvent), e.g. a driver's health changing.
-#[derive(Debug, Clone, PartialEq, Serialize)]
-#[serde(rename_all = "PascalCase")]
-pub struct NodeEvent {
-    /// What happened.
-    pub message: String,
-    /// Subsystem, e.g. "Driver".
-    pub subsystem: String,
-    /// Details, e.g. the driver's name.
-    pub details: BTreeMap<String, String>,
-    /// When, ns.
-    pub timestamp: u64,
-}
-
-/// Most node events kept.
-const MAX_NODE_EVENTS: usize = 10;
+/// The state DB manager name of driver state.
+pub(super) const MANAGER: &str = "driver";
 
 /// Driver infos by name, and the node events of their changes.
 #[derive(Default)]
 pub struct HealthBook {
     infos: RwLock<BTreeMap<String, DriverInfo>>,
-    events: RwLock<Vec<NodeEvent>>,
+    events: Arc<NodeEvents>,
+    db: Option<Arc<dyn StateDb>>,
 }
 
 impl HealthBook {
-    /// Record `info` for `name`; a change of health or description is a node event.
+    /// A book raising events into `events` and storing changes in `db`, seeded with what
+    /// `db` holds from the last run.
+    pub fn new(events: Arc<NodeEvents>, db: Option<Arc<dyn StateDb>>) -> Self {
+        let mut infos = BTreeMap::new();
+        if let Some(db) = &db {
+            match db.plugin_states(MANAGER) {
+                Ok(stored) => {
+                    for (name, v) in stored {
+                        match serde_json::from_value::<DriverInfo>(v) {
+                            Ok(info) => {
+                                infos.insert(name, info);
+                            }
+                            Err(e) => {
+                                tracing::warn!(driver = %name, error = %e, "ignoring undecodable stored driver state")
+                            }
+                        }
+                    }
+                }
+                Err(e) => tracing::warn!(error = %e, "reading stored driver state failed"),
+            }
+        }
+        Self {
+            infos: RwLock::new(infos),
+            events,
+            db,
+        }
+    }
+
+    /// Record `info` for `name`; a change of health or description is a node event, and
+    /// any change but the time is stored.
     pub fn record(&self, name: &str, info: DriverInfo) {
         let mut infos = self.infos.write().unwrap();
-        let changed = infos
-            .get(name)
+        let old = infos.get(name);
+        let health_changed = old
             .map(|old| {
                 old.healthy != info.healthy || old.health_description != info.health_description
             })
             .unwrap_or(true);
-        if changed {
+        let changed = health_changed
+            || old.is_some_and(|old| {
+                old.detected != info.detected || old.attributes != info.attributes
+            });
+        if health_changed {
             tracing::info!(driver = %name, healthy = info.healthy, description = %info.health_description, "driver health");
-            let mut events = self.events.write().unwrap();
-            events.push(NodeEvent {
-                message: if info.healthy {
+            self.events.push(
+                "Driver",
+                if info.healthy {
                     "Driver healthy".into()
                 } else {
                     format!("Driver unhealthy: {}", info.health_description)
                 },
-                subsystem: "Driver".into(),
-                details: [("driver".to_string(), name.to_string())].into(),
-                timestamp: info.update_time,
-            });
-            if events.len() > MAX_NODE_EVENTS {
-                let extra = events.len() - MAX_NODE_EVENTS;
-                events.drain(..extra);
+                [("driver".to_string(), name.to_string())].into(),
+            );
+        }
+        if changed && let Some(db) = &self.db {
+            let value = serde_json::to_value(&info).expect("driver info serializes");
+            if let Err(e) = db.put_plugin_state(MANAGER, name, &value) {
+                tracing::warn!(driver = %name, error = %e, "storing driver state failed");
             }
         }
         infos.insert(name.to_string(), info);
+    }
+
+    /// Forget drivers that are no longer loaded (their stored state too).
+    pub fn retain(&self, loaded: &[String]) {
+        let mut infos = self.infos.write().unwrap();
+        let gone: Vec<String> = infos
+            .keys()
+            .filter(|n| !loaded.contains(n))
+            .cloned()
+            .collect();
+        for name in gone {
+            infos.remove(&name);
+            tracing::info!(driver = %name, "driver no longer loaded; its state is forgotten");
+            if let Some(db) = &self.db
+                && let Err(e) = db.delete_plugin_state(MANAGER, &name)
+            {
+                tracing::warn!(driver = %name, error = %e, "deleting driver state failed");
+            }
+        }
     }
 
     /// A call into the driver's component failed (trap, memory, deadline): it is
@@ -91,8 +135,8 @@ impl HealthBook {
         self.infos.read().unwrap().clone()
     }
 
-    /// Node events, oldest first.
-    pub fn events(&self) -> Vec<NodeEvent> {
-        self.events.read().unwrap().clone()
+    /// The node events this book raises into.
+    pub fn events(&self) -> &Arc<NodeEvents> {
+        &self.events
     }
 }

@@ -6,15 +6,15 @@
 mod driver;
 mod health;
 
+pub use crate::node::NodeEvent;
 pub use driver::{Driver, DriverCallError};
 use health::HealthBook;
-pub use health::NodeEvent;
 
 use std::collections::BTreeMap;
 use std::sync::Arc;
 use std::time::Duration;
 
-use serde::Serialize;
+use serde::{Deserialize, Serialize};
 
 use crate::runtime::bindings::v0_1_0::driver::exports::paddock::plugin::task_driver::Health;
 use crate::runtime::bindings::v0_1_0::types::Attribute;
@@ -22,7 +22,7 @@ use crate::runtime::host_api::events::EventHandler;
 use crate::runtime::{Runtime, World};
 
 /// A driver's health and attributes as last fingerprinted (Nomad's DriverInfo).
-#[derive(Debug, Clone, PartialEq, Serialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(rename_all = "PascalCase")]
 pub struct DriverInfo {
     /// Attributes, keyed `driver.<name>.<attr>`.
@@ -44,11 +44,21 @@ pub struct DriverManager {
 }
 
 impl DriverManager {
-    /// A manager over the runtime's registry.
+    /// A manager over the runtime's registry, keeping its state in memory only.
     pub fn new(runtime: Arc<Runtime>) -> Arc<Self> {
+        Self::with_state(runtime, Arc::default(), None)
+    }
+
+    /// A manager that raises node events into `events` and keeps its state in `db`,
+    /// starting from what `db` stored last run.
+    pub fn with_state(
+        runtime: Arc<Runtime>,
+        events: Arc<crate::node::NodeEvents>,
+        db: Option<Arc<dyn crate::state::StateDb>>,
+    ) -> Arc<Self> {
         Arc::new(Self {
             runtime,
-            health: Arc::new(HealthBook::default()),
+            health: Arc::new(HealthBook::new(events, db)),
         })
     }
 
@@ -95,7 +105,7 @@ impl DriverManager {
 
     /// Node events raised by driver health changes, oldest first.
     pub fn node_events(&self) -> Vec<NodeEvent> {
-        self.health.events()
+        self.health.events().list()
     }
 
     /// Node attributes contributed by drivers: `driver.<name> = 1` while detected, plus
@@ -113,7 +123,9 @@ impl DriverManager {
 
     /// Fingerprint every driver once; a change of health is logged as a node event.
     pub async fn fingerprint_all(&self) {
-        for name in self.names() {
+        let names = self.names();
+        self.health.retain(&names);
+        for name in names {
             let Some(driver) = self.dispense(&name) else {
                 continue;
             };

@@ -1,5 +1,6 @@
 //! The agent's local state: jobs, allocations, task states, per-task local state (driver
-//! handle, hook state), node identity.
+//! handle, hook state), node identity, and the driver and device managers' last view of
+//! their plugins.
 //!
 //! [`StateDb`] is the interface the rest of the agent uses. Both implementations share one
 //! typed layer ([`KvState`]) over a small ordered key-value [`Backend`]:
@@ -172,6 +173,21 @@ pub trait StateDb: Send + Sync {
     fn put_node_identity(&self, identity: &BTreeMap<String, String>) -> Result<(), StateError>;
     /// The node's identity, if one was stored.
     fn node_identity(&self) -> Result<Option<BTreeMap<String, String>>, StateError>;
+    /// Store what a plugin manager knows of one plugin (`manager` is `driver` or
+    /// `device`), as Nomad's PutDriverPluginState / PutDevicePluginState.
+    fn put_plugin_state(
+        &self,
+        manager: &str,
+        name: &str,
+        state: &serde_json::Value,
+    ) -> Result<(), StateError>;
+    /// Forget a plugin's stored state.
+    fn delete_plugin_state(&self, manager: &str, name: &str) -> Result<(), StateError>;
+    /// Every plugin state a manager stored, by plugin name.
+    fn plugin_states(
+        &self,
+        manager: &str,
+    ) -> Result<BTreeMap<String, serde_json::Value>, StateError>;
 }
 
 /// Table names.
@@ -278,6 +294,12 @@ fn decode<T: DeserializeOwned>(
         key: key.to_string(),
         detail: e.to_string(),
     })
+}
+
+/// Plugin manager state lives in the node table under `plugins/<manager>/<name>`, beside
+/// the node's identity (no schema change: older agents never read these keys).
+fn plugin_key(manager: &str, name: &str) -> String {
+    format!("plugins/{manager}/{name}")
 }
 
 fn task_key(alloc_id: &str, task: &str) -> String {
@@ -412,6 +434,36 @@ impl<B: Backend + 'static> StateDb for KvState<B> {
             .transpose()
     }
 
+    fn put_plugin_state(
+        &self,
+        manager: &str,
+        name: &str,
+        state: &serde_json::Value,
+    ) -> Result<(), StateError> {
+        self.commit.write(vec![Op::Put(
+            tables::NODE,
+            plugin_key(manager, name),
+            encode(state),
+        )])
+    }
+
+    fn delete_plugin_state(&self, manager: &str, name: &str) -> Result<(), StateError> {
+        self.commit
+            .write(vec![Op::Delete(tables::NODE, plugin_key(manager, name))])
+    }
+
+    fn plugin_states(
+        &self,
+        manager: &str,
+    ) -> Result<BTreeMap<String, serde_json::Value>, StateError> {
+        let prefix = plugin_key(manager, "");
+        self.backend
+            .scan(tables::NODE, &prefix)?
+            .into_iter()
+            .map(|(k, v)| Ok((k[prefix.len()..].to_string(), decode(tables::NODE, &k, &v)?)))
+            .collect()
+    }
+
     fn put_process(&self, r: &ProcessRecord) -> Result<(), StateError> {
         self.commit.write(vec![Op::Put(
             tables::PROCESSES,
@@ -444,5 +496,30 @@ impl crate::runtime::host_api::process::ProcessStore for DbProcessStore {
 
     fn delete(&self, id: u64) -> Result<(), String> {
         self.0.delete_process(id).map_err(|e| e.to_string())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn plugin_states_are_kept_per_manager_beside_the_node_identity() {
+        let db = MemState::new();
+        db.put_node_identity(&[("id".to_string(), "n1".to_string())].into())
+            .unwrap();
+        db.put_plugin_state("driver", "mock", &serde_json::json!({"Healthy": true}))
+            .unwrap();
+        db.put_plugin_state("driver", "raw_exec", &serde_json::json!({"Healthy": false}))
+            .unwrap();
+        db.put_plugin_state("device", "mock-device", &serde_json::json!({"Groups": []}))
+            .unwrap();
+        let drivers = db.plugin_states("driver").unwrap();
+        assert_eq!(drivers.keys().collect::<Vec<_>>(), ["mock", "raw_exec"]);
+        assert_eq!(drivers["raw_exec"]["Healthy"], false);
+        assert_eq!(db.plugin_states("device").unwrap().len(), 1);
+        db.delete_plugin_state("driver", "mock").unwrap();
+        assert_eq!(db.plugin_states("driver").unwrap().len(), 1);
+        assert_eq!(db.node_identity().unwrap().unwrap()["id"], "n1");
     }
 }

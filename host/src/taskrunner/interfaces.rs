@@ -38,7 +38,8 @@ pub struct TaskView<'a> {
 }
 
 /// One start of the task, built up by the prestart hooks: the task dir hook sets `dirs`,
-/// the validate hook `driver`, the env hook `env`, the logs hook `logs`.
+/// the validate hook `driver`, the env hook `env`, the devices hook `reservations`, the
+/// logs hook `logs`.
 #[derive(Default)]
 pub struct Invocation {
     /// `<alloc>/<task>/<8 hex>`, new for every start.
@@ -53,6 +54,8 @@ pub struct Invocation {
     pub env: Option<TaskEnv>,
     /// Where the task's stdout and stderr go.
     pub logs: Option<LogPaths>,
+    /// The task's device reservations, one per assigned device group.
+    pub reservations: Vec<crate::runtime::host_api::devices::Reservation>,
 }
 
 /// A task's log files (the driver's `stdout-path`/`stderr-path`; rotation adds `.N`).

@@ -78,8 +78,7 @@ impl TaskRunner {
     pub fn new(
         alloc: Arc<AllocShared>,
         task: Task,
-        drivers: Arc<DriverManager>,
-        hooks: Arc<HookSet>,
+        plugins: &crate::allocrunner::Plugins,
         kill: CancellationToken,
     ) -> Arc<Self> {
         let local = alloc
@@ -89,9 +88,10 @@ impl TaskRunner {
             .flatten()
             .unwrap_or_default();
         let deps = hooks::HookDeps {
-            drivers: drivers.clone(),
+            drivers: plugins.drivers.clone(),
+            devices: plugins.devices.clone(),
             alloc_dir: alloc.dir.clone(),
-            wasm: hooks,
+            wasm: plugins.hooks.clone(),
         };
         let a = alloc.snapshot();
         let hooks = match a.group() {
@@ -109,7 +109,7 @@ impl TaskRunner {
         Arc::new(Self {
             alloc,
             task,
-            drivers,
+            drivers: plugins.drivers.clone(),
             hooks,
             kill,
             last: std::sync::Mutex::new(None),
@@ -454,7 +454,11 @@ impl TaskRunner {
             node_id: self.alloc.node.id.clone(),
             node_name: self.alloc.node.name.clone(),
             env: env.sorted_pairs(),
-            device_env: Vec::new(),
+            device_env: inv
+                .reservations
+                .iter()
+                .flat_map(|r| r.env.iter().cloned())
+                .collect(),
             user: self.task.user.clone(),
             resources: TaskResources {
                 cpu_mhz: self.task.resources.cpu,
@@ -472,8 +476,16 @@ impl TaskRunner {
             },
             kill_signal: self.kill_signal(),
             kill_timeout_ns: self.task.kill_timeout,
-            mounts: Vec::new(),
-            devices: Vec::new(),
+            mounts: inv
+                .reservations
+                .iter()
+                .flat_map(|r| r.mounts.iter().cloned())
+                .collect(),
+            devices: inv
+                .reservations
+                .iter()
+                .flat_map(|r| r.devices.iter().cloned())
+                .collect(),
         };
 
         self.register_driver_events(alloc_id);
@@ -597,7 +609,7 @@ impl TaskRunner {
         // host's process capability, not preopens: their stores stay reusable.
         let ctx = Arc::new(TaskContext {
             env,
-            reservations: Vec::new(),
+            reservations: inv.reservations.clone(),
             dirs: None,
         });
         let handle = tokio::select! {

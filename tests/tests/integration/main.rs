@@ -4,6 +4,7 @@
 mod harness;
 
 mod api;
+mod devices;
 mod fs;
 mod hooks;
 mod lifecycle;

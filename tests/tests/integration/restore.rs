@@ -501,3 +501,76 @@ async fn kill_9_while_a_task_waits_to_restart_resumes_its_restart() {
         tokio::time::sleep(Duration::from_millis(50)).await;
     }
 }
+
+/// Node events of one subsystem, as the node API shows them.
+async fn node_events(agent: &AgentProcess, subsystem: &str) -> Vec<String> {
+    agent.get("/v1/node/self").await["Events"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|e| e["Subsystem"] == subsystem)
+        .map(|e| e["Message"].as_str().unwrap().to_string())
+        .collect()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn driver_and_device_state_survive_a_restart_and_changes_while_down_are_node_events() {
+    let dir = tempfile::tempdir().unwrap();
+    let mut agent = AgentProcess::new(dir.path());
+    agent.start().await;
+    // First start: everything is news.
+    let drivers = node_events(&agent, "Driver").await;
+    assert!(drivers.iter().any(|m| m == "Driver healthy"), "{drivers:?}");
+    assert!(node_events(&agent, "Device").await.is_empty());
+    agent.interrupt();
+
+    // Nothing changed while the agent was down: no driver or device events at all.
+    agent.start().await;
+    assert_eq!(node_events(&agent, "Driver").await, Vec::<String>::new());
+    assert_eq!(node_events(&agent, "Device").await, Vec::<String>::new());
+    let node = agent.get("/v1/node/self").await;
+    assert_eq!(node["Drivers"]["mock"]["Healthy"], true, "{node:#}");
+    agent.kill9();
+
+    // While it was down, the operator broke the mock driver's config and took a device
+    // away: the first fingerprint reports exactly those changes.
+    let config = dir.path().join("agent.hcl");
+    std::fs::write(
+        &config,
+        r#"
+plugin "mock" {
+  config {
+    run_for = "1s"
+  }
+}
+plugin "mock-device" {
+  config {
+    devices = [{ vendor = "paddock", type = "mock", name = "mock-device", ids = ["mock-0"] }]
+  }
+}
+"#,
+    )
+    .unwrap();
+    agent.args = vec!["--config".into(), config.display().to_string()];
+    agent.start().await;
+    let drivers = node_events(&agent, "Driver").await;
+    assert_eq!(drivers.len(), 1, "{drivers:?}");
+    assert!(
+        drivers[0].starts_with("Driver unhealthy: invalid plugin config: run_for"),
+        "{drivers:?}"
+    );
+    assert_eq!(
+        node_events(&agent, "Device").await,
+        ["Device removed: paddock/mock/mock-device mock-1"]
+    );
+    let node = agent.get("/v1/node/self").await;
+    assert_eq!(node["Drivers"]["mock"]["Healthy"], false, "{node:#}");
+    assert_eq!(node["Drivers"]["raw_exec"]["Healthy"], true, "{node:#}");
+    agent.interrupt();
+
+    // The unhealthy state was stored too: the same config again is no news.
+    agent.start().await;
+    assert_eq!(node_events(&agent, "Driver").await, Vec::<String>::new());
+    assert_eq!(node_events(&agent, "Device").await, Vec::<String>::new());
+    agent.interrupt();
+}

@@ -12,13 +12,26 @@ use crate::taskrunner::interfaces::{
 /// Builds the task's environment.
 pub struct EnvHook;
 
-/// The environment for `view` with the task dir built and `hook_env` applied last.
+/// The environment for `view` with the task dir built, then the device reservations' env
+/// (the `devices` hook's env, which runs before any WASM hook), then `hook_env`.
 pub fn build(
     view: TaskView<'_>,
     inv: &Invocation,
     hook_env: &[(String, String)],
 ) -> Option<TaskEnv> {
     let dirs = inv.dirs.as_ref()?;
+    let device_env: Vec<(String, String)>;
+    let hook_env = if inv.reservations.is_empty() {
+        hook_env
+    } else {
+        device_env = inv
+            .reservations
+            .iter()
+            .flat_map(|r| r.env.iter().cloned())
+            .chain(hook_env.iter().cloned())
+            .collect();
+        &device_env
+    };
     Some(crate::taskenv::build(crate::taskenv::EnvRequest {
         job: &view.alloc.job,
         group: view.group,

@@ -77,7 +77,7 @@ fn context(inv: Option<&Invocation>) -> Option<Arc<TaskContext>> {
     let inv = inv?;
     Some(Arc::new(TaskContext {
         env: inv.env.clone()?,
-        reservations: Vec::new(),
+        reservations: inv.reservations.clone(),
         dirs: inv.dirs.clone(),
     }))
 }
