@@ -94,6 +94,8 @@ pub struct Agent {
     pub hooks: Arc<crate::taskrunner::HookSet>,
     /// State DB.
     pub db: Arc<dyn StateDb>,
+    /// Evaluations, for tools that follow them.
+    pub evals: crate::evals::EvalBook,
     /// Change counter.
     pub changes: Arc<Changes>,
     /// Data dir.
@@ -225,6 +227,7 @@ impl Agent {
             drivers,
             devices,
             db,
+            evals: Default::default(),
             changes: Arc::new(Changes::default()),
             alloc_root: data_dir.join("alloc"),
             data_dir,
@@ -327,6 +330,24 @@ impl Agent {
         Ok(())
     }
 
+    /// Record the (complete) evaluation of a change to `job`.
+    fn evaluate(&self, id: String, job: &Job, triggered_by: &'static str, index: u64) -> String {
+        self.evals.record(crate::evals::EvalRequest {
+            id,
+            namespace: &job.namespace,
+            job_id: &job.id,
+            job_type: match job.job_type {
+                crate::jobspec::JobType::Service => "service",
+                crate::jobspec::JobType::Batch => "batch",
+            },
+            priority: job.priority.clamp(0, 100) as u32,
+            groups: job.task_groups.iter().map(|g| g.name.clone()).collect(),
+            triggered_by,
+            index,
+            node_id: &self.node.read().unwrap().id,
+        })
+    }
+
     /// The plugin managers runners use.
     fn plugins(&self) -> Plugins {
         Plugins {
@@ -400,6 +421,7 @@ impl Agent {
             && !live.is_empty()
         {
             let index = self.changes.index();
+            let eval_id = self.evaluate(eval_id, &job, "job-register", index);
             return Ok(Registered {
                 eval_id,
                 index,
@@ -533,6 +555,7 @@ impl Agent {
             placed.push(id);
         }
         tracing::info!(job = %job.id, namespace = %job.namespace, placed = placed.len(), updated_in_place = keep.len(), "job registered");
+        let eval_id = self.evaluate(eval_id, &job, "job-register", index);
         Ok(Registered {
             eval_id,
             index,
@@ -548,9 +571,9 @@ impl Agent {
         purge: bool,
     ) -> anyhow::Result<Option<Registered>> {
         let key = (namespace.to_string(), id.to_string());
-        if !self.jobs.read().unwrap().contains_key(&key) {
+        let Some(job) = self.jobs.read().unwrap().get(&key).map(|r| r.job.clone()) else {
             return Ok(None);
-        }
+        };
         for r in self.job_runners(namespace, id) {
             r.stop("job deregistered");
         }
@@ -563,7 +586,12 @@ impl Agent {
             rec.modify_index = index;
         }
         Ok(Some(Registered {
-            eval_id: uuid::Uuid::new_v4().to_string(),
+            eval_id: self.evaluate(
+                uuid::Uuid::new_v4().to_string(),
+                &job,
+                "job-deregister",
+                index,
+            ),
             index,
             allocs: Vec::new(),
         }))
@@ -682,15 +710,15 @@ impl Agent {
         out
     }
 
-    /// Stop one allocation. Returns false if it is unknown.
-    pub fn stop_allocation(&self, id: &str) -> bool {
-        match self.allocs.read().unwrap().get(id) {
-            Some(r) => {
-                r.stop("alloc stopped by user");
-                true
-            }
-            None => false,
-        }
+    /// Stop one allocation. Returns the evaluation's id and the change index, or `None`
+    /// if the allocation is unknown.
+    pub fn stop_allocation(&self, id: &str) -> Option<(String, u64)> {
+        let r = self.allocs.read().unwrap().get(id).cloned()?;
+        r.stop("alloc stopped by user");
+        let job = r.shared().peek(|a| a.job.clone());
+        let index = self.changes.bump();
+        let eval = self.evaluate(uuid::Uuid::new_v4().to_string(), &job, "alloc-stop", index);
+        Some((eval, index))
     }
 
     /// Wait until the change index passes `index` or `timeout` elapses; returns the index.

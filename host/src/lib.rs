@@ -18,6 +18,7 @@ pub mod cli;
 pub mod config;
 pub mod devicemanager;
 pub mod drivermanager;
+pub mod evals;
 pub mod executor;
 pub mod jobspec;
 pub mod logmon;

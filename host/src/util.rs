@@ -139,3 +139,20 @@ mod rfc3339_tests {
         assert_eq!(super::rfc3339(t(1_795_986_808)), "2026-11-29T21:13:28Z");
     }
 }
+
+/// Nanoseconds since the Unix epoch as a UTC civil date and time: `(year, month, day,
+/// hour, minute, second)` (Howard Hinnant's days-to-civil algorithm).
+pub fn utc_datetime(ns: u64) -> (i64, i64, i64, i64, i64, i64) {
+    let secs = (ns / 1_000_000_000) as i64;
+    let (days, rem) = (secs.div_euclid(86_400), secs.rem_euclid(86_400));
+    let z = days + 719_468;
+    let era = z.div_euclid(146_097);
+    let doe = z - era * 146_097;
+    let yoe = (doe - doe / 1460 + doe / 36_524 - doe / 146_096) / 365;
+    let doy = doe - (365 * yoe + yoe / 4 - yoe / 100);
+    let mp = (5 * doy + 2) / 153;
+    let d = doy - (153 * mp + 2) / 5 + 1;
+    let m = if mp < 10 { mp + 3 } else { mp - 9 };
+    let y = yoe + era * 400 + i64::from(m <= 2);
+    (y, m, d, rem / 3600, rem % 3600 / 60, rem % 60)
+}

@@ -58,12 +58,11 @@ async fn read(
 }
 
 async fn stop(State(agent): State<AppState>, Path(id): Path<String>) -> Result<Response, ApiError> {
-    if !agent.stop_allocation(&id) {
-        return Err(ApiError::not_found("alloc not found"));
-    }
-    let index = agent.changes.bump();
+    let (eval, index) = agent
+        .stop_allocation(&id)
+        .ok_or_else(|| ApiError::not_found("alloc not found"))?;
     Ok(with_index(
         index,
-        &json!({ "EvalID": uuid::Uuid::new_v4().to_string(), "Index": index }),
+        &json!({ "EvalID": eval, "Index": index }),
     ))
 }

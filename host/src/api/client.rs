@@ -162,7 +162,8 @@ async fn gc(State(agent): State<AppState>, Path(id): Path<String>) -> Result<Res
     }
 }
 
-fn meminfo() -> (u64, u64, u64) {
+/// Host memory: total, available and free, bytes.
+pub(super) fn meminfo() -> (u64, u64, u64) {
     let text = std::fs::read_to_string("/proc/meminfo").unwrap_or_default();
     let get = |k: &str| {
         text.lines()
@@ -175,12 +176,17 @@ fn meminfo() -> (u64, u64, u64) {
     (get("MemTotal:"), get("MemAvailable:"), get("MemFree:"))
 }
 
-async fn client_stats(State(agent): State<AppState>) -> Response {
-    let (total, available, free) = meminfo();
-    let uptime = std::fs::read_to_string("/proc/uptime")
+/// Host uptime, seconds.
+pub(super) fn uptime_secs() -> u64 {
+    std::fs::read_to_string("/proc/uptime")
         .ok()
         .and_then(|s| s.split_whitespace().next()?.parse::<f64>().ok())
-        .unwrap_or(0.0) as u64;
+        .unwrap_or(0.0) as u64
+}
+
+async fn client_stats(State(agent): State<AppState>) -> Response {
+    let (total, available, free) = meminfo();
+    let uptime = uptime_secs();
     let disk = rustix::fs::statvfs(&agent.data_dir).ok();
     let (size, avail) = disk
         .map(|d| (d.f_blocks * d.f_frsize, d.f_bavail * d.f_frsize))

@@ -70,14 +70,50 @@ fn do_register(agent: AppState, job: crate::jobspec::Job) -> Result<Response, Ap
     ))
 }
 
-async fn validate(body: Bytes) -> Result<Response, ApiError> {
-    let (errors, error) = match crate::jobspec::parse_register_request(&body) {
-        Ok(_) => (Vec::new(), String::new()),
-        Err(e) => (vec![e.to_string()], e.to_string()),
-    };
+/// `POST /v1/validate/job`: the job's structure, then each task's driver: loaded, and its
+/// config accepted by the driver's `validate-config` (configs holding `${...}` are checked
+/// at start, once interpolated).
+async fn validate(State(agent): State<AppState>, body: Bytes) -> Result<Response, ApiError> {
+    let mut errors = Vec::new();
+    let mut driver_checked = true;
+    match crate::jobspec::parse_register_request(&body) {
+        Err(e) => errors.push(e.to_string()),
+        Ok(job) => {
+            for (gi, g) in job.task_groups.iter().enumerate() {
+                for (ti, t) in g.tasks.iter().enumerate() {
+                    let path = format!("Job.TaskGroups[{gi}].Tasks[{ti}]");
+                    let Some(driver) = agent.drivers.dispense(&t.driver) else {
+                        errors.push(format!(
+                            "{path}.Driver: driver {:?} is not loaded (loaded: {})",
+                            t.driver,
+                            agent.drivers.names().join(", ")
+                        ));
+                        continue;
+                    };
+                    let config = serde_json::Value::Object(t.config.clone()).to_string();
+                    if config.contains("${") {
+                        driver_checked = false;
+                        continue;
+                    }
+                    match driver.validate_config(&config).await {
+                        Ok(()) => {}
+                        Err(crate::drivermanager::DriverCallError::Driver(
+                            crate::runtime::bindings::v0_1_0::driver::exports::paddock::plugin::task_driver::DriverError::InvalidConfig(fields),
+                        )) => errors.extend(
+                            fields
+                                .iter()
+                                .map(|f| format!("{path}.Config.{}: {}", f.field, f.message)),
+                        ),
+                        Err(e) => errors.push(format!("{path}.Config: {e}")),
+                    }
+                }
+            }
+        }
+    }
+    let error = errors.join("; ");
     Ok(with_index(
         0,
-        &json!({ "DriverConfigValidated": false, "ValidationErrors": errors, "Error": error, "Warnings": "" }),
+        &json!({ "DriverConfigValidated": driver_checked && errors.is_empty(), "ValidationErrors": errors, "Error": error, "Warnings": "" }),
     ))
 }
 

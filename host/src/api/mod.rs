@@ -4,8 +4,10 @@
 
 mod allocs;
 mod client;
+mod evals;
 mod fs;
 mod jobs;
+mod metrics;
 mod node;
 
 use std::sync::Arc;
@@ -28,6 +30,8 @@ pub fn router(agent: Arc<Agent>) -> Router {
         .merge(fs::routes())
         .merge(client::routes())
         .merge(node::routes())
+        .merge(metrics::routes())
+        .merge(evals::routes())
         .layer(axum::extract::DefaultBodyLimit::max(4 << 20))
         .layer(axum::middleware::from_fn_with_state(
             agent.clone(),

@@ -1,4 +1,4 @@
-//! `agent job run|status|stop`.
+//! `agent job run|status|stop|validate|inspect`.
 
 use std::collections::BTreeMap;
 use std::path::PathBuf;
@@ -31,8 +31,34 @@ pub enum JobCommand {
         /// API address and token.
         #[command(flatten)]
         api: ApiArgs,
+        /// Print JSON.
+        #[arg(long)]
+        json: bool,
         /// Job id.
         id: Option<String>,
+    },
+    /// Check a job file: its syntax here, then the agent's checks (drivers loaded, driver
+    /// config valid). Exits 1 naming every problem.
+    Validate {
+        /// API address and token.
+        #[command(flatten)]
+        api: ApiArgs,
+        /// A value for an HCL `variable` block: `-var name=value` (repeatable).
+        #[arg(long = "var", value_name = "NAME=VALUE")]
+        vars: Vec<String>,
+        /// The job file.
+        file: PathBuf,
+    },
+    /// Print a registered job as JSON (`{"Job": ...}`, what `job run` takes back).
+    Inspect {
+        /// API address and token.
+        #[command(flatten)]
+        api: ApiArgs,
+        /// Accepted for nomad's `-json` (the output is always JSON).
+        #[arg(long)]
+        json: bool,
+        /// Job id.
+        id: String,
     },
     /// Stop a job.
     Stop {
@@ -55,7 +81,40 @@ pub(super) async fn run(cmd: JobCommand) -> anyhow::Result<i32> {
             vars,
             file,
         } => job_run(&api, &file, &vars, detach).await,
-        JobCommand::Status { api, id } => job_status(&api, id.as_deref()).await,
+        JobCommand::Status { api, json, id } => job_status(&api, id.as_deref(), json).await,
+        JobCommand::Validate { api, vars, file } => {
+            let job = super::read_job_file(&file, &vars)?;
+            let v = api
+                .call(
+                    reqwest::Method::POST,
+                    "/v1/validate/job",
+                    Some(&serde_json::json!({ "Job": job })),
+                )
+                .await?;
+            let errors: Vec<String> = v["ValidationErrors"]
+                .as_array()
+                .map(|e| {
+                    e.iter()
+                        .filter_map(|x| x.as_str().map(str::to_string))
+                        .collect()
+                })
+                .unwrap_or_default();
+            if errors.is_empty() {
+                println!("Job validation successful");
+                Ok(0)
+            } else {
+                eprintln!("Job validation errors:");
+                for e in &errors {
+                    eprintln!("  * {e}");
+                }
+                Ok(1)
+            }
+        }
+        JobCommand::Inspect { api, json: _, id } => {
+            let job = api.get(&format!("/v1/job/{id}")).await?;
+            super::print_json(&serde_json::json!({ "Job": job }));
+            Ok(0)
+        }
         JobCommand::Stop { api, purge, id } => {
             let resp = api
                 .client()?
@@ -104,6 +163,13 @@ pub async fn job_run(
     println!("==> Job {:?} submitted (evaluation {eval_id})", job.id);
     if detach {
         return Ok(0);
+    }
+    if let Ok(eval) = api.get(&format!("/v1/evaluation/{eval_id}")).await {
+        println!(
+            "==> Evaluation triggered by {} finished with status {:?}",
+            eval["TriggeredBy"].as_str().unwrap_or(""),
+            eval["Status"].as_str().unwrap_or("")
+        );
     }
 
     // Per task, the time of the newest event printed: events are a ring of the newest 10,
@@ -201,8 +267,16 @@ fn settled(a: &Value, job_type: crate::jobspec::JobType) -> bool {
     }
 }
 
-async fn job_status(api: &ApiArgs, id: Option<&str>) -> anyhow::Result<i32> {
+async fn job_status(api: &ApiArgs, id: Option<&str>, json: bool) -> anyhow::Result<i32> {
     let client = api.client()?;
+    if json {
+        let v = match id {
+            None => api.get("/v1/jobs").await?,
+            Some(id) => api.get(&format!("/v1/job/{id}")).await?,
+        };
+        super::print_json(&v);
+        return Ok(0);
+    }
     match id {
         None => {
             let jobs: Vec<Value> = client

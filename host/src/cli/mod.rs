@@ -5,8 +5,10 @@
 // The CLI's own output goes to stdout; everything else logs through `tracing`.
 #![allow(clippy::print_stdout)]
 
+mod alloc;
 mod component;
 pub mod job;
+mod node;
 mod run;
 
 use std::path::PathBuf;
@@ -31,6 +33,12 @@ pub enum Command {
     /// Submit and inspect jobs on a running agent.
     #[command(subcommand)]
     Job(job::JobCommand),
+    /// Inspect and act on allocations.
+    #[command(subcommand)]
+    Alloc(alloc::AllocCommand),
+    /// Show the node.
+    #[command(subcommand)]
+    Node(node::NodeCommand),
     /// Inspect and validate components.
     #[command(subcommand)]
     Component(component::ComponentCommand),
@@ -66,6 +74,39 @@ impl ApiArgs {
             format!("http://{base}")
         };
         format!("{base}{path}")
+    }
+
+    /// Send a request and decode its JSON answer; a refusal is an error carrying the
+    /// agent's message.
+    pub(crate) async fn call(
+        &self,
+        method: reqwest::Method,
+        path: &str,
+        body: Option<&serde_json::Value>,
+    ) -> anyhow::Result<serde_json::Value> {
+        let mut req = self.client()?.request(method.clone(), self.url(path));
+        if let Some(b) = body {
+            req = req.json(b);
+        }
+        let resp = req
+            .send()
+            .await
+            .map_err(|e| anyhow::anyhow!("contacting the agent at {}: {e}", self.address))?;
+        let status = resp.status();
+        let text = resp.text().await?;
+        if !status.is_success() {
+            anyhow::bail!("{method} {path}: {} ({})", text.trim(), status.as_u16());
+        }
+        if text.trim().is_empty() {
+            return Ok(serde_json::Value::Null);
+        }
+        serde_json::from_str(&text)
+            .map_err(|e| anyhow::anyhow!("{method} {path}: the agent's answer is not JSON: {e}"))
+    }
+
+    /// `GET` a JSON resource.
+    pub(crate) async fn get(&self, path: &str) -> anyhow::Result<serde_json::Value> {
+        self.call(reqwest::Method::GET, path, None).await
     }
 
     pub(crate) fn client(&self) -> anyhow::Result<reqwest::Client> {
@@ -105,8 +146,24 @@ pub async fn main(cli: Cli) -> anyhow::Result<i32> {
             Ok(0)
         }
         Command::Job(cmd) => job::run(cmd).await,
+        Command::Alloc(cmd) => alloc::run(cmd).await,
+        Command::Node(cmd) => node::run(cmd).await,
         Command::Component(cmd) => component::run(cmd).await,
     }
+}
+
+/// Print a value as indented JSON (the `-json` output).
+pub(crate) fn print_json(v: &serde_json::Value) {
+    println!(
+        "{}",
+        serde_json::to_string_pretty(v).expect("JSON values print")
+    );
+}
+
+/// Nanoseconds since the epoch as a UTC time, `2006-01-02T15:04:05Z`.
+pub(crate) fn format_time(ns: u64) -> String {
+    let (y, m, d, h, mi, sec) = crate::util::utc_datetime(ns);
+    format!("{y:04}-{m:02}-{d:02}T{h:02}:{mi:02}:{sec:02}Z")
 }
 
 /// Set up `tracing`: text by default, JSON on request, level from flag or config.
@@ -157,6 +214,15 @@ pub(crate) fn read_job_file(
 
 #[cfg(test)]
 mod tests {
+    #[test]
+    fn times_are_utc_civil_dates() {
+        assert_eq!(super::format_time(0), "1970-01-01T00:00:00Z");
+        assert_eq!(
+            super::format_time(1_709_251_199_000_000_000),
+            "2024-02-29T23:59:59Z"
+        );
+    }
+
     #[test]
     fn single_dash_flags() {
         let v = super::normalize_args(

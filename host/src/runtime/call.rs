@@ -76,6 +76,12 @@ pub(super) struct Call {
     pub(super) served: u32,
     /// Whether the store may serve another call (not when it has a task's preopens).
     pub(super) reusable: bool,
+    /// When this call began (after waiting for a permit).
+    pub(super) started: std::time::Instant,
+    /// Where this call is counted.
+    pub(super) metrics: std::sync::Arc<super::metrics::OpMetrics>,
+    /// The store came warm from an earlier call.
+    pub(super) warm: bool,
     pub(super) _permit: tokio::sync::OwnedSemaphorePermit,
 }
 
@@ -107,6 +113,20 @@ impl WarmPool {
 
 impl Call {
     pub(super) fn finish<R>(
+        self,
+        comp: &LoadedComponent,
+        op: &'static str,
+        result: Result<wasmtime::Result<R>, tokio::time::error::Elapsed>,
+    ) -> Result<R, CallError> {
+        let elapsed = self.started.elapsed();
+        let metrics = self.metrics.clone();
+        let warm = self.warm;
+        let r = self.outcome(comp, op, result);
+        metrics.record(elapsed, warm, r.as_ref().err().map(|e| e.kind));
+        r
+    }
+
+    fn outcome<R>(
         mut self,
         comp: &LoadedComponent,
         op: &'static str,

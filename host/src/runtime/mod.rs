@@ -22,6 +22,7 @@ pub mod engine;
 pub mod grants;
 pub mod host_api;
 pub mod loader;
+pub mod metrics;
 pub mod registry;
 pub mod store;
 
@@ -207,6 +208,8 @@ pub struct Runtime {
     services: Arc<host_api::HostServices>,
     permits: Arc<Semaphore>,
     options: RuntimeOptions,
+    /// Call, failure, latency and compile-cache counters.
+    pub metrics: metrics::RuntimeMetrics,
     /// Current components.
     pub registry: registry::Registry,
     _ticker: engine::EpochTicker,
@@ -231,6 +234,7 @@ impl Runtime {
             cache,
             services: host_api::HostServices::new(),
             options,
+            metrics: metrics::RuntimeMetrics::default(),
             registry: registry::Registry::default(),
             _ticker: ticker,
         }))
@@ -271,6 +275,7 @@ impl Runtime {
                 .map_err(|e| refuse(LoadError::Compile(e.to_string())))?;
         let pre = self.link(&component, &inspection).map_err(refuse)?;
         let load_time = started.elapsed();
+        self.metrics.record_load(outcome == CacheOutcome::Hit);
 
         // Ask the component its name with no grants; the name then selects its settings.
         let probe_name = match &source {
@@ -620,9 +625,13 @@ impl Runtime {
         op: &'static str,
     ) -> Result<Call, CallError> {
         let reusable = !store::needs_preopens(&comp.ctx, task.as_deref());
+        let metrics = self.metrics.op(&comp.ctx.name, comp.world.as_str(), op);
         if reusable && let Some(mut call) = comp.warm.take() {
             store::arm(&mut call.store, comp.ctx.clone(), task);
             call.timeout = comp.ctx.limits.call_timeout;
+            call.started = std::time::Instant::now();
+            call.metrics = metrics;
+            call.warm = true;
             return Ok(call);
         }
         let permit = self
@@ -645,6 +654,9 @@ impl Runtime {
             instance: None,
             served: 0,
             reusable,
+            started: std::time::Instant::now(),
+            metrics,
+            warm: false,
             _permit: permit,
         })
     }

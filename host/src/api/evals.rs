@@ -1,0 +1,76 @@
+//! Evaluations: `/v1/evaluations`, `/v1/evaluation/{id}`, its allocations, and
+//! `/v1/job/{id}/evaluations` — what `nomad job run`'s monitor and python-nomad follow.
+
+use axum::Router;
+use axum::extract::{Path, Query, State};
+use axum::response::Response;
+use axum::routing::get;
+
+use super::{ApiError, AppState, QueryOptions, with_index};
+
+pub(super) fn routes() -> Router<AppState> {
+    Router::new()
+        .route("/v1/evaluations", get(list))
+        .route("/v1/evaluation/{id}", get(read))
+        .route("/v1/evaluation/{id}/allocations", get(allocations))
+        .route("/v1/job/{id}/evaluations", get(of_job))
+}
+
+async fn list(State(agent): State<AppState>, Query(q): Query<QueryOptions>) -> Response {
+    let index = q.block(&agent).await;
+    let evals: Vec<_> = agent
+        .evals
+        .list(q.prefix.as_deref().unwrap_or(""))
+        .into_iter()
+        .filter(|e| {
+            q.namespace
+                .as_deref()
+                .is_none_or(|n| n == "*" || n == e.namespace)
+        })
+        .collect();
+    with_index(index, &evals)
+}
+
+async fn read(
+    State(agent): State<AppState>,
+    Path(id): Path<String>,
+    Query(q): Query<QueryOptions>,
+) -> Result<Response, ApiError> {
+    let index = q.block(&agent).await;
+    let eval = agent
+        .evals
+        .get(&id)
+        .ok_or_else(|| ApiError::not_found("eval not found"))?;
+    Ok(with_index(index, &eval))
+}
+
+async fn allocations(
+    State(agent): State<AppState>,
+    Path(id): Path<String>,
+    Query(q): Query<QueryOptions>,
+) -> Result<Response, ApiError> {
+    let index = q.block(&agent).await;
+    if agent.evals.get(&id).is_none() {
+        return Err(ApiError::not_found("eval not found"));
+    }
+    let stubs: Vec<_> = agent
+        .allocations()
+        .iter()
+        .filter(|a| a.eval_id == id)
+        .map(super::allocs::stub)
+        .collect();
+    Ok(with_index(index, &stubs))
+}
+
+async fn of_job(
+    State(agent): State<AppState>,
+    Path(id): Path<String>,
+    Query(q): Query<QueryOptions>,
+) -> Result<Response, ApiError> {
+    let index = q.block(&agent).await;
+    let ns = q.namespace();
+    if agent.job(&ns, &id).is_none() {
+        return Err(ApiError::not_found("job not found"));
+    }
+    Ok(with_index(index, &agent.evals.of_job(&ns, &id)))
+}

@@ -1,0 +1,353 @@
+//! `agent alloc status|logs|restart|signal|stop`, as `nomad alloc ...`: an allocation is
+//! named by its id or any unique prefix of it.
+
+use reqwest::Method;
+use serde_json::{Value, json};
+
+use super::{ApiArgs, format_time, print_json};
+
+/// Allocation commands.
+#[derive(Debug, clap::Subcommand)]
+pub enum AllocCommand {
+    /// Show an allocation: status, tasks and their recent events.
+    Status {
+        /// API address and token.
+        #[command(flatten)]
+        api: ApiArgs,
+        /// Print the allocation as JSON.
+        #[arg(long)]
+        json: bool,
+        /// Allocation id or prefix.
+        id: String,
+    },
+    /// Print a task's logs.
+    Logs {
+        /// API address and token.
+        #[command(flatten)]
+        api: ApiArgs,
+        /// Keep printing as the task writes.
+        #[arg(short = 'f')]
+        follow: bool,
+        /// stderr instead of stdout.
+        #[arg(long)]
+        stderr: bool,
+        /// Only the end of the log (the last `-n` lines, or `-c` bytes).
+        #[arg(long)]
+        tail: bool,
+        /// Lines to show with `-tail`.
+        #[arg(short = 'n', default_value_t = 10)]
+        lines: usize,
+        /// Bytes to show with `-tail` (instead of lines).
+        #[arg(short = 'c')]
+        bytes: Option<u64>,
+        /// Allocation id or prefix.
+        id: String,
+        /// Task; may be left out when the allocation has one task.
+        task: Option<String>,
+    },
+    /// Restart an allocation's tasks, or one task.
+    Restart {
+        /// API address and token.
+        #[command(flatten)]
+        api: ApiArgs,
+        /// Allocation id or prefix.
+        id: String,
+        /// Task (default: all).
+        task: Option<String>,
+    },
+    /// Send a signal to an allocation's tasks, or one task.
+    Signal {
+        /// API address and token.
+        #[command(flatten)]
+        api: ApiArgs,
+        /// Signal to send.
+        #[arg(short = 's', default_value = "SIGKILL")]
+        signal: String,
+        /// Allocation id or prefix.
+        id: String,
+        /// Task (default: all).
+        task: Option<String>,
+    },
+    /// Stop an allocation.
+    Stop {
+        /// API address and token.
+        #[command(flatten)]
+        api: ApiArgs,
+        /// Allocation id or prefix.
+        id: String,
+    },
+}
+
+pub(super) async fn run(cmd: AllocCommand) -> anyhow::Result<i32> {
+    match cmd {
+        AllocCommand::Status { api, json, id } => {
+            let a = api
+                .get(&format!("/v1/allocation/{}", resolve(&api, &id).await?))
+                .await?;
+            if json {
+                print_json(&a);
+            } else {
+                print_status(&a);
+            }
+            Ok(0)
+        }
+        AllocCommand::Logs {
+            api,
+            follow,
+            stderr,
+            tail,
+            lines,
+            bytes,
+            id,
+            task,
+        } => {
+            let id = resolve(&api, &id).await?;
+            let task = one_task(&api, &id, task).await?;
+            logs(
+                &api,
+                &id,
+                &task,
+                stderr,
+                follow,
+                tail.then_some((lines, bytes)),
+            )
+            .await
+        }
+        AllocCommand::Restart { api, id, task } => {
+            let id = resolve(&api, &id).await?;
+            api.call(
+                Method::POST,
+                &format!("/v1/client/allocation/{id}/restart"),
+                Some(&json!({ "TaskName": task.clone().unwrap_or_default() })),
+            )
+            .await?;
+            match task {
+                Some(t) => println!("==> Task {t:?} of allocation {} restarted", short(&id)),
+                None => println!("==> Allocation {} restarted", short(&id)),
+            }
+            Ok(0)
+        }
+        AllocCommand::Signal {
+            api,
+            signal,
+            id,
+            task,
+        } => {
+            let id = resolve(&api, &id).await?;
+            api.call(
+                Method::POST,
+                &format!("/v1/client/allocation/{id}/signal"),
+                Some(&json!({ "Signal": signal, "Task": task.unwrap_or_default() })),
+            )
+            .await?;
+            println!("==> Sent {signal} to allocation {}", short(&id));
+            Ok(0)
+        }
+        AllocCommand::Stop { api, id } => {
+            let id = resolve(&api, &id).await?;
+            let v = api
+                .call(Method::POST, &format!("/v1/allocation/{id}/stop"), None)
+                .await?;
+            println!(
+                "==> Allocation {} stopping (evaluation {})",
+                short(&id),
+                v["EvalID"].as_str().unwrap_or("")
+            );
+            Ok(0)
+        }
+    }
+}
+
+fn short(id: &str) -> &str {
+    &id[..8.min(id.len())]
+}
+
+/// The full id of the one allocation whose id starts with `prefix`.
+async fn resolve(api: &ApiArgs, prefix: &str) -> anyhow::Result<String> {
+    if prefix.is_empty() {
+        anyhow::bail!("an allocation id or prefix is required");
+    }
+    let list = api
+        .get(&format!("/v1/allocations?prefix={prefix}&namespace=*"))
+        .await?;
+    let ids: Vec<&str> = list
+        .as_array()
+        .map(|l| l.iter().filter_map(|a| a["ID"].as_str()).collect())
+        .unwrap_or_default();
+    match ids.as_slice() {
+        [] => anyhow::bail!("No allocation(s) with prefix or id {prefix:?} found"),
+        [one] => Ok(one.to_string()),
+        many => anyhow::bail!(
+            "Prefix {prefix:?} matched {} allocations: {}",
+            many.len(),
+            many.iter().map(|i| short(i)).collect::<Vec<_>>().join(", ")
+        ),
+    }
+}
+
+/// The task to read: the one named, or the allocation's only task.
+async fn one_task(api: &ApiArgs, id: &str, task: Option<String>) -> anyhow::Result<String> {
+    let a = api.get(&format!("/v1/allocation/{id}")).await?;
+    let group = a["TaskGroup"].as_str().unwrap_or_default();
+    let tasks: Vec<String> = a["Job"]["TaskGroups"]
+        .as_array()
+        .and_then(|gs| gs.iter().find(|g| g["Name"] == group))
+        .and_then(|g| g["Tasks"].as_array())
+        .map(|ts| {
+            ts.iter()
+                .filter_map(|t| t["Name"].as_str().map(str::to_string))
+                .collect()
+        })
+        .unwrap_or_default();
+    match task {
+        Some(t) if tasks.contains(&t) => Ok(t),
+        Some(t) => anyhow::bail!(
+            "allocation {} has no task {t:?} (tasks: {})",
+            short(id),
+            tasks.join(", ")
+        ),
+        None if tasks.len() == 1 => Ok(tasks[0].clone()),
+        None => anyhow::bail!(
+            "allocation {} has {} tasks; name one: {}",
+            short(id),
+            tasks.len(),
+            tasks.join(", ")
+        ),
+    }
+}
+
+/// Print a log, or its tail, then follow it if asked. Reads go through the plain-text
+/// logs endpoint; following resumes at the byte after what was printed.
+async fn logs(
+    api: &ApiArgs,
+    id: &str,
+    task: &str,
+    stderr: bool,
+    follow: bool,
+    tail: Option<(usize, Option<u64>)>,
+) -> anyhow::Result<i32> {
+    use std::io::Write;
+    let kind = if stderr { "stderr" } else { "stdout" };
+    let base = format!("/v1/client/fs/logs/{id}?task={task}&type={kind}&plain=true");
+    let client = api.client()?;
+    let fetch = |query: String| {
+        let url = api.url(&format!("{base}{query}"));
+        let client = client.clone();
+        async move {
+            let resp = client
+                .get(url)
+                .send()
+                .await
+                .map_err(|e| anyhow::anyhow!("contacting the agent at {}: {e}", api.address))?;
+            let status = resp.status();
+            if !status.is_success() {
+                let text = resp.text().await.unwrap_or_default();
+                anyhow::bail!("reading {kind} of {task:?}: {} ({})", text.trim(), status);
+            }
+            Ok::<_, anyhow::Error>(resp)
+        }
+    };
+    let whole = fetch(String::new()).await?.bytes().await?;
+    let printed = whole.len();
+    let shown: &[u8] = match tail {
+        None => &whole,
+        Some((_, Some(c))) => &whole[whole.len().saturating_sub(c as usize)..],
+        Some((n, None)) => tail_lines(&whole, n),
+    };
+    let mut out = std::io::stdout().lock();
+    out.write_all(shown)?;
+    out.flush()?;
+    drop(out);
+    if !follow {
+        return Ok(0);
+    }
+    let mut resp = fetch(format!("&follow=true&origin=start&offset={printed}")).await?;
+    while let Some(chunk) = resp.chunk().await? {
+        let mut out = std::io::stdout().lock();
+        out.write_all(&chunk)?;
+        out.flush()?;
+    }
+    Ok(0)
+}
+
+/// The last `n` lines of `text` (a final newline does not start another line).
+fn tail_lines(text: &[u8], n: usize) -> &[u8] {
+    if n == 0 {
+        return &[];
+    }
+    let body = text.strip_suffix(b"\n").unwrap_or(text);
+    let mut seen = 0;
+    for (i, b) in body.iter().enumerate().rev() {
+        if *b == b'\n' {
+            seen += 1;
+            if seen == n {
+                return &text[i + 1..];
+            }
+        }
+    }
+    text
+}
+
+fn print_status(a: &Value) {
+    let s = |v: &Value| v.as_str().unwrap_or("").to_string();
+    let rows = [
+        ("ID", s(&a["ID"])),
+        ("Eval ID", short(&s(&a["EvalID"])).to_string()),
+        ("Name", s(&a["Name"])),
+        ("Node ID", short(&s(&a["NodeID"])).to_string()),
+        ("Node Name", s(&a["NodeName"])),
+        ("Job ID", s(&a["JobID"])),
+        ("Client Status", s(&a["ClientStatus"])),
+        ("Client Description", s(&a["ClientDescription"])),
+        ("Desired Status", s(&a["DesiredStatus"])),
+        ("Desired Description", s(&a["DesiredDescription"])),
+        (
+            "Created",
+            format_time(a["CreateTime"].as_u64().unwrap_or(0)),
+        ),
+        (
+            "Modified",
+            format_time(a["ModifyTime"].as_u64().unwrap_or(0)),
+        ),
+    ];
+    for (k, v) in rows {
+        println!("{k:<19} = {v}");
+    }
+    let Some(states) = a["TaskStates"].as_object() else {
+        return;
+    };
+    for (task, st) in states {
+        println!(
+            "\nTask {task:?} is {:?}\nRestarts = {}",
+            st["State"].as_str().unwrap_or(""),
+            st["Restarts"]
+        );
+        println!(
+            "\nRecent Events:\n{:<22}  {:<22}  Description",
+            "Time", "Type"
+        );
+        let events = st["Events"].as_array().cloned().unwrap_or_default();
+        for ev in events.iter().rev() {
+            println!(
+                "{:<22}  {:<22}  {}",
+                format_time(ev["Time"].as_u64().unwrap_or(0)),
+                ev["Type"].as_str().unwrap_or(""),
+                ev["DisplayMessage"].as_str().unwrap_or("")
+            );
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::tail_lines;
+
+    #[test]
+    fn tail_counts_lines_from_the_end() {
+        assert_eq!(tail_lines(b"a\nb\nc\n", 2), b"b\nc\n");
+        assert_eq!(tail_lines(b"a\nb\nc", 2), b"b\nc");
+        assert_eq!(tail_lines(b"a\nb\n", 5), b"a\nb\n");
+        assert_eq!(tail_lines(b"a\nb\n", 0), b"");
+        assert_eq!(tail_lines(b"", 3), b"");
+    }
+}

@@ -1,0 +1,158 @@
+//! `agent node status [-self] [-json] [ID]`, as `nomad node status`.
+
+use serde_json::Value;
+
+use super::{ApiArgs, print_json};
+
+/// Node commands.
+#[derive(Debug, clap::Subcommand)]
+pub enum NodeCommand {
+    /// List nodes, or show one: drivers with health, devices, resources, allocations.
+    Status {
+        /// API address and token.
+        #[command(flatten)]
+        api: ApiArgs,
+        /// Show the node this agent runs.
+        #[arg(long = "self")]
+        this: bool,
+        /// Print JSON.
+        #[arg(long)]
+        json: bool,
+        /// Node id or prefix.
+        id: Option<String>,
+    },
+}
+
+pub(super) async fn run(cmd: NodeCommand) -> anyhow::Result<i32> {
+    let NodeCommand::Status {
+        api,
+        this,
+        json,
+        id,
+    } = cmd;
+    let nodes = api.get("/v1/nodes").await?;
+    let id = match (this, id) {
+        (true, _) => Some("self".to_string()),
+        (false, Some(prefix)) => {
+            let found = nodes
+                .as_array()
+                .and_then(|l| {
+                    l.iter()
+                        .find(|n| n["ID"].as_str().is_some_and(|i| i.starts_with(&prefix)))
+                })
+                .and_then(|n| n["ID"].as_str().map(str::to_string));
+            match found {
+                Some(id) => Some(id),
+                None => anyhow::bail!("No node(s) with prefix {prefix:?} found"),
+            }
+        }
+        (false, None) => None,
+    };
+    let Some(id) = id else {
+        if json {
+            print_json(&nodes);
+            return Ok(0);
+        }
+        println!(
+            "{:<10} {:<10} {:<12} {:<20} {:<8} {:<12} Status",
+            "ID", "Node Pool", "DC", "Name", "Drain", "Eligibility"
+        );
+        for n in nodes.as_array().cloned().unwrap_or_default() {
+            println!(
+                "{:<10} {:<10} {:<12} {:<20} {:<8} {:<12} {}",
+                short(&n["ID"]),
+                n["NodePool"].as_str().unwrap_or(""),
+                n["Datacenter"].as_str().unwrap_or(""),
+                n["Name"].as_str().unwrap_or(""),
+                n["Drain"],
+                n["SchedulingEligibility"].as_str().unwrap_or(""),
+                n["Status"].as_str().unwrap_or("")
+            );
+        }
+        return Ok(0);
+    };
+    let node = api.get(&format!("/v1/node/{id}")).await?;
+    if json {
+        print_json(&node);
+        return Ok(0);
+    }
+    let s = |v: &Value| v.as_str().unwrap_or("").to_string();
+    for (k, v) in [
+        ("ID", s(&node["ID"])),
+        ("Name", s(&node["Name"])),
+        ("Node Pool", s(&node["NodePool"])),
+        ("Class", s(&node["NodeClass"])),
+        ("DC", s(&node["Datacenter"])),
+        ("Drain", node["Drain"].to_string()),
+        ("Eligibility", s(&node["SchedulingEligibility"])),
+        ("Status", s(&node["Status"])),
+    ] {
+        println!("{k:<11} = {v}");
+    }
+    let drivers = node["Drivers"].as_object().cloned().unwrap_or_default();
+    println!(
+        "\nDrivers\n{:<14} {:<9} {:<8} Description",
+        "Name", "Detected", "Healthy"
+    );
+    for (name, d) in &drivers {
+        println!(
+            "{:<14} {:<9} {:<8} {}",
+            name,
+            d["Detected"],
+            d["Healthy"],
+            d["HealthDescription"].as_str().unwrap_or("")
+        );
+    }
+    let devices = node["NodeResources"]["Devices"]
+        .as_array()
+        .cloned()
+        .unwrap_or_default();
+    if !devices.is_empty() {
+        println!("\nDevices\n{:<32} {:<8} Instances", "Device", "Healthy");
+        for g in &devices {
+            let inst = g["Instances"].as_array().cloned().unwrap_or_default();
+            let healthy = inst.iter().filter(|i| i["Healthy"] == true).count();
+            println!(
+                "{:<32} {:<8} {}",
+                format!("{}/{}/{}", s(&g["Vendor"]), s(&g["Type"]), s(&g["Name"])),
+                format!("{healthy}/{}", inst.len()),
+                inst.iter()
+                    .map(|i| s(&i["ID"]))
+                    .collect::<Vec<_>>()
+                    .join(", ")
+            );
+        }
+    }
+    let events = node["Events"].as_array().cloned().unwrap_or_default();
+    if !events.is_empty() {
+        println!("\nNode Events\n{:<22}  {:<10} Message", "Time", "Subsystem");
+        for e in events.iter().rev() {
+            println!(
+                "{:<22}  {:<10} {}",
+                super::format_time(e["Timestamp"].as_u64().unwrap_or(0)),
+                s(&e["Subsystem"]),
+                s(&e["Message"])
+            );
+        }
+    }
+    let allocs = api.get(&format!("/v1/node/{id}/allocations")).await?;
+    println!(
+        "\nAllocations\n{:<10} {:<20} {:<12} {:<9} {:<9}",
+        "ID", "Job ID", "Task Group", "Desired", "Status"
+    );
+    for a in allocs.as_array().cloned().unwrap_or_default() {
+        println!(
+            "{:<10} {:<20} {:<12} {:<9} {:<9}",
+            short(&a["ID"]),
+            s(&a["JobID"]),
+            s(&a["TaskGroup"]),
+            s(&a["DesiredStatus"]),
+            s(&a["ClientStatus"])
+        );
+    }
+    Ok(0)
+}
+
+fn short(v: &Value) -> String {
+    v.as_str().unwrap_or("").chars().take(8).collect()
+}

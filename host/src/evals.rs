@@ -1,0 +1,179 @@
+//! Evaluations. A single node schedules a job the moment it is registered, so every
+//! evaluation is complete when it is created; they are kept (in memory, the newest
+//! [`MAX_EVALS`]) so that tools that follow one — `nomad job run`'s monitor, python-nomad —
+//! find it, with the allocations it placed.
+
+use std::collections::{BTreeMap, VecDeque};
+use std::sync::RwLock;
+
+use serde::Serialize;
+
+/// Most evaluations kept.
+pub const MAX_EVALS: usize = 1000;
+
+/// An evaluation (Nomad's `Evaluation`).
+#[derive(Debug, Clone, Serialize)]
+#[serde(rename_all = "PascalCase")]
+pub struct Evaluation {
+    /// Id.
+    #[serde(rename = "ID")]
+    pub id: String,
+    /// Namespace.
+    pub namespace: String,
+    /// The job's priority.
+    pub priority: u32,
+    /// The job's type (service, batch, system, sysbatch).
+    #[serde(rename = "Type")]
+    pub eval_type: String,
+    /// job-register, job-deregister or alloc-stop.
+    pub triggered_by: String,
+    /// Job.
+    #[serde(rename = "JobID")]
+    pub job_id: String,
+    /// The job's modify index when it was evaluated.
+    pub job_modify_index: u64,
+    /// This node.
+    #[serde(rename = "NodeID")]
+    pub node_id: String,
+    /// Always complete: placement is immediate.
+    pub status: String,
+    /// Why.
+    pub status_description: String,
+    /// Groups that could not be placed (none: a refused job is a 400 and no evaluation).
+    #[serde(rename = "FailedTGAllocs")]
+    pub failed_tg_allocs: Option<BTreeMap<String, serde_json::Value>>,
+    /// Allocations still queued per group (always 0).
+    pub queued_allocations: BTreeMap<String, u64>,
+    /// No deployments on a single node.
+    #[serde(rename = "DeploymentID")]
+    pub deployment_id: String,
+    /// Index at creation.
+    pub create_index: u64,
+    /// Index of the last change.
+    pub modify_index: u64,
+    /// Creation time, ns.
+    pub create_time: u64,
+    /// Last change, ns.
+    pub modify_time: u64,
+}
+
+/// What an evaluation is about.
+pub struct EvalRequest<'a> {
+    /// Id to give it.
+    pub id: String,
+    /// Namespace.
+    pub namespace: &'a str,
+    /// Job.
+    pub job_id: &'a str,
+    /// The job's type.
+    pub job_type: &'a str,
+    /// Priority.
+    pub priority: u32,
+    /// Groups of the job.
+    pub groups: Vec<String>,
+    /// What triggered it.
+    pub triggered_by: &'static str,
+    /// The change index.
+    pub index: u64,
+    /// This node.
+    pub node_id: &'a str,
+}
+
+/// The newest evaluations, oldest first.
+#[derive(Default)]
+pub struct EvalBook(RwLock<VecDeque<Evaluation>>);
+
+impl EvalBook {
+    /// Record a completed evaluation; returns its id.
+    pub fn record(&self, r: EvalRequest<'_>) -> String {
+        let now = crate::util::now_nanos();
+        let eval = Evaluation {
+            id: r.id.clone(),
+            namespace: r.namespace.to_string(),
+            priority: r.priority,
+            eval_type: r.job_type.to_string(),
+            triggered_by: r.triggered_by.to_string(),
+            job_id: r.job_id.to_string(),
+            job_modify_index: r.index,
+            node_id: r.node_id.to_string(),
+            status: "complete".into(),
+            status_description: String::new(),
+            failed_tg_allocs: None,
+            queued_allocations: r.groups.into_iter().map(|g| (g, 0)).collect(),
+            deployment_id: String::new(),
+            create_index: r.index,
+            modify_index: r.index,
+            create_time: now,
+            modify_time: now,
+        };
+        let mut evals = self.0.write().unwrap();
+        evals.push_back(eval);
+        while evals.len() > MAX_EVALS {
+            evals.pop_front();
+        }
+        r.id
+    }
+
+    /// One evaluation.
+    pub fn get(&self, id: &str) -> Option<Evaluation> {
+        self.0.read().unwrap().iter().find(|e| e.id == id).cloned()
+    }
+
+    /// Evaluations whose id starts with `prefix`, newest first.
+    pub fn list(&self, prefix: &str) -> Vec<Evaluation> {
+        self.0
+            .read()
+            .unwrap()
+            .iter()
+            .rev()
+            .filter(|e| e.id.starts_with(prefix))
+            .cloned()
+            .collect()
+    }
+
+    /// A job's evaluations, newest first.
+    pub fn of_job(&self, namespace: &str, job: &str) -> Vec<Evaluation> {
+        self.0
+            .read()
+            .unwrap()
+            .iter()
+            .rev()
+            .filter(|e| e.namespace == namespace && e.job_id == job)
+            .cloned()
+            .collect()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn req(id: &str, job: &str) -> EvalRequest<'static> {
+        EvalRequest {
+            id: id.into(),
+            namespace: "default",
+            job_id: Box::leak(job.to_string().into_boxed_str()),
+            job_type: "batch",
+            priority: 50,
+            groups: vec!["g".into()],
+            triggered_by: "job-register",
+            index: 7,
+            node_id: "n",
+        }
+    }
+
+    #[test]
+    fn keeps_the_newest_and_finds_by_id_prefix_and_job() {
+        let book = EvalBook::default();
+        for i in 0..MAX_EVALS + 5 {
+            book.record(req(&format!("e{i:05}"), if i % 2 == 0 { "a" } else { "b" }));
+        }
+        assert!(book.get("e00000").is_none(), "the oldest are dropped");
+        let newest = book.get(&format!("e{:05}", MAX_EVALS + 4)).unwrap();
+        assert_eq!(newest.status, "complete");
+        assert_eq!(newest.queued_allocations["g"], 0);
+        assert_eq!(book.list("e0100").len(), 5);
+        assert!(book.of_job("default", "a").iter().all(|e| e.job_id == "a"));
+        assert_eq!(book.of_job("other", "a").len(), 0);
+    }
+}
