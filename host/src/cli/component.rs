@@ -1,4 +1,4 @@
-//! `agent component list|validate`.
+//! `agent component list|inspect|validate`.
 
 use std::path::PathBuf;
 use std::sync::Arc;
@@ -14,6 +14,18 @@ pub enum ComponentCommand {
         /// API address and token.
         #[command(flatten)]
         api: ApiArgs,
+    },
+    /// Show one component: a `.wasm` file (what it is, what it imports, which grants it
+    /// can use), or a component a running agent has loaded, by name.
+    Inspect {
+        /// API address and token (for a loaded component).
+        #[command(flatten)]
+        api: ApiArgs,
+        /// Print JSON.
+        #[arg(long)]
+        json: bool,
+        /// A `.wasm` file, or the name of a loaded component.
+        target: String,
     },
     /// Check that a file is a component this agent can host, and say exactly what is wrong if not.
     Validate {
@@ -53,6 +65,7 @@ pub(super) async fn run(cmd: ComponentCommand) -> anyhow::Result<i32> {
             }
             Ok(0)
         }
+        ComponentCommand::Inspect { api, json, target } => inspect(&api, json, &target).await,
         ComponentCommand::Validate { file } => {
             super::init_logging("warn", false);
             let bytes = std::fs::read(&file)
@@ -81,4 +94,80 @@ pub(super) async fn run(cmd: ComponentCommand) -> anyhow::Result<i32> {
             }
         }
     }
+}
+
+async fn inspect(api: &ApiArgs, json: bool, target: &str) -> anyhow::Result<i32> {
+    let path = std::path::Path::new(target);
+    let v = if path.is_file() {
+        super::init_logging("warn", false);
+        let bytes =
+            std::fs::read(path).map_err(|e| anyhow::anyhow!("reading {}: {e}", path.display()))?;
+        let runtime = Runtime::new(RuntimeOptions::default())?;
+        let c = match runtime
+            .prepare(ComponentSource::File(path.to_path_buf()), Arc::from(bytes))
+            .await
+        {
+            Ok(c) => c,
+            Err(r) => {
+                eprintln!("{r}");
+                return Ok(1);
+            }
+        };
+        serde_json::json!({
+            "Name": c.name, "World": c.world, "ContractVersion": c.contract_version,
+            "PluginVersion": c.plugin_version, "SHA256": c.sha256, "Source": c.source.to_string(),
+            "Imports": c.inspection.imports, "GrantsUsed": c.inspection.grants_used(),
+        })
+    } else {
+        let list = api.get("/v1/components").await?;
+        match list["Components"]
+            .as_array()
+            .and_then(|l| l.iter().find(|c| c["Name"] == target))
+        {
+            Some(c) => c.clone(),
+            None => anyhow::bail!(
+                "{target:?} is neither a file nor a component the agent has loaded (see `component list`)"
+            ),
+        }
+    };
+    if json {
+        super::print_json(&v);
+        return Ok(0);
+    }
+    let s = |k: &str| match &v[k] {
+        serde_json::Value::String(s) => s.clone(),
+        serde_json::Value::Null => String::new(),
+        other => other.to_string(),
+    };
+    for (label, key) in [
+        ("Name", "Name"),
+        ("World", "World"),
+        ("Contract", "ContractVersion"),
+        ("Version", "PluginVersion"),
+        ("SHA256", "SHA256"),
+        ("Source", "Source"),
+    ] {
+        println!("{label:<12} = {}", s(key));
+    }
+    let list = |k: &str| -> String {
+        v[k].as_array()
+            .map(|a| {
+                a.iter()
+                    .map(|x| x.as_str().unwrap_or_default().to_string())
+                    .collect::<Vec<_>>()
+                    .join(", ")
+            })
+            .unwrap_or_default()
+    };
+    println!("{:<12} = {}", "Grants used", list("GrantsUsed"));
+    if v.get("Grants").is_some() {
+        println!("{:<12} = {}", "Granted", list("Grants"));
+        println!("{:<12} = {} MiB", "Memory cap", s("MemoryMB"));
+        println!("{:<12} = {} ms", "Deadline", s("CallTimeoutMillis"));
+    }
+    println!("\nImports");
+    for i in v["Imports"].as_array().cloned().unwrap_or_default() {
+        println!("  {}", i.as_str().unwrap_or_default());
+    }
+    Ok(0)
 }

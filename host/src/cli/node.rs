@@ -64,7 +64,7 @@ pub(super) async fn run(cmd: NodeCommand) -> anyhow::Result<i32> {
                 n["NodePool"].as_str().unwrap_or(""),
                 n["Datacenter"].as_str().unwrap_or(""),
                 n["Name"].as_str().unwrap_or(""),
-                n["Drain"],
+                n["Drain"].to_string(),
                 n["SchedulingEligibility"].as_str().unwrap_or(""),
                 n["Status"].as_str().unwrap_or("")
             );
@@ -98,8 +98,8 @@ pub(super) async fn run(cmd: NodeCommand) -> anyhow::Result<i32> {
         println!(
             "{:<14} {:<9} {:<8} {}",
             name,
-            d["Detected"],
-            d["Healthy"],
+            d["Detected"].to_string(),
+            d["Healthy"].to_string(),
             d["HealthDescription"].as_str().unwrap_or("")
         );
     }
@@ -127,11 +127,20 @@ pub(super) async fn run(cmd: NodeCommand) -> anyhow::Result<i32> {
     if !events.is_empty() {
         println!("\nNode Events\n{:<22}  {:<10} Message", "Time", "Subsystem");
         for e in events.iter().rev() {
+            let details: Vec<String> = e["Details"]
+                .as_object()
+                .map(|d| {
+                    d.iter()
+                        .map(|(k, v)| format!("{k}: {}", v.as_str().unwrap_or_default()))
+                        .collect()
+                })
+                .unwrap_or_default();
             println!(
-                "{:<22}  {:<10} {}",
+                "{:<22}  {:<10} {} ({})",
                 super::format_time(e["Timestamp"].as_u64().unwrap_or(0)),
                 s(&e["Subsystem"]),
-                s(&e["Message"])
+                s(&e["Message"]),
+                details.join(", ")
             );
         }
     }

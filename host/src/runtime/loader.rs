@@ -55,6 +55,29 @@ pub struct Inspection {
     pub world: World,
     /// Contract version it was built against, e.g. "0.1.0".
     pub version: String,
+    /// What it imports (interfaces it uses; unused ones are left out when it is built),
+    /// e.g. `paddock:plugin/process@0.1.0`, `wasi:cli/stdout@0.2.6`.
+    pub imports: Vec<String>,
+}
+
+impl Inspection {
+    /// The grants its imports can use: `env`, `devices`, `events`, `process`; `task_dir`
+    /// for WASI filesystem access. Without them those calls are denied.
+    pub fn grants_used(&self) -> Vec<&'static str> {
+        let mut out = Vec::new();
+        for (needle, grant) in [
+            ("paddock:plugin/env@", "env"),
+            ("paddock:plugin/devices@", "devices"),
+            ("paddock:plugin/events@", "events"),
+            ("paddock:plugin/process@", "process"),
+            ("wasi:filesystem/", "task_dir"),
+        ] {
+            if self.imports.iter().any(|i| i.starts_with(needle)) && !out.contains(&grant) {
+                out.push(grant);
+            }
+        }
+        out
+    }
 }
 
 /// Why a file is not a component Paddock can host.
@@ -108,11 +131,18 @@ pub fn inspect_with(bytes: &[u8], validate: bool) -> Result<Inspection, InspectE
     }
 
     let mut exports = Vec::new();
+    let mut imports = Vec::new();
     let mut depth = 0usize;
     for payload in Parser::new(0).parse_all(bytes) {
         match payload.map_err(|e| InspectError::Invalid(e.to_string()))? {
             Payload::Version { .. } => depth += 1,
             Payload::End(_) => depth = depth.saturating_sub(1),
+            Payload::ComponentImportSection(reader) if depth == 1 => {
+                for import in reader {
+                    let import = import.map_err(|e| InspectError::Invalid(e.to_string()))?;
+                    imports.push(import.name.name.to_string());
+                }
+            }
             Payload::ComponentExportSection(reader) if depth == 1 => {
                 for export in reader {
                     let export = export.map_err(|e| InspectError::Invalid(e.to_string()))?;
@@ -136,6 +166,7 @@ pub fn inspect_with(bytes: &[u8], validate: bool) -> Result<Inspection, InspectE
             return Ok(Inspection {
                 world,
                 version: version.to_string(),
+                imports,
             });
         }
         found_other_version = Some(version.to_string());

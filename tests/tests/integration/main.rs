@@ -4,6 +4,7 @@
 mod harness;
 
 mod api;
+mod cli;
 mod devices;
 mod fs;
 mod hooks;

@@ -1,0 +1,420 @@
+//! The CLI as users run it: the real `agent` binary against a real agent on a loopback
+//! port, with nomad's single-dash flags, `NOMAD_ADDR` and `NOMAD_TOKEN`.
+
+use std::path::Path;
+use std::process::Stdio;
+use std::time::{Duration, Instant};
+
+use serde_json::{Value, json};
+use tokio::io::AsyncBufReadExt;
+
+use crate::harness::{TestAgent, agent_bin};
+
+/// Exit code, stdout and stderr of `agent <args>`.
+struct Out {
+    code: i32,
+    stdout: String,
+    stderr: String,
+}
+
+impl std::fmt::Debug for Out {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(
+            f,
+            "exit {}\n--- stdout\n{}\n--- stderr\n{}",
+            self.code, self.stdout, self.stderr
+        )
+    }
+}
+
+async fn agent_cmd(args: &[&str], env: &[(&str, &str)]) -> Out {
+    let mut cmd = tokio::process::Command::new(agent_bin());
+    cmd.args(args)
+        .env_remove("NOMAD_ADDR")
+        .env_remove("NOMAD_TOKEN")
+        .stdin(Stdio::null());
+    for (k, v) in env {
+        cmd.env(k, v);
+    }
+    let out = tokio::time::timeout(Duration::from_secs(60), cmd.output())
+        .await
+        .unwrap_or_else(|_| panic!("agent {args:?} did not finish"))
+        .unwrap();
+    Out {
+        code: out.status.code().unwrap_or(-1),
+        stdout: String::from_utf8_lossy(&out.stdout).into_owned(),
+        stderr: String::from_utf8_lossy(&out.stderr).into_owned(),
+    }
+}
+
+/// `agent <args> -address <the test agent>`, nomad style.
+async fn cli(t: &TestAgent, args: &[&str]) -> Out {
+    let mut all: Vec<&str> = args.to_vec();
+    all.extend(["-address", &t.base]);
+    agent_cmd(&all, &[]).await
+}
+
+fn write_job(dir: &Path, name: &str, job: Value) -> String {
+    let p = dir.join(name);
+    std::fs::write(&p, serde_json::to_vec(&json!({ "Job": job })).unwrap()).unwrap();
+    p.display().to_string()
+}
+
+/// A service job whose task prints five lines, one line on stderr, then a numbered line
+/// every 200 ms, and says when it gets SIGUSR1.
+fn chatty_job() -> Value {
+    json!({ "ID": "web", "Type": "service", "TaskGroups": [{ "Name": "g",
+        "Tasks": [{ "Name": "t", "Driver": "raw_exec",
+            "Config": { "command": "/bin/sh", "args": ["-c",
+                "trap 'echo got-usr1' USR1; for i in 1 2 3 4 5; do echo out$i; done; echo err1 >&2; i=6; while true; do echo out$i; i=$((i+1)); sleep 0.2; done"] } }] }] })
+}
+
+async fn wait_for(what: &str, mut check: impl AsyncFnMut() -> bool) {
+    let deadline = Instant::now() + Duration::from_secs(30);
+    while !check().await {
+        assert!(Instant::now() < deadline, "timed out waiting for {what}");
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn job_and_alloc_commands_drive_a_running_task() {
+    let t = TestAgent::start("", vec![]).await;
+    let dir = tempfile::tempdir().unwrap();
+    let file = write_job(dir.path(), "web.json", chatty_job());
+
+    // validate: good, bad driver config, unknown driver.
+    let out = cli(&t, &["job", "validate", &file]).await;
+    assert_eq!(out.code, 0, "{out:?}");
+    assert!(out.stdout.contains("Job validation successful"), "{out:?}");
+    let mut bad = crate::harness::mock_job("bad", json!({ "run_for": "soon" }));
+    let bad_file = write_job(dir.path(), "bad.json", bad.clone());
+    let out = cli(&t, &["job", "validate", &bad_file]).await;
+    assert_eq!(out.code, 1, "{out:?}");
+    assert!(
+        out.stderr
+            .contains("Job.TaskGroups[0].Tasks[0].Config.run_for"),
+        "{out:?}"
+    );
+    bad["TaskGroups"][0]["Tasks"][0]["Driver"] = json!("nope");
+    let nope = write_job(dir.path(), "nope.json", bad);
+    let out = cli(&t, &["job", "validate", &nope]).await;
+    assert_eq!(out.code, 1, "{out:?}");
+    assert!(
+        out.stderr.contains("Driver: driver \"nope\" is not loaded"),
+        "{out:?}"
+    );
+
+    // run: progress while it waits, the evaluation, exit 0 once the task runs.
+    let out = cli(&t, &["job", "run", &file]).await;
+    assert_eq!(out.code, 0, "{out:?}");
+    for want in [
+        "submitted (evaluation ",
+        "finished with status \"complete\"",
+        "1 allocation(s) placed",
+        "Started",
+        "running",
+    ] {
+        assert!(out.stdout.contains(want), "{want:?} missing: {out:?}");
+    }
+
+    // status and inspect, for people and as JSON.
+    let out = cli(&t, &["job", "status"]).await;
+    assert!(out.stdout.contains("web"), "{out:?}");
+    let out = cli(&t, &["job", "status", "-json", "web"]).await;
+    let v: Value = serde_json::from_str(&out.stdout).unwrap_or_else(|e| panic!("{e}: {out:?}"));
+    assert_eq!(v["ID"], "web");
+    let out = cli(&t, &["job", "inspect", "web"]).await;
+    let v: Value = serde_json::from_str(&out.stdout).unwrap_or_else(|e| panic!("{e}: {out:?}"));
+    assert_eq!(v["Job"]["TaskGroups"][0]["Tasks"][0]["Driver"], "raw_exec");
+    let out = cli(&t, &["job", "inspect", "missing"]).await;
+    assert_eq!(out.code, 1, "{out:?}");
+    assert!(out.stderr.contains("job not found"), "{out:?}");
+
+    let allocs = t.get("/v1/job/web/allocations").await;
+    let id = allocs[0]["ID"].as_str().unwrap().to_string();
+    let prefix = &id[..6];
+
+    // alloc status by prefix.
+    let out = cli(&t, &["alloc", "status", prefix]).await;
+    assert_eq!(out.code, 0, "{out:?}");
+    assert!(out.stdout.contains(&id), "{out:?}");
+    assert!(out.stdout.contains("Task \"t\" is \"running\""), "{out:?}");
+    assert!(out.stdout.contains("Started"), "{out:?}");
+    let out = cli(&t, &["alloc", "status", "-json", prefix]).await;
+    let v: Value = serde_json::from_str(&out.stdout).unwrap_or_else(|e| panic!("{e}: {out:?}"));
+    assert_eq!(v["ID"], id.as_str());
+    let out = cli(&t, &["alloc", "status", "ffffffffff"]).await;
+    assert_eq!(out.code, 1, "{out:?}");
+    assert!(
+        out.stderr.contains("No allocation(s) with prefix"),
+        "{out:?}"
+    );
+
+    // logs: whole, stderr, tail by lines and by bytes.
+    wait_for("the task's sixth line", async || {
+        cli(&t, &["alloc", "logs", prefix])
+            .await
+            .stdout
+            .contains("out6\n")
+    })
+    .await;
+    let out = cli(&t, &["alloc", "logs", prefix, "t"]).await;
+    assert!(
+        out.stdout
+            .starts_with("out1\nout2\nout3\nout4\nout5\nout6\n"),
+        "{out:?}"
+    );
+    let out = cli(&t, &["alloc", "logs", "-stderr", prefix]).await;
+    assert_eq!(out.stdout, "err1\n", "{out:?}");
+    let out = cli(&t, &["alloc", "logs", "-tail", "-n", "2", prefix]).await;
+    let lines: Vec<&str> = out.stdout.lines().collect();
+    assert_eq!(lines.len(), 2, "{out:?}");
+    assert!(lines.iter().all(|l| l.starts_with("out")), "{out:?}");
+    let out = cli(
+        &t,
+        &["alloc", "logs", "-tail", "-c", "5", "-stderr", prefix],
+    )
+    .await;
+    assert_eq!(out.stdout, "err1\n", "{out:?}");
+    let out = cli(&t, &["alloc", "logs", prefix, "nosuch"]).await;
+    assert_eq!(out.code, 1, "{out:?}");
+    assert!(out.stderr.contains("has no task \"nosuch\""), "{out:?}");
+
+    // logs -f keeps printing what the task writes after the command started.
+    let now = cli(&t, &["alloc", "logs", prefix]).await.stdout;
+    let last: u32 = now
+        .lines()
+        .filter_map(|l| l.strip_prefix("out")?.parse().ok())
+        .max()
+        .unwrap();
+    let mut follow = tokio::process::Command::new(agent_bin())
+        .args(["alloc", "logs", "-f", "-address", &t.base, prefix])
+        .stdout(Stdio::piped())
+        .stderr(Stdio::null())
+        .kill_on_drop(true)
+        .spawn()
+        .unwrap();
+    let mut lines = tokio::io::BufReader::new(follow.stdout.take().unwrap()).lines();
+    let target = format!("out{}", last + 5);
+    let seen = tokio::time::timeout(Duration::from_secs(20), async {
+        while let Some(l) = lines.next_line().await.unwrap() {
+            if l == target {
+                return true;
+            }
+        }
+        false
+    })
+    .await;
+    assert_eq!(seen, Ok(true), "-f never printed {target}");
+    follow.kill().await.unwrap();
+
+    // signal reaches the task (its trap prints), restart restarts it, stop stops it.
+    let out = cli(&t, &["alloc", "signal", "-s", "SIGUSR1", prefix, "t"]).await;
+    assert_eq!(out.code, 0, "{out:?}");
+    assert!(out.stdout.contains("Sent SIGUSR1"), "{out:?}");
+    wait_for("the task's trap", async || {
+        cli(&t, &["alloc", "logs", prefix])
+            .await
+            .stdout
+            .contains("got-usr1")
+    })
+    .await;
+    let out = cli(&t, &["alloc", "restart", prefix]).await;
+    assert_eq!(out.code, 0, "{out:?}");
+    wait_for("Restart Signaled", async || {
+        crate::harness::event_types(&t.get(&format!("/v1/allocation/{id}")).await, "t")
+            .contains(&"Restart Signaled".to_string())
+    })
+    .await;
+    let out = cli(&t, &["alloc", "stop", prefix]).await;
+    assert_eq!(out.code, 0, "{out:?}");
+    assert!(out.stdout.contains("stopping (evaluation "), "{out:?}");
+    wait_for("the allocation to stop", async || {
+        let a = t.get(&format!("/v1/allocation/{id}")).await;
+        a["DesiredStatus"] == "stop" && a["TaskStates"]["t"]["State"] == "dead"
+    })
+    .await;
+    let out = cli(&t, &["job", "stop", "-purge", "web"]).await;
+    assert_eq!(out.code, 0, "{out:?}");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn node_and_component_commands() {
+    let t = TestAgent::start("", vec![]).await;
+    let out = cli(&t, &["node", "status"]).await;
+    assert_eq!(out.code, 0, "{out:?}");
+    let node_id = t.agent.node().id;
+    assert!(out.stdout.contains(&node_id[..8]), "{out:?}");
+    let out = cli(&t, &["node", "status", "-self"]).await;
+    assert_eq!(out.code, 0, "{out:?}");
+    for want in [
+        node_id.as_str(),
+        "Drivers",
+        "raw_exec",
+        "Devices",
+        "paddock/mock/mock-device",
+        "2/2",
+    ] {
+        assert!(out.stdout.contains(want), "{want:?} missing: {out:?}");
+    }
+    let out = cli(&t, &["node", "status", "-json", &node_id[..5]]).await;
+    let v: Value = serde_json::from_str(&out.stdout).unwrap_or_else(|e| panic!("{e}: {out:?}"));
+    assert_eq!(v["Drivers"]["mock"]["Healthy"], true);
+
+    let out = cli(&t, &["component", "list"]).await;
+    assert!(out.stdout.contains("raw_exec"), "{out:?}");
+    // A loaded component: what it was granted, and which grants its imports can use.
+    let out = cli(&t, &["component", "inspect", "raw_exec"]).await;
+    assert_eq!(out.code, 0, "{out:?}");
+    assert!(out.stdout.contains("World        = driver"), "{out:?}");
+    assert!(out.stdout.contains("Grants used  = process"), "{out:?}");
+    // A file, before it is ever loaded.
+    let dir = tempfile::tempdir().unwrap();
+    let a = guest_artifacts::TEMPLATE_HOOK;
+    let file = dir.path().join(a.file_name);
+    std::fs::write(&file, a.bytes).unwrap();
+    let out = agent_cmd(
+        &["component", "inspect", "-json", &file.display().to_string()],
+        &[],
+    )
+    .await;
+    let v: Value = serde_json::from_str(&out.stdout).unwrap_or_else(|e| panic!("{e}: {out:?}"));
+    assert_eq!(v["World"], "hook");
+    assert_eq!(v["Name"], "template");
+    let grants: Vec<&str> = v["GrantsUsed"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|g| g.as_str().unwrap())
+        .collect();
+    assert!(grants.contains(&"task_dir"), "{v:#}");
+    assert!(!grants.contains(&"process"), "{v:#}");
+    let out = cli(&t, &["component", "inspect", "no-such-thing"]).await;
+    assert_eq!(out.code, 1, "{out:?}");
+    assert!(
+        out.stderr.contains("neither a file nor a component"),
+        "{out:?}"
+    );
+    let junk = dir.path().join("junk.wasm");
+    std::fs::write(&junk, b"\0asm\x01\0\0\0").unwrap();
+    let out = agent_cmd(&["component", "validate", &junk.display().to_string()], &[]).await;
+    assert_eq!(out.code, 1, "{out:?}");
+    assert!(out.stdout.contains("core WebAssembly module"), "{out:?}");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_cli_takes_the_address_and_token_from_flags_or_nomad_env() {
+    let t = TestAgent::start("acl {\n  token = \"s3cret\"\n}\n", vec![]).await;
+    let out = cli(&t, &["job", "status"]).await;
+    assert_eq!(out.code, 1, "{out:?}");
+    assert!(out.stderr.contains("403"), "{out:?}");
+    let out = cli(&t, &["job", "status", "-token", "s3cret"]).await;
+    assert_eq!(out.code, 0, "{out:?}");
+    let out = agent_cmd(
+        &["node", "status"],
+        &[("NOMAD_ADDR", &t.base), ("NOMAD_TOKEN", "s3cret")],
+    )
+    .await;
+    assert_eq!(out.code, 0, "{out:?}");
+    assert!(out.stdout.contains("ready"), "{out:?}");
+    let out = agent_cmd(&["node", "status"], &[("NOMAD_ADDR", &t.base)]).await;
+    assert_eq!(out.code, 1, "{out:?}");
+}
+
+/// Start `agent run --dev` with `extra` flags; wait for its API; return its stderr lines.
+async fn run_agent_and_collect_logs(extra: &[&str]) -> Vec<String> {
+    let dir = tempfile::tempdir().unwrap();
+    let port = std::net::TcpListener::bind(("127.0.0.1", 0))
+        .unwrap()
+        .local_addr()
+        .unwrap()
+        .port();
+    let bind = format!("127.0.0.1:{port}");
+    let data = dir.path().join("data");
+    let mut args = vec![
+        "run",
+        "--dev",
+        "--data-dir",
+        data.to_str().unwrap(),
+        "--bind",
+        &bind,
+    ];
+    args.extend(extra);
+    let mut child = tokio::process::Command::new(agent_bin())
+        .args(&args)
+        .env_remove("RUST_LOG")
+        .stdout(Stdio::null())
+        .stderr(Stdio::piped())
+        .kill_on_drop(true)
+        .spawn()
+        .unwrap();
+    let http = reqwest::Client::new();
+    let health = format!("http://{bind}/v1/agent/health");
+    wait_for("the agent's API", async || {
+        http.get(&health)
+            .send()
+            .await
+            .is_ok_and(|r| r.status().is_success())
+    })
+    .await;
+    // Stop it as Ctrl-C would, so the shutdown line is logged too.
+    let pid = child.id().unwrap().to_string();
+    std::process::Command::new("kill")
+        .args(["-INT", &pid])
+        .status()
+        .unwrap();
+    let mut lines = tokio::io::BufReader::new(child.stderr.take().unwrap()).lines();
+    let mut out = Vec::new();
+    while let Ok(Some(l)) = tokio::time::timeout(Duration::from_secs(20), lines.next_line())
+        .await
+        .unwrap()
+    {
+        out.push(l);
+    }
+    let _ = child.wait().await;
+    out
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn log_json_gives_one_json_object_per_line_and_log_level_filters() {
+    let lines = run_agent_and_collect_logs(&["-log-json"]).await;
+    assert!(!lines.is_empty());
+    let parsed: Vec<Value> = lines
+        .iter()
+        .map(|l| serde_json::from_str(l).unwrap_or_else(|e| panic!("not JSON ({e}): {l}")))
+        .collect();
+    let started = parsed
+        .iter()
+        .find(|v| {
+            v["fields"]["message"]
+                .as_str()
+                .is_some_and(|m| m.contains("HTTP API listening"))
+        })
+        .unwrap_or_else(|| panic!("no start line: {lines:#?}"));
+    assert_eq!(started["level"], "INFO");
+    assert!(
+        started["fields"]["address"]
+            .as_str()
+            .unwrap()
+            .starts_with("127.0.0.1:")
+    );
+    assert!(started["timestamp"].is_string());
+
+    let lines = run_agent_and_collect_logs(&["-log-level", "warn"]).await;
+    assert!(
+        lines.iter().all(|l| !l.contains("INFO")),
+        "info lines at warn level: {lines:#?}"
+    );
+    let lines = run_agent_and_collect_logs(&[]).await;
+    assert!(
+        lines
+            .iter()
+            .any(|l| l.contains("INFO") && l.contains("HTTP API listening")),
+        "{lines:#?}"
+    );
+    assert!(
+        serde_json::from_str::<Value>(&lines[0]).is_err(),
+        "text by default"
+    );
+}
