@@ -74,6 +74,8 @@ fn do_register(agent: AppState, job: crate::jobspec::Job) -> Result<Response, Ap
 /// config accepted by the driver's `validate-config` (configs holding `${...}` are checked
 /// at start, once interpolated).
 async fn validate(State(agent): State<AppState>, body: Bytes) -> Result<Response, ApiError> {
+    serde_json::from_slice::<serde_json::Value>(&body)
+        .map_err(|e| ApiError::bad_request(format!("invalid JSON: {e}")))?;
     let mut errors = Vec::new();
     let mut driver_checked = true;
     match crate::jobspec::parse_register_request(&body) {

@@ -32,12 +32,58 @@ pub fn router(agent: Arc<Agent>) -> Router {
         .merge(node::routes())
         .merge(metrics::routes())
         .merge(evals::routes())
-        .layer(axum::extract::DefaultBodyLimit::max(4 << 20))
+        .fallback(unknown_path)
+        .method_not_allowed_fallback(wrong_method)
+        .layer(axum::extract::DefaultBodyLimit::max(MAX_BODY))
+        .layer(axum::middleware::from_fn(refuse_announced_oversize))
         .layer(axum::middleware::from_fn_with_state(
             agent.clone(),
             require_token,
         ))
         .with_state(agent)
+}
+
+/// Largest request body taken.
+pub const MAX_BODY: usize = 4 << 20;
+
+/// A body whose `Content-Length` is over [`MAX_BODY`] is refused before any of it is read,
+/// so the client gets its 413 instead of a reset connection halfway through sending.
+/// (Bodies without a length are cut off at the limit by `DefaultBodyLimit`.)
+async fn refuse_announced_oversize(
+    req: axum::extract::Request,
+    next: axum::middleware::Next,
+) -> Response {
+    let announced = req
+        .headers()
+        .get(axum::http::header::CONTENT_LENGTH)
+        .and_then(|v| v.to_str().ok())
+        .and_then(|v| v.parse::<u64>().ok());
+    if let Some(n) = announced
+        && n > MAX_BODY as u64
+    {
+        return ApiError(
+            StatusCode::PAYLOAD_TOO_LARGE,
+            format!("request body of {n} bytes is over the length limit of {MAX_BODY} bytes"),
+        )
+        .into_response();
+    }
+    next.run(req).await
+}
+
+/// A path no endpoint serves (Nomad: 404 "Invalid URL path").
+async fn unknown_path(uri: axum::http::Uri) -> ApiError {
+    ApiError::not_found(format!(
+        "Invalid URL path {:?}: no such endpoint",
+        uri.path()
+    ))
+}
+
+/// A known path with a method it does not take (Nomad: 405 "Invalid method").
+async fn wrong_method(method: axum::http::Method, uri: axum::http::Uri) -> ApiError {
+    ApiError(
+        StatusCode::METHOD_NOT_ALLOWED,
+        format!("Invalid method: {method} is not allowed on {}", uri.path()),
+    )
 }
 
 /// With an ACL token configured, a request without it is refused (403, as Nomad does).
