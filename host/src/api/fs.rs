@@ -221,9 +221,9 @@ struct LogsQuery {
     task: Option<String>,
     #[serde(rename = "type")]
     kind: Option<String>,
-    #[serde(default)]
+    #[serde(default, deserialize_with = "super::go_bool")]
     follow: bool,
-    #[serde(default)]
+    #[serde(default, deserialize_with = "super::go_bool")]
     plain: bool,
     offset: Option<i64>,
     origin: Option<String>,

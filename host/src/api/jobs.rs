@@ -178,6 +178,7 @@ async fn read(
 #[derive(Deserialize)]
 struct DeregisterQuery {
     namespace: Option<String>,
+    #[serde(default, deserialize_with = "super::go_bool_opt")]
     purge: Option<bool>,
 }
 

@@ -155,6 +155,27 @@ impl IntoResponse for ApiError {
     }
 }
 
+/// A query-string boolean as Go's `strconv.ParseBool` reads it (Nomad's parser): `1`, `t`,
+/// `T`, `TRUE`, `true`, `True` and their false forms; clients such as python-nomad send
+/// `True`. Anything else is a 400 naming the value.
+pub(crate) fn go_bool<'de, D: serde::Deserializer<'de>>(d: D) -> Result<bool, D::Error> {
+    let s = String::deserialize(d)?;
+    match s.as_str() {
+        "1" | "t" | "T" | "TRUE" | "true" | "True" => Ok(true),
+        "0" | "f" | "F" | "FALSE" | "false" | "False" | "" => Ok(false),
+        other => Err(serde::de::Error::custom(format!(
+            "{other:?} is not a boolean (use true or false)"
+        ))),
+    }
+}
+
+/// [`go_bool`] for an optional parameter.
+pub(crate) fn go_bool_opt<'de, D: serde::Deserializer<'de>>(
+    d: D,
+) -> Result<Option<bool>, D::Error> {
+    go_bool(d).map(Some)
+}
+
 /// Common query parameters.
 #[derive(Debug, Default, Deserialize)]
 pub struct QueryOptions {

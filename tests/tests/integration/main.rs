@@ -11,6 +11,7 @@ mod hooks;
 mod lifecycle;
 mod mock;
 mod network;
+mod python;
 mod raw_exec;
 mod restore;
 mod runtime;

@@ -1,0 +1,65 @@
+//! python-nomad, from PyPI, drives a real agent the way a user's script would:
+//! `tests/python/test_python_nomad.py`. Its packages (`tests/python/requirements.txt`) are
+//! installed by `.ci/run`; where they are missing, this test installs them from PyPI into
+//! `target/python-deps` first, so `cargo test --workspace` needs nothing else. The agent
+//! requires an ACL token, so the suite also shows that every call without it is refused.
+
+use std::path::PathBuf;
+use std::time::Duration;
+
+use crate::harness::TestAgent;
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn python_nomad_suite() {
+    let t = TestAgent::start("acl {\n  token = \"py-s3cret\"\n}\n", vec![]).await;
+    let dir = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("python");
+    let python = std::env::var("PYTHON").unwrap_or_else(|_| "python3".into());
+    let deps = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../target/python-deps");
+    let importable = || async {
+        tokio::process::Command::new(&python)
+            .args(["-c", "import nomad, prometheus_client"])
+            .env("PYTHONPATH", &deps)
+            .output()
+            .await
+            .unwrap_or_else(|e| panic!("running {python}: {e}"))
+            .status
+            .success()
+    };
+    if !importable().await {
+        let requirements = dir.join("requirements.txt");
+        let pip = tokio::process::Command::new(&python)
+            .args(["-m", "pip", "install", "--quiet", "--target"])
+            .arg(&deps)
+            .arg("-r")
+            .arg(&requirements)
+            .output()
+            .await
+            .unwrap();
+        assert!(
+            pip.status.success() && importable().await,
+            "python-nomad is not installed and installing it failed: run `{python} -m pip install -r {}`\n{}",
+            requirements.display(),
+            String::from_utf8_lossy(&pip.stderr)
+        );
+    }
+    let run = tokio::process::Command::new(&python)
+        .arg(dir.join("test_python_nomad.py"))
+        .env("PYTHONPATH", &deps)
+        .env("PADDOCK_ADDR", &t.base)
+        .env("PADDOCK_TOKEN", "py-s3cret")
+        .env("PYTHONDONTWRITEBYTECODE", "1")
+        .output();
+    let out = tokio::time::timeout(Duration::from_secs(300), run)
+        .await
+        .expect("the python-nomad suite did not finish in 5 minutes")
+        .unwrap();
+    let report = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        out.status.success(),
+        "python-nomad suite failed:\n{report}\n{}",
+        String::from_utf8_lossy(&out.stdout)
+    );
+    // Every case ran (none skipped or left out).
+    assert!(report.contains("Ran 6 tests"), "{report}");
+    assert!(!report.contains("skipped"), "{report}");
+}
