@@ -114,6 +114,9 @@ class UserScript(unittest.TestCase):
             self.assertIn(t, event_types(alloc))
         self.assertIn(alloc_id, [a["ID"] for a in n.allocations.get_allocations()])
         self.assertIn(alloc_id, [a["ID"] for a in n.evaluation.get_allocations(reg["EvalID"])])
+        found = n.search.search(alloc_id[:6], "allocs")
+        self.assertEqual(found["Matches"]["allocs"], [alloc_id])
+        self.assertIn("py-web", n.search.search("py-", "all")["Matches"]["jobs"])
 
         # Logs, plain and framed, stdout and stderr.
         logs = n.client.stream_logs
@@ -162,7 +165,9 @@ class UserScript(unittest.TestCase):
             "the allocation to stop",
             lambda: n.allocation.get_allocation(alloc_id)["TaskStates"]["t"]["State"] == "dead",
         )
-        n.client.gc_allocation.garbage_collect(alloc_id)
+        n.client.gc_all_allocations.garbage_collect()
+        with self.assertRaises(nx.URLNotFoundNomadException):
+            n.allocation.get_allocation(alloc_id)
         dereg = n.job.deregister_job("py-web", purge=True)
         self.assertIn("EvalID", dereg)
         self.assertNotIn("py-web", n.jobs)

@@ -13,7 +13,7 @@ use crate::structs::Allocation;
 
 pub(super) fn routes() -> Router<AppState> {
     Router::new()
-        .route("/v1/jobs", get(list).post(register))
+        .route("/v1/jobs", get(list).post(register).put(register))
         .route(
             "/v1/job/{id}",
             get(read)

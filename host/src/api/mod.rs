@@ -9,6 +9,7 @@ mod fs;
 mod jobs;
 mod metrics;
 mod node;
+mod search;
 
 use std::sync::Arc;
 
@@ -32,6 +33,7 @@ pub fn router(agent: Arc<Agent>) -> Router {
         .merge(node::routes())
         .merge(metrics::routes())
         .merge(evals::routes())
+        .merge(search::routes())
         .fallback(unknown_path)
         .method_not_allowed_fallback(wrong_method)
         .layer(axum::extract::DefaultBodyLimit::max(MAX_BODY))

@@ -20,7 +20,8 @@ pub enum AllocCommand {
         /// Allocation id or prefix.
         id: String,
     },
-    /// Print a task's logs.
+    /// Print a task's logs: stdout, or stderr with `-stderr`; `-f` alone follows both
+    /// (each to the same stream here).
     Logs {
         /// API address and token.
         #[command(flatten)]
@@ -28,7 +29,10 @@ pub enum AllocCommand {
         /// Keep printing as the task writes.
         #[arg(short = 'f')]
         follow: bool,
-        /// stderr instead of stdout.
+        /// Only stdout.
+        #[arg(long, conflicts_with = "stderr")]
+        stdout: bool,
+        /// Only stderr.
         #[arg(long)]
         stderr: bool,
         /// Only the end of the log (the last `-n` lines, or `-c` bytes).
@@ -94,6 +98,7 @@ pub(super) async fn run(cmd: AllocCommand) -> anyhow::Result<i32> {
         AllocCommand::Logs {
             api,
             follow,
+            stdout,
             stderr,
             tail,
             lines,
@@ -103,15 +108,17 @@ pub(super) async fn run(cmd: AllocCommand) -> anyhow::Result<i32> {
         } => {
             let id = resolve(&api, &id).await?;
             let task = one_task(&api, &id, task).await?;
-            logs(
-                &api,
-                &id,
-                &task,
-                stderr,
-                follow,
-                tail.then_some((lines, bytes)),
-            )
-            .await
+            let tail = tail.then_some((lines, bytes));
+            if follow && !stdout && !stderr {
+                // Both streams, each to the same stream here.
+                let (a, b) = tokio::join!(
+                    logs(&api, &id, &task, false, true, tail, false),
+                    logs(&api, &id, &task, true, true, tail, true)
+                );
+                a.and(b)
+            } else {
+                logs(&api, &id, &task, stderr, follow, tail, false).await
+            }
         }
         AllocCommand::Restart { api, id, task } => {
             let id = resolve(&api, &id).await?;
@@ -216,7 +223,8 @@ async fn one_task(api: &ApiArgs, id: &str, task: Option<String>) -> anyhow::Resu
     }
 }
 
-/// Print a log, or its tail, then follow it if asked. Reads go through the plain-text
+/// Print a log, or its tail, then follow it if asked, to stdout (or to stderr with
+/// `to_stderr`, when both streams are followed). Reads go through the plain-text
 /// logs endpoint; following resumes at the byte after what was printed.
 async fn logs(
     api: &ApiArgs,
@@ -225,6 +233,7 @@ async fn logs(
     stderr: bool,
     follow: bool,
     tail: Option<(usize, Option<u64>)>,
+    to_stderr: bool,
 ) -> anyhow::Result<i32> {
     use std::io::Write;
     let kind = if stderr { "stderr" } else { "stdout" };
@@ -254,18 +263,24 @@ async fn logs(
         Some((_, Some(c))) => &whole[whole.len().saturating_sub(c as usize)..],
         Some((n, None)) => tail_lines(&whole, n),
     };
-    let mut out = std::io::stdout().lock();
-    out.write_all(shown)?;
-    out.flush()?;
-    drop(out);
+    let write = |bytes: &[u8]| -> std::io::Result<()> {
+        if to_stderr {
+            let mut out = std::io::stderr().lock();
+            out.write_all(bytes)?;
+            out.flush()
+        } else {
+            let mut out = std::io::stdout().lock();
+            out.write_all(bytes)?;
+            out.flush()
+        }
+    };
+    write(shown)?;
     if !follow {
         return Ok(0);
     }
     let mut resp = fetch(format!("&follow=true&origin=start&offset={printed}")).await?;
     while let Some(chunk) = resp.chunk().await? {
-        let mut out = std::io::stdout().lock();
-        out.write_all(&chunk)?;
-        out.flush()?;
+        write(&chunk)?;
     }
     Ok(0)
 }

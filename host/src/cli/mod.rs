@@ -8,6 +8,7 @@
 mod alloc;
 mod component;
 pub mod job;
+mod log;
 mod node;
 mod run;
 
@@ -166,7 +167,8 @@ pub(crate) fn format_time(ns: u64) -> String {
     format!("{y:04}-{m:02}-{d:02}T{h:02}:{mi:02}:{sec:02}Z")
 }
 
-/// Set up `tracing`: text by default, JSON on request, level from flag or config.
+/// Set up `tracing`: text by default, JSON on request (hclog's keys, as Nomad's
+/// `log_json`), level from flag or config.
 pub fn init_logging(level: &str, json: bool) {
     let filter = tracing_subscriber::EnvFilter::try_from_default_env().unwrap_or_else(|_| {
         tracing_subscriber::EnvFilter::new(format!("{level},cranelift_codegen=warn,wasmtime=warn"))
@@ -177,7 +179,7 @@ pub fn init_logging(level: &str, json: bool) {
         .with_writer(std::io::stderr)
         .with_ansi(ansi);
     let _ = if json {
-        builder.json().try_init()
+        builder.event_format(log::HclogJson).try_init()
     } else {
         builder.try_init()
     };

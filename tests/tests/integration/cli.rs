@@ -181,7 +181,8 @@ async fn job_and_alloc_commands_drive_a_running_task() {
     assert_eq!(out.code, 1, "{out:?}");
     assert!(out.stderr.contains("has no task \"nosuch\""), "{out:?}");
 
-    // logs -f keeps printing what the task writes after the command started.
+    // logs -f keeps printing what the task writes after the command started; alone it
+    // follows both streams, stderr to stderr.
     let now = cli(&t, &["alloc", "logs", prefix]).await.stdout;
     let last: u32 = now
         .lines()
@@ -191,7 +192,7 @@ async fn job_and_alloc_commands_drive_a_running_task() {
     let mut follow = tokio::process::Command::new(agent_bin())
         .args(["alloc", "logs", "-f", "-address", &t.base, prefix])
         .stdout(Stdio::piped())
-        .stderr(Stdio::null())
+        .stderr(Stdio::piped())
         .kill_on_drop(true)
         .spawn()
         .unwrap();
@@ -208,6 +209,11 @@ async fn job_and_alloc_commands_drive_a_running_task() {
     .await;
     assert_eq!(seen, Ok(true), "-f never printed {target}");
     follow.kill().await.unwrap();
+    let mut err = String::new();
+    tokio::io::AsyncReadExt::read_to_string(&mut follow.stderr.take().unwrap(), &mut err)
+        .await
+        .unwrap();
+    assert_eq!(err, "err1\n", "stderr, followed");
 
     // signal reaches the task (its trap prints), restart restarts it, stop stops it.
     let out = cli(&t, &["alloc", "signal", "-s", "SIGUSR1", prefix, "t"]).await;
@@ -384,22 +390,37 @@ async fn log_json_gives_one_json_object_per_line_and_log_level_filters() {
         .iter()
         .map(|l| serde_json::from_str(l).unwrap_or_else(|e| panic!("not JSON ({e}): {l}")))
         .collect();
+    // hclog's keys, as Nomad's log_json writes them.
     let started = parsed
         .iter()
         .find(|v| {
-            v["fields"]["message"]
+            v["@message"]
                 .as_str()
                 .is_some_and(|m| m.contains("HTTP API listening"))
         })
         .unwrap_or_else(|| panic!("no start line: {lines:#?}"));
-    assert_eq!(started["level"], "INFO");
+    assert_eq!(started["@level"], "info");
     assert!(
-        started["fields"]["address"]
+        started["@module"].as_str().unwrap().starts_with("paddock"),
+        "{started}"
+    );
+    assert!(
+        started["address"]
             .as_str()
             .unwrap()
             .starts_with("127.0.0.1:")
     );
-    assert!(started["timestamp"].is_string());
+    let ts = started["@timestamp"].as_str().unwrap();
+    assert!(
+        ts.len() == 27 && ts.ends_with('Z') && &ts[10..11] == "T",
+        "{ts}"
+    );
+    assert!(
+        parsed
+            .iter()
+            .all(|v| v["@level"].is_string() && v["@message"].is_string()),
+        "{lines:#?}"
+    );
 
     let lines = run_agent_and_collect_logs(&["-log-level", "warn"]).await;
     assert!(
