@@ -1,7 +1,9 @@
 //! Hot paths of the component runtime, side by side in one run:
 //! - `call/*`: one whole call as the agent makes it — permit, fresh `Store`, instantiate from
 //!   the `InstancePre`, the export call, drop — for each world;
-//! - `load/*`: compiling a component vs loading it from the on-disk compile cache.
+//! - `load/*`: compiling a component vs loading it from the on-disk compile cache;
+//! - `metrics/*`: what counting one call costs (finding its counters, recording it), beside
+//!   the call it is part of.
 //!
 //! Run: `cargo bench -p paddock --bench runtime`. Quote medians and ratios: these machines
 //! are shared and noisy.
@@ -146,5 +148,25 @@ fn loads(c: &mut Criterion) {
     g.finish();
 }
 
-criterion_group!(benches, calls, loads);
+/// The per-call cost of metrics: one lookup of the call's counters (at its start) and one
+/// record (at its end), with 30 components' worth of counters present.
+fn metrics(c: &mut Criterion) {
+    use paddock::runtime::metrics::RuntimeMetrics;
+    let m = RuntimeMetrics::default();
+    for i in 0..30 {
+        for op in ["start", "wait", "stop", "inspect"] {
+            m.op(&format!("component-{i}"), "driver", op);
+        }
+    }
+    let mut g = c.benchmark_group("metrics");
+    g.bench_function("lookup_and_record", |b| {
+        b.iter(|| {
+            let op = m.op("component-17", "driver", "wait");
+            op.record(std::time::Duration::from_micros(3), true, None);
+        })
+    });
+    g.finish();
+}
+
+criterion_group!(benches, calls, loads, metrics);
 criterion_main!(benches);

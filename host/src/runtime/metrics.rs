@@ -24,7 +24,9 @@ pub struct OpMetrics {
     deadlines: AtomicU64,
     other_failures: AtomicU64,
     warm: AtomicU64,
-    /// Cumulative counts: `buckets[i]` counts calls no slower than `LATENCY_BUCKETS[i]`.
+    /// `buckets[i]` counts calls slower than `LATENCY_BUCKETS[i - 1]` and no slower than
+    /// `LATENCY_BUCKETS[i]` (one add per call; the snapshot makes them cumulative). Calls
+    /// slower than every bound are `calls` minus the sum.
     buckets: [AtomicU64; LATENCY_BUCKETS.len()],
     sum_nanos: AtomicU64,
 }
@@ -53,10 +55,8 @@ impl OpMetrics {
             }
         }
         let secs = elapsed.as_secs_f64();
-        for (bound, count) in LATENCY_BUCKETS.iter().zip(&self.buckets) {
-            if secs <= *bound {
-                count.fetch_add(1, Ordering::Relaxed);
-            }
+        if let Some(i) = LATENCY_BUCKETS.iter().position(|bound| secs <= *bound) {
+            self.buckets[i].fetch_add(1, Ordering::Relaxed);
         }
         self.sum_nanos
             .fetch_add(elapsed.as_nanos() as u64, Ordering::Relaxed);
@@ -71,7 +71,14 @@ impl OpMetrics {
             deadlines: get(&self.deadlines),
             other_failures: get(&self.other_failures),
             warm: get(&self.warm),
-            buckets: self.buckets.iter().map(get).collect(),
+            buckets: self
+                .buckets
+                .iter()
+                .scan(0, |total, b| {
+                    *total += get(b);
+                    Some(*total)
+                })
+                .collect(),
             sum_seconds: get(&self.sum_nanos) as f64 / 1e9,
         }
     }
@@ -104,7 +111,9 @@ pub type OpKey = (String, &'static str, &'static str);
 /// The runtime's counters.
 #[derive(Default)]
 pub struct RuntimeMetrics {
-    ops: RwLock<BTreeMap<OpKey, Arc<OpMetrics>>>,
+    /// By component name, then (world, op): looked up with borrowed keys, so finding a
+    /// call's counters allocates nothing.
+    ops: RwLock<BTreeMap<String, BTreeMap<(&'static str, &'static str), Arc<OpMetrics>>>>,
     cache_hits: AtomicU64,
     cache_misses: AtomicU64,
 }
@@ -113,11 +122,23 @@ impl RuntimeMetrics {
     /// The counters of `op` of `component` (created on first use; kept across hot swaps,
     /// since they are keyed by name).
     pub fn op(&self, component: &str, world: &'static str, op: &'static str) -> Arc<OpMetrics> {
-        let key = (component.to_string(), world, op);
-        if let Some(m) = self.ops.read().unwrap().get(&key) {
+        if let Some(m) = self
+            .ops
+            .read()
+            .unwrap()
+            .get(component)
+            .and_then(|ops| ops.get(&(world, op)))
+        {
             return m.clone();
         }
-        self.ops.write().unwrap().entry(key).or_default().clone()
+        self.ops
+            .write()
+            .unwrap()
+            .entry(component.to_string())
+            .or_default()
+            .entry((world, op))
+            .or_default()
+            .clone()
     }
 
     /// Count a component load served by (or missing) the compile cache.
@@ -143,7 +164,10 @@ impl RuntimeMetrics {
             .read()
             .unwrap()
             .iter()
-            .map(|(k, m)| (k.clone(), m.snapshot()))
+            .flat_map(|(name, ops)| {
+                ops.iter()
+                    .map(move |((world, op), m)| ((name.clone(), *world, *op), m.snapshot()))
+            })
             .collect()
     }
 }
