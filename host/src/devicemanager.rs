@@ -193,24 +193,10 @@ impl DeviceManager {
         events: Arc<NodeEvents>,
         db: Option<Arc<dyn StateDb>>,
     ) -> Arc<Self> {
-        let mut plugins = BTreeMap::new();
-        if let Some(db) = &db {
-            match db.plugin_states(MANAGER) {
-                Ok(stored) => {
-                    for (name, v) in stored {
-                        match serde_json::from_value::<PluginDevices>(v) {
-                            Ok(p) => {
-                                plugins.insert(name, p);
-                            }
-                            Err(e) => {
-                                tracing::warn!(plugin = %name, error = %e, "ignoring undecodable stored device state")
-                            }
-                        }
-                    }
-                }
-                Err(e) => tracing::warn!(error = %e, "reading stored device state failed"),
-            }
-        }
+        let plugins = db
+            .as_deref()
+            .map(|db| crate::state::load_plugin_states(db, MANAGER))
+            .unwrap_or_default();
         Arc::new(Self {
             runtime,
             events,

@@ -106,27 +106,17 @@ mod tests {
 
 /// RFC 3339 UTC time (`2026-11-29T21:13:28Z`) of `t`, as Nomad's API shows file times.
 pub fn rfc3339(t: std::time::SystemTime) -> String {
-    let secs = t
+    let ns = t
         .duration_since(std::time::UNIX_EPOCH)
-        .map(|d| d.as_secs() as i64)
+        .map(|d| d.as_nanos() as u64)
         .unwrap_or(0);
-    let (days, rem) = (secs.div_euclid(86_400), secs.rem_euclid(86_400));
-    // Civil date from days since 1970-01-01 (H. Hinnant's algorithm).
-    let z = days + 719_468;
-    let era = z.div_euclid(146_097);
-    let doe = z.rem_euclid(146_097);
-    let yoe = (doe - doe / 1460 + doe / 36_524 - doe / 146_096) / 365;
-    let doy = doe - (365 * yoe + yoe / 4 - yoe / 100);
-    let mp = (5 * doy + 2) / 153;
-    let d = doy - (153 * mp + 2) / 5 + 1;
-    let m = if mp < 10 { mp + 3 } else { mp - 9 };
-    let y = yoe + era * 400 + i64::from(m <= 2);
-    format!(
-        "{y:04}-{m:02}-{d:02}T{:02}:{:02}:{:02}Z",
-        rem / 3600,
-        rem % 3600 / 60,
-        rem % 60
-    )
+    rfc3339_nanos(ns)
+}
+
+/// [`rfc3339`] of a time in nanoseconds since the Unix epoch.
+pub fn rfc3339_nanos(ns: u64) -> String {
+    let (y, m, d, h, mi, s) = utc_datetime(ns);
+    format!("{y:04}-{m:02}-{d:02}T{h:02}:{mi:02}:{s:02}Z")
 }
 
 #[cfg(test)]

@@ -67,10 +67,6 @@ async fn of_job(
     Path(id): Path<String>,
     Query(q): Query<QueryOptions>,
 ) -> Result<Response, ApiError> {
-    let index = q.block(&agent).await;
-    let ns = q.namespace();
-    if agent.job(&ns, &id).is_none() {
-        return Err(ApiError::not_found("job not found"));
-    }
+    let (index, ns, _) = q.job(&agent, &id).await?;
     Ok(with_index(index, &agent.evals.of_job(&ns, &id)))
 }

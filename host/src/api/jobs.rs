@@ -168,10 +168,7 @@ async fn read(
     Path(id): Path<String>,
     Query(q): Query<QueryOptions>,
 ) -> Result<Response, ApiError> {
-    let index = q.block(&agent).await;
-    let rec = agent
-        .job(&q.namespace(), &id)
-        .ok_or_else(|| ApiError::not_found("job not found"))?;
+    let (index, _, rec) = q.job(&agent, &id).await?;
     Ok(with_index(index, &rec))
 }
 
@@ -203,11 +200,7 @@ async fn allocations(
     Path(id): Path<String>,
     Query(q): Query<QueryOptions>,
 ) -> Result<Response, ApiError> {
-    let index = q.block(&agent).await;
-    let ns = q.namespace();
-    if agent.job(&ns, &id).is_none() {
-        return Err(ApiError::not_found("job not found"));
-    }
+    let (index, ns, _) = q.job(&agent, &id).await?;
     let stubs: Vec<_> = agent
         .job_allocations(&ns, &id)
         .iter()
@@ -222,11 +215,7 @@ async fn job_summary(
     Path(id): Path<String>,
     Query(q): Query<QueryOptions>,
 ) -> Result<Response, ApiError> {
-    let index = q.block(&agent).await;
-    let ns = q.namespace();
-    let record = agent
-        .job(&ns, &id)
-        .ok_or_else(|| ApiError::not_found("job not found"))?;
+    let (index, ns, record) = q.job(&agent, &id).await?;
     let mut body = summary(&record.job, &agent.job_allocations(&ns, &id));
     body["Children"] = json!({ "Pending": 0, "Running": 0, "Dead": 0 });
     body["CreateIndex"] = json!(record.create_index);

@@ -193,31 +193,18 @@ async fn collect(agent: &AppState) -> Vec<Metric> {
         for t in runner.tasks() {
             let Some(u) = t.stats().await else { continue };
             let labels = task_labels(a, t.name());
-            out.push(Metric::Gauge(
-                "nomad.client.allocs.memory.rss",
-                labels.clone(),
-                u.rss_bytes as f64,
-            ));
-            out.push(Metric::Gauge(
-                "nomad.client.allocs.memory.usage",
-                labels.clone(),
-                u.rss_bytes as f64,
-            ));
-            out.push(Metric::Gauge(
-                "nomad.client.allocs.cpu.user",
-                labels.clone(),
-                u.cpu_user_ns as f64,
-            ));
-            out.push(Metric::Gauge(
-                "nomad.client.allocs.cpu.system",
-                labels.clone(),
-                u.cpu_system_ns as f64,
-            ));
-            out.push(Metric::Gauge(
-                "nomad.client.allocs.cpu.total_ticks",
-                labels,
-                (u.cpu_user_ns + u.cpu_system_ns) as f64,
-            ));
+            for (name, v) in [
+                ("nomad.client.allocs.memory.rss", u.rss_bytes),
+                ("nomad.client.allocs.memory.usage", u.rss_bytes),
+                ("nomad.client.allocs.cpu.user", u.cpu_user_ns),
+                ("nomad.client.allocs.cpu.system", u.cpu_system_ns),
+                (
+                    "nomad.client.allocs.cpu.total_ticks",
+                    u.cpu_user_ns + u.cpu_system_ns,
+                ),
+            ] {
+                out.push(Metric::Gauge(name, labels.clone(), v as f64));
+            }
         }
     }
 
@@ -245,31 +232,15 @@ async fn collect(agent: &AppState) -> Vec<Metric> {
             ("world", world.to_string()),
             ("op", op.to_string()),
         ];
-        out.push(Metric::Counter(
-            "paddock.component.calls",
-            labels.clone(),
-            s.calls as f64,
-        ));
-        out.push(Metric::Counter(
-            "paddock.component.traps",
-            labels.clone(),
-            s.traps as f64,
-        ));
-        out.push(Metric::Counter(
-            "paddock.component.deadline_hits",
-            labels.clone(),
-            s.deadlines as f64,
-        ));
-        out.push(Metric::Counter(
-            "paddock.component.memory_cap_hits",
-            labels.clone(),
-            s.out_of_memory as f64,
-        ));
-        out.push(Metric::Counter(
-            "paddock.component.warm_calls",
-            labels.clone(),
-            s.warm as f64,
-        ));
+        for (name, v) in [
+            ("paddock.component.calls", s.calls),
+            ("paddock.component.traps", s.traps),
+            ("paddock.component.deadline_hits", s.deadlines),
+            ("paddock.component.memory_cap_hits", s.out_of_memory),
+            ("paddock.component.warm_calls", s.warm),
+        ] {
+            out.push(Metric::Counter(name, labels.clone(), v as f64));
+        }
         out.push(Metric::Histogram(
             "paddock.component.call_seconds",
             labels,

@@ -199,6 +199,21 @@ impl QueryOptions {
             .unwrap_or_else(|| "default".into())
     }
 
+    /// Block per `?index=&wait=`, then find job `id` in the query's namespace: the index
+    /// to answer with, the namespace and the job, or a 404.
+    pub(crate) async fn job(
+        &self,
+        agent: &Agent,
+        id: &str,
+    ) -> Result<(u64, String, crate::agent::JobRecord), ApiError> {
+        let index = self.block(agent).await;
+        let ns = self.namespace();
+        let job = agent
+            .job(&ns, id)
+            .ok_or_else(|| ApiError::not_found("job not found"))?;
+        Ok((index, ns, job))
+    }
+
     /// Honour `?index=&wait=`: block until the agent's index passes `index`.
     pub(crate) async fn block(&self, agent: &Agent) -> u64 {
         match self.index {

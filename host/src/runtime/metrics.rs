@@ -108,12 +108,15 @@ pub struct OpSnapshot {
 /// Key of one operation's counters: component name, world, operation.
 pub type OpKey = (String, &'static str, &'static str);
 
+/// One component's counters, by (world, operation).
+type ComponentOps = BTreeMap<(&'static str, &'static str), Arc<OpMetrics>>;
+
 /// The runtime's counters.
 #[derive(Default)]
 pub struct RuntimeMetrics {
     /// By component name, then (world, op): looked up with borrowed keys, so finding a
     /// call's counters allocates nothing.
-    ops: RwLock<BTreeMap<String, BTreeMap<(&'static str, &'static str), Arc<OpMetrics>>>>,
+    ops: RwLock<BTreeMap<String, ComponentOps>>,
     cache_hits: AtomicU64,
     cache_misses: AtomicU64,
 }

@@ -486,6 +486,31 @@ impl<B: Backend + 'static> StateDb for KvState<B> {
     }
 }
 
+/// A plugin manager's stored states, decoded as `T`. What cannot be read or decoded is
+/// logged and left out: a manager then starts as if it had never seen that plugin.
+pub fn load_plugin_states<T: DeserializeOwned>(
+    db: &dyn StateDb,
+    manager: &str,
+) -> BTreeMap<String, T> {
+    let stored = match db.plugin_states(manager) {
+        Ok(s) => s,
+        Err(e) => {
+            tracing::warn!(manager, error = %e, "reading stored plugin state failed");
+            return BTreeMap::new();
+        }
+    };
+    stored
+        .into_iter()
+        .filter_map(|(name, v)| match serde_json::from_value(v) {
+            Ok(t) => Some((name, t)),
+            Err(e) => {
+                tracing::warn!(manager, plugin = %name, error = %e, "ignoring undecodable stored plugin state");
+                None
+            }
+        })
+        .collect()
+}
+
 /// The state DB as the process table's store.
 pub struct DbProcessStore(pub std::sync::Arc<dyn StateDb>);
 
