@@ -100,6 +100,38 @@ impl AllocRunner {
         }
     }
 
+    /// The allocation was stopped while `names` may still run: wait the group's
+    /// `shutdown_delay` first, with an event on each live task.
+    async fn group_shutdown_delay(&self, names: &[String]) {
+        let delay = self
+            .shared
+            .peek(|a| a.group().and_then(|g| g.shutdown_delay))
+            .unwrap_or(0);
+        if delay == 0 || !self.kill.is_cancelled() {
+            return;
+        }
+        let live: Vec<&String> = names
+            .iter()
+            .filter(|n| !self.shared.peek(|a| is_dead(a, n)))
+            .collect();
+        if live.is_empty() {
+            return;
+        }
+        let delay = std::time::Duration::from_nanos(delay);
+        for n in live {
+            let mut ev = TaskEvent::new(
+                event_type::WAITING_SHUTDOWN_DELAY,
+                format!(
+                    "Waiting for the group's shutdown_delay of {delay:?} before killing the task."
+                ),
+            );
+            ev.details
+                .insert("shutdown_delay".into(), format!("{delay:?}"));
+            self.shared.event(n, ev);
+        }
+        tokio::time::sleep(delay).await;
+    }
+
     /// Kill `names` and wait for them: the leader alone first, then main tasks together,
     /// then sidecars.
     async fn kill_in_order(
@@ -209,8 +241,11 @@ impl AllocRunner {
             }
         }
 
-        // Everything still running but poststop tasks goes, in kill order.
+        // Everything still running but poststop tasks goes, in kill order; when the
+        // allocation was stopped, after the group's shutdown_delay (Nomad's grace for
+        // clients to drain, before any task is told to stop).
         let rest: Vec<String> = running.keys().cloned().collect();
+        self.group_shutdown_delay(&rest).await;
         self.kill_in_order(&rest, &mut running).await;
 
         // Tasks that never started will not: say so.

@@ -242,6 +242,62 @@ async fn a_task_waits_its_shutdown_delay_before_it_is_sent_its_kill_signal() {
 }
 
 #[tokio::test]
+async fn a_stopped_allocation_waits_its_group_shutdown_delay_before_any_kill() {
+    let t = TestAgent::start("", vec![]).await;
+    let job = json!({ "ID": "gdelay", "Type": "service", "TaskGroups": [{ "Name": "g",
+        "ShutdownDelay": 500_000_000u64,
+        "Tasks": [
+            task("a", json!({"run_for": "1h"}), None, false),
+            task("b", json!({"run_for": "1h"}), None, false),
+        ] }] });
+    t.post_job(job).await;
+    let allocs = t
+        .wait_allocs("gdelay", Duration::from_secs(20), |a| {
+            a.first().is_some_and(|a| {
+                ["a", "b"]
+                    .iter()
+                    .all(|n| a["TaskStates"][n]["State"] == "running")
+            })
+        })
+        .await;
+    let id = allocs[0]["ID"].as_str().unwrap().to_string();
+    t.http
+        .post(t.url(&format!("/v1/allocation/{id}/stop")))
+        .send()
+        .await
+        .unwrap();
+    let a = t.finished_alloc("gdelay").await;
+    for task in ["a", "b"] {
+        let waiting = event_time(&a, task, "Waiting for shutdown delay");
+        let killing = event_time(&a, task, "Killing");
+        assert!(
+            killing - waiting >= 500_000_000,
+            "{task}: the kill came {} ns after the group's delay started",
+            killing - waiting
+        );
+    }
+}
+
+#[tokio::test]
+async fn a_task_that_ends_by_itself_does_not_wait_the_group_shutdown_delay() {
+    let t = TestAgent::start("", vec![]).await;
+    let job = json!({ "ID": "gdone", "Type": "batch", "TaskGroups": [{ "Name": "g",
+        "ShutdownDelay": 30_000_000_000u64,
+        "Tasks": [
+            task("main", json!({"run_for": "50ms"}), None, false),
+            task("side", json!({"run_for": "1h"}), Some(("poststart", true)), false),
+        ] }] });
+    let started = std::time::Instant::now();
+    t.post_job(job).await;
+    let a = t.finished_alloc("gdone").await;
+    assert!(
+        started.elapsed() < Duration::from_secs(20),
+        "the group's delay applies only when the allocation is stopped"
+    );
+    assert!(!event_types(&a, "side").contains(&"Waiting for shutdown delay".to_string()));
+}
+
+#[tokio::test]
 async fn a_job_update_that_no_task_sees_is_applied_in_place_and_reaches_update_hooks() {
     let hooks = crate::harness::fixture_env_dir();
     let t = TestAgent::start(
