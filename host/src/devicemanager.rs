@@ -156,6 +156,15 @@ pub struct PluginDevices {
     pub error: Option<String>,
 }
 
+/// One statistic, as Nomad's `StatValue`.
+fn stat_json(
+    v: &crate::runtime::bindings::v0_1_0::device::exports::paddock::plugin::device::StatValue,
+) -> serde_json::Value {
+    serde_json::json!({
+        "FloatNumeratorVal": v.number, "StringVal": v.text, "Unit": v.unit, "Desc": v.desc,
+    })
+}
+
 /// Reserving a task's devices failed.
 #[derive(Debug, Clone, thiserror::Error)]
 pub enum ReserveError {
@@ -456,6 +465,82 @@ impl DeviceManager {
             });
         }
         Ok(out)
+    }
+
+    /// Current stats of every device, as Nomad's `DeviceGroupStats` (`Vendor`, `Type`,
+    /// `Name`, `InstanceStats` by id). A plugin whose `stats` fails is logged and left out.
+    pub async fn stats(&self) -> Vec<serde_json::Value> {
+        let mut out = Vec::new();
+        for name in self.names() {
+            let Some(comp) = self.runtime.registry.get(World::DevicePlugin, &name) else {
+                continue;
+            };
+            let groups = match self
+                .runtime
+                .call_device(&comp, "stats", |d, s| {
+                    Box::pin(d.paddock_plugin_device().call_stats(s))
+                })
+                .await
+            {
+                Ok(Ok(g)) => g,
+                Ok(Err(e)) => {
+                    tracing::warn!(plugin = %name, error = %describe(&e), "device stats failed");
+                    continue;
+                }
+                Err(e) => {
+                    tracing::warn!(plugin = %name, error = %e, "device stats failed");
+                    continue;
+                }
+            };
+            for g in groups {
+                let instances: serde_json::Map<String, serde_json::Value> = g
+                    .instances
+                    .iter()
+                    .map(|i| {
+                        let stats: serde_json::Map<String, serde_json::Value> = i
+                            .stats
+                            .iter()
+                            .map(|(k, v)| (k.clone(), stat_json(v)))
+                            .collect();
+                        (
+                            i.id.clone(),
+                            serde_json::json!({
+                                "Summary": stat_json(&i.summary),
+                                "Stats": { "Attributes": stats },
+                                "Timestamp": i.timestamp,
+                            }),
+                        )
+                    })
+                    .collect();
+                out.push(serde_json::json!({
+                    "Vendor": g.vendor, "Type": g.device_type, "Name": g.name,
+                    "InstanceStats": instances,
+                }));
+            }
+        }
+        out
+    }
+
+    /// [`DeviceManager::stats`] narrowed to the instances `devices` names (one task's).
+    pub fn stats_of(
+        all: &[serde_json::Value],
+        devices: &[AllocatedDeviceResource],
+    ) -> Vec<serde_json::Value> {
+        devices
+            .iter()
+            .filter_map(|d| {
+                let g = all.iter().find(|g| {
+                    g["Vendor"] == d.vendor.as_str()
+                        && g["Type"] == d.device_type.as_str()
+                        && g["Name"] == d.name.as_str()
+                })?;
+                let mut g = g.clone();
+                if let Some(inst) = g["InstanceStats"].as_object_mut() {
+                    inst.retain(|id, _| d.device_ids.contains(id));
+                }
+                Some(g)
+            })
+            .collect()
     }
 
     /// Fingerprint every `interval` until the manager is dropped.

@@ -128,6 +128,13 @@ async fn alloc_stats(
 ) -> Result<Response, ApiError> {
     let r = runner(&agent, &id)?;
     let now = crate::util::now_nanos();
+    let assigned = r.shared().peek(|a| a.allocated_resources.tasks.clone());
+    let device_stats = if assigned.values().any(|t| !t.devices.is_empty()) {
+        agent.devices.stats().await
+    } else {
+        Vec::new()
+    };
+    let mut all_devices = Vec::new();
     let mut tasks = serde_json::Map::new();
     let (mut rss, mut user, mut system) = (0u64, 0u64, 0u64);
     for t in r.tasks() {
@@ -135,9 +142,16 @@ async fn alloc_stats(
             rss += u.rss_bytes;
             user += u.cpu_user_ns;
             system += u.cpu_system_ns;
+            let mut usage = usage_json(&u);
+            let devices = assigned
+                .get(t.name())
+                .map(|a| crate::devicemanager::DeviceManager::stats_of(&device_stats, &a.devices))
+                .unwrap_or_default();
+            all_devices.extend(devices.iter().cloned());
+            usage["DeviceStats"] = json!(devices);
             tasks.insert(
                 t.name().to_string(),
-                json!({ "ResourceUsage": usage_json(&u), "Timestamp": u.timestamp, "Pids": null }),
+                json!({ "ResourceUsage": usage, "Timestamp": u.timestamp, "Pids": null }),
             );
         }
     }
@@ -148,9 +162,11 @@ async fn alloc_stats(
         cpu_percent: 0.0,
         timestamp: now,
     };
+    let mut usage = usage_json(&total);
+    usage["DeviceStats"] = json!(all_devices);
     Ok(with_index(
         agent.changes.index(),
-        &json!({ "ResourceUsage": usage_json(&total), "Tasks": tasks, "Timestamp": now }),
+        &json!({ "ResourceUsage": usage, "Tasks": tasks, "Timestamp": now }),
     ))
 }
 
@@ -200,6 +216,7 @@ async fn client_stats(State(agent): State<AppState>) -> Response {
                 "Device": "", "Mountpoint": agent.data_dir, "Size": size, "Used": size.saturating_sub(avail),
                 "Available": avail, "UsedPercent": if size > 0 { (size - avail) as f64 * 100.0 / size as f64 } else { 0.0 },
             },
+            "DeviceStats": agent.devices.stats().await,
             "Timestamp": crate::util::now_nanos(),
         }),
     )

@@ -94,6 +94,36 @@ async fn device_requests_are_assigned_reserved_into_the_task_env_and_freed_on_st
     both.sort();
     assert_eq!(both, ["mock-0", "mock-1"]);
 
+    // Stats: the node sees every instance, a task only its own.
+    let host = t.get("/v1/client/stats").await;
+    let mock = &host["DeviceStats"][0];
+    assert_eq!(mock["Vendor"], "paddock");
+    assert_eq!(
+        mock["InstanceStats"].as_object().unwrap().len(),
+        2,
+        "{host:#}"
+    );
+    let alloc_a = t.get("/v1/job/first/allocations").await[0]["ID"]
+        .as_str()
+        .unwrap()
+        .to_string();
+    let stats = t
+        .get(&format!("/v1/client/allocation/{alloc_a}/stats"))
+        .await;
+    let task_devices = &stats["Tasks"]["t"]["ResourceUsage"]["DeviceStats"];
+    let ids: Vec<&String> = task_devices[0]["InstanceStats"]
+        .as_object()
+        .unwrap_or_else(|| panic!("{stats:#}"))
+        .keys()
+        .collect();
+    assert_eq!(ids, [&assigned_a[0]], "{stats:#}");
+    let summary = &task_devices[0]["InstanceStats"][&assigned_a[0]]["Summary"];
+    assert_eq!(summary["Unit"], "%", "{summary}");
+    assert_eq!(
+        stats["ResourceUsage"]["DeviceStats"], *task_devices,
+        "the allocation's total lists its tasks' devices"
+    );
+
     // A third finds none free: a 400 naming the request and who holds the devices, and
     // nothing is placed.
     let (status, body) = register(&t, device_job("third", "paddock/mock/mock-device", 1)).await;
