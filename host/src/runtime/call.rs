@@ -65,6 +65,66 @@ pub(super) enum Instance {
     Device(v0_1_0::device::DevicePlugin),
 }
 
+/// What [`Runtime::call_world`](super::Runtime) needs of a world's bindings: its
+/// pre-linked form in a [`WorldPre`](super::WorldPre), how to instantiate it, and how it is
+/// kept in a store's [`Instance`] slot between calls.
+pub(super) trait WorldInstance: Sized + Send + Sync + 'static {
+    /// The world's `InstancePre` wrapper.
+    type Pre: Send + Sync;
+    /// The pre-linked component, if it is of this world.
+    fn pre(p: &super::WorldPre) -> Option<&Self::Pre>;
+    /// Instantiate into `store`.
+    fn instantiate<'a>(
+        pre: &'a Self::Pre,
+        store: &'a mut Store<HostState>,
+    ) -> futures::future::BoxFuture<'a, wasmtime::Result<Self>>;
+    /// Keep in a store.
+    fn into_instance(self) -> Instance;
+    /// Find in a store.
+    fn of_instance(i: &Instance) -> Option<&Self>;
+}
+
+macro_rules! world_instance {
+    ($ty:ty, $pre:ty, $variant:ident) => {
+        impl WorldInstance for $ty {
+            type Pre = $pre;
+            fn pre(p: &super::WorldPre) -> Option<&Self::Pre> {
+                match p {
+                    super::WorldPre::$variant(pre) => Some(pre),
+                    _ => None,
+                }
+            }
+            fn instantiate<'a>(
+                pre: &'a Self::Pre,
+                store: &'a mut Store<HostState>,
+            ) -> futures::future::BoxFuture<'a, wasmtime::Result<Self>> {
+                Box::pin(pre.instantiate_async(store))
+            }
+            fn into_instance(self) -> Instance {
+                Instance::$variant(self)
+            }
+            fn of_instance(i: &Instance) -> Option<&Self> {
+                match i {
+                    Instance::$variant(x) => Some(x),
+                    _ => None,
+                }
+            }
+        }
+    };
+}
+
+world_instance!(
+    v0_1_0::driver::Driver,
+    v0_1_0::driver::DriverPre<HostState>,
+    Driver
+);
+world_instance!(v0_1_0::hook::Hook, v0_1_0::hook::HookPre<HostState>, Hook);
+world_instance!(
+    v0_1_0::device::DevicePlugin,
+    v0_1_0::device::DevicePluginPre<HostState>,
+    Device
+);
+
 /// One call in progress: its store (fresh, or warm from an earlier clean call), the instance
 /// when the store already has one, what explains a failure, and its pool permit.
 pub(super) struct Call {

@@ -39,7 +39,7 @@ use wasmtime::{Engine, Store};
 
 use bindings::v0_1_0;
 pub use cache::CacheOutcome;
-use call::{Call, Instance, WarmPool, wrong_world};
+use call::{Call, WarmPool, wrong_world};
 pub use call::{CallError, CallFailure};
 pub use grants::Grants;
 pub use loader::World;
@@ -493,7 +493,8 @@ impl Runtime {
         }
     }
 
-    /// Call a driver: a fresh store and instance, then `f`, bounded by the component's limits.
+    /// Call a driver: a warm store or a fresh one and instance, then `f`, bounded by the
+    /// component's limits.
     pub async fn call_driver<R, F>(
         &self,
         comp: &LoadedComponent,
@@ -509,31 +510,7 @@ impl Runtime {
             ) -> BoxFuture<'a, wasmtime::Result<R>>
             + Send,
     {
-        let WorldPre::Driver(pre) = &comp.pre else {
-            return Err(wrong_world(comp, op));
-        };
-        let mut call = self.begin(comp, task, op).await?;
-        let Call {
-            store,
-            instance,
-            timeout,
-            ..
-        } = &mut call;
-        let result = tokio::time::timeout(*timeout, async {
-            if instance.is_none() {
-                let inst = pre
-                    .instantiate_async(&mut *store)
-                    .await
-                    .map_err(|e| e.context(call::INSTANTIATING))?;
-                *instance = Some(Instance::Driver(inst));
-            }
-            let Some(Instance::Driver(inst)) = instance else {
-                unreachable!("a Driver component's store holds a Driver instance")
-            };
-            f(inst, store).await
-        })
-        .await;
-        call.finish(comp, op, result)
+        self.call_world(comp, task, op, f).await
     }
 
     /// Call a hook (see [`Runtime::call_driver`]).
@@ -552,31 +529,7 @@ impl Runtime {
             ) -> BoxFuture<'a, wasmtime::Result<R>>
             + Send,
     {
-        let WorldPre::Hook(pre) = &comp.pre else {
-            return Err(wrong_world(comp, op));
-        };
-        let mut call = self.begin(comp, task, op).await?;
-        let Call {
-            store,
-            instance,
-            timeout,
-            ..
-        } = &mut call;
-        let result = tokio::time::timeout(*timeout, async {
-            if instance.is_none() {
-                let inst = pre
-                    .instantiate_async(&mut *store)
-                    .await
-                    .map_err(|e| e.context(call::INSTANTIATING))?;
-                *instance = Some(Instance::Hook(inst));
-            }
-            let Some(Instance::Hook(inst)) = instance else {
-                unreachable!("a Hook component's store holds a Hook instance")
-            };
-            f(inst, store).await
-        })
-        .await;
-        call.finish(comp, op, result)
+        self.call_world(comp, task, op, f).await
     }
 
     /// Call a device plugin (see [`Runtime::call_driver`]).
@@ -594,10 +547,27 @@ impl Runtime {
             ) -> BoxFuture<'a, wasmtime::Result<R>>
             + Send,
     {
-        let WorldPre::Device(pre) = &comp.pre else {
+        self.call_world(comp, None, op, f).await
+    }
+
+    /// One call into a component of world `W`: its store (warm, or fresh and instantiated
+    /// here), `f` under the call's deadline, then the outcome (see [`Call::finish`]).
+    async fn call_world<W: call::WorldInstance, R, F>(
+        &self,
+        comp: &LoadedComponent,
+        task: Option<Arc<TaskContext>>,
+        op: &'static str,
+        f: F,
+    ) -> Result<R, CallError>
+    where
+        R: Send,
+        F: for<'a> FnOnce(&'a W, &'a mut Store<HostState>) -> BoxFuture<'a, wasmtime::Result<R>>
+            + Send,
+    {
+        let Some(pre) = W::pre(&comp.pre) else {
             return Err(wrong_world(comp, op));
         };
-        let mut call = self.begin(comp, None, op).await?;
+        let mut call = self.begin(comp, task, op).await?;
         let Call {
             store,
             instance,
@@ -606,15 +576,15 @@ impl Runtime {
         } = &mut call;
         let result = tokio::time::timeout(*timeout, async {
             if instance.is_none() {
-                let inst = pre
-                    .instantiate_async(&mut *store)
+                let inst = W::instantiate(pre, &mut *store)
                     .await
                     .map_err(|e| e.context(call::INSTANTIATING))?;
-                *instance = Some(Instance::Device(inst));
+                *instance = Some(inst.into_instance());
             }
-            let Some(Instance::Device(inst)) = instance else {
-                unreachable!("a Device component's store holds a Device instance")
-            };
+            let inst = instance
+                .as_ref()
+                .and_then(W::of_instance)
+                .expect("a component's store holds an instance of its world");
             f(inst, store).await
         })
         .await;
