@@ -6,6 +6,11 @@
 //! (process exits, a timer), and the runner sleeps on those host events, not in a guest.
 //! A kill (cancellation) sends the driver's `stop` and keeps waiting, bounded by the
 //! kill timeout, so a misbehaving driver cannot hold the runner forever.
+//!
+//! Files: this one (the run loop, start, reattach, prestart), `wait.rs` (waiting for the
+//! exit and killing), `local.rs` (the persisted local state: handle, hook state, hook env),
+//! `interfaces.rs` and `hooks/` (the hook phases and built-in hooks), `wasm_hooks.rs`
+//! (WASM hook attachments), `restarts.rs` (the restart policy).
 
 use std::sync::Arc;
 use std::time::Duration;
@@ -16,22 +21,20 @@ use crate::allocrunner::AllocShared;
 use crate::drivermanager::{Driver, DriverCallError, DriverManager};
 use crate::jobspec::Task;
 use crate::runtime::TaskContext;
-use crate::runtime::bindings::v0_1_0::driver::exports::paddock::plugin::task_driver::{
-    DriverError, WaitStatus, WakeOn,
-};
-use crate::runtime::bindings::v0_1_0::types::{
-    ExitResult, LogConfig, TaskConfig, TaskHandle, TaskResources,
-};
+use crate::runtime::bindings::v0_1_0::driver::exports::paddock::plugin::task_driver::DriverError;
+use crate::runtime::bindings::v0_1_0::types::{LogConfig, TaskConfig, TaskHandle, TaskResources};
 use crate::state::{HookState, LocalTaskState, StoredHandle};
 use crate::structs::{Allocation, TaskEvent, event_type, task_state};
 
 pub mod hooks;
 pub mod interfaces;
+mod local;
 mod restarts;
+mod wait;
 mod wasm_hooks;
 use interfaces::{
-    ExitedRequest, HookFailure, Invocation, KillRequest, PoststartRequest, PrestartRequest,
-    StopRequest, TaskHook, TaskView, UpdateRequest,
+    ExitedRequest, HookFailure, Invocation, PoststartRequest, PrestartRequest, StopRequest,
+    TaskHook, TaskView, UpdateRequest,
 };
 pub use restarts::{Decision, RestartTracker};
 pub use wasm_hooks::{HookSet, JOB_META_KEY};
@@ -711,186 +714,11 @@ impl TaskRunner {
         Ok(RunEnd::Exited { success, killed })
     }
 
-    /// The invocation is over: its handle is no longer needed.
-    fn clear_handle(&self, _alloc_id: &str) {
-        self.update_local(|l| l.handle = None);
-    }
-
-    /// Change the local state and persist it (this runner is its only writer).
-    fn update_local(&self, f: impl FnOnce(&mut LocalTaskState)) {
-        let mut local = self.local.lock().unwrap();
-        f(&mut local);
-        if let Err(e) = self
-            .alloc
-            .db
-            .put_local_state(&self.alloc.id(), &self.task.name, &local)
-        {
-            tracing::error!(task = %self.task.name, error = %e, "persisting task local state failed");
-        }
-    }
-
-    /// A hook's stored state.
-    fn hook_state(&self, name: &str) -> Option<HookState> {
-        self.local
-            .lock()
-            .unwrap()
-            .hooks
-            .iter()
-            .find(|(n, _)| n == name)
-            .map(|(_, h)| h.clone())
-    }
-
-    /// Store a hook's state; nothing is written when it did not change.
-    fn set_hook_state(&self, name: &str, state: HookState) {
-        if self.hook_state(name).as_ref() == Some(&state) {
-            return;
-        }
-        self.update_local(|l| match l.hooks.iter_mut().find(|(n, _)| n == name) {
-            Some((_, old)) => *old = state,
-            None => l.hooks.push((name.to_string(), state)),
-        });
-    }
-
-    /// Env set by hooks, in their first-run order: the last writer wins. As in Nomad, the
-    /// env of `template { env = true }` blocks comes after every other hook's.
-    fn hook_env(&self) -> Vec<(String, String)> {
-        let local = self.local.lock().unwrap();
-        let (template, others): (Vec<_>, Vec<_>) = local
-            .hooks
-            .iter()
-            .partition(|(name, _)| name == wasm_hooks::TEMPLATE_HOOK);
-        others
-            .into_iter()
-            .chain(template)
-            .flat_map(|(_, h)| h.env.clone())
-            .collect()
-    }
-
     fn kill_signal(&self) -> String {
         if self.task.kill_signal.is_empty() {
             "SIGINT".into()
         } else {
             self.task.kill_signal.clone()
         }
-    }
-
-    fn persist_handle(&self, driver: &Driver, handle: &TaskHandle) {
-        let stored = StoredHandle {
-            driver: driver.name().to_string(),
-            driver_sha256: driver.current_sha256().unwrap_or_default(),
-            version: handle.version,
-            task_id: handle.task_id.clone(),
-            driver_state: handle.driver_state.clone(),
-        };
-        self.update_local(|l| l.handle = Some(stored));
-    }
-
-    /// Wait for the task's exit. Returns the exit and whether it was killed.
-    async fn wait_exit(
-        &self,
-        driver: &Driver,
-        mut handle: TaskHandle,
-        view: TaskView<'_>,
-    ) -> Result<(ExitResult, bool), DriverCallError> {
-        let mut kill_deadline: Option<tokio::time::Instant> = None;
-        loop {
-            let status = driver.wait(handle.clone()).await?;
-            let wake = match status {
-                WaitStatus::Exited(r) => {
-                    let _ = driver.destroy(handle.clone(), true).await;
-                    return Ok((r, kill_deadline.is_some()));
-                }
-                WaitStatus::Pending(w) => w,
-            };
-            if let Some(updated) = &wake.handle {
-                handle = updated.clone();
-                self.persist_handle(driver, &handle);
-            }
-            if let Some(deadline) = kill_deadline
-                && tokio::time::Instant::now() >= deadline
-            {
-                let _ = driver.destroy(handle.clone(), true).await;
-                return Ok((
-                        ExitResult {
-                            exit_code: 0,
-                            signal: 9,
-                            oom_killed: false,
-                            err: Some("driver did not report the exit after stop; resources may have been leaked".into()),
-                        },
-                        true,
-                    ));
-            }
-            let killing = kill_deadline.is_some();
-            tokio::select! {
-                _ = self.wake(&wake, kill_deadline) => {}
-                _ = self.restart_signal.notified(), if !killing => {
-                    self.killing(view).await;
-                    let signal = self.kill_signal();
-                    handle = driver.stop(handle.clone(), self.task.kill_timeout, signal).await?;
-                    self.persist_handle(driver, &handle);
-                    kill_deadline = Some(tokio::time::Instant::now() + Duration::from_nanos(self.task.kill_timeout) + KILL_GRACE);
-                }
-                _ = self.kill.cancelled(), if !killing => {
-                    self.killing(view).await;
-                    let signal = self.kill_signal();
-                    let timeout = Duration::from_nanos(self.task.kill_timeout);
-                    self.event(TaskEvent::new(event_type::KILLING, format!("Sent interrupt. Waiting {timeout:?} before force killing")));
-                    handle = driver.stop(handle.clone(), self.task.kill_timeout, signal).await?;
-                    self.persist_handle(driver, &handle);
-                    kill_deadline = Some(tokio::time::Instant::now() + timeout + KILL_GRACE);
-                }
-            }
-        }
-    }
-
-    /// Kill hooks, before the kill signal.
-    async fn killing(&self, view: TaskView<'_>) {
-        let emit = |ev: TaskEvent| self.event(ev);
-        for hook in &self.hooks {
-            let req = KillRequest {
-                view,
-                reason: "the task is being killed",
-                emit: &emit,
-            };
-            if let Err(f) = hook.killing(&req).await {
-                self.hook_failed(hook.name(), "killing", f);
-            }
-        }
-    }
-
-    /// Sleep until a wake condition: a listed process exits, the timer fires, or (while
-    /// killing) the kill deadline passes. With no condition at all, re-poll every minute.
-    async fn wake(&self, wake: &WakeOn, kill_deadline: Option<tokio::time::Instant>) {
-        let timer = wake
-            .after_ns
-            .map(Duration::from_nanos)
-            .unwrap_or(Duration::from_secs(60));
-        let mut sleep_until = tokio::time::Instant::now() + timer;
-        if let Some(d) = kill_deadline {
-            sleep_until = sleep_until.min(d);
-        }
-        let procs = self.drivers_processes(&wake.processes);
-        tokio::select! {
-            _ = tokio::time::sleep_until(sleep_until) => {}
-            _ = procs => {}
-        }
-    }
-
-    fn drivers_processes(&self, ids: &[u64]) -> futures::future::BoxFuture<'static, ()> {
-        let watches: Vec<_> = ids
-            .iter()
-            .filter_map(|id| self.drivers.process_exit_watch(*id))
-            .collect();
-        if watches.is_empty() {
-            return Box::pin(std::future::pending());
-        }
-        Box::pin(async move {
-            let futs = watches.into_iter().map(|mut w| {
-                Box::pin(async move {
-                    let _ = w.wait_for(|e| e.is_some()).await;
-                })
-            });
-            futures::future::select_all(futs).await;
-        })
     }
 }

@@ -1,0 +1,125 @@
+//! Waiting for a task's exit: the driver's non-blocking `wait` says "exited" or what to
+//! wake on (process exits, a timer); the runner sleeps on those host events, and a kill
+//! sends the driver's `stop` and keeps waiting, bounded by the kill timeout.
+
+use std::time::Duration;
+
+use super::interfaces::{KillRequest, TaskView};
+use super::{KILL_GRACE, TaskRunner};
+use crate::drivermanager::{Driver, DriverCallError};
+use crate::runtime::bindings::v0_1_0::driver::exports::paddock::plugin::task_driver::{
+    WaitStatus, WakeOn,
+};
+use crate::runtime::bindings::v0_1_0::types::{ExitResult, TaskHandle};
+use crate::structs::{TaskEvent, event_type};
+
+impl TaskRunner {
+    /// Wait for the task's exit. Returns the exit and whether it was killed.
+    pub(super) async fn wait_exit(
+        &self,
+        driver: &Driver,
+        mut handle: TaskHandle,
+        view: TaskView<'_>,
+    ) -> Result<(ExitResult, bool), DriverCallError> {
+        let mut kill_deadline: Option<tokio::time::Instant> = None;
+        loop {
+            let status = driver.wait(handle.clone()).await?;
+            let wake = match status {
+                WaitStatus::Exited(r) => {
+                    let _ = driver.destroy(handle.clone(), true).await;
+                    return Ok((r, kill_deadline.is_some()));
+                }
+                WaitStatus::Pending(w) => w,
+            };
+            if let Some(updated) = &wake.handle {
+                handle = updated.clone();
+                self.persist_handle(driver, &handle);
+            }
+            if let Some(deadline) = kill_deadline
+                && tokio::time::Instant::now() >= deadline
+            {
+                let _ = driver.destroy(handle.clone(), true).await;
+                return Ok((
+                        ExitResult {
+                            exit_code: 0,
+                            signal: 9,
+                            oom_killed: false,
+                            err: Some("driver did not report the exit after stop; resources may have been leaked".into()),
+                        },
+                        true,
+                    ));
+            }
+            let killing = kill_deadline.is_some();
+            tokio::select! {
+                _ = self.wake(&wake, kill_deadline) => {}
+                _ = self.restart_signal.notified(), if !killing => {
+                    self.killing(view).await;
+                    let signal = self.kill_signal();
+                    handle = driver.stop(handle.clone(), self.task.kill_timeout, signal).await?;
+                    self.persist_handle(driver, &handle);
+                    kill_deadline = Some(tokio::time::Instant::now() + Duration::from_nanos(self.task.kill_timeout) + KILL_GRACE);
+                }
+                _ = self.kill.cancelled(), if !killing => {
+                    self.killing(view).await;
+                    let signal = self.kill_signal();
+                    let timeout = Duration::from_nanos(self.task.kill_timeout);
+                    self.event(TaskEvent::new(event_type::KILLING, format!("Sent interrupt. Waiting {timeout:?} before force killing")));
+                    handle = driver.stop(handle.clone(), self.task.kill_timeout, signal).await?;
+                    self.persist_handle(driver, &handle);
+                    kill_deadline = Some(tokio::time::Instant::now() + timeout + KILL_GRACE);
+                }
+            }
+        }
+    }
+
+    /// Kill hooks, before the kill signal.
+    pub(super) async fn killing(&self, view: TaskView<'_>) {
+        let emit = |ev: TaskEvent| self.event(ev);
+        for hook in &self.hooks {
+            let req = KillRequest {
+                view,
+                reason: "the task is being killed",
+                emit: &emit,
+            };
+            if let Err(f) = hook.killing(&req).await {
+                self.hook_failed(hook.name(), "killing", f);
+            }
+        }
+    }
+
+    /// Sleep until a wake condition: a listed process exits, the timer fires, or (while
+    /// killing) the kill deadline passes. With no condition at all, re-poll every minute.
+    pub(super) async fn wake(&self, wake: &WakeOn, kill_deadline: Option<tokio::time::Instant>) {
+        let timer = wake
+            .after_ns
+            .map(Duration::from_nanos)
+            .unwrap_or(Duration::from_secs(60));
+        let mut sleep_until = tokio::time::Instant::now() + timer;
+        if let Some(d) = kill_deadline {
+            sleep_until = sleep_until.min(d);
+        }
+        let procs = self.drivers_processes(&wake.processes);
+        tokio::select! {
+            _ = tokio::time::sleep_until(sleep_until) => {}
+            _ = procs => {}
+        }
+    }
+
+    pub(super) fn drivers_processes(&self, ids: &[u64]) -> futures::future::BoxFuture<'static, ()> {
+        let watches: Vec<_> = ids
+            .iter()
+            .filter_map(|id| self.drivers.process_exit_watch(*id))
+            .collect();
+        if watches.is_empty() {
+            return Box::pin(std::future::pending());
+        }
+        Box::pin(async move {
+            let futs = watches.into_iter().map(|mut w| {
+                Box::pin(async move {
+                    let _ = w.wait_for(|e| e.is_some()).await;
+                })
+            });
+            futures::future::select_all(futs).await;
+        })
+    }
+}
