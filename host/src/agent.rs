@@ -510,7 +510,7 @@ impl Agent {
         let node = self.node();
         let mut placed = Vec::new();
         for (_, _, r) in &keep {
-            r.update(job.clone());
+            r.update(job.clone(), &eval_id);
         }
         for (group, i, ports, tasks) in to_place {
             let alloc = Allocation {

@@ -263,10 +263,11 @@ impl AllocRunner {
     /// Update the allocation in place to a new version of its job (one whose group and
     /// tasks did not change, see [`crate::agent`]): the tasks keep running and each task
     /// runner's update hooks see the new allocation.
-    pub fn update(&self, job: crate::jobspec::Job) {
+    pub fn update(&self, job: crate::jobspec::Job, eval_id: &str) {
         {
             let mut a = self.shared.alloc.lock().unwrap();
             a.job = job;
+            a.eval_id = eval_id.to_string();
             a.modify_index = self.shared.changes.bump();
             a.modify_time = crate::util::now_nanos();
             if let Err(e) = self.shared.db.put_alloc(&a) {

@@ -324,7 +324,9 @@ async fn a_job_update_that_no_task_sees_is_applied_in_place_and_reaches_update_h
     let id0 = first[0]["ID"].as_str().unwrap().to_string();
 
     // Priority and count change: the running allocation stays, a second one is placed.
-    assert!(t.post_job(job(70, 2, "1h")).await.status().is_success());
+    let r = t.post_job(job(70, 2, "1h")).await;
+    assert!(r.status().is_success());
+    let eval: Value = r.json().await.unwrap();
     let now = t
         .wait_allocs("inplace", Duration::from_secs(20), running(2))
         .await;
@@ -333,6 +335,10 @@ async fn a_job_update_that_no_task_sees_is_applied_in_place_and_reaches_update_h
     assert_eq!(
         a0["Job"]["Priority"], 70,
         "the allocation carries the new job"
+    );
+    assert_eq!(
+        a0["EvalID"], eval["EvalID"],
+        "and the evaluation that updated it"
     );
     assert_eq!(a0["TaskStates"]["t"]["Restarts"], 0);
     assert_eq!(
