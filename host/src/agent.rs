@@ -332,7 +332,7 @@ impl Agent {
 
     /// Record the (complete) evaluation of a change to `job`.
     fn evaluate(&self, id: String, job: &Job, triggered_by: &'static str, index: u64) -> String {
-        self.evals.record(crate::evals::EvalRequest {
+        let id = self.evals.record(crate::evals::EvalRequest {
             id,
             namespace: &job.namespace,
             job_id: &job.id,
@@ -345,7 +345,44 @@ impl Agent {
             triggered_by,
             index,
             node_id: &self.node.read().unwrap().id,
-        })
+        });
+        let events = &self.changes.events;
+        if events.wanted() {
+            // The job as the API shows it, then its evaluation (Nomad's order).
+            let (namespace, key) = (job.namespace.clone(), job.id.clone());
+            let event_type = if triggered_by == "job-deregister" {
+                "JobDeregistered"
+            } else {
+                "JobRegistered"
+            };
+            if triggered_by != "alloc-stop" {
+                let record = self
+                    .job(&namespace, &key)
+                    .map(|r| serde_json::to_value(r).unwrap_or_default())
+                    .unwrap_or_else(|| serde_json::to_value(job).unwrap_or_default());
+                events.publish(|| crate::events::Event {
+                    topic: "Job",
+                    event_type,
+                    key: key.clone(),
+                    namespace: namespace.clone(),
+                    filter_keys: Vec::new(),
+                    index,
+                    payload: crate::events::Payload::Job(Box::new(record)),
+                });
+            }
+            if let Some(e) = self.evals.get(&id) {
+                events.publish(|| crate::events::Event {
+                    topic: "Evaluation",
+                    event_type: "EvaluationUpdated",
+                    key: id.clone(),
+                    namespace,
+                    filter_keys: vec![key],
+                    index,
+                    payload: crate::events::Payload::Evaluation(Box::new(e)),
+                });
+            }
+        }
+        id
     }
 
     /// The plugin managers runners use.
@@ -506,6 +543,9 @@ impl Agent {
             submit_time: now,
         };
         self.jobs.write().unwrap().insert(key, record);
+        // Evaluated before its allocations are placed, so the event stream tells them in
+        // Nomad's order: the job, its evaluation, then the allocations.
+        let eval_id = self.evaluate(eval_id, &job, "job-register", index);
 
         let node = self.node();
         let mut placed = Vec::new();
@@ -555,7 +595,6 @@ impl Agent {
             placed.push(id);
         }
         tracing::info!(job = %job.id, namespace = %job.namespace, placed = placed.len(), updated_in_place = keep.len(), "job registered");
-        let eval_id = self.evaluate(eval_id, &job, "job-register", index);
         Ok(Registered {
             eval_id,
             index,

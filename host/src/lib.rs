@@ -19,6 +19,7 @@ pub mod config;
 pub mod devicemanager;
 pub mod drivermanager;
 pub mod evals;
+pub mod events;
 pub mod executor;
 pub mod jobspec;
 pub mod logmon;

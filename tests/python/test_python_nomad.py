@@ -8,6 +8,7 @@ Needs the packages in requirements.txt.
 import base64
 import json
 import os
+import queue
 import time
 import unittest
 import urllib.parse
@@ -264,6 +265,47 @@ class Metrics(unittest.TestCase):
                 self.assertIn(name, fams)
         finally:
             n.job.deregister_job("py-metrics", purge=True)
+
+
+class Events(unittest.TestCase):
+    def test_event_stream_through_python_nomad(self):
+        n = client()
+        stream, stop, events = n.event.stream.get_stream(topic=["Job:py-events", "Allocation:py-events"], timeout=30)
+        stream.daemon = True
+        stream.start()
+        job = web_job("py-events")
+
+        # The stream connects in its own thread: register until the event shows, so
+        # none is missed for want of a subscriber.
+        def registered():
+            n.job.register_job("py-events", job)
+            try:
+                return events.get(timeout=0.5)
+            except queue.Empty:
+                return None
+
+        try:
+            msg = wait("a JobRegistered event", registered)
+            ev = msg["Events"][0]
+            self.assertEqual((ev["Topic"], ev["Type"], ev["Key"]), ("Job", "JobRegistered", "py-events"))
+            self.assertEqual(ev["Payload"]["Job"]["ID"], "py-events")
+            self.assertGreater(msg["Index"], 0)
+
+            def running_alloc():
+                try:
+                    m = events.get(timeout=1)
+                except queue.Empty:
+                    return None
+                e = m["Events"][0]
+                if e["Topic"] == "Allocation" and e["Payload"]["Allocation"]["ClientStatus"] == "running":
+                    return e
+                return None
+
+            alloc = wait("a running allocation event", running_alloc)
+            self.assertEqual(alloc["Payload"]["Allocation"]["JobID"], "py-events")
+        finally:
+            stop.set()
+            n.job.deregister_job("py-events", purge=True)
 
 
 class Token(unittest.TestCase):

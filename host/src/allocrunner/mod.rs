@@ -22,16 +22,19 @@ use crate::taskenv::NodeInfo;
 use crate::taskrunner::TaskRunner;
 
 /// Agent-wide change counter: every state change bumps it, which is what `X-Nomad-Index`
-/// reports and what blocking queries wait on.
+/// reports and what blocking queries wait on; and the event stream of what changed.
 #[derive(Debug)]
 pub struct Changes {
     tx: tokio::sync::watch::Sender<u64>,
+    /// What changed, for `/v1/event/stream`.
+    pub events: crate::events::EventBroker,
 }
 
 impl Default for Changes {
     fn default() -> Self {
         Self {
             tx: tokio::sync::watch::channel(1).0,
+            events: Default::default(),
         }
     }
 }
@@ -105,6 +108,9 @@ impl AllocShared {
         if status_changed && let Err(e) = self.db.put_alloc(&a) {
             tracing::error!(alloc_id = %a.id, error = %e, "persisting allocation failed");
         }
+        self.changes
+            .events
+            .allocation("AllocationUpdated", index, &a);
     }
 
     /// Append an event to a task.
@@ -121,6 +127,9 @@ impl AllocShared {
         if let Err(e) = self.db.put_alloc(&a) {
             tracing::error!(alloc_id = %a.id, error = %e, "persisting allocation failed");
         }
+        self.changes
+            .events
+            .allocation("AllocationUpdateDesiredStatus", a.modify_index, &a);
     }
 }
 
@@ -197,6 +206,11 @@ impl AllocRunner {
             if let Err(e) = shared.db.put_alloc(&a) {
                 tracing::error!(alloc_id = %a.id, error = %e, "persisting allocation failed");
             }
+            // Placed: Nomad announces a new allocation with its plan's result.
+            shared
+                .changes
+                .events
+                .allocation("PlanResult", a.create_index, &a);
         }
         let tasks = group
             .tasks
@@ -273,6 +287,10 @@ impl AllocRunner {
             if let Err(e) = self.shared.db.put_alloc(&a) {
                 tracing::error!(alloc_id = %a.id, error = %e, "persisting allocation failed");
             }
+            self.shared
+                .changes
+                .events
+                .allocation("AllocationUpdated", a.modify_index, &a);
         }
         for t in &self.tasks {
             let t = t.clone();

@@ -5,6 +5,7 @@
 mod allocs;
 mod client;
 mod evals;
+mod events;
 mod fs;
 mod jobs;
 mod metrics;
@@ -34,6 +35,7 @@ pub fn router(agent: Arc<Agent>) -> Router {
         .merge(metrics::routes())
         .merge(evals::routes())
         .merge(search::routes())
+        .merge(events::routes())
         .fallback(unknown_path)
         .method_not_allowed_fallback(wrong_method)
         .layer(axum::extract::DefaultBodyLimit::max(MAX_BODY))

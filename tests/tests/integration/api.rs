@@ -1130,3 +1130,103 @@ async fn announce_big_body(t: &TestAgent, path: &str) -> (u16, String) {
         .unwrap_or(0);
     (status, text)
 }
+
+/// The next `{"Index", "Events"}` line of an event stream whose events satisfy `want`.
+async fn next_event(
+    lines: &mut reqwest::Response,
+    buf: &mut String,
+    want: impl Fn(&serde_json::Value) -> bool,
+) -> serde_json::Value {
+    let deadline = tokio::time::Instant::now() + Duration::from_secs(20);
+    loop {
+        while let Some(nl) = buf.find('\n') {
+            let line: String = buf.drain(..=nl).collect();
+            let v: serde_json::Value = serde_json::from_str(line.trim()).unwrap();
+            if let Some(ev) = v["Events"].as_array().and_then(|e| e.first())
+                && want(ev)
+            {
+                return ev.clone();
+            }
+        }
+        let chunk = tokio::time::timeout_at(deadline, lines.chunk())
+            .await
+            .expect("no matching event in time")
+            .unwrap()
+            .expect("the stream ended");
+        buf.push_str(std::str::from_utf8(&chunk).unwrap());
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_event_stream_tells_jobs_allocations_and_evaluations_as_they_happen() {
+    let t = TestAgent::start("", vec![]).await;
+    let open = |query: &str| {
+        let url = t.url(&format!("/v1/event/stream{query}"));
+        let http = t.http.clone();
+        async move {
+            let r = http.get(url).send().await.unwrap();
+            assert!(r.status().is_success(), "{}", r.status());
+            r
+        }
+    };
+    let mut all = open("").await;
+    let mut only_allocs_of_ev = open("?topic=Allocation:ev").await;
+    let (mut buf, mut buf2) = (String::new(), String::new());
+
+    let r = t
+        .post_job(mock_job("ev", json!({"run_for": "200ms"})))
+        .await;
+    let reg: serde_json::Value = r.json().await.unwrap();
+    let job = next_event(&mut all, &mut buf, |e| e["Topic"] == "Job").await;
+    assert_eq!(job["Type"], "JobRegistered");
+    assert_eq!(job["Key"], "ev");
+    assert_eq!(job["Payload"]["Job"]["ID"], "ev");
+    let eval = next_event(&mut all, &mut buf, |e| e["Topic"] == "Evaluation").await;
+    assert_eq!(eval["Key"], reg["EvalID"]);
+    assert_eq!(eval["Payload"]["Evaluation"]["Status"], "complete");
+    // The allocation as it goes: placed, running, complete.
+    let alloc = next_event(&mut only_allocs_of_ev, &mut buf2, |_| true).await;
+    assert_eq!(alloc["Topic"], "Allocation");
+    assert_eq!(alloc["Type"], "PlanResult");
+    let id = alloc["Key"].as_str().unwrap().to_string();
+    assert_eq!(alloc["FilterKeys"][0], "ev");
+    next_event(&mut only_allocs_of_ev, &mut buf2, |e| {
+        e["Payload"]["Allocation"]["ClientStatus"] == "running"
+    })
+    .await;
+    let done = next_event(&mut only_allocs_of_ev, &mut buf2, |e| {
+        e["Payload"]["Allocation"]["ClientStatus"] == "complete"
+    })
+    .await;
+    assert_eq!(done["Key"], id.as_str());
+    assert!(done["Index"].as_u64().unwrap() > alloc["Index"].as_u64().unwrap());
+    // Another job's allocation runs to its end; then ev is deregistered. The filtered
+    // stream's next event is ev's allocation told to stop: nothing of the other job.
+    let later = t
+        .post_job(mock_job("other", json!({"run_for": "10ms"})))
+        .await;
+    assert!(later.status().is_success());
+    t.wait_allocs(
+        "other",
+        Duration::from_secs(20),
+        crate::harness::all_terminal,
+    )
+    .await;
+    let r = t.http.delete(t.url("/v1/job/ev")).send().await.unwrap();
+    assert!(r.status().is_success());
+    let dereg = next_event(&mut all, &mut buf, |e| e["Type"] == "JobDeregistered").await;
+    assert_eq!(dereg["Key"], "ev");
+    let stop = next_event(&mut only_allocs_of_ev, &mut buf2, |e| {
+        assert_eq!(e["Key"], id.as_str(), "the filter let through {e:#}");
+        e["Type"] == "AllocationUpdateDesiredStatus"
+    })
+    .await;
+    assert_eq!(stop["Payload"]["Allocation"]["DesiredStatus"], "stop");
+    let r = t
+        .http
+        .get(t.url("/v1/event/stream?topic=Nope"))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(r.status(), 400);
+}
