@@ -275,14 +275,20 @@ class Events(unittest.TestCase):
         stream.start()
         job = web_job("py-events")
 
-        # The stream connects in its own thread: register until the event shows, so
-        # none is missed for want of a subscriber.
+        # The stream connects in its own thread: register until a JobRegistered shows, so
+        # none is missed for want of a subscriber. (Once connected, the stream may first
+        # carry allocation events of an earlier registration.)
         def registered():
             n.job.register_job("py-events", job)
-            try:
-                return events.get(timeout=0.5)
-            except queue.Empty:
-                return None
+            deadline = time.time() + 0.5
+            while time.time() < deadline:
+                try:
+                    m = events.get(timeout=0.1)
+                except queue.Empty:
+                    continue
+                if m["Events"][0]["Topic"] == "Job":
+                    return m
+            return None
 
         try:
             msg = wait("a JobRegistered event", registered)
@@ -291,18 +297,27 @@ class Events(unittest.TestCase):
             self.assertEqual(ev["Payload"]["Job"]["ID"], "py-events")
             self.assertGreater(msg["Index"], 0)
 
-            def running_alloc():
+            # Now surely subscribed: stopping the allocation is told as it happens.
+            alloc_id = wait(
+                "a running allocation",
+                lambda: [a["ID"] for a in n.job.get_allocations("py-events") if a["ClientStatus"] == "running"],
+            )[0]
+            n.allocation.stop_allocation(alloc_id)
+
+            def stop_event():
                 try:
                     m = events.get(timeout=1)
                 except queue.Empty:
                     return None
                 e = m["Events"][0]
-                if e["Topic"] == "Allocation" and e["Payload"]["Allocation"]["ClientStatus"] == "running":
+                if e["Topic"] == "Allocation" and e["Type"] == "AllocationUpdateDesiredStatus":
                     return e
                 return None
 
-            alloc = wait("a running allocation event", running_alloc)
-            self.assertEqual(alloc["Payload"]["Allocation"]["JobID"], "py-events")
+            stop_ev = wait("the allocation's stop event", stop_event)
+            self.assertEqual(stop_ev["Key"], alloc_id)
+            self.assertEqual(stop_ev["Payload"]["Allocation"]["DesiredStatus"], "stop")
+            self.assertEqual(stop_ev["Payload"]["Allocation"]["JobID"], "py-events")
         finally:
             stop.set()
             n.job.deregister_job("py-events", purge=True)
