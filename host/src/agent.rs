@@ -331,8 +331,14 @@ impl Agent {
     }
 
     /// Record the (complete) evaluation of a change to `job`.
-    fn evaluate(&self, id: String, job: &Job, triggered_by: &'static str, index: u64) -> String {
-        let id = self.evals.record(crate::evals::EvalRequest {
+    fn evaluate(
+        &self,
+        id: String,
+        job: &Job,
+        trigger: crate::evals::Trigger,
+        index: u64,
+    ) -> String {
+        let eval = self.evals.record(crate::evals::EvalRequest {
             id,
             namespace: &job.namespace,
             job_id: &job.id,
@@ -342,45 +348,38 @@ impl Agent {
             },
             priority: job.priority.clamp(0, 100) as u32,
             groups: job.task_groups.iter().map(|g| g.name.clone()).collect(),
-            triggered_by,
+            triggered_by: trigger,
             index,
             node_id: &self.node.read().unwrap().id,
         });
+        let id = eval.id.clone();
         let events = &self.changes.events;
         if events.wanted() {
             // The job as the API shows it, then its evaluation (Nomad's order).
-            let (namespace, key) = (job.namespace.clone(), job.id.clone());
-            let event_type = if triggered_by == "job-deregister" {
-                "JobDeregistered"
-            } else {
-                "JobRegistered"
-            };
-            if triggered_by != "alloc-stop" {
+            if let Some(event_type) = trigger.job_event() {
                 let record = self
-                    .job(&namespace, &key)
+                    .job(&job.namespace, &job.id)
                     .map(|r| serde_json::to_value(r).unwrap_or_default())
                     .unwrap_or_else(|| serde_json::to_value(job).unwrap_or_default());
                 events.publish(|| crate::events::Event {
                     topic: "Job",
                     event_type,
-                    key: key.clone(),
-                    namespace: namespace.clone(),
+                    key: job.id.clone(),
+                    namespace: job.namespace.clone(),
                     filter_keys: Vec::new(),
                     index,
                     payload: crate::events::Payload::Job(Box::new(record)),
                 });
             }
-            if let Some(e) = self.evals.get(&id) {
-                events.publish(|| crate::events::Event {
-                    topic: "Evaluation",
-                    event_type: "EvaluationUpdated",
-                    key: id.clone(),
-                    namespace,
-                    filter_keys: vec![key],
-                    index,
-                    payload: crate::events::Payload::Evaluation(Box::new(e)),
-                });
-            }
+            events.publish(|| crate::events::Event {
+                topic: "Evaluation",
+                event_type: "EvaluationUpdated",
+                key: eval.id.clone(),
+                namespace: job.namespace.clone(),
+                filter_keys: vec![job.id.clone()],
+                index,
+                payload: crate::events::Payload::Evaluation(Box::new(eval)),
+            });
         }
         id
     }
@@ -458,7 +457,7 @@ impl Agent {
             && !live.is_empty()
         {
             let index = self.changes.index();
-            let eval_id = self.evaluate(eval_id, &job, "job-register", index);
+            let eval_id = self.evaluate(eval_id, &job, crate::evals::Trigger::JobRegister, index);
             return Ok(Registered {
                 eval_id,
                 index,
@@ -545,7 +544,7 @@ impl Agent {
         self.jobs.write().unwrap().insert(key, record);
         // Evaluated before its allocations are placed, so the event stream tells them in
         // Nomad's order: the job, its evaluation, then the allocations.
-        let eval_id = self.evaluate(eval_id, &job, "job-register", index);
+        let eval_id = self.evaluate(eval_id, &job, crate::evals::Trigger::JobRegister, index);
 
         let node = self.node();
         let mut placed = Vec::new();
@@ -628,7 +627,7 @@ impl Agent {
             eval_id: self.evaluate(
                 uuid::Uuid::new_v4().to_string(),
                 &job,
-                "job-deregister",
+                crate::evals::Trigger::JobDeregister,
                 index,
             ),
             index,
@@ -756,7 +755,12 @@ impl Agent {
         r.stop("alloc stopped by user");
         let job = r.shared().peek(|a| a.job.clone());
         let index = self.changes.bump();
-        let eval = self.evaluate(uuid::Uuid::new_v4().to_string(), &job, "alloc-stop", index);
+        let eval = self.evaluate(
+            uuid::Uuid::new_v4().to_string(),
+            &job,
+            crate::evals::Trigger::AllocStop,
+            index,
+        );
         Some((eval, index))
     }
 

@@ -57,6 +57,37 @@ pub struct Evaluation {
     pub modify_time: u64,
 }
 
+/// What triggered an evaluation.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Trigger {
+    /// A job was registered.
+    JobRegister,
+    /// A job was deregistered.
+    JobDeregister,
+    /// One allocation was stopped.
+    AllocStop,
+}
+
+impl Trigger {
+    /// Nomad's `TriggeredBy` string.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Trigger::JobRegister => "job-register",
+            Trigger::JobDeregister => "job-deregister",
+            Trigger::AllocStop => "alloc-stop",
+        }
+    }
+
+    /// The `Job` event this change of the job is, if it changes the job.
+    pub fn job_event(self) -> Option<&'static str> {
+        match self {
+            Trigger::JobRegister => Some("JobRegistered"),
+            Trigger::JobDeregister => Some("JobDeregistered"),
+            Trigger::AllocStop => None,
+        }
+    }
+}
+
 /// What an evaluation is about.
 pub struct EvalRequest<'a> {
     /// Id to give it.
@@ -72,7 +103,7 @@ pub struct EvalRequest<'a> {
     /// Groups of the job.
     pub groups: Vec<String>,
     /// What triggered it.
-    pub triggered_by: &'static str,
+    pub triggered_by: Trigger,
     /// The change index.
     pub index: u64,
     /// This node.
@@ -84,15 +115,15 @@ pub struct EvalRequest<'a> {
 pub struct EvalBook(RwLock<VecDeque<Evaluation>>);
 
 impl EvalBook {
-    /// Record a completed evaluation; returns its id.
-    pub fn record(&self, r: EvalRequest<'_>) -> String {
+    /// Record a completed evaluation; returns it.
+    pub fn record(&self, r: EvalRequest<'_>) -> Evaluation {
         let now = crate::util::now_nanos();
         let eval = Evaluation {
             id: r.id.clone(),
             namespace: r.namespace.to_string(),
             priority: r.priority,
             eval_type: r.job_type.to_string(),
-            triggered_by: r.triggered_by.to_string(),
+            triggered_by: r.triggered_by.as_str().to_string(),
             job_id: r.job_id.to_string(),
             job_modify_index: r.index,
             node_id: r.node_id.to_string(),
@@ -107,11 +138,11 @@ impl EvalBook {
             modify_time: now,
         };
         let mut evals = self.0.write().unwrap();
-        evals.push_back(eval);
+        evals.push_back(eval.clone());
         while evals.len() > MAX_EVALS {
             evals.pop_front();
         }
-        r.id
+        eval
     }
 
     /// One evaluation.
@@ -156,7 +187,7 @@ mod tests {
             job_type: "batch",
             priority: 50,
             groups: vec!["g".into()],
-            triggered_by: "job-register",
+            triggered_by: Trigger::JobRegister,
             index: 7,
             node_id: "n",
         }

@@ -35,11 +35,7 @@ async fn list(State(agent): State<AppState>, Query(q): Query<QueryOptions>) -> R
         .allocations()
         .iter()
         .filter(|a| q.prefix.as_deref().is_none_or(|p| a.id.starts_with(p)))
-        .filter(|a| {
-            q.namespace
-                .as_deref()
-                .is_none_or(|n| n == "*" || n == a.namespace)
-        })
+        .filter(|a| q.in_namespace(&a.namespace))
         .map(stub)
         .collect();
     with_index(index, &stubs)

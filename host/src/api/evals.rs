@@ -22,11 +22,7 @@ async fn list(State(agent): State<AppState>, Query(q): Query<QueryOptions>) -> R
         .evals
         .list(q.prefix.as_deref().unwrap_or(""))
         .into_iter()
-        .filter(|e| {
-            q.namespace
-                .as_deref()
-                .is_none_or(|n| n == "*" || n == e.namespace)
-        })
+        .filter(|e| q.in_namespace(&e.namespace))
         .collect();
     with_index(index, &evals)
 }

@@ -186,18 +186,13 @@ fn read_range(
     Ok(buf)
 }
 
+/// `cat` is `readat` of the whole file, as text.
 async fn cat(
     State(agent): State<AppState>,
     UrlPath(id): UrlPath<String>,
     Query(q): Query<PathQuery>,
 ) -> Result<Response, ApiError> {
-    let (root, _) = alloc_root(&agent, &id)?;
-    let path = q
-        .path
-        .as_deref()
-        .ok_or_else(|| ApiError::bad_request("path: missing required parameter"))?;
-    let full = resolve(&root, path)?;
-    let data = read_range(&full, path, 0, None)?;
+    let data = read_requested(&agent, &id, &q, 0, None)?;
     Ok(([(header::CONTENT_TYPE, "text/plain; charset=utf-8")], data).into_response())
 }
 
@@ -206,14 +201,24 @@ async fn readat(
     UrlPath(id): UrlPath<String>,
     Query(q): Query<PathQuery>,
 ) -> Result<Response, ApiError> {
-    let (root, _) = alloc_root(&agent, &id)?;
+    let data = read_requested(&agent, &id, &q, q.offset.unwrap_or(0), q.limit)?;
+    Ok(([(header::CONTENT_TYPE, "application/octet-stream")], data).into_response())
+}
+
+/// The bytes of the file `?path=` names (required) in allocation `id`, from `offset`.
+fn read_requested(
+    agent: &AppState,
+    id: &str,
+    q: &PathQuery,
+    offset: u64,
+    limit: Option<u64>,
+) -> Result<Vec<u8>, ApiError> {
+    let (root, _) = alloc_root(agent, id)?;
     let path = q
         .path
         .as_deref()
         .ok_or_else(|| ApiError::bad_request("path: missing required parameter"))?;
-    let full = resolve(&root, path)?;
-    let data = read_range(&full, path, q.offset.unwrap_or(0), q.limit)?;
-    Ok(([(header::CONTENT_TYPE, "application/octet-stream")], data).into_response())
+    read_range(&resolve(&root, path)?, path, offset, limit)
 }
 
 #[derive(Debug, Deserialize)]

@@ -121,11 +121,10 @@ async fn validate(State(agent): State<AppState>, body: Bytes) -> Result<Response
 
 async fn list(State(agent): State<AppState>, Query(q): Query<QueryOptions>) -> Response {
     let index = q.block(&agent).await;
-    let ns = q.namespace.clone();
     let stubs: Vec<_> = agent
         .jobs()
         .into_iter()
-        .filter(|j| ns.as_deref().is_none_or(|n| n == "*" || n == j.job.namespace))
+        .filter(|j| q.in_namespace(&j.job.namespace))
         .filter(|j| q.prefix.as_deref().is_none_or(|p| j.job.id.starts_with(p)))
         .map(|j| {
             let allocs = agent.job_allocations(&j.job.namespace, &j.job.id);

@@ -194,6 +194,14 @@ pub struct QueryOptions {
 }
 
 impl QueryOptions {
+    /// Whether an object in `namespace` passes the `?namespace=` filter of a list
+    /// (none given, or `*`: every namespace).
+    pub(crate) fn in_namespace(&self, namespace: &str) -> bool {
+        self.namespace
+            .as_deref()
+            .is_none_or(|n| n == "*" || n == namespace)
+    }
+
     pub(crate) fn namespace(&self) -> String {
         self.namespace
             .clone()

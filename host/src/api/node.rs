@@ -114,7 +114,7 @@ async fn components(State(agent): State<AppState>) -> Response {
                 "Grants": c.grants().summary(), "MemoryMB": c.limits().memory_bytes >> 20,
                 "CallTimeoutMillis": c.limits().call_timeout.as_millis() as u64,
                 "InstanceReuse": c.limits().instance_reuse, "WarmIdle": c.warm_idle(),
-                "Imports": c.inspection.imports, "GrantsUsed": c.inspection.grants_used(),
+                "Imports": c.imports, "GrantsUsed": crate::runtime::loader::grants_used(&c.imports),
             })
         })
         .collect();

@@ -4,7 +4,7 @@
 use reqwest::Method;
 use serde_json::{Value, json};
 
-use super::{ApiArgs, format_time, print_json};
+use super::{ApiArgs, format_time, print_json, short_id};
 
 /// Allocation commands.
 #[derive(Debug, clap::Subcommand)]
@@ -129,8 +129,8 @@ pub(super) async fn run(cmd: AllocCommand) -> anyhow::Result<i32> {
             )
             .await?;
             match task {
-                Some(t) => println!("==> Task {t:?} of allocation {} restarted", short(&id)),
-                None => println!("==> Allocation {} restarted", short(&id)),
+                Some(t) => println!("==> Task {t:?} of allocation {} restarted", short_id(&id)),
+                None => println!("==> Allocation {} restarted", short_id(&id)),
             }
             Ok(0)
         }
@@ -147,7 +147,7 @@ pub(super) async fn run(cmd: AllocCommand) -> anyhow::Result<i32> {
                 Some(&json!({ "Signal": signal, "Task": task.unwrap_or_default() })),
             )
             .await?;
-            println!("==> Sent {signal} to allocation {}", short(&id));
+            println!("==> Sent {signal} to allocation {}", short_id(&id));
             Ok(0)
         }
         AllocCommand::Stop { api, id } => {
@@ -157,16 +157,12 @@ pub(super) async fn run(cmd: AllocCommand) -> anyhow::Result<i32> {
                 .await?;
             println!(
                 "==> Allocation {} stopping (evaluation {})",
-                short(&id),
+                short_id(&id),
                 v["EvalID"].as_str().unwrap_or("")
             );
             Ok(0)
         }
     }
-}
-
-fn short(id: &str) -> &str {
-    &id[..8.min(id.len())]
 }
 
 /// The full id of the one allocation whose id starts with `prefix`.
@@ -187,7 +183,10 @@ async fn resolve(api: &ApiArgs, prefix: &str) -> anyhow::Result<String> {
         many => anyhow::bail!(
             "Prefix {prefix:?} matched {} allocations: {}",
             many.len(),
-            many.iter().map(|i| short(i)).collect::<Vec<_>>().join(", ")
+            many.iter()
+                .map(|i| short_id(i))
+                .collect::<Vec<_>>()
+                .join(", ")
         ),
     }
 }
@@ -210,13 +209,13 @@ async fn one_task(api: &ApiArgs, id: &str, task: Option<String>) -> anyhow::Resu
         Some(t) if tasks.contains(&t) => Ok(t),
         Some(t) => anyhow::bail!(
             "allocation {} has no task {t:?} (tasks: {})",
-            short(id),
+            short_id(id),
             tasks.join(", ")
         ),
         None if tasks.len() == 1 => Ok(tasks[0].clone()),
         None => anyhow::bail!(
             "allocation {} has {} tasks; name one: {}",
-            short(id),
+            short_id(id),
             tasks.len(),
             tasks.join(", ")
         ),
@@ -307,9 +306,9 @@ fn print_status(a: &Value) {
     let s = |v: &Value| v.as_str().unwrap_or("").to_string();
     let rows = [
         ("ID", s(&a["ID"])),
-        ("Eval ID", short(&s(&a["EvalID"])).to_string()),
+        ("Eval ID", short_id(&s(&a["EvalID"])).to_string()),
         ("Name", s(&a["Name"])),
-        ("Node ID", short(&s(&a["NodeID"])).to_string()),
+        ("Node ID", short_id(&s(&a["NodeID"])).to_string()),
         ("Node Name", s(&a["NodeName"])),
         ("Job ID", s(&a["JobID"])),
         ("Client Status", s(&a["ClientStatus"])),

@@ -213,7 +213,7 @@ pub async fn job_run(
                 {
                     println!(
                         "    {} {}[{}] {}: {}",
-                        &id[..8.min(id.len())],
+                        super::short_id(id),
                         a["TaskGroup"].as_str().unwrap_or(""),
                         task,
                         ev["Type"].as_str().unwrap_or(""),
@@ -332,7 +332,7 @@ async fn job_status(api: &ApiArgs, id: Option<&str>, json: bool) -> anyhow::Resu
                 let tasks = a["TaskStates"].as_object().map(|m| m.len()).unwrap_or(0);
                 println!(
                     "{:<10} {:<10} {:<12} {:<8} {:<8}",
-                    &id[..8.min(id.len())],
+                    super::short_id(id),
                     a["TaskGroup"].as_str().unwrap_or(""),
                     a["DesiredStatus"].as_str().unwrap_or(""),
                     a["ClientStatus"].as_str().unwrap_or(""),

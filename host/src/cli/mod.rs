@@ -153,6 +153,11 @@ pub async fn main(cli: Cli) -> anyhow::Result<i32> {
     }
 }
 
+/// The first 8 characters of an id, as nomad's tables show ids.
+pub(crate) fn short_id(id: &str) -> &str {
+    id.get(..8).unwrap_or(id)
+}
+
 /// Print a value as indented JSON (the `-json` output).
 pub(crate) fn print_json(v: &serde_json::Value) {
     println!(

@@ -60,7 +60,7 @@ pub(super) async fn run(cmd: NodeCommand) -> anyhow::Result<i32> {
         for n in nodes.as_array().cloned().unwrap_or_default() {
             println!(
                 "{:<10} {:<10} {:<12} {:<20} {:<8} {:<12} {}",
-                short(&n["ID"]),
+                super::short_id(n["ID"].as_str().unwrap_or("")),
                 n["NodePool"].as_str().unwrap_or(""),
                 n["Datacenter"].as_str().unwrap_or(""),
                 n["Name"].as_str().unwrap_or(""),
@@ -152,7 +152,7 @@ pub(super) async fn run(cmd: NodeCommand) -> anyhow::Result<i32> {
     for a in allocs.as_array().cloned().unwrap_or_default() {
         println!(
             "{:<10} {:<20} {:<12} {:<9} {:<9}",
-            short(&a["ID"]),
+            super::short_id(a["ID"].as_str().unwrap_or("")),
             s(&a["JobID"]),
             s(&a["TaskGroup"]),
             s(&a["DesiredStatus"]),
@@ -160,8 +160,4 @@ pub(super) async fn run(cmd: NodeCommand) -> anyhow::Result<i32> {
         );
     }
     Ok(0)
-}
-
-fn short(v: &Value) -> String {
-    v.as_str().unwrap_or("").chars().take(8).collect()
 }

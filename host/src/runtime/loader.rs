@@ -60,24 +60,22 @@ pub struct Inspection {
     pub imports: Vec<String>,
 }
 
-impl Inspection {
-    /// The grants its imports can use: `env`, `devices`, `events`, `process`; `task_dir`
-    /// for WASI filesystem access. Without them those calls are denied.
-    pub fn grants_used(&self) -> Vec<&'static str> {
-        let mut out = Vec::new();
-        for (needle, grant) in [
-            ("paddock:plugin/env@", "env"),
-            ("paddock:plugin/devices@", "devices"),
-            ("paddock:plugin/events@", "events"),
-            ("paddock:plugin/process@", "process"),
-            ("wasi:filesystem/", "task_dir"),
-        ] {
-            if self.imports.iter().any(|i| i.starts_with(needle)) && !out.contains(&grant) {
-                out.push(grant);
-            }
+/// The grants a component importing `imports` can use: `env`, `devices`, `events`,
+/// `process`; `task_dir` for WASI filesystem access. Without them those calls are denied.
+pub fn grants_used(imports: &[String]) -> Vec<&'static str> {
+    let mut out = Vec::new();
+    for (needle, grant) in [
+        ("paddock:plugin/env@", "env"),
+        ("paddock:plugin/devices@", "devices"),
+        ("paddock:plugin/events@", "events"),
+        ("paddock:plugin/process@", "process"),
+        ("wasi:filesystem/", "task_dir"),
+    ] {
+        if imports.iter().any(|i| i.starts_with(needle)) && !out.contains(&grant) {
+            out.push(grant);
         }
-        out
     }
+    out
 }
 
 /// Why a file is not a component Paddock can host.

@@ -113,8 +113,8 @@ pub struct LoadedComponent {
     pub loaded_at: u64,
     /// Whether compilation came from the cache.
     pub cache: CacheOutcome,
-    /// What it imports, and so which grants it can use ([`loader::Inspection`]).
-    pub inspection: loader::Inspection,
+    /// What it imports, and so which grants it can use ([`loader::grants_used`]).
+    pub imports: Vec<String>,
     /// Time to compile or deserialize and pre-link.
     pub load_time: Duration,
     pub(crate) ctx: Arc<ComponentContext>,
@@ -297,7 +297,7 @@ impl Runtime {
             name: String::new(),
             world: inspection.world,
             contract_version: inspection.version.clone(),
-            inspection: inspection.clone(),
+            imports: inspection.imports.clone(),
             plugin_version: String::new(),
             sha256: sha,
             source: source.clone(),

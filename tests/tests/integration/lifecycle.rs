@@ -14,6 +14,27 @@ fn task(name: &str, config: Value, lifecycle: Option<(&str, bool)>, leader: bool
     t
 }
 
+/// Wait until every one of `tasks` of job `id`'s allocation runs, then stop the allocation.
+async fn stop_when_running(t: &TestAgent, id: &str, tasks: &[&str]) {
+    let allocs = t
+        .wait_allocs(id, Duration::from_secs(20), |a| {
+            a.first().is_some_and(|a| {
+                tasks
+                    .iter()
+                    .all(|n| a["TaskStates"][n]["State"] == "running")
+            })
+        })
+        .await;
+    let alloc = allocs[0]["ID"].as_str().unwrap();
+    let r = t
+        .http
+        .post(t.url(&format!("/v1/allocation/{alloc}/stop")))
+        .send()
+        .await
+        .unwrap();
+    assert!(r.status().is_success());
+}
+
 async fn run(t: &TestAgent, id: &str, tasks: Vec<Value>) -> Value {
     t.post_job(json!({ "ID": id, "Type": "batch", "TaskGroups": [{ "Name": "g", "RestartPolicy": { "Attempts": 0 }, "Tasks": tasks }] })).await;
     let allocs = t
@@ -144,21 +165,7 @@ async fn stopping_kills_the_leader_first_then_main_tasks_then_sidecars() {
         task("boss", json!({"run_for": "1h", "kill_after": "150ms"}), None, true),
     ] }] });
     t.post_job(job).await;
-    let allocs = t
-        .wait_allocs("stopme", Duration::from_secs(20), |a| {
-            a.first().is_some_and(|a| {
-                ["side", "worker", "boss"]
-                    .iter()
-                    .all(|n| a["TaskStates"][n]["State"] == "running")
-            })
-        })
-        .await;
-    let id = allocs[0]["ID"].as_str().unwrap().to_string();
-    t.http
-        .post(t.url(&format!("/v1/allocation/{id}/stop")))
-        .send()
-        .await
-        .unwrap();
+    stop_when_running(&t, "stopme", &["side", "worker", "boss"]).await;
     let a = t.finished_alloc("stopme").await;
     let (boss, worker, side) = (
         event_time(&a, "boss", "Killing"),
@@ -208,21 +215,7 @@ async fn a_task_waits_its_shutdown_delay_before_it_is_sent_its_kill_signal() {
         task("prompt", json!({"run_for": "1h"}), None, false),
     ] }] });
     t.post_job(job).await;
-    let allocs = t
-        .wait_allocs("delay", Duration::from_secs(20), |a| {
-            a.first().is_some_and(|a| {
-                ["delayed", "prompt"]
-                    .iter()
-                    .all(|n| a["TaskStates"][n]["State"] == "running")
-            })
-        })
-        .await;
-    let id = allocs[0]["ID"].as_str().unwrap().to_string();
-    t.http
-        .post(t.url(&format!("/v1/allocation/{id}/stop")))
-        .send()
-        .await
-        .unwrap();
+    stop_when_running(&t, "delay", &["delayed", "prompt"]).await;
     let a = t.finished_alloc("delay").await;
     let waiting = event_time(&a, "delayed", "Waiting for shutdown delay");
     let killing = event_time(&a, "delayed", "Killing");
@@ -251,21 +244,7 @@ async fn a_stopped_allocation_waits_its_group_shutdown_delay_before_any_kill() {
             task("b", json!({"run_for": "1h"}), None, false),
         ] }] });
     t.post_job(job).await;
-    let allocs = t
-        .wait_allocs("gdelay", Duration::from_secs(20), |a| {
-            a.first().is_some_and(|a| {
-                ["a", "b"]
-                    .iter()
-                    .all(|n| a["TaskStates"][n]["State"] == "running")
-            })
-        })
-        .await;
-    let id = allocs[0]["ID"].as_str().unwrap().to_string();
-    t.http
-        .post(t.url(&format!("/v1/allocation/{id}/stop")))
-        .send()
-        .await
-        .unwrap();
+    stop_when_running(&t, "gdelay", &["a", "b"]).await;
     let a = t.finished_alloc("gdelay").await;
     for task in ["a", "b"] {
         let waiting = event_time(&a, task, "Waiting for shutdown delay");
