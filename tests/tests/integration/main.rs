@@ -4,6 +4,7 @@
 mod harness;
 
 mod api;
+mod bad_input;
 mod cli;
 mod devices;
 mod fs;
@@ -16,3 +17,4 @@ mod raw_exec;
 mod restore;
 mod runtime;
 mod state;
+mod telemetry;
