@@ -13,11 +13,10 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use criterion::{Criterion, criterion_group, criterion_main};
-use paddock::drivermanager::{Driver, DriverManager};
-use paddock::runtime::bindings::v0_1_0::driver::exports::paddock::plugin::task_driver::WaitStatus;
-use paddock::runtime::bindings::v0_1_0::types::{
-    ExitResult, LogConfig, TaskConfig, TaskHandle, TaskResources,
+use paddock::drivermanager::types::{
+    ExitResult, LogConfig, TaskConfig, TaskHandle, TaskResources, WaitStatus,
 };
+use paddock::drivermanager::{Driver, DriverManager, DriverServices};
 use paddock::runtime::{ComponentSettings, ComponentSource, Grants, Runtime, RuntimeOptions};
 use serde_json::{Value, json};
 
@@ -125,8 +124,9 @@ mod native_mock {
     }
 }
 
-/// A runtime with the mock and raw_exec drivers loaded; `reuse` overrides `instance_reuse`.
-fn runtime(tokio: &tokio::runtime::Runtime, reuse: Option<u32>) -> Arc<Runtime> {
+/// A driver manager over a runtime with the mock and raw_exec drivers loaded; `reuse`
+/// overrides `instance_reuse`.
+fn load_drivers(tokio: &tokio::runtime::Runtime, reuse: Option<u32>) -> Arc<DriverManager> {
     let mut settings = BTreeMap::new();
     settings.insert(
         "raw_exec".to_string(),
@@ -146,8 +146,10 @@ fn runtime(tokio: &tokio::runtime::Runtime, reuse: Option<u32>) -> Arc<Runtime> 
             ..Default::default()
         },
     );
+    let services = DriverServices::new();
     let rt = Runtime::new(RuntimeOptions {
         components: settings,
+        services: services.host_services(),
         ..Default::default()
     })
     .unwrap();
@@ -164,7 +166,7 @@ fn runtime(tokio: &tokio::runtime::Runtime, reuse: Option<u32>) -> Arc<Runtime> 
             .unwrap();
         }
     });
-    rt
+    DriverManager::new(rt, services)
 }
 
 fn benches(c: &mut Criterion) {
@@ -173,10 +175,9 @@ fn benches(c: &mut Criterion) {
         .enable_all()
         .build()
         .unwrap();
-    let rt = runtime(&tokio, None);
+    let dm = load_drivers(&tokio, None);
     // The same components, every call in a fresh store (`instance_reuse = 1`).
-    let rt_fresh = runtime(&tokio, Some(1));
-    let dm = DriverManager::new(rt.clone());
+    let dm_fresh = load_drivers(&tokio, Some(1));
     let dir = tempfile::tempdir().unwrap();
     let dir_s = dir.path().display().to_string();
 
@@ -191,7 +192,6 @@ fn benches(c: &mut Criterion) {
             r
         })
     });
-    let dm_fresh = DriverManager::new(rt_fresh.clone());
     let mock_fresh = dm_fresh.dispense("mock").unwrap();
     g.bench_function("component_fresh_store", |b| {
         b.to_async(&tokio).iter(|| async {
@@ -224,9 +224,9 @@ fn benches(c: &mut Criterion) {
     });
     // The agent's path: the process starts under the task executor and is recorded in a
     // state DB, so that it outlives the agent.
-    let rt_exec = runtime(&tokio, None);
+    let dm_exec = load_drivers(&tokio, None);
     let exec_dir = tempfile::tempdir().unwrap();
-    rt_exec.services().processes.use_executor(
+    dm_exec.services().processes.use_executor(
         paddock::executor::client::ExecutorConfig {
             program: env!("CARGO_BIN_EXE_agent").into(),
             socket: exec_dir.path().join("executor.sock"),
@@ -236,7 +236,6 @@ fn benches(c: &mut Criterion) {
             paddock::state::MemState::new(),
         ))),
     );
-    let dm_exec = DriverManager::new(rt_exec.clone());
     let raw_exec = dm_exec.dispense("raw_exec").unwrap();
     g.bench_function("component_executor", |b| {
         b.to_async(&tokio).iter(|| async {
@@ -294,14 +293,14 @@ fn whole_task(c: &mut Criterion) {
                     .unwrap();
                     let r = agent.register_job(job).unwrap();
                     let alloc_id = r.allocs[0].clone();
-                    let mut changes = agent.changes.subscribe();
                     loop {
+                        let index = agent.index();
                         let a = agent.allocation(&alloc_id).unwrap();
                         if a.task_states.values().all(|s| s.state == "dead") && a.is_terminal() {
                             assert_eq!(a.client_status, "complete");
                             break;
                         }
-                        let _ = changes.changed().await;
+                        agent.wait_for_change(index, Duration::from_secs(10)).await;
                     }
                 }
             })

@@ -106,7 +106,12 @@ fn restore(c: &mut Criterion) {
     // A state file with 1,000 running mock allocations, each with a real mock handle.
     let template = tempfile::tempdir().unwrap();
     let handle = tokio.block_on(async {
-        let rt = paddock::runtime::Runtime::new(Default::default()).unwrap();
+        let services = paddock::drivermanager::DriverServices::new();
+        let rt = paddock::runtime::Runtime::new(paddock::runtime::RuntimeOptions {
+            services: services.host_services(),
+            ..Default::default()
+        })
+        .unwrap();
         let a = guest_artifacts::MOCK_DRIVER;
         rt.load(
             paddock::runtime::ComponentSource::BuiltIn(a.file_name.into()),
@@ -114,9 +119,9 @@ fn restore(c: &mut Criterion) {
         )
         .await
         .unwrap();
-        let dm = paddock::drivermanager::DriverManager::new(rt);
+        let dm = paddock::drivermanager::DriverManager::new(rt, services);
         let mock = dm.dispense("mock").unwrap();
-        let cfg = paddock::runtime::bindings::v0_1_0::types::TaskConfig {
+        let cfg = paddock::drivermanager::types::TaskConfig {
             id: "x/t/00000000".into(),
             name: "t".into(),
             alloc_id: "x".into(),
@@ -129,7 +134,7 @@ fn restore(c: &mut Criterion) {
             env: vec![],
             device_env: vec![],
             user: String::new(),
-            resources: paddock::runtime::bindings::v0_1_0::types::TaskResources {
+            resources: paddock::drivermanager::types::TaskResources {
                 cpu_mhz: 100,
                 memory_mb: 64,
                 memory_max_mb: 0,
@@ -139,7 +144,7 @@ fn restore(c: &mut Criterion) {
             task_dir: "/tmp".into(),
             stdout_path: String::new(),
             stderr_path: String::new(),
-            logs: paddock::runtime::bindings::v0_1_0::types::LogConfig {
+            logs: paddock::drivermanager::types::LogConfig {
                 max_files: 1,
                 max_file_size_mb: 1,
             },
@@ -175,7 +180,7 @@ fn restore(c: &mut Criterion) {
                 &id,
                 "t",
                 &TaskState {
-                    state: "running".into(),
+                    state: paddock::structs::TaskRunState::Running,
                     ..Default::default()
                 },
             )
@@ -222,7 +227,7 @@ fn restore(c: &mut Criterion) {
                     })
                     .await
                     .unwrap();
-                    while agent.drivers.event_handlers() < 1000 {
+                    while agent.attached_tasks() < 1000 {
                         tokio::time::sleep(Duration::from_millis(1)).await;
                     }
                     agent

@@ -2,18 +2,31 @@
 //! drivers, task-runner hooks, device plugins, restart policies, a local state DB) in which
 //! every extension point is a sandboxed WebAssembly component.
 //!
-//! Module map (see README's architecture section):
-//! - [`runtime`]: the wasmtime engine, compile cache, loader, grants, registry, host interfaces;
-//! - [`drivermanager`]: drivers as components, fingerprinting, task events;
-//! - [`allocrunner`] and [`taskrunner`]: running allocations and their tasks;
-//! - [`taskenv`]: NOMAD_* variables and `${...}` interpolation;
-//! - [`state`]: the `StateDb` trait, redb and in-memory implementations;
-//! - [`jobspec`]: Nomad API JSON jobs into the typed model;
-//! - [`api`], [`cli`], [`agent`], [`config`]: what users touch.
+//! Module map, top down (see README's architecture section). Each layer uses only the ones
+//! below it:
+//! - [`cli`], [`api`]: what users touch; they parse, call the [`agent`] and render;
+//! - [`agent`]: wires the parts and offers typed operations (register, validate, restart,
+//!   signal, stats, gc, metrics); [`config`] is its HCL config;
+//! - [`allocrunner`]: one allocation, its lifecycle order, its record; above
+//! - [`taskrunner`]: one task, its hook phases and built-in hooks, its restarts;
+//! - the plugin edge, the only code that sees versioned bindings: [`drivermanager`],
+//!   [`devicemanager`], [`hookmanager`], with [`pluginbook`] (what the managers know of
+//!   their plugins) and [`node`] (identity, fingerprint, node events);
+//! - [`taskenv`] (the env builder), [`allocdir`], [`ports`], [`evals`], [`events`] and
+//!   [`changes`] (the change index and event stream), [`metrics`] (the metrics model),
+//!   [`structs`] (Nomad-shaped records), [`jobspec`] (HCL and JSON jobs), [`state`] (the
+//!   state DB), [`executor`] (the task executor and the process table), [`logmon`] (log
+//!   files), [`util`];
+//! - [`runtime`]: the component runtime crate, which knows nothing of the agent.
+
+/// The component runtime this agent is built on (the `paddock-runtime` crate).
+pub use paddock_runtime as runtime;
 
 pub mod agent;
+pub mod allocdir;
 pub mod allocrunner;
 pub mod api;
+pub mod changes;
 pub mod cli;
 pub mod config;
 pub mod devicemanager;
@@ -21,11 +34,13 @@ pub mod drivermanager;
 pub mod evals;
 pub mod events;
 pub mod executor;
+pub mod hookmanager;
 pub mod jobspec;
 pub mod logmon;
+pub mod metrics;
 pub mod node;
+pub mod pluginbook;
 pub mod ports;
-pub mod runtime;
 pub mod state;
 pub mod structs;
 pub mod taskenv;

@@ -173,6 +173,28 @@ fn primary_ip() -> Option<String> {
     (!ip.is_unspecified()).then(|| ip.to_string())
 }
 
+/// Host memory: total, available and free, bytes.
+pub fn meminfo() -> (u64, u64, u64) {
+    let text = std::fs::read_to_string("/proc/meminfo").unwrap_or_default();
+    let get = |k: &str| {
+        text.lines()
+            .find(|l| l.starts_with(k))
+            .and_then(|l| l.split_whitespace().nth(1))
+            .and_then(|v| v.parse::<u64>().ok())
+            .unwrap_or(0)
+            * 1024
+    };
+    (get("MemTotal:"), get("MemAvailable:"), get("MemFree:"))
+}
+
+/// Host uptime, seconds.
+pub fn uptime_secs() -> u64 {
+    std::fs::read_to_string("/proc/uptime")
+        .ok()
+        .and_then(|s| s.split_whitespace().next()?.parse::<f64>().ok())
+        .unwrap_or(0.0) as u64
+}
+
 /// A node event (Nomad's NodeEvent), e.g. a driver's health changing.
 #[derive(Debug, Clone, PartialEq, serde::Serialize)]
 #[serde(rename_all = "PascalCase")]

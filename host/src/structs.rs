@@ -7,55 +7,130 @@ use serde::{Deserialize, Serialize};
 
 use crate::jobspec::Job;
 
-/// Task event types, as Nomad names them.
-pub mod event_type {
-    /// The task was received by the client.
-    pub const RECEIVED: &str = "Received";
-    /// The task's directories and environment are being set up.
-    pub const TASK_SETUP: &str = "Task Setup";
-    /// The driver started the task.
-    pub const STARTED: &str = "Started";
-    /// The task exited.
-    pub const TERMINATED: &str = "Terminated";
-    /// The task's driver config failed validation.
-    pub const FAILED_VALIDATION: &str = "Failed Validation";
-    /// The driver failed (including a trapped or hung driver component).
-    pub const DRIVER_FAILURE: &str = "Driver Failure";
-    /// A setup step (hook) failed.
-    pub const SETUP_FAILURE: &str = "Setup Failure";
-    /// The task was asked to stop.
-    pub const KILLING: &str = "Killing";
-    /// The task was stopped.
-    pub const KILLED: &str = "Killed";
-    /// The task will not be restarted.
-    pub const NOT_RESTARTING: &str = "Not Restarting";
-    /// The task will be restarted.
-    pub const RESTARTING: &str = "Restarting";
-    /// An event a driver emitted.
-    pub const DRIVER: &str = "Driver";
-    /// The group's leader task died, so this task is being killed.
-    pub const LEADER_DEAD: &str = "Leader Task Dead";
-    /// The task will not run: the allocation stopped or a prestart task failed first.
-    pub const NOT_STARTED: &str = "Task Not Started";
-    /// The task waits its shutdown delay before it is killed.
-    pub const WAITING_SHUTDOWN_DELAY: &str = "Waiting for shutdown delay";
-    /// A user asked for the task to restart.
-    pub const RESTART_SIGNALED: &str = "Restart Signaled";
-    /// A user sent the task a signal.
-    pub const SIGNALING: &str = "Signaling";
-    /// A task that ran before an agent restart could not be taken back.
-    pub const FAILED_RESTORING: &str = "Failed Restoring Task";
-    /// A hook failed outside prestart (the task goes on).
-    pub const HOOK_FAILED: &str = "Task hook failed";
+/// Defines an enum whose variants serialize as the strings Nomad uses, with `as_str`.
+macro_rules! wire_enum {
+    ($(#[$doc:meta])* $name:ident { $($(#[$vdoc:meta])* $variant:ident = $wire:literal,)* }) => {
+        $(#[$doc])*
+        #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+        pub enum $name {
+            $($(#[$vdoc])* #[serde(rename = $wire)] $variant,)*
+        }
+
+        impl $name {
+            /// The name on the wire.
+            pub fn as_str(self) -> &'static str {
+                match self {
+                    $($name::$variant => $wire,)*
+                }
+            }
+        }
+
+        impl std::fmt::Display for $name {
+            fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+                f.write_str(self.as_str())
+            }
+        }
+
+        /// Compares with the wire name, as the API's JSON shows it.
+        impl PartialEq<&str> for $name {
+            fn eq(&self, other: &&str) -> bool {
+                self.as_str() == *other
+            }
+        }
+    };
 }
 
+wire_enum!(
+    /// Task event types, as Nomad names them.
+    TaskEventType {
+        /// The task was received by the client.
+        Received = "Received",
+        /// The task's directories and environment are being set up.
+        TaskSetup = "Task Setup",
+        /// The driver started the task.
+        Started = "Started",
+        /// The task exited.
+        Terminated = "Terminated",
+        /// The task's driver config failed validation.
+        FailedValidation = "Failed Validation",
+        /// The driver failed (including a trapped or hung driver component).
+        DriverFailure = "Driver Failure",
+        /// A setup step (hook) failed.
+        SetupFailure = "Setup Failure",
+        /// The task was asked to stop.
+        Killing = "Killing",
+        /// The task was stopped.
+        Killed = "Killed",
+        /// The task will not be restarted.
+        NotRestarting = "Not Restarting",
+        /// The task will be restarted.
+        Restarting = "Restarting",
+        /// An event a driver emitted.
+        Driver = "Driver",
+        /// The group's leader task died, so this task is being killed.
+        LeaderDead = "Leader Task Dead",
+        /// The task will not run: the allocation stopped or a prestart task failed first.
+        NotStarted = "Task Not Started",
+        /// The task waits its shutdown delay before it is killed.
+        WaitingShutdownDelay = "Waiting for shutdown delay",
+        /// A user asked for the task to restart.
+        RestartSignaled = "Restart Signaled",
+        /// A user sent the task a signal.
+        Signaling = "Signaling",
+        /// A task that ran before an agent restart could not be taken back.
+        FailedRestoring = "Failed Restoring Task",
+        /// A hook failed outside prestart (the task goes on).
+        HookFailed = "Task hook failed",
+    }
+);
+
+wire_enum!(
+    /// Where a task is in its life (Nomad's `TaskState.State`).
+    TaskRunState {
+        /// Not started yet, or waiting to restart.
+        Pending = "pending",
+        /// Running.
+        Running = "running",
+        /// Exited for good.
+        Dead = "dead",
+    }
+);
+
+wire_enum!(
+    /// An allocation's status as the client reports it (Nomad's `ClientStatus`).
+    ClientStatus {
+        /// Not yet running.
+        Pending = "pending",
+        /// At least one task running.
+        Running = "running",
+        /// All tasks finished successfully.
+        Complete = "complete",
+        /// A task failed.
+        Failed = "failed",
+        /// The client lost track of it.
+        Lost = "lost",
+    }
+);
+
+wire_enum!(
+    /// What the scheduler wants of an allocation (Nomad's `DesiredStatus`).
+    DesiredStatus {
+        /// Run it.
+        Run = "run",
+        /// Stop it.
+        Stop = "stop",
+        /// Evict it.
+        Evict = "evict",
+    }
+);
+
 /// One task event.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, Default)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(rename_all = "PascalCase")]
 pub struct TaskEvent {
-    /// Event type (see [`event_type`]).
+    /// Event type.
     #[serde(rename = "Type")]
-    pub event_type: String,
+    pub event_type: TaskEventType,
     /// When, ns since the epoch.
     pub time: u64,
     /// Message for people.
@@ -86,14 +161,23 @@ pub struct TaskEvent {
 
 impl TaskEvent {
     /// A new event of `event_type` now, with `message`.
-    pub fn new(event_type: &str, message: impl Into<String>) -> Self {
+    pub fn new(event_type: TaskEventType, message: impl Into<String>) -> Self {
         let message = message.into();
         Self {
-            event_type: event_type.to_string(),
+            event_type,
             time: crate::util::now_nanos(),
             display_message: message.clone(),
             message,
-            ..Default::default()
+            details: BTreeMap::new(),
+            fails_task: false,
+            exit_code: 0,
+            signal: 0,
+            driver_error: String::new(),
+            validation_error: String::new(),
+            setup_error: String::new(),
+            kill_reason: String::new(),
+            start_delay: 0,
+            driver_message: String::new(),
         }
     }
 
@@ -104,16 +188,6 @@ impl TaskEvent {
     }
 }
 
-/// Task state values.
-pub mod task_state {
-    /// Not started yet.
-    pub const PENDING: &str = "pending";
-    /// Running.
-    pub const RUNNING: &str = "running";
-    /// Exited for good.
-    pub const DEAD: &str = "dead";
-}
-
 /// Most events kept per task (Nomad keeps 10).
 pub const MAX_EVENTS: usize = 10;
 
@@ -122,7 +196,7 @@ pub const MAX_EVENTS: usize = 10;
 #[serde(rename_all = "PascalCase")]
 pub struct TaskState {
     /// pending | running | dead.
-    pub state: String,
+    pub state: TaskRunState,
     /// Whether the task failed.
     pub failed: bool,
     /// Restarts so far.
@@ -140,7 +214,7 @@ pub struct TaskState {
 impl Default for TaskState {
     fn default() -> Self {
         Self {
-            state: task_state::PENDING.into(),
+            state: TaskRunState::Pending,
             failed: false,
             restarts: 0,
             last_restart: 0,
@@ -165,39 +239,27 @@ impl TaskState {
     }
 }
 
-/// Client status values.
-pub mod client_status {
-    /// Not yet running.
-    pub const PENDING: &str = "pending";
-    /// At least one task running.
-    pub const RUNNING: &str = "running";
-    /// All tasks finished successfully.
-    pub const COMPLETE: &str = "complete";
-    /// A task failed.
-    pub const FAILED: &str = "failed";
-}
-
 /// Client status of an allocation from its task states, as Nomad derives it:
 /// failed > running > pending > complete.
-pub fn derive_client_status<'a>(states: impl IntoIterator<Item = &'a TaskState>) -> &'static str {
+pub fn derive_client_status<'a>(states: impl IntoIterator<Item = &'a TaskState>) -> ClientStatus {
     let (mut failed, mut running, mut pending, mut any) = (false, false, false, false);
     for s in states {
         any = true;
-        match s.state.as_str() {
-            task_state::PENDING => pending = true,
-            task_state::RUNNING => running = true,
-            task_state::DEAD if s.failed => failed = true,
-            _ => {}
+        match s.state {
+            TaskRunState::Pending => pending = true,
+            TaskRunState::Running => running = true,
+            TaskRunState::Dead if s.failed => failed = true,
+            TaskRunState::Dead => {}
         }
     }
     if failed {
-        client_status::FAILED
+        ClientStatus::Failed
     } else if running {
-        client_status::RUNNING
+        ClientStatus::Running
     } else if pending || !any {
-        client_status::PENDING
+        ClientStatus::Pending
     } else {
-        client_status::COMPLETE
+        ClientStatus::Complete
     }
 }
 
@@ -289,11 +351,11 @@ pub struct Allocation {
     #[serde(skip)]
     pub index: u32,
     /// run | stop.
-    pub desired_status: String,
+    pub desired_status: DesiredStatus,
     /// Why it is desired so.
     pub desired_description: String,
     /// pending | running | complete | failed.
-    pub client_status: String,
+    pub client_status: ClientStatus,
     /// Why.
     pub client_description: String,
     /// Task states by task name.
@@ -320,8 +382,8 @@ impl Allocation {
     /// Whether the client is done with it.
     pub fn is_terminal(&self) -> bool {
         matches!(
-            self.client_status.as_str(),
-            client_status::COMPLETE | client_status::FAILED
+            self.client_status,
+            ClientStatus::Complete | ClientStatus::Failed
         )
     }
 }
@@ -332,7 +394,7 @@ mod tests {
 
     fn st(state: &str, failed: bool) -> TaskState {
         TaskState {
-            state: state.into(),
+            state: serde_json::from_value(serde_json::json!(state)).unwrap(),
             failed,
             ..Default::default()
         }
@@ -362,7 +424,7 @@ mod tests {
     fn events_are_capped() {
         let mut s = TaskState::default();
         for i in 0..15 {
-            s.push_event(TaskEvent::new("x", format!("{i}")));
+            s.push_event(TaskEvent::new(TaskEventType::Driver, format!("{i}")));
         }
         assert_eq!(s.events.len(), MAX_EVENTS);
         assert_eq!(s.events[0].message, "5");

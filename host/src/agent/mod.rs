@@ -1,9 +1,13 @@
-//! The agent: wires the runtime, driver manager, state DB and alloc runners together and
-//! keeps the jobs and allocations the API serves.
+//! The agent: wires the runtime, the plugin managers, the state DB and the alloc runners
+//! together, keeps the jobs and allocations, and offers what the API and CLI do to them as
+//! typed operations. Its parts are private: callers get views and results, never a
+//! manager or a runner.
 //!
 //! A single node is its own scheduler: registering a job places `count` allocations of
 //! each group here at once (`placement.rs`). Re-registering an identical job changes
 //! nothing; a changed job updates in place what no task sees and replaces the rest.
+//! `ops.rs` acts on running allocations, `metrics.rs` collects the metrics model,
+//! `views.rs` shows the node and its components.
 
 use std::collections::BTreeMap;
 use std::path::PathBuf;
@@ -13,17 +17,30 @@ use std::time::Duration;
 use anyhow::Context;
 use serde::Serialize;
 
-use crate::allocrunner::{AllocRunner, Changes, Plugins};
+use crate::allocrunner::{AllocRunner, AllocRunnerConfig};
+use crate::changes::Changes;
 use crate::config::AgentConfig;
 use crate::devicemanager::DeviceManager;
-use crate::drivermanager::DriverManager;
+use crate::drivermanager::{DriverManager, DriverServices};
+use crate::hookmanager::HookManager;
 use crate::jobspec::Job;
-use crate::runtime::{Refusal, Runtime, RuntimeOptions};
+use crate::runtime::{ComponentSource, Refusal, Runtime, RuntimeOptions};
 use crate::state::{MemState, RedbState, StateDb};
-use crate::structs::{Allocation, client_status};
+use crate::structs::{Allocation, ClientStatus, DesiredStatus};
 use crate::taskenv::NodeInfo;
+use crate::taskrunner::interfaces::Plugins;
 
+mod metrics;
+mod ops;
 mod placement;
+mod views;
+
+/// Types the agent's results carry.
+pub use crate::devicemanager::DeviceGroupStats;
+pub use crate::drivermanager::types::ResourceUsage;
+pub use ops::{AllocActionError, AllocStats, ClientStats, TaskUsage, Validation};
+pub use placement::RegisterError;
+pub use views::ComponentView;
 
 /// How to start an agent.
 #[derive(Debug, Clone, Default)]
@@ -86,26 +103,19 @@ pub struct Registered {
 
 /// The running agent.
 pub struct Agent {
-    /// The component runtime.
-    pub runtime: Arc<Runtime>,
-    /// Drivers.
-    pub drivers: Arc<DriverManager>,
-    /// Device plugins.
-    pub devices: Arc<DeviceManager>,
-    /// WASM hooks and the tasks they attach to.
-    pub hooks: Arc<crate::taskrunner::HookSet>,
-    /// State DB.
-    pub db: Arc<dyn StateDb>,
+    runtime: Arc<Runtime>,
+    drivers: Arc<DriverManager>,
+    devices: Arc<DeviceManager>,
+    hooks: Arc<HookManager>,
+    db: Arc<dyn StateDb>,
     /// Evaluations, for tools that follow them.
-    pub evals: crate::evals::EvalBook,
-    /// Change counter.
-    pub changes: Arc<Changes>,
-    /// Data dir.
-    pub data_dir: PathBuf,
+    evals: crate::evals::EvalBook,
+    changes: Arc<Changes>,
+    data_dir: PathBuf,
     /// Components refused at start, with reasons.
-    pub refusals: Vec<String>,
+    refusals: Vec<String>,
     /// The API token every request must carry, if set (`acl { token = ... }`).
-    pub acl_token: Option<String>,
+    acl_token: Option<String>,
     node: RwLock<NodeInfo>,
     host_attributes: BTreeMap<String, String>,
     /// The IP group ports are reserved on: loopback in dev mode (as Nomad's `-dev` uses
@@ -142,6 +152,27 @@ impl Agent {
             Arc::new(RedbState::open(&data_dir.join("state.redb"))?)
         };
 
+        // Host processes go through the task executor and are recorded in the state DB, so
+        // tasks outlive the agent and are found again after a restart.
+        let executor_program = match &opts.executor_program {
+            Some(p) => p.clone(),
+            None => {
+                std::env::current_exe().context("finding this executable for the task executor")?
+            }
+        };
+        let services = DriverServices::new();
+        services.processes.use_executor(
+            crate::executor::client::ExecutorConfig {
+                program: executor_program,
+                socket: crate::executor::client::socket_for(&data_dir),
+                dir: data_dir.join("executor"),
+            },
+            Arc::new(crate::state::DbProcessStore(db.clone())),
+        );
+        services
+            .processes
+            .restore(db.processes().context("reading process records")?)
+            .await;
         let components = opts.config.component_settings(&opts.config_file)?;
         let runtime = Runtime::new(RuntimeOptions {
             cache_dir: Some(
@@ -151,30 +182,10 @@ impl Agent {
             ),
             components,
             dev: opts.dev,
+            services: services.host_services(),
             ..Default::default()
         })?;
-        // Host processes go through the task executor and are recorded in the state DB, so
-        // tasks outlive the agent and are found again after a restart.
-        let executor_program = match &opts.executor_program {
-            Some(p) => p.clone(),
-            None => {
-                std::env::current_exe().context("finding this executable for the task executor")?
-            }
-        };
-        runtime.services().processes.use_executor(
-            crate::executor::client::ExecutorConfig {
-                program: executor_program,
-                socket: crate::executor::client::socket_for(&data_dir),
-                dir: data_dir.join("executor"),
-            },
-            Arc::new(crate::state::DbProcessStore(db.clone())),
-        );
-        runtime
-            .services()
-            .processes
-            .restore(db.processes().context("reading process records")?)
-            .await;
-        let mut refusals: Vec<Refusal> = runtime.load_builtins().await;
+        let mut refusals: Vec<Refusal> = load_builtins(&runtime).await;
         let mut dirs = opts.components.clone();
         dirs.extend(opts.config.components.iter().cloned());
         if let Some(h) = opts.hooks.as_ref().or(opts.config.hooks.as_ref()) {
@@ -191,8 +202,12 @@ impl Agent {
         // Both managers start from their state of the last run, so a change that happened
         // while the agent was down is a node event at this first fingerprint.
         let node_events = Arc::new(crate::node::NodeEvents::default());
-        let drivers =
-            DriverManager::with_state(runtime.clone(), node_events.clone(), Some(db.clone()));
+        let drivers = DriverManager::with_state(
+            runtime.clone(),
+            services,
+            node_events.clone(),
+            Some(db.clone()),
+        );
         let devices = DeviceManager::new(runtime.clone(), node_events, Some(db.clone()));
         drivers.fingerprint_all().await;
         devices.fingerprint_all().await;
@@ -222,7 +237,7 @@ impl Agent {
             meta: opts.config.client.meta.clone(),
         };
 
-        let hooks = crate::taskrunner::HookSet::new(runtime.clone(), &opts.config.hook);
+        let hooks = HookManager::new(runtime.clone(), &opts.config.hook);
         let agent = Arc::new(Self {
             hooks,
             runtime,
@@ -263,7 +278,7 @@ impl Agent {
         let jobs = self.db.jobs()?;
         let allocs = self.db.allocs()?;
         let index = self.changes.bump();
-        let node = self.node();
+        let config = self.runner_config();
         let mut live_jobs = std::collections::BTreeSet::new();
         let mut restored = 0;
         for mut a in allocs {
@@ -278,7 +293,7 @@ impl Agent {
                 continue;
             }
             if a.group().is_none() {
-                a.client_status = crate::structs::client_status::FAILED.into();
+                a.client_status = crate::structs::ClientStatus::Failed;
                 a.client_description =
                     format!("cannot restore: its job has no group {:?}", a.task_group);
                 tracing::error!(alloc_id = %a.id, "{}", a.client_description);
@@ -287,16 +302,10 @@ impl Agent {
                 continue;
             }
             live_jobs.insert((a.namespace.clone(), a.job_id.clone()));
-            let stop = (a.desired_status == "stop").then(|| a.desired_description.clone());
+            let stop =
+                (a.desired_status == DesiredStatus::Stop).then(|| a.desired_description.clone());
             let id = a.id.clone();
-            let runner = AllocRunner::restore(
-                a,
-                self.db.clone(),
-                self.changes.clone(),
-                &self.alloc_root,
-                node.clone(),
-                self.plugins(),
-            );
+            let runner = AllocRunner::restore(a, &config);
             if let Some(reason) = stop {
                 runner.stop(&reason);
             }
@@ -332,12 +341,18 @@ impl Agent {
         Ok(())
     }
 
-    /// The plugin managers runners use.
-    fn plugins(&self) -> Plugins {
-        Plugins {
-            drivers: self.drivers.clone(),
-            devices: self.devices.clone(),
-            hooks: self.hooks.clone(),
+    /// What alloc runners are given; the node as of now.
+    fn runner_config(&self) -> AllocRunnerConfig {
+        AllocRunnerConfig {
+            db: self.db.clone(),
+            changes: self.changes.clone(),
+            alloc_root: self.alloc_root.clone(),
+            node: self.node(),
+            plugins: Plugins {
+                drivers: self.drivers.clone(),
+                devices: self.devices.clone(),
+                hooks: self.hooks.clone(),
+            },
         }
     }
 
@@ -375,12 +390,12 @@ impl Agent {
         rec.status = if rec.stop
             || allocs
                 .iter()
-                .all(|a| a.is_terminal() || a.client_status == "lost")
+                .all(|a| a.is_terminal() || a.client_status == ClientStatus::Lost)
         {
             "dead".into()
         } else if allocs
             .iter()
-            .any(|a| a.client_status == client_status::RUNNING)
+            .any(|a| a.client_status == ClientStatus::Running)
         {
             "running".into()
         } else {
@@ -420,28 +435,8 @@ impl Agent {
     }
 
     /// The runner of a live allocation.
-    pub fn alloc_runner(&self, id: &str) -> Option<Arc<AllocRunner>> {
+    fn alloc_runner(&self, id: &str) -> Option<Arc<AllocRunner>> {
         self.allocs.read().unwrap().get(id).cloned()
-    }
-
-    /// Forget a finished allocation: its state and its directory. `Err` when it still runs.
-    pub async fn gc_allocation(&self, id: &str) -> Result<bool, String> {
-        let runner = self.alloc_runner(id);
-        if let Some(r) = &runner {
-            if !r.shared().peek(Allocation::is_terminal) {
-                return Err(format!("allocation {id} is still running: stop it first"));
-            }
-            r.destroy().await;
-            self.allocs.write().unwrap().remove(id);
-            return Ok(true);
-        }
-        let Some(a) = self.restored.write().unwrap().remove(id) else {
-            return Ok(false);
-        };
-        self.db.delete_alloc(&a.id).map_err(|e| e.to_string())?;
-        let _ = std::fs::remove_dir_all(self.alloc_root.join(&a.id));
-        self.changes.bump();
-        Ok(true)
     }
 
     /// A job's allocations.
@@ -479,10 +474,59 @@ impl Agent {
         Some((eval, index))
     }
 
+    /// The data dir.
+    pub fn data_dir(&self) -> &std::path::Path {
+        &self.data_dir
+    }
+
+    /// The state DB the agent writes, for inspection (tests and tools read it while the
+    /// agent holds the file).
+    pub fn state(&self) -> &Arc<dyn StateDb> {
+        &self.db
+    }
+
+    /// Components refused at start, with reasons.
+    pub fn refusals(&self) -> &[String] {
+        &self.refusals
+    }
+
+    /// The API token every request must carry, if one is set (`acl { token = ... }`).
+    pub fn acl_token(&self) -> Option<&str> {
+        self.acl_token.as_deref()
+    }
+
+    /// Evaluations, for tools that follow them.
+    pub fn evals(&self) -> &crate::evals::EvalBook {
+        &self.evals
+    }
+
+    /// The change index now.
+    pub fn index(&self) -> u64 {
+        self.changes.index()
+    }
+
+    /// The event stream of what changes.
+    pub fn events(&self) -> &crate::events::EventBroker {
+        &self.changes.events
+    }
+
     /// Wait until the change index passes `index` or `timeout` elapses; returns the index.
     pub async fn wait_for_change(&self, index: u64, timeout: Duration) -> u64 {
         let mut rx = self.changes.subscribe();
         let _ = tokio::time::timeout(timeout, rx.wait_for(|i| *i > index)).await;
         self.changes.index()
     }
+}
+
+/// Load the components embedded in the binary; a refused one is logged and returned.
+async fn load_builtins(runtime: &Runtime) -> Vec<Refusal> {
+    let mut refused = Vec::new();
+    for a in guest_artifacts::BUILT_IN {
+        let source = ComponentSource::BuiltIn(a.file_name.to_string());
+        if let Err(r) = runtime.load(source, Arc::from(a.bytes)).await {
+            tracing::error!("{r}");
+            refused.push(r);
+        }
+    }
+    refused
 }

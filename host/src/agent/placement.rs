@@ -7,8 +7,21 @@ use std::sync::Arc;
 
 use super::{Agent, JobRecord, Registered};
 use crate::allocrunner::AllocRunner;
-use crate::jobspec::Job;
-use crate::structs::{Allocation, client_status};
+use crate::jobspec::{Job, JobspecError};
+use crate::state::StateError;
+
+/// Why a job was not registered.
+#[derive(Debug, thiserror::Error)]
+pub enum RegisterError {
+    /// The job cannot be placed as written (a port or device another job holds, a device
+    /// this node lacks); the error names the field.
+    #[error(transparent)]
+    Invalid(#[from] JobspecError),
+    /// The state DB failed; nothing was placed.
+    #[error(transparent)]
+    State(#[from] StateError),
+}
+use crate::structs::{Allocation, ClientStatus, DesiredStatus};
 
 impl Agent {
     /// Record the (complete) evaluation of a change to `job`.
@@ -108,7 +121,7 @@ impl Agent {
     }
 
     /// Register (or update) a job and place its allocations.
-    pub fn register_job(self: &Arc<Self>, job: Job) -> anyhow::Result<Registered> {
+    pub fn register_job(self: &Arc<Self>, job: Job) -> Result<Registered, RegisterError> {
         let key = (job.namespace.clone(), job.id.clone());
         let eval_id = uuid::Uuid::new_v4().to_string();
         let existing = self.jobs.read().unwrap().get(&key).cloned();
@@ -212,7 +225,8 @@ impl Agent {
         // Nomad's order: the job, its evaluation, then the allocations.
         let eval_id = self.evaluate(eval_id, &job, crate::evals::Trigger::JobRegister, index);
 
-        let node = self.node();
+        let config = self.runner_config();
+        let node = &config.node;
         let mut placed = Vec::new();
         for (_, _, r) in &keep {
             r.update(job.clone(), &eval_id);
@@ -229,9 +243,9 @@ impl Agent {
                 job: job.clone(),
                 task_group: group.name.clone(),
                 index: i,
-                desired_status: "run".into(),
+                desired_status: DesiredStatus::Run,
                 desired_description: String::new(),
-                client_status: client_status::PENDING.into(),
+                client_status: ClientStatus::Pending,
                 client_description: String::new(),
                 task_states: BTreeMap::new(),
                 allocated_resources: crate::structs::AllocatedResources {
@@ -244,14 +258,7 @@ impl Agent {
                 modify_time: now,
             };
             let id = alloc.id.clone();
-            let runner = AllocRunner::new(
-                alloc,
-                self.db.clone(),
-                self.changes.clone(),
-                &self.alloc_root,
-                node.clone(),
-                self.plugins(),
-            );
+            let runner = AllocRunner::new(alloc, &config);
             self.allocs
                 .write()
                 .unwrap()
@@ -273,7 +280,7 @@ impl Agent {
         namespace: &str,
         id: &str,
         purge: bool,
-    ) -> anyhow::Result<Option<Registered>> {
+    ) -> Result<Option<Registered>, StateError> {
         let key = (namespace.to_string(), id.to_string());
         let Some(job) = self.jobs.read().unwrap().get(&key).map(|r| r.job.clone()) else {
             return Ok(None);

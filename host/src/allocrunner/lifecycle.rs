@@ -17,7 +17,7 @@ use tokio::task::JoinHandle;
 
 use super::AllocRunner;
 use crate::jobspec::Task;
-use crate::structs::{Allocation, TaskEvent, event_type, task_state};
+use crate::structs::{Allocation, TaskEvent, TaskEventType, TaskRunState};
 use crate::taskrunner::TaskRunner;
 
 /// Where a task sits in the lifecycle.
@@ -40,20 +40,68 @@ fn kind(t: &Task) -> Kind {
     }
 }
 
+/// An allocation's tasks by lifecycle kind, in their group's order, and its leader.
+#[derive(Debug, Default, PartialEq)]
+struct Plan {
+    prestart: Vec<String>,
+    sidecars: Vec<String>,
+    main: Vec<String>,
+    poststart: Vec<String>,
+    poststop: Vec<String>,
+    leader: Option<String>,
+}
+
+impl Plan {
+    fn of<'a>(tasks: impl IntoIterator<Item = &'a Task>) -> Self {
+        let mut p = Plan::default();
+        for t in tasks {
+            let name = t.name.clone();
+            if t.leader && p.leader.is_none() {
+                p.leader = Some(name.clone());
+            }
+            match kind(t) {
+                Kind::Prestart => p.prestart.push(name),
+                Kind::PrestartSidecar => p.sidecars.push(name),
+                Kind::Main => p.main.push(name),
+                Kind::Poststart => p.poststart.push(name),
+                Kind::Poststop => p.poststop.push(name),
+            }
+        }
+        p
+    }
+}
+
+/// The waves in which running `tasks` are killed: the leader alone first, then main tasks
+/// together, then sidecars (prestart sidecars and poststart tasks).
+fn kill_waves<'a>(tasks: impl IntoIterator<Item = &'a Task>) -> [Vec<String>; 3] {
+    let mut waves: [Vec<String>; 3] = Default::default();
+    for t in tasks {
+        let wave = if t.leader {
+            0
+        } else if matches!(kind(t), Kind::PrestartSidecar | Kind::Poststart) {
+            2
+        } else {
+            1
+        };
+        waves[wave].push(t.name.clone());
+    }
+    waves
+}
+
 fn state<'a>(a: &'a Allocation, task: &str) -> Option<&'a crate::structs::TaskState> {
     a.task_states.get(task)
 }
 
 fn is_dead(a: &Allocation, task: &str) -> bool {
-    state(a, task).is_some_and(|s| s.state == task_state::DEAD)
+    state(a, task).is_some_and(|s| s.state == TaskRunState::Dead)
 }
 
 fn is_failed(a: &Allocation, task: &str) -> bool {
-    state(a, task).is_some_and(|s| s.state == task_state::DEAD && s.failed)
+    state(a, task).is_some_and(|s| s.state == TaskRunState::Dead && s.failed)
 }
 
 fn is_running_or_dead(a: &Allocation, task: &str) -> bool {
-    state(a, task).is_some_and(|s| s.state != task_state::PENDING)
+    state(a, task).is_some_and(|s| s.state != TaskRunState::Pending)
 }
 
 /// What woke the coordinator.
@@ -63,14 +111,6 @@ enum Wake<T> {
 }
 
 impl AllocRunner {
-    fn names(&self, k: Kind) -> Vec<String> {
-        self.tasks
-            .iter()
-            .filter(|t| kind(t.task()) == k)
-            .map(|t| t.name().to_string())
-            .collect()
-    }
-
     fn runner(&self, name: &str) -> &Arc<TaskRunner> {
         self.tasks
             .iter()
@@ -80,7 +120,7 @@ impl AllocRunner {
 
     /// Wait until `check` says something about the allocation, or it is stopped.
     async fn watch<T>(&self, mut check: impl FnMut(&Allocation) -> Option<T>) -> Wake<T> {
-        let mut changes = self.shared.changes.subscribe();
+        let mut changes = self.shared.changes().subscribe();
         loop {
             if let Some(t) = self.shared.peek(&mut check) {
                 return Wake::Ready(t);
@@ -120,7 +160,7 @@ impl AllocRunner {
         let delay = std::time::Duration::from_nanos(delay);
         for n in live {
             let mut ev = TaskEvent::new(
-                event_type::WAITING_SHUTDOWN_DELAY,
+                TaskEventType::WaitingShutdownDelay,
                 format!(
                     "Waiting for the group's shutdown_delay of {delay:?} before killing the task."
                 ),
@@ -139,22 +179,8 @@ impl AllocRunner {
         names: &[String],
         running: &mut BTreeMap<String, JoinHandle<()>>,
     ) {
-        let leader: Vec<String> = names
-            .iter()
-            .filter(|n| self.runner(n).task().leader)
-            .cloned()
-            .collect();
-        let (sidecars, mains): (Vec<String>, Vec<String>) = names
-            .iter()
-            .filter(|n| !self.runner(n).task().leader)
-            .cloned()
-            .partition(|n| {
-                matches!(
-                    kind(self.runner(n).task()),
-                    Kind::PrestartSidecar | Kind::Poststart
-                )
-            });
-        for wave in [leader, mains, sidecars] {
+        let waves = kill_waves(names.iter().map(|n| self.runner(n).task()));
+        for wave in waves {
             for n in &wave {
                 self.runner(n).kill();
             }
@@ -167,16 +193,14 @@ impl AllocRunner {
     }
 
     pub(super) async fn run_lifecycle(&self) {
-        let prestart = self.names(Kind::Prestart);
-        let sidecars = self.names(Kind::PrestartSidecar);
-        let main = self.names(Kind::Main);
-        let poststart = self.names(Kind::Poststart);
-        let poststop = self.names(Kind::Poststop);
-        let leader = self
-            .tasks
-            .iter()
-            .find(|t| t.task().leader)
-            .map(|t| t.name().to_string());
+        let Plan {
+            prestart,
+            sidecars,
+            main,
+            poststart,
+            poststop,
+            leader,
+        } = Plan::of(self.tasks.iter().map(|t| t.task()));
         let mut running: BTreeMap<String, JoinHandle<()>> = BTreeMap::new();
 
         // 1. Prestart.
@@ -230,7 +254,7 @@ impl AllocRunner {
                         for n in &others {
                             self.shared.event(
                                 n,
-                                TaskEvent::new(event_type::LEADER_DEAD, "Leader Task Dead"),
+                                TaskEvent::new(TaskEventType::LeaderDead, "Leader Task Dead"),
                             );
                         }
                         self.kill_in_order(&others, &mut running).await;
@@ -255,7 +279,7 @@ impl AllocRunner {
                 && self.shared.peek(|a| !is_running_or_dead(a, &name))
             {
                 let mut ev = TaskEvent::new(
-                    event_type::NOT_STARTED,
+                    TaskEventType::NotStarted,
                     "Task not started: the allocation stopped or a prestart task failed",
                 );
                 ev.fails_task = self
@@ -263,7 +287,7 @@ impl AllocRunner {
                     .peek(|a| prestart.iter().chain(&sidecars).any(|p| is_failed(a, p)));
                 self.shared.event(&name, ev);
                 self.shared.update_task(&name, |s| {
-                    s.state = task_state::DEAD.into();
+                    s.state = TaskRunState::Dead;
                     s.finished_at = crate::util::now_nanos();
                 });
             }
@@ -274,5 +298,70 @@ impl AllocRunner {
         for (_, h) in std::mem::take(&mut running) {
             let _ = h.await;
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A task: its name, its lifecycle (hook, sidecar) if any, whether it leads.
+    type Spec<'a> = (&'a str, Option<(&'a str, bool)>, bool);
+
+    fn tasks(spec: &[Spec<'_>]) -> Vec<Task> {
+        let tasks: Vec<serde_json::Value> = spec
+            .iter()
+            .map(|(name, lifecycle, leader)| {
+                serde_json::json!({
+                    "Name": name,
+                    "Driver": "mock",
+                    "Leader": leader,
+                    "Lifecycle": lifecycle.map(|(hook, sidecar)| serde_json::json!({"Hook": hook, "Sidecar": sidecar})),
+                })
+            })
+            .collect();
+        let job = serde_json::json!({"ID": "j", "TaskGroups": [{"Name": "g", "Tasks": tasks}]});
+        crate::jobspec::parse_job_json(job.to_string().as_bytes())
+            .unwrap()
+            .task_groups[0]
+            .tasks
+            .clone()
+    }
+
+    #[test]
+    fn tasks_are_planned_by_kind_in_group_order() {
+        let t = tasks(&[
+            ("init", Some(("prestart", false)), false),
+            ("proxy", Some(("prestart", true)), false),
+            ("web", None, true),
+            ("worker", None, false),
+            ("announce", Some(("poststart", false)), false),
+            ("cleanup", Some(("poststop", false)), false),
+        ]);
+        let p = Plan::of(&t);
+        assert_eq!(p.prestart, ["init"]);
+        assert_eq!(p.sidecars, ["proxy"]);
+        assert_eq!(p.main, ["web", "worker"]);
+        assert_eq!(p.poststart, ["announce"]);
+        assert_eq!(p.poststop, ["cleanup"]);
+        assert_eq!(p.leader.as_deref(), Some("web"));
+    }
+
+    #[test]
+    fn the_leader_dies_first_then_main_tasks_then_sidecars() {
+        let t = tasks(&[
+            ("proxy", Some(("prestart", true)), false),
+            ("web", None, false),
+            ("announce", Some(("poststart", false)), false),
+            ("lead", None, true),
+            ("worker", None, false),
+        ]);
+        let [leader, main, sidecars] = kill_waves(&t);
+        assert_eq!(leader, ["lead"]);
+        assert_eq!(main, ["web", "worker"]);
+        assert_eq!(sidecars, ["proxy", "announce"]);
+        let [leader, main, _] = kill_waves(&t[..2]);
+        assert!(leader.is_empty(), "no leader among these");
+        assert_eq!(main, ["web"]);
     }
 }

@@ -19,7 +19,7 @@ pub(super) fn routes() -> Router<AppState> {
 async fn list(State(agent): State<AppState>, Query(q): Query<QueryOptions>) -> Response {
     let index = q.block(&agent).await;
     let evals: Vec<_> = agent
-        .evals
+        .evals()
         .list(q.prefix.as_deref().unwrap_or(""))
         .into_iter()
         .filter(|e| q.in_namespace(&e.namespace))
@@ -34,7 +34,7 @@ async fn read(
 ) -> Result<Response, ApiError> {
     let index = q.block(&agent).await;
     let eval = agent
-        .evals
+        .evals()
         .get(&id)
         .ok_or_else(|| ApiError::not_found("eval not found"))?;
     Ok(with_index(index, &eval))
@@ -46,7 +46,7 @@ async fn allocations(
     Query(q): Query<QueryOptions>,
 ) -> Result<Response, ApiError> {
     let index = q.block(&agent).await;
-    if agent.evals.get(&id).is_none() {
+    if agent.evals().get(&id).is_none() {
         return Err(ApiError::not_found("eval not found"));
     }
     let stubs: Vec<_> = agent
@@ -64,5 +64,5 @@ async fn of_job(
     Query(q): Query<QueryOptions>,
 ) -> Result<Response, ApiError> {
     let (index, ns, _) = q.job(&agent, &id).await?;
-    Ok(with_index(index, &agent.evals.of_job(&ns, &id)))
+    Ok(with_index(index, &agent.evals().of_job(&ns, &id)))
 }

@@ -51,7 +51,7 @@ async fn stream(
     if topics.is_empty() {
         topics.push(("*".into(), "*".into()));
     }
-    let rx = agent.changes.events.subscribe();
+    let rx = agent.events().subscribe();
     let body = futures::stream::unfold(
         (rx, topics, namespace),
         |(mut rx, topics, namespace)| async move {

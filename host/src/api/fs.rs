@@ -61,7 +61,7 @@ fn alloc_root(
             (matches.len() == 1 && !id.is_empty()).then(|| matches.into_iter().next().unwrap())
         })
         .ok_or_else(|| ApiError::not_found(format!("alloc {id:?} not found")))?;
-    Ok((agent.data_dir.join("alloc").join(&alloc.id), alloc))
+    Ok((agent.data_dir().join("alloc").join(&alloc.id), alloc))
 }
 
 /// `path` inside `root`, refusing anything that leaves it.
@@ -144,7 +144,7 @@ async fn ls(
         }
     }
     out.sort_by(|a, b| a["Name"].as_str().cmp(&b["Name"].as_str()));
-    Ok(with_index(agent.changes.index(), &out))
+    Ok(with_index(agent.index(), &out))
 }
 
 async fn stat(
@@ -161,7 +161,7 @@ async fn stat(
         .file_name()
         .map(|n| n.to_string_lossy().into_owned())
         .unwrap_or_default();
-    Ok(with_index(agent.changes.index(), &file_info(name, &meta)))
+    Ok(with_index(agent.index(), &file_info(name, &meta)))
 }
 
 fn read_range(
@@ -415,7 +415,7 @@ async fn logs(
                         .and_then(|a| {
                             a.task_states
                                 .get(&task)
-                                .map(|s| s.state == crate::structs::task_state::DEAD)
+                                .map(|s| s.state == crate::structs::TaskRunState::Dead)
                         })
                         .unwrap_or(true);
                     let chunks = read_new(&root, &task, &kind, &mut cur);

@@ -9,6 +9,7 @@ use serde::Deserialize;
 use serde_json::json;
 
 use super::{ApiError, AppState, QueryOptions, with_index};
+use crate::agent::RegisterError;
 use crate::structs::Allocation;
 
 pub(super) fn routes() -> Router<AppState> {
@@ -50,11 +51,9 @@ async fn register_id(
 }
 
 fn do_register(agent: AppState, job: crate::jobspec::Job) -> Result<Response, ApiError> {
-    let r = agent.register_job(job).map_err(|e| {
-        match e.downcast::<crate::jobspec::JobspecError>() {
-            Ok(bad) => ApiError::bad_request(bad.to_string()),
-            Err(e) => ApiError::internal(e),
-        }
+    let r = agent.register_job(job).map_err(|e| match e {
+        RegisterError::Invalid(bad) => ApiError::bad_request(bad.to_string()),
+        RegisterError::State(e) => ApiError::internal(e),
     })?;
     Ok(with_index(
         r.index,
@@ -76,42 +75,13 @@ fn do_register(agent: AppState, job: crate::jobspec::Job) -> Result<Response, Ap
 async fn validate(State(agent): State<AppState>, body: Bytes) -> Result<Response, ApiError> {
     serde_json::from_slice::<serde_json::Value>(&body)
         .map_err(|e| ApiError::bad_request(format!("invalid JSON: {e}")))?;
-    let mut errors = Vec::new();
-    let mut driver_checked = true;
-    match crate::jobspec::parse_register_request(&body) {
-        Err(e) => errors.push(e.to_string()),
+    let (errors, driver_checked) = match crate::jobspec::parse_register_request(&body) {
+        Err(e) => (vec![e.to_string()], true),
         Ok(job) => {
-            for (gi, g) in job.task_groups.iter().enumerate() {
-                for (ti, t) in g.tasks.iter().enumerate() {
-                    let path = format!("Job.TaskGroups[{gi}].Tasks[{ti}]");
-                    let Some(driver) = agent.drivers.dispense(&t.driver) else {
-                        errors.push(format!(
-                            "{path}.Driver: driver {:?} is not loaded (loaded: {})",
-                            t.driver,
-                            agent.drivers.names().join(", ")
-                        ));
-                        continue;
-                    };
-                    let config = serde_json::Value::Object(t.config.clone()).to_string();
-                    if config.contains("${") {
-                        driver_checked = false;
-                        continue;
-                    }
-                    match driver.validate_config(&config).await {
-                        Ok(()) => {}
-                        Err(crate::drivermanager::DriverCallError::Driver(
-                            crate::runtime::bindings::v0_1_0::driver::exports::paddock::plugin::task_driver::DriverError::InvalidConfig(fields),
-                        )) => errors.extend(
-                            fields
-                                .iter()
-                                .map(|f| format!("{path}.Config.{}: {}", f.field, f.message)),
-                        ),
-                        Err(e) => errors.push(format!("{path}.Config: {e}")),
-                    }
-                }
-            }
+            let v = agent.validate_job(&job).await;
+            (v.errors, v.driver_checked)
         }
-    }
+    };
     let error = errors.join("; ");
     Ok(with_index(
         0,

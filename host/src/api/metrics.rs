@@ -1,13 +1,10 @@
-//! `/v1/metrics`: Nomad's client metrics (allocations by state, restarts, per-task CPU and
-//! memory, host memory) under Nomad's names, plus Paddock's component runtime metrics
-//! (calls, latency histograms, traps, deadline hits, memory-cap hits, warm-store reuse,
-//! compile cache). JSON in go-metrics' shape by default (`Gauges`, `Counters`, `Samples`),
-//! Prometheus text with `?format=prometheus`.
+//! `/v1/metrics`: the agent's metrics model ([`crate::metrics`]) rendered as go-metrics'
+//! JSON by default (`Gauges`, `Counters`, `Samples`), or as Prometheus text with
+//! `?format=prometheus`.
 //!
 //! Names are dotted (`nomad.client.allocations.running`) in JSON, as Nomad shows them, and
 //! underscored (`nomad_client_allocations_running`) in Prometheus text.
 
-use std::collections::BTreeMap;
 use std::fmt::Write;
 
 use axum::Router;
@@ -19,8 +16,7 @@ use serde::Deserialize;
 use serde_json::json;
 
 use super::{ApiError, AppState, with_index};
-use crate::runtime::metrics::LATENCY_BUCKETS;
-use crate::structs::client_status;
+use crate::metrics::{HELP, LATENCY_BUCKETS, Labels, Metric};
 
 pub(super) fn routes() -> Router<AppState> {
     Router::new().route("/v1/metrics", get(metrics))
@@ -31,266 +27,13 @@ struct MetricsQuery {
     format: Option<String>,
 }
 
-type Labels = Vec<(&'static str, String)>;
-
-/// One metric sample.
-enum Metric {
-    Gauge(&'static str, Labels, f64),
-    Counter(&'static str, Labels, f64),
-    /// Cumulative bucket counts (per [`LATENCY_BUCKETS`]), count, sum (seconds).
-    Histogram(&'static str, Labels, Vec<u64>, u64, f64),
-}
-
-impl Metric {
-    fn name(&self) -> &'static str {
-        match self {
-            Metric::Gauge(n, ..) | Metric::Counter(n, ..) | Metric::Histogram(n, ..) => n,
-        }
-    }
-}
-
-const HELP: &[(&str, &str)] = &[
-    (
-        "nomad.client.allocations.running",
-        "Allocations running on this node",
-    ),
-    (
-        "nomad.client.allocations.pending",
-        "Allocations pending on this node",
-    ),
-    (
-        "nomad.client.allocations.terminal",
-        "Allocations complete, failed or lost on this node",
-    ),
-    (
-        "nomad.client.allocations.blocked",
-        "Allocations blocked on this node (always 0: placement is immediate)",
-    ),
-    (
-        "nomad.client.allocations.migrating",
-        "Allocations migrating (always 0 on a single node)",
-    ),
-    (
-        "nomad.client.allocs.restart",
-        "Restarts of a task since its allocation was placed",
-    ),
-    (
-        "nomad.client.allocs.memory.rss",
-        "Task resident memory, bytes",
-    ),
-    (
-        "nomad.client.allocs.memory.usage",
-        "Task memory usage, bytes",
-    ),
-    (
-        "nomad.client.allocs.cpu.total_ticks",
-        "Task CPU time (user + system), ns",
-    ),
-    ("nomad.client.allocs.cpu.user", "Task user CPU time, ns"),
-    ("nomad.client.allocs.cpu.system", "Task system CPU time, ns"),
-    ("nomad.client.host.memory.total", "Host memory, bytes"),
-    (
-        "nomad.client.host.memory.available",
-        "Host memory available, bytes",
-    ),
-    ("nomad.client.uptime", "Host uptime, seconds"),
-    (
-        "paddock.component.calls",
-        "Calls into a component, by operation",
-    ),
-    (
-        "paddock.component.call_seconds",
-        "Latency of calls into a component, seconds",
-    ),
-    (
-        "paddock.component.traps",
-        "Calls that trapped (guest panic, unreachable, ...)",
-    ),
-    (
-        "paddock.component.deadline_hits",
-        "Calls that missed their deadline",
-    ),
-    (
-        "paddock.component.memory_cap_hits",
-        "Calls that hit the component's memory cap",
-    ),
-    (
-        "paddock.component.warm_calls",
-        "Calls served by a warm (reused) store",
-    ),
-    ("paddock.components.loaded", "Components loaded, by world"),
-    (
-        "paddock.compile_cache.hits",
-        "Component loads served by the compile cache",
-    ),
-    (
-        "paddock.compile_cache.misses",
-        "Component loads that compiled",
-    ),
-];
-
-async fn collect(agent: &AppState) -> Vec<Metric> {
-    let node = agent.node();
-    let node_labels = || -> Labels {
-        vec![
-            ("node_id", node.id.clone()),
-            ("datacenter", node.datacenter.clone()),
-            ("node_class", node.class.clone()),
-        ]
-    };
-    let mut out = Vec::new();
-
-    let allocs = agent.allocations();
-    let count = |f: &dyn Fn(&str) -> bool| {
-        allocs
-            .iter()
-            .filter(|a| f(a.client_status.as_str()))
-            .count() as f64
-    };
-    out.push(Metric::Gauge(
-        "nomad.client.allocations.running",
-        node_labels(),
-        count(&|s| s == client_status::RUNNING),
-    ));
-    out.push(Metric::Gauge(
-        "nomad.client.allocations.pending",
-        node_labels(),
-        count(&|s| s == client_status::PENDING),
-    ));
-    out.push(Metric::Gauge(
-        "nomad.client.allocations.terminal",
-        node_labels(),
-        count(&|s| s != client_status::RUNNING && s != client_status::PENDING),
-    ));
-    out.push(Metric::Gauge(
-        "nomad.client.allocations.blocked",
-        node_labels(),
-        0.0,
-    ));
-    out.push(Metric::Gauge(
-        "nomad.client.allocations.migrating",
-        node_labels(),
-        0.0,
-    ));
-
-    for a in &allocs {
-        for (task, state) in &a.task_states {
-            out.push(Metric::Counter(
-                "nomad.client.allocs.restart",
-                task_labels(a, task),
-                state.restarts as f64,
-            ));
-        }
-    }
-    // Per-task usage of running allocations, asked of their drivers now.
-    for a in allocs
-        .iter()
-        .filter(|a| a.client_status == client_status::RUNNING)
-    {
-        let Some(runner) = agent.alloc_runner(&a.id) else {
-            continue;
-        };
-        for t in runner.tasks() {
-            let Some(u) = t.stats().await else { continue };
-            let labels = task_labels(a, t.name());
-            for (name, v) in [
-                ("nomad.client.allocs.memory.rss", u.rss_bytes),
-                ("nomad.client.allocs.memory.usage", u.rss_bytes),
-                ("nomad.client.allocs.cpu.user", u.cpu_user_ns),
-                ("nomad.client.allocs.cpu.system", u.cpu_system_ns),
-                (
-                    "nomad.client.allocs.cpu.total_ticks",
-                    u.cpu_user_ns + u.cpu_system_ns,
-                ),
-            ] {
-                out.push(Metric::Gauge(name, labels.clone(), v as f64));
-            }
-        }
-    }
-
-    let (total, available, _) = super::client::meminfo();
-    out.push(Metric::Gauge(
-        "nomad.client.host.memory.total",
-        node_labels(),
-        total as f64,
-    ));
-    out.push(Metric::Gauge(
-        "nomad.client.host.memory.available",
-        node_labels(),
-        available as f64,
-    ));
-    out.push(Metric::Gauge(
-        "nomad.client.uptime",
-        node_labels(),
-        super::client::uptime_secs() as f64,
-    ));
-
-    let rt = &agent.runtime;
-    for ((component, world, op), s) in rt.metrics.snapshot() {
-        let labels: Labels = vec![
-            ("component", component),
-            ("world", world.to_string()),
-            ("op", op.to_string()),
-        ];
-        for (name, v) in [
-            ("paddock.component.calls", s.calls),
-            ("paddock.component.traps", s.traps),
-            ("paddock.component.deadline_hits", s.deadlines),
-            ("paddock.component.memory_cap_hits", s.out_of_memory),
-            ("paddock.component.warm_calls", s.warm),
-        ] {
-            out.push(Metric::Counter(name, labels.clone(), v as f64));
-        }
-        out.push(Metric::Histogram(
-            "paddock.component.call_seconds",
-            labels,
-            s.buckets,
-            s.calls,
-            s.sum_seconds,
-        ));
-    }
-    let mut by_world: BTreeMap<&'static str, usize> = BTreeMap::new();
-    for c in rt.registry.list() {
-        *by_world.entry(c.world.as_str()).or_default() += 1;
-    }
-    for (world, n) in by_world {
-        out.push(Metric::Gauge(
-            "paddock.components.loaded",
-            vec![("world", world.to_string())],
-            n as f64,
-        ));
-    }
-    let (hits, misses) = rt.metrics.cache();
-    out.push(Metric::Counter(
-        "paddock.compile_cache.hits",
-        Vec::new(),
-        hits as f64,
-    ));
-    out.push(Metric::Counter(
-        "paddock.compile_cache.misses",
-        Vec::new(),
-        misses as f64,
-    ));
-    out
-}
-
-fn task_labels(a: &crate::structs::Allocation, task: &str) -> Labels {
-    vec![
-        ("alloc_id", a.id.clone()),
-        ("job", a.job_id.clone()),
-        ("task_group", a.task_group.clone()),
-        ("task", task.to_string()),
-        ("namespace", a.namespace.clone()),
-    ]
-}
-
 async fn metrics(
     State(agent): State<AppState>,
     Query(q): Query<MetricsQuery>,
 ) -> Result<Response, ApiError> {
-    let all = collect(&agent).await;
+    let all = agent.metrics().await;
     match q.format.as_deref() {
-        None | Some("") | Some("json") => Ok(with_index(agent.changes.index(), &as_json(&all))),
+        None | Some("") | Some("json") => Ok(with_index(agent.index(), &as_json(&all))),
         Some("prometheus") => Ok((
             [(
                 header::CONTENT_TYPE,

@@ -96,7 +96,7 @@ async fn require_token(
     req: axum::extract::Request,
     next: axum::middleware::Next,
 ) -> Response {
-    if let Some(want) = &agent.acl_token {
+    if let Some(want) = agent.acl_token() {
         let h = req.headers();
         let given = h
             .get("X-Nomad-Token")
@@ -236,7 +236,7 @@ impl QueryOptions {
                     .min(std::time::Duration::from_secs(600));
                 agent.wait_for_change(i, wait).await
             }
-            _ => agent.changes.index(),
+            _ => agent.index(),
         }
     }
 }

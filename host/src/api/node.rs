@@ -25,23 +25,23 @@ pub(super) fn routes() -> Router<AppState> {
 
 /// A single node is its own leader: the address it serves on, as Nomad answers `ip:port`.
 async fn leader(State(agent): State<AppState>) -> Response {
-    with_index(agent.changes.index(), &"127.0.0.1:4647")
+    with_index(agent.index(), &"127.0.0.1:4647")
 }
 
 async fn peers(State(agent): State<AppState>) -> Response {
-    with_index(agent.changes.index(), &["127.0.0.1:4647"])
+    with_index(agent.index(), &["127.0.0.1:4647"])
 }
 
 async fn regions(State(agent): State<AppState>) -> Response {
-    with_index(agent.changes.index(), &[agent.node().region])
+    with_index(agent.index(), &[agent.node().region])
 }
 
 async fn agent_self(State(agent): State<AppState>) -> Response {
     let n = agent.node();
     with_index(
-        agent.changes.index(),
+        agent.index(),
         &json!({
-            "config": { "Datacenter": n.datacenter, "Region": n.region, "NodeName": n.name, "DataDir": agent.data_dir, "Version": { "Version": env!("CARGO_PKG_VERSION") } },
+            "config": { "Datacenter": n.datacenter, "Region": n.region, "NodeName": n.name, "DataDir": agent.data_dir(), "Version": { "Version": env!("CARGO_PKG_VERSION") } },
             "member": { "Name": n.name, "Status": "alive", "Tags": { "region": n.region, "dc": n.datacenter } },
             "stats": { "client": { "node_id": n.id, "known_servers": "", "num_allocations": agent.allocations().len().to_string() } },
         }),
@@ -54,20 +54,15 @@ async fn health() -> Response {
 
 fn node_json(agent: &AppState) -> serde_json::Value {
     let n = agent.node();
-    let drivers: serde_json::Map<String, serde_json::Value> = agent
-        .drivers
-        .infos()
-        .into_iter()
-        .map(|(k, v)| (k, serde_json::to_value(v).unwrap_or_default()))
-        .collect();
+    let drivers = agent.driver_infos();
     json!({
         "ID": n.id, "Name": n.name, "Datacenter": n.datacenter, "NodeClass": n.class, "NodePool": "default",
-        "Attributes": n.attributes, "Meta": n.meta, "Drivers": drivers, "Events": agent.drivers.node_events(), "Status": "ready",
+        "Attributes": n.attributes, "Meta": n.meta, "Drivers": drivers, "Events": agent.node_events(), "Status": "ready",
         "SchedulingEligibility": "eligible", "Drain": false,
         "NodeResources": {
             "Cpu": { "CpuShares": n.attributes.get("cpu.totalcompute").and_then(|v| v.parse::<u64>().ok()).unwrap_or(0) },
             "Memory": { "MemoryMB": n.attributes.get("memory.totalbytes").and_then(|v| v.parse::<u64>().ok()).unwrap_or(0) >> 20 },
-            "Devices": agent.devices.node_devices(),
+            "Devices": agent.node_devices(),
         },
     })
 }
@@ -79,14 +74,14 @@ async fn nodes(State(agent): State<AppState>) -> Response {
         "NodePool": "default", "Drivers": n["Drivers"], "Status": "ready", "SchedulingEligibility": "eligible",
         "Drain": false, "Version": env!("CARGO_PKG_VERSION"),
     });
-    with_index(agent.changes.index(), &vec![stub])
+    with_index(agent.index(), &vec![stub])
 }
 
 async fn node(State(agent): State<AppState>, Path(id): Path<String>) -> Result<Response, ApiError> {
     if id != agent.node().id && id != "self" {
         return Err(ApiError::not_found("node not found"));
     }
-    Ok(with_index(agent.changes.index(), &node_json(&agent)))
+    Ok(with_index(agent.index(), &node_json(&agent)))
 }
 
 /// Every allocation on this node (Nomad returns whole allocations here).
@@ -97,29 +92,12 @@ async fn node_allocations(
     if id != agent.node().id && id != "self" {
         return Err(ApiError::not_found("node not found"));
     }
-    Ok(with_index(agent.changes.index(), &agent.allocations()))
+    Ok(with_index(agent.index(), &agent.allocations()))
 }
 
 async fn components(State(agent): State<AppState>) -> Response {
-    let list: Vec<_> = agent
-        .runtime
-        .registry
-        .list()
-        .iter()
-        .map(|c| {
-            json!({
-                "Name": c.name, "World": c.world, "ContractVersion": c.contract_version,
-                "PluginVersion": c.plugin_version, "SHA256": c.sha256, "Source": c.source.to_string(),
-                "LoadedAt": c.loaded_at, "CompileCache": c.cache, "LoadMillis": c.load_time.as_secs_f64() * 1e3,
-                "Grants": c.grants().summary(), "MemoryMB": c.limits().memory_bytes >> 20,
-                "CallTimeoutMillis": c.limits().call_timeout.as_millis() as u64,
-                "InstanceReuse": c.limits().instance_reuse, "WarmIdle": c.warm_idle(),
-                "Imports": c.imports, "GrantsUsed": crate::runtime::loader::grants_used(&c.imports),
-            })
-        })
-        .collect();
     with_index(
-        agent.changes.index(),
-        &json!({ "Components": list, "Refused": agent.refusals }),
+        agent.index(),
+        &json!({ "Components": agent.components(), "Refused": agent.refusals() }),
     )
 }

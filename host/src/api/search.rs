@@ -42,7 +42,7 @@ async fn search(State(agent): State<AppState>, body: Bytes) -> Result<Response, 
     for ctx in contexts {
         let mut ids: Vec<String> = match *ctx {
             "allocs" => agent.allocations().into_iter().map(|a| a.id).collect(),
-            "evals" => agent.evals.list("").into_iter().map(|e| e.id).collect(),
+            "evals" => agent.evals().list("").into_iter().map(|e| e.id).collect(),
             "jobs" => agent.jobs().into_iter().map(|j| j.job.id).collect(),
             _ => vec![agent.node().id],
         };
@@ -54,21 +54,13 @@ async fn search(State(agent): State<AppState>, body: Bytes) -> Result<Response, 
         matches.insert(ctx.to_string(), json!(ids));
     }
     Ok(with_index(
-        agent.changes.index(),
+        agent.index(),
         &json!({ "Matches": matches, "Truncations": truncations }),
     ))
 }
 
 /// Collect every finished allocation (Nomad's `nomad system gc` on a client).
 async fn gc_all(State(agent): State<AppState>) -> Result<Response, ApiError> {
-    let done: Vec<String> = agent
-        .allocations()
-        .into_iter()
-        .filter(|a| a.is_terminal())
-        .map(|a| a.id)
-        .collect();
-    for id in &done {
-        agent.gc_allocation(id).await.map_err(ApiError::internal)?;
-    }
-    Ok(with_index(agent.changes.index(), &json!({})))
+    agent.gc_all().await.map_err(ApiError::internal)?;
+    Ok(with_index(agent.index(), &json!({})))
 }

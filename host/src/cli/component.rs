@@ -116,7 +116,7 @@ async fn inspect(api: &ApiArgs, json: bool, target: &str) -> anyhow::Result<i32>
         serde_json::json!({
             "Name": c.name, "World": c.world, "ContractVersion": c.contract_version,
             "PluginVersion": c.plugin_version, "SHA256": c.sha256, "Source": c.source.to_string(),
-            "Imports": c.imports, "GrantsUsed": crate::runtime::loader::grants_used(&c.imports),
+            "Imports": c.imports, "GrantsUsed": crate::runtime::inspect::grants_used(&c.imports),
         })
     } else {
         let list = api.get("/v1/components").await?;

@@ -75,8 +75,8 @@ pub(super) async fn run(args: RunArgs) -> anyhow::Result<i32> {
         .await
         .with_context(|| format!("binding the HTTP API to {bind}"))?;
     let local = listener.local_addr()?;
-    tracing::info!(address = %local, data_dir = %agent.data_dir.display(), dev = args.dev, "agent started; HTTP API listening on http://{local}");
-    for r in &agent.refusals {
+    tracing::info!(address = %local, data_dir = %agent.data_dir().display(), dev = args.dev, "agent started; HTTP API listening on http://{local}");
+    for r in agent.refusals() {
         tracing::warn!("{r}");
     }
     for job in jobs {

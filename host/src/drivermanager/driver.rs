@@ -1,12 +1,17 @@
-//! One driver, called through its component. Each call resolves the driver's current
-//! version, so a hot-swapped version serves every call that starts after the swap.
+//! One driver, called through its component: the driver world's plugin client, and with
+//! the device and hook clients the only code that sees a contract version's bindings. It
+//! converts the host's [`types`](super::types) to the bindings of the version the driver
+//! was built against and back. Each call resolves the driver's current version, so a
+//! hot-swapped version serves every call that starts after the swap.
 
 use std::sync::Arc;
 
-use crate::runtime::bindings::v0_1_0::driver::exports::paddock::plugin::task_driver::{
-    DriverCapabilities, DriverError, DriverFingerprint, TaskStatus, WaitStatus,
+use super::types::{
+    DriverCapabilities, DriverError, DriverFingerprint, Failure, FsIsolation, Health,
+    ResourceUsage, TaskConfig, TaskHandle, TaskState, TaskStatus, WaitStatus, WakeOn,
 };
-use crate::runtime::bindings::v0_1_0::types::{ResourceUsage, TaskConfig, TaskHandle};
+use crate::runtime::bindings::v0_1_0::driver::exports::paddock::plugin::task_driver as wit;
+use crate::runtime::bindings::v0_1_0::types as wit_types;
 use crate::runtime::{CallError, CallFailure, Runtime, TaskContext, World};
 
 /// A driver call that did not succeed: either the driver said no (a WIT error), or the
@@ -14,7 +19,7 @@ use crate::runtime::{CallError, CallFailure, Runtime, TaskContext, World};
 #[derive(Debug, Clone, thiserror::Error)]
 pub enum DriverCallError {
     /// The driver returned an error.
-    #[error("{}", describe(.0))]
+    #[error(transparent)]
     Driver(DriverError),
     /// The component failed.
     #[error(transparent)]
@@ -28,29 +33,16 @@ impl DriverCallError {
     }
 }
 
-/// Human text of a driver error.
-pub fn describe(e: &DriverError) -> String {
-    match e {
-        DriverError::InvalidConfig(fields) => fields
-            .iter()
-            .map(|f| format!("{}: {}", f.field, f.message))
-            .collect::<Vec<_>>()
-            .join("; "),
-        DriverError::NotSupported(m) => format!("not supported: {m}"),
-        DriverError::TaskNotFound(m) => format!("task not found: {m}"),
-        DriverError::Denied(m) => format!("denied: {m}"),
-        DriverError::Failed(f) => f.message.clone(),
-    }
-}
-
 /// A driver by name.
 #[derive(Clone)]
 pub struct Driver {
     runtime: Arc<Runtime>,
     name: String,
-    health: Arc<super::HealthBook>,
+    health: Arc<super::health::DriverHealth>,
 }
 
+/// Call the current version of the driver: `$call` gets the bindings and the store; a
+/// failure of the component (not a WIT error) is reported to the driver's health.
 macro_rules! driver_call {
     ($self:ident, $task:expr, $op:literal, |$d:ident, $s:ident| $call:expr) => {{
         let comp = $self
@@ -77,7 +69,11 @@ macro_rules! driver_call {
 }
 
 impl Driver {
-    pub(super) fn new(runtime: Arc<Runtime>, name: String, health: Arc<super::HealthBook>) -> Self {
+    pub(super) fn new(
+        runtime: Arc<Runtime>,
+        name: String,
+        health: Arc<super::health::DriverHealth>,
+    ) -> Self {
         Self {
             runtime,
             name,
@@ -98,18 +94,48 @@ impl Driver {
             .map(|c| c.sha256.clone())
     }
 
+    /// Whether a version of this driver is loaded.
+    pub fn is_loaded(&self) -> bool {
+        self.runtime
+            .registry
+            .get(World::Driver, &self.name)
+            .is_some()
+    }
+
     /// Capabilities.
     pub async fn capabilities(&self) -> Result<DriverCapabilities, DriverCallError> {
-        Ok(driver_call!(self, None, "capabilities", |d, s| d
+        let c = driver_call!(self, None, "capabilities", |d, s| d
             .paddock_plugin_task_driver()
-            .call_capabilities(s))?)
+            .call_capabilities(s))?;
+        Ok(DriverCapabilities {
+            send_signals: c.send_signals,
+            exec: c.exec,
+            fs_isolation: match c.fs_isolation {
+                wit::FsIsolation::None => FsIsolation::None,
+                wit::FsIsolation::Chroot => FsIsolation::Chroot,
+                wit::FsIsolation::Image => FsIsolation::Image,
+            },
+        })
     }
 
     /// Health and attributes.
     pub async fn fingerprint(&self) -> Result<DriverFingerprint, DriverCallError> {
-        Ok(driver_call!(self, None, "fingerprint", |d, s| d
+        let fp = driver_call!(self, None, "fingerprint", |d, s| d
             .paddock_plugin_task_driver()
-            .call_fingerprint(s))?)
+            .call_fingerprint(s))?;
+        Ok(DriverFingerprint {
+            health: match fp.health {
+                wit::Health::Undetected => Health::Undetected,
+                wit::Health::Unhealthy => Health::Unhealthy,
+                wit::Health::Healthy => Health::Healthy,
+            },
+            health_description: fp.health_description,
+            attributes: fp
+                .attributes
+                .into_iter()
+                .map(|(k, v)| (k, v.into()))
+                .collect(),
+        })
     }
 
     /// Validate a task's config (JSON).
@@ -118,7 +144,7 @@ impl Driver {
         driver_call!(self, None, "validate-config", |d, s| d
             .paddock_plugin_task_driver()
             .call_validate_config(s, &config))?
-        .map_err(DriverCallError::Driver)
+        .map_err(driver_error)
     }
 
     /// Start a task invocation.
@@ -127,26 +153,39 @@ impl Driver {
         cfg: TaskConfig,
         task: Option<Arc<TaskContext>>,
     ) -> Result<TaskHandle, DriverCallError> {
+        let cfg = task_config(cfg);
         driver_call!(self, task, "start", |d, s| d
             .paddock_plugin_task_driver()
             .call_start(s, &cfg))?
-        .map_err(DriverCallError::Driver)
+        .map(handle_of)
+        .map_err(driver_error)
     }
 
     /// Reattach to a task.
     pub async fn recover(&self, handle: TaskHandle) -> Result<TaskHandle, DriverCallError> {
+        let handle = wit_handle(handle);
         driver_call!(self, None, "recover", |d, s| d
             .paddock_plugin_task_driver()
             .call_recover(s, &handle))?
-        .map_err(DriverCallError::Driver)
+        .map(handle_of)
+        .map_err(driver_error)
     }
 
     /// Non-blocking wait.
     pub async fn wait(&self, handle: TaskHandle) -> Result<WaitStatus, DriverCallError> {
-        driver_call!(self, None, "wait", |d, s| d
+        let handle = wit_handle(handle);
+        let status = driver_call!(self, None, "wait", |d, s| d
             .paddock_plugin_task_driver()
             .call_wait(s, &handle))?
-        .map_err(DriverCallError::Driver)
+        .map_err(driver_error)?;
+        Ok(match status {
+            wit::WaitStatus::Exited(r) => WaitStatus::Exited(r.into()),
+            wit::WaitStatus::Pending(w) => WaitStatus::Pending(WakeOn {
+                processes: w.processes,
+                after_ns: w.after_ns,
+                handle: w.handle.map(handle_of),
+            }),
+        })
     }
 
     /// Stop: signal, then kill after the timeout. Returns the updated handle.
@@ -156,26 +195,42 @@ impl Driver {
         timeout_ns: u64,
         signal: String,
     ) -> Result<TaskHandle, DriverCallError> {
+        let handle = wit_handle(handle);
         driver_call!(self, None, "stop", |d, s| d
             .paddock_plugin_task_driver()
             .call_stop(s, &handle, timeout_ns, &signal))?
-        .map_err(DriverCallError::Driver)
+        .map(handle_of)
+        .map_err(driver_error)
     }
 
     /// Release a task.
     pub async fn destroy(&self, handle: TaskHandle, force: bool) -> Result<(), DriverCallError> {
+        let handle = wit_handle(handle);
         driver_call!(self, None, "destroy", |d, s| d
             .paddock_plugin_task_driver()
             .call_destroy(s, &handle, force))?
-        .map_err(DriverCallError::Driver)
+        .map_err(driver_error)
     }
 
     /// Describe a task.
     pub async fn inspect(&self, handle: TaskHandle) -> Result<TaskStatus, DriverCallError> {
-        driver_call!(self, None, "inspect", |d, s| d
+        let handle = wit_handle(handle);
+        let st = driver_call!(self, None, "inspect", |d, s| d
             .paddock_plugin_task_driver()
             .call_inspect(s, &handle))?
-        .map_err(DriverCallError::Driver)
+        .map_err(driver_error)?;
+        Ok(TaskStatus {
+            id: st.id,
+            state: match st.state {
+                wit::TaskState::Unknown => TaskState::Unknown,
+                wit::TaskState::Running => TaskState::Running,
+                wit::TaskState::Exited => TaskState::Exited,
+            },
+            started_at: st.started_at,
+            completed_at: st.completed_at,
+            exit_result: st.exit_result.map(Into::into),
+            attributes: st.attributes,
+        })
     }
 
     /// Signal a task. Returns the updated handle.
@@ -184,17 +239,84 @@ impl Driver {
         handle: TaskHandle,
         signal: String,
     ) -> Result<TaskHandle, DriverCallError> {
+        let handle = wit_handle(handle);
         driver_call!(self, None, "signal", |d, s| d
             .paddock_plugin_task_driver()
             .call_signal(s, &handle, &signal))?
-        .map_err(DriverCallError::Driver)
+        .map(handle_of)
+        .map_err(driver_error)
     }
 
     /// Resource usage of a task.
     pub async fn stats(&self, handle: TaskHandle) -> Result<ResourceUsage, DriverCallError> {
+        let handle = wit_handle(handle);
         driver_call!(self, None, "stats", |d, s| d
             .paddock_plugin_task_driver()
             .call_stats(s, &handle))?
-        .map_err(DriverCallError::Driver)
+        .map(Into::into)
+        .map_err(driver_error)
+    }
+}
+
+fn driver_error(e: wit::DriverError) -> DriverCallError {
+    DriverCallError::Driver(match e {
+        wit::DriverError::InvalidConfig(fields) => {
+            DriverError::InvalidConfig(fields.into_iter().map(Into::into).collect())
+        }
+        wit::DriverError::NotSupported(m) => DriverError::NotSupported(m),
+        wit::DriverError::TaskNotFound(m) => DriverError::TaskNotFound(m),
+        wit::DriverError::Denied(m) => DriverError::Denied(m),
+        wit::DriverError::Failed(f) => DriverError::Failed(Failure {
+            message: f.message,
+            recoverable: f.recoverable,
+        }),
+    })
+}
+
+fn handle_of(h: wit_types::TaskHandle) -> TaskHandle {
+    TaskHandle {
+        version: h.version,
+        task_id: h.task_id,
+        driver_state: h.driver_state,
+    }
+}
+
+fn wit_handle(h: TaskHandle) -> wit_types::TaskHandle {
+    wit_types::TaskHandle {
+        version: h.version,
+        task_id: h.task_id,
+        driver_state: h.driver_state,
+    }
+}
+
+fn task_config(c: TaskConfig) -> wit_types::TaskConfig {
+    wit_types::TaskConfig {
+        id: c.id,
+        name: c.name,
+        alloc_id: c.alloc_id,
+        job_id: c.job_id,
+        job_name: c.job_name,
+        group_name: c.group_name,
+        namespace: c.namespace,
+        node_id: c.node_id,
+        node_name: c.node_name,
+        env: c.env,
+        device_env: c.device_env,
+        user: c.user,
+        resources: wit_types::TaskResources {
+            cpu_mhz: c.resources.cpu_mhz,
+            memory_mb: c.resources.memory_mb,
+            memory_max_mb: c.resources.memory_max_mb,
+        },
+        driver_config: c.driver_config,
+        alloc_dir: c.alloc_dir,
+        task_dir: c.task_dir,
+        stdout_path: c.stdout_path,
+        stderr_path: c.stderr_path,
+        logs: c.logs.into(),
+        kill_signal: c.kill_signal,
+        kill_timeout_ns: c.kill_timeout_ns,
+        mounts: c.mounts.into_iter().map(Into::into).collect(),
+        devices: c.devices.into_iter().map(Into::into).collect(),
     }
 }

@@ -1,108 +1,64 @@
-//! Driver health and the node events its changes raise. Shared by the manager and every
-//! [`Driver`](super::Driver) it dispenses, so a failed call marks its driver unhealthy at
-//! once, and the next successful fingerprint makes it healthy again.
-//!
-//! With a state DB, every change is stored (the driver manager's state, as Nomad's
-//! PutDriverPluginState), and a restarted agent starts from what it last knew: a driver
-//! whose health changed while the agent was down raises a node event at the first
-//! fingerprint, and one that did not change raises none.
+//! Driver health and the node events its changes raise, kept in the shared
+//! [`PluginBook`]. Shared by the manager and every [`Driver`](super::Driver) it dispenses,
+//! so a failed call marks its driver unhealthy at once, and the next successful fingerprint
+//! makes it healthy again.
 
 use std::collections::BTreeMap;
-use std::sync::{Arc, RwLock};
+use std::sync::Arc;
 
-use super::DriverInfo;
+use serde::{Deserialize, Serialize};
+
 use crate::node::NodeEvents;
+use crate::pluginbook::{Change, PluginBook};
+use crate::runtime::CallError;
 use crate::state::StateDb;
 
-/// The state DB manager name of driver state.
-pub(super) const MANAGER: &str = "driver";
-
-/// Driver infos by name, and the node events of their changes.
-#[derive(Default)]
-pub struct HealthBook {
-    infos: RwLock<BTreeMap<String, DriverInfo>>,
-    events: Arc<NodeEvents>,
-    db: Option<Arc<dyn StateDb>>,
+/// A driver's health and attributes as last fingerprinted (Nomad's DriverInfo).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "PascalCase")]
+pub struct DriverInfo {
+    /// Attributes, keyed `driver.<name>.<attr>`.
+    pub attributes: BTreeMap<String, String>,
+    /// The driver is present.
+    pub detected: bool,
+    /// The driver is healthy.
+    pub healthy: bool,
+    /// Why.
+    pub health_description: String,
+    /// When, ns.
+    pub update_time: u64,
 }
 
-impl HealthBook {
-    /// A book raising events into `events` and storing changes in `db`, seeded with what
-    /// `db` holds from the last run.
+/// Driver infos by name.
+pub struct DriverHealth {
+    book: PluginBook<DriverInfo>,
+}
+
+impl DriverHealth {
+    /// Health raising events into `events`, stored in `db` and seeded from it.
     pub fn new(events: Arc<NodeEvents>, db: Option<Arc<dyn StateDb>>) -> Self {
-        let infos = db
-            .as_deref()
-            .map(|db| crate::state::load_plugin_states(db, MANAGER))
-            .unwrap_or_default();
         Self {
-            infos: RwLock::new(infos),
-            events,
-            db,
+            book: PluginBook::open("driver", "Driver", "driver", events, db),
         }
     }
 
-    /// Record `info` for `name`; a change of health or description is a node event, and
+    /// Record `info` for `name`: a change of health or description is a node event, and
     /// any change but the time is stored.
     pub fn record(&self, name: &str, info: DriverInfo) {
-        let mut infos = self.infos.write().unwrap();
-        let old = infos.get(name);
-        let health_changed = old
-            .map(|old| {
-                old.healthy != info.healthy || old.health_description != info.health_description
-            })
-            .unwrap_or(true);
-        let changed = health_changed
-            || old.is_some_and(|old| {
-                old.detected != info.detected || old.attributes != info.attributes
-            });
-        if health_changed {
-            tracing::info!(driver = %name, healthy = info.healthy, description = %info.health_description, "driver health");
-            self.events.push(
-                "Driver",
-                if info.healthy {
-                    "Driver healthy".into()
-                } else {
-                    format!("Driver unhealthy: {}", info.health_description)
-                },
-                [("driver".to_string(), name.to_string())].into(),
-            );
-        }
-        if changed && let Some(db) = &self.db {
-            let value = serde_json::to_value(&info).expect("driver info serializes");
-            if let Err(e) = db.put_plugin_state(MANAGER, name, &value) {
-                tracing::warn!(driver = %name, error = %e, "storing driver state failed");
-            }
-        }
-        infos.insert(name.to_string(), info);
+        self.book.record(name, info, compare);
     }
 
-    /// Forget drivers that are no longer loaded (their stored state too).
+    /// Forget drivers that are no longer loaded.
     pub fn retain(&self, loaded: &[String]) {
-        let mut infos = self.infos.write().unwrap();
-        let gone: Vec<String> = infos
-            .keys()
-            .filter(|n| !loaded.contains(n))
-            .cloned()
-            .collect();
-        for name in gone {
-            infos.remove(&name);
-            tracing::info!(driver = %name, "driver no longer loaded; its state is forgotten");
-            if let Some(db) = &self.db
-                && let Err(e) = db.delete_plugin_state(MANAGER, &name)
-            {
-                tracing::warn!(driver = %name, error = %e, "deleting driver state failed");
-            }
-        }
+        self.book.retain(loaded);
     }
 
     /// A call into the driver's component failed (trap, memory, deadline): it is
     /// unhealthy, with the reason, until a fingerprint succeeds again.
-    pub fn call_failed(&self, name: &str, error: &crate::runtime::CallError) {
+    pub fn call_failed(&self, name: &str, error: &CallError) {
         let attributes = self
-            .infos
-            .read()
-            .unwrap()
-            .get(name)
-            .map(|i| i.attributes.clone())
+            .book
+            .read(|s| s.get(name).map(|i| i.attributes.clone()))
             .unwrap_or_default();
         self.record(
             name,
@@ -118,11 +74,58 @@ impl HealthBook {
 
     /// Latest infos.
     pub fn infos(&self) -> BTreeMap<String, DriverInfo> {
-        self.infos.read().unwrap().clone()
+        self.book.all()
     }
 
     /// The node events this book raises into.
     pub fn events(&self) -> &Arc<NodeEvents> {
-        &self.events
+        self.book.events()
+    }
+}
+
+fn compare(last: Option<&DriverInfo>, info: &DriverInfo) -> Change {
+    let health_changed = last.is_none_or(|old| {
+        old.healthy != info.healthy || old.health_description != info.health_description
+    });
+    let store = health_changed
+        || last
+            .is_some_and(|old| old.detected != info.detected || old.attributes != info.attributes);
+    let events = if health_changed {
+        tracing::info!(healthy = info.healthy, description = %info.health_description, "driver health");
+        vec![if info.healthy {
+            "Driver healthy".to_string()
+        } else {
+            format!("Driver unhealthy: {}", info.health_description)
+        }]
+    } else {
+        Vec::new()
+    };
+    Change { events, store }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn info(healthy: bool, description: &str, time: u64) -> DriverInfo {
+        DriverInfo {
+            attributes: BTreeMap::new(),
+            detected: true,
+            healthy,
+            health_description: description.into(),
+            update_time: time,
+        }
+    }
+
+    #[test]
+    fn health_changes_are_events_and_a_new_time_alone_is_not_stored() {
+        let first = compare(None, &info(true, "Healthy", 1));
+        assert_eq!(first.events, ["Driver healthy"]);
+        assert!(first.store);
+        let same = compare(Some(&info(true, "Healthy", 1)), &info(true, "Healthy", 2));
+        assert_eq!(same, Change::default());
+        let worse = compare(Some(&info(true, "Healthy", 1)), &info(false, "trapped", 3));
+        assert_eq!(worse.events, ["Driver unhealthy: trapped"]);
+        assert!(worse.store);
     }
 }

@@ -1,73 +1,103 @@
 //! The driver manager: drivers are components of the `driver` world. It resolves a driver
 //! name to its current version for every call (so a swapped-in version serves new calls),
-//! fingerprints drivers into node attributes, and routes the task events drivers emit to
-//! the handler each task runner registers.
+//! fingerprints drivers into node attributes, routes the task events drivers emit to the
+//! handler each task runner registers, and owns the host services drivers' calls reach
+//! through the runtime ([`DriverServices`]: processes, task log files, task events).
+//!
+//! Files: `driver.rs` (the plugin client, the only one here that sees the bindings),
+//! `types.rs` (the driver contract in host types), `health.rs` (health in the shared
+//! plugin book), `events.rs` (task event routing).
 
 mod driver;
+mod events;
 mod health;
+pub mod types;
 
-pub use crate::node::NodeEvent;
 pub use driver::{Driver, DriverCallError};
-use health::HealthBook;
+pub use events::{EventHandler, EventRouter};
+use health::DriverHealth;
+pub use health::DriverInfo;
 
 use std::collections::BTreeMap;
+use std::path::PathBuf;
 use std::sync::Arc;
 use std::time::Duration;
 
-use serde::{Deserialize, Serialize};
+use tokio::sync::watch;
 
-use crate::runtime::bindings::v0_1_0::driver::exports::paddock::plugin::task_driver::Health;
-use crate::runtime::bindings::v0_1_0::types::Attribute;
-use crate::runtime::host_api::events::EventHandler;
-use crate::runtime::{Runtime, World};
+use crate::executor::processes::ProcessTable;
+use crate::logmon::TaskLogs;
+use crate::node::{NodeEvent, NodeEvents};
+use crate::runtime::{HostServices, Runtime, World};
+use types::{ExitResult, Health, LogConfig};
 
-/// A driver's health and attributes as last fingerprinted (Nomad's DriverInfo).
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-#[serde(rename_all = "PascalCase")]
-pub struct DriverInfo {
-    /// Attributes, keyed `driver.<name>.<attr>`.
-    pub attributes: BTreeMap<String, String>,
-    /// The driver is present.
-    pub detected: bool,
-    /// The driver is healthy.
-    pub healthy: bool,
-    /// Why.
-    pub health_description: String,
-    /// When, ns.
-    pub update_time: u64,
+/// The host services drivers reach through the runtime's `process`, `task-logs` and
+/// `events` interfaces. Build them first, give [`DriverServices::host_services`] to the
+/// runtime, and the same services to the [`DriverManager`].
+#[derive(Default)]
+pub struct DriverServices {
+    /// Host processes (through the task executor in the agent).
+    pub processes: Arc<ProcessTable>,
+    /// Log files drivers write for their tasks.
+    pub task_logs: Arc<TaskLogs>,
+    /// Task events drivers emit, by task.
+    pub events: Arc<EventRouter>,
+}
+
+impl DriverServices {
+    /// Fresh services: processes as children of this process until an executor is set.
+    pub fn new() -> Arc<Self> {
+        Arc::default()
+    }
+
+    /// The runtime's view of these services.
+    pub fn host_services(&self) -> HostServices {
+        HostServices {
+            processes: Some(self.processes.clone()),
+            task_logs: Some(self.task_logs.clone()),
+            events: Some(self.events.clone()),
+        }
+    }
 }
 
 /// The driver manager.
 pub struct DriverManager {
     runtime: Arc<Runtime>,
-    health: Arc<HealthBook>,
+    services: Arc<DriverServices>,
+    health: Arc<DriverHealth>,
 }
 
 impl DriverManager {
-    /// A manager over the runtime's registry, keeping its state in memory only.
-    pub fn new(runtime: Arc<Runtime>) -> Arc<Self> {
-        Self::with_state(runtime, Arc::default(), None)
+    /// A manager over the runtime's registry, keeping its state in memory only. `services`
+    /// are the ones the runtime was built with.
+    pub fn new(runtime: Arc<Runtime>, services: Arc<DriverServices>) -> Arc<Self> {
+        Self::with_state(runtime, services, Arc::default(), None)
     }
 
     /// A manager that raises node events into `events` and keeps its state in `db`,
     /// starting from what `db` stored last run.
     pub fn with_state(
         runtime: Arc<Runtime>,
-        events: Arc<crate::node::NodeEvents>,
+        services: Arc<DriverServices>,
+        events: Arc<NodeEvents>,
         db: Option<Arc<dyn crate::state::StateDb>>,
     ) -> Arc<Self> {
         Arc::new(Self {
             runtime,
-            health: Arc::new(HealthBook::new(events, db)),
+            services,
+            health: Arc::new(DriverHealth::new(events, db)),
         })
     }
 
     /// The driver called `name`, if one is loaded.
     pub fn dispense(&self, name: &str) -> Option<Driver> {
-        self.runtime
-            .registry
-            .get(World::Driver, name)
-            .map(|_| Driver::new(self.runtime.clone(), name.to_string(), self.health.clone()))
+        let driver = self.driver(name);
+        driver.is_loaded().then_some(driver)
+    }
+
+    /// The driver called `name`, loaded or not: its calls fail while it is not.
+    pub fn driver(&self, name: &str) -> Driver {
+        Driver::new(self.runtime.clone(), name.to_string(), self.health.clone())
     }
 
     /// Names of loaded drivers.
@@ -82,20 +112,46 @@ impl DriverManager {
 
     /// Register the handler for driver events about one task.
     pub fn register_event_handler(&self, alloc_id: &str, task: &str, handler: EventHandler) {
-        self.runtime
-            .services()
-            .events
-            .register(alloc_id, task, handler);
+        self.services.events.register(alloc_id, task, handler);
     }
 
     /// How many tasks have an event handler registered (one per running task).
     pub fn event_handlers(&self) -> usize {
-        self.runtime.services().events.len()
+        self.services.events.len()
     }
 
     /// Remove a task's event handler.
     pub fn unregister_event_handler(&self, alloc_id: &str, task: &str) {
-        self.runtime.services().events.unregister(alloc_id, task);
+        self.services.events.unregister(alloc_id, task);
+    }
+
+    /// Let `driver` write the rotated logs of task invocation `task_id` (`task-logs`).
+    pub fn register_task_logs(
+        &self,
+        task_id: &str,
+        driver: &str,
+        stdout: PathBuf,
+        stderr: PathBuf,
+        logs: &LogConfig,
+    ) {
+        self.services
+            .task_logs
+            .register(task_id, driver, stdout, stderr, logs);
+    }
+
+    /// The invocation is over: its driver may no longer write its logs.
+    pub fn unregister_task_logs(&self, task_id: &str) {
+        self.services.task_logs.unregister(task_id);
+    }
+
+    /// The host services drivers' calls reach.
+    pub fn services(&self) -> &Arc<DriverServices> {
+        &self.services
+    }
+
+    /// A watch that changes when host process `id` (spawned by a driver) exits.
+    pub fn process_exit_watch(&self, id: u64) -> Option<watch::Receiver<Option<ExitResult>>> {
+        self.services.processes.exit_watch(id)
     }
 
     /// Latest driver infos.
@@ -112,11 +168,11 @@ impl DriverManager {
     /// each driver's own attributes.
     pub fn node_attributes(&self) -> BTreeMap<String, String> {
         let mut out = BTreeMap::new();
-        for (name, info) in self.health.infos().iter() {
+        for (name, info) in self.health.infos() {
             if info.detected {
                 out.insert(format!("driver.{name}"), "1".to_string());
             }
-            out.extend(info.attributes.clone());
+            out.extend(info.attributes);
         }
         out
     }
@@ -134,7 +190,7 @@ impl DriverManager {
                     attributes: fp
                         .attributes
                         .into_iter()
-                        .map(|(k, v)| (format!("driver.{name}.{k}"), attribute_string(&v)))
+                        .map(|(k, v)| (format!("driver.{name}.{k}"), v.to_string()))
                         .collect(),
                     detected: fp.health != Health::Undetected,
                     healthy: fp.health == Health::Healthy,
@@ -163,49 +219,5 @@ impl DriverManager {
                 dm.fingerprint_all().await;
             }
         });
-    }
-}
-
-/// Render a typed attribute as Nomad's string form.
-pub fn attribute_string(a: &Attribute) -> String {
-    match a {
-        Attribute::Str(s) => s.clone(),
-        Attribute::Int(i) => i.to_string(),
-        Attribute::Float(f) => f.to_string(),
-        Attribute::Boolean(b) => b.to_string(),
-    }
-}
-
-impl DriverManager {
-    /// A watch that changes when host process `id` (spawned by a driver) exits.
-    pub fn process_exit_watch(
-        &self,
-        id: u64,
-    ) -> Option<
-        tokio::sync::watch::Receiver<Option<crate::runtime::bindings::v0_1_0::types::ExitResult>>,
-    > {
-        self.runtime.services().processes.exit_watch(id)
-    }
-}
-
-impl DriverManager {
-    /// Let `driver` write the rotated logs of task invocation `task_id` (`task-logs`).
-    pub fn register_task_logs(
-        &self,
-        task_id: &str,
-        driver: &str,
-        stdout: std::path::PathBuf,
-        stderr: std::path::PathBuf,
-        logs: &crate::runtime::bindings::v0_1_0::types::LogConfig,
-    ) {
-        self.runtime
-            .services()
-            .task_logs
-            .register(task_id, driver, stdout, stderr, logs);
-    }
-
-    /// The invocation is over: its driver may no longer write its logs.
-    pub fn unregister_task_logs(&self, task_id: &str) {
-        self.runtime.services().task_logs.unregister(task_id);
     }
 }

@@ -35,7 +35,7 @@ pub trait ExitSink: Send + Sync {
 }
 
 /// Spawn requests waiting for their answer, by id.
-type Pending = Arc<Mutex<HashMap<u64, oneshot::Sender<Result<u32, String>>>>>;
+type Pending = Arc<Mutex<HashMap<u64, oneshot::Sender<Result<u32, ExecutorError>>>>>;
 
 /// A connection to the executor.
 pub struct ExecutorClient {
@@ -105,7 +105,7 @@ impl ExecutorClient {
                     }
                     Ok(Message::Error { id, message }) => {
                         if let Some(tx) = pending.lock().unwrap().remove(&id) {
-                            let _ = tx.send(Err(message));
+                            let _ = tx.send(Err(ExecutorError::Failed(message)));
                         } else {
                             tracing::warn!(id, %message, "executor error");
                         }
@@ -119,7 +119,9 @@ impl ExecutorClient {
             tracing::warn!("connection to the task executor lost");
             closed.store(true, std::sync::atomic::Ordering::SeqCst);
             for (_, tx) in pending.lock().unwrap().drain() {
-                let _ = tx.send(Err("the executor connection was lost".into()));
+                let _ = tx.send(Err(ExecutorError::Unavailable(
+                    "the executor connection was lost".into(),
+                )));
             }
             sink.disconnected();
         });
@@ -152,7 +154,7 @@ impl ExecutorClient {
         }
         match rx.await {
             Ok(Ok(pid)) => Ok(pid),
-            Ok(Err(m)) => Err(ExecutorError::Failed(m)),
+            Ok(Err(e)) => Err(e),
             Err(_) => Err(ExecutorError::Unavailable("no answer".into())),
         }
     }
@@ -202,6 +204,7 @@ pub fn socket_for(data_dir: &Path) -> PathBuf {
     if p.as_os_str().len() < 100 {
         return p;
     }
-    let digest = crate::runtime::cache::sha256_hex(p.as_os_str().as_encoded_bytes());
+    use sha2::Digest;
+    let digest = hex::encode(sha2::Sha256::digest(p.as_os_str().as_encoded_bytes()));
     std::env::temp_dir().join(format!("paddock-executor-{}.sock", &digest[..16]))
 }

@@ -17,7 +17,10 @@
 //! Each exit is also written to `<data_dir>/exits/<id>.json` before it is announced, so an
 //! exit that happened while no agent was connected is still known.
 
+mod children;
 pub mod client;
+mod os;
+pub mod processes;
 pub mod server;
 
 use serde::{Deserialize, Serialize};

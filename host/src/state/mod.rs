@@ -23,8 +23,8 @@ pub use faulty::FaultyBackend;
 pub use mem::MemBackend;
 pub use redb_backend::RedbBackend;
 
+pub use crate::executor::processes::ProcessRecord;
 use crate::jobspec::Job;
-pub use crate::runtime::host_api::process::ProcessRecord;
 use crate::structs::{Allocation, TaskState};
 
 /// Schema version this agent writes. Older files are upgraded at open; newer ones refused.
@@ -92,17 +92,6 @@ pub struct StoredHandle {
     pub task_id: String,
     /// The driver's opaque state.
     pub driver_state: Vec<u8>,
-}
-
-impl StoredHandle {
-    /// The handle to give back to the driver.
-    pub fn into_handle(self) -> crate::runtime::bindings::v0_1_0::types::TaskHandle {
-        crate::runtime::bindings::v0_1_0::types::TaskHandle {
-            version: self.version,
-            task_id: self.task_id,
-            driver_state: self.driver_state,
-        }
-    }
 }
 
 /// A hook's persisted state for one task.
@@ -514,13 +503,17 @@ pub fn load_plugin_states<T: DeserializeOwned>(
 /// The state DB as the process table's store.
 pub struct DbProcessStore(pub std::sync::Arc<dyn StateDb>);
 
-impl crate::runtime::host_api::process::ProcessStore for DbProcessStore {
-    fn put(&self, r: &ProcessRecord) -> Result<(), String> {
-        self.0.put_process(r).map_err(|e| e.to_string())
+impl crate::executor::processes::ProcessStore for DbProcessStore {
+    fn put(&self, r: &ProcessRecord) -> Result<(), crate::executor::processes::ProcessStoreError> {
+        self.0
+            .put_process(r)
+            .map_err(|e| crate::executor::processes::ProcessStoreError(e.to_string()))
     }
 
-    fn delete(&self, id: u64) -> Result<(), String> {
-        self.0.delete_process(id).map_err(|e| e.to_string())
+    fn delete(&self, id: u64) -> Result<(), crate::executor::processes::ProcessStoreError> {
+        self.0
+            .delete_process(id)
+            .map_err(|e| crate::executor::processes::ProcessStoreError(e.to_string()))
     }
 }
 

@@ -1,82 +1,14 @@
-//! The task environment: the `NOMAD_*` variables, node attributes, meta and task env, and
-//! `${...}` interpolation with Nomad's lookup order (node keys before env keys). The same
-//! [`TaskEnv`] serves guests through the WIT `env` interface.
+//! The task environment (Nomad's `taskenv`): the `NOMAD_*` variables, node attributes,
+//! meta and task env, then device and hook env, each value `${...}`-interpolated with
+//! Nomad's lookup order (node keys before env keys). One [`EnvBuilder`] per task
+//! invocation carries what the prestart hooks add; [`EnvBuilder::build`] gives the
+//! [`TaskEnv`] that drivers get in their task config and guests read through the runtime's
+//! `env` interface.
 
 use std::collections::BTreeMap;
 
 use crate::jobspec::{Job, Task, TaskGroup};
-
-/// A task's environment plus the node keys `${...}` can name.
-#[derive(Debug, Clone, Default, PartialEq)]
-pub struct TaskEnv {
-    /// Environment variables.
-    pub env: BTreeMap<String, String>,
-    /// Node keys: `node.unique.id`, `node.datacenter`, `attr.<name>`, `meta.<name>`, ...
-    pub node: BTreeMap<String, String>,
-}
-
-impl TaskEnv {
-    /// One variable.
-    pub fn get(&self, key: &str) -> Option<&str> {
-        self.env.get(key).map(String::as_str)
-    }
-
-    /// All variables, sorted by key.
-    pub fn sorted_pairs(&self) -> Vec<(String, String)> {
-        self.env
-            .iter()
-            .map(|(k, v)| (k.clone(), v.clone()))
-            .collect()
-    }
-
-    /// Replace `${key}` (key of `[A-Za-z0-9_.-]`) by its value; node keys win over env
-    /// keys, as in Nomad; unknown keys stay as written.
-    pub fn interpolate(&self, s: &str) -> String {
-        let mut out = String::with_capacity(s.len());
-        let mut rest = s;
-        while let Some(start) = rest.find("${") {
-            out.push_str(&rest[..start]);
-            let after = &rest[start + 2..];
-            let end = after.find('}');
-            let key_ok = |k: &str| {
-                !k.is_empty()
-                    && k.chars()
-                        .all(|c| c.is_ascii_alphanumeric() || matches!(c, '_' | '-' | '.'))
-            };
-            match end {
-                Some(e) if key_ok(&after[..e]) => {
-                    let key = &after[..e];
-                    match self.node.get(key).or_else(|| self.env.get(key)) {
-                        Some(v) => out.push_str(v),
-                        None => out.push_str(&rest[start..start + 3 + e]),
-                    }
-                    rest = &after[e + 1..];
-                }
-                _ => {
-                    out.push_str("${");
-                    rest = after;
-                }
-            }
-        }
-        out.push_str(rest);
-        out
-    }
-
-    /// Interpolate every string inside a JSON value (a task's `config` block).
-    pub fn interpolate_json(&self, v: &serde_json::Value) -> serde_json::Value {
-        use serde_json::Value;
-        match v {
-            Value::String(s) => Value::String(self.interpolate(s)),
-            Value::Array(a) => Value::Array(a.iter().map(|x| self.interpolate_json(x)).collect()),
-            Value::Object(o) => Value::Object(
-                o.iter()
-                    .map(|(k, x)| (k.clone(), self.interpolate_json(x)))
-                    .collect(),
-            ),
-            other => other.clone(),
-        }
-    }
-}
+pub use crate::runtime::TaskEnv;
 
 /// What the builder needs to know about the node.
 #[derive(Debug, Clone, Default)]
@@ -147,15 +79,56 @@ pub struct EnvRequest<'a> {
     pub dirs: &'a TaskDirs,
     /// The node.
     pub node: &'a NodeInfo,
-    /// Env set by hooks, in hook order (last writer wins).
-    pub hook_env: &'a [(String, String)],
     /// The allocation's ports.
     pub ports: &'a [crate::structs::AllocatedPort],
 }
 
-/// Build a task's environment in Nomad's precedence: built-in `NOMAD_*`, then meta, then
-/// the task's `env` block (interpolated against what came before), then hook env in order.
-pub fn build(r: EnvRequest<'_>) -> TaskEnv {
+/// A task invocation's environment as the prestart hooks build it up: the base from the
+/// task (fixed when the invocation starts), then the env of its device reservations, then
+/// hook env in the hooks' first-run order, the last writer winning.
+#[derive(Debug, Clone)]
+pub struct EnvBuilder {
+    base: TaskEnv,
+    device_env: Vec<(String, String)>,
+    hook_env: Vec<(String, String)>,
+}
+
+impl EnvBuilder {
+    /// A builder for the task `r` describes.
+    pub fn new(r: EnvRequest<'_>) -> Self {
+        Self {
+            base: base(r),
+            device_env: Vec::new(),
+            hook_env: Vec::new(),
+        }
+    }
+
+    /// The env of the task's device reservations (the `devices` hook's).
+    pub fn set_device_env(&mut self, env: Vec<(String, String)>) {
+        self.device_env = env;
+    }
+
+    /// The env persistent hooks have set so far, in their first-run order.
+    pub fn set_hook_env(&mut self, env: Vec<(String, String)>) {
+        self.hook_env = env;
+    }
+
+    /// The environment: base, then device env, then hook env, each value interpolated
+    /// against what came before it.
+    pub fn build(&self) -> TaskEnv {
+        let mut te = self.base.clone();
+        for (k, v) in self.device_env.iter().chain(&self.hook_env) {
+            let v = te.interpolate(v);
+            te.env.insert(k.clone(), v);
+        }
+        te
+    }
+}
+
+/// A task's environment before device and hook env, in Nomad's precedence: built-in
+/// `NOMAD_*`, then meta, then the task's `env` block (interpolated against what came
+/// before).
+fn base(r: EnvRequest<'_>) -> TaskEnv {
     let EnvRequest {
         job,
         group,
@@ -164,7 +137,6 @@ pub fn build(r: EnvRequest<'_>) -> TaskEnv {
         alloc_index,
         dirs,
         node,
-        hook_env,
         ports,
     } = r;
     let mut env = BTreeMap::new();
@@ -238,10 +210,6 @@ pub fn build(r: EnvRequest<'_>) -> TaskEnv {
         let v = te.interpolate(v);
         te.env.insert(k.clone(), v);
     }
-    for (k, v) in hook_env {
-        let v = te.interpolate(v);
-        te.env.insert(k.clone(), v);
-    }
     te
 }
 
@@ -262,30 +230,58 @@ fn clean_key(k: &str) -> String {
 mod tests {
     use super::*;
 
-    fn env() -> TaskEnv {
-        let mut e = TaskEnv::default();
-        e.env.insert("A".into(), "1".into());
-        e.env.insert("attr.kernel.name".into(), "env-loses".into());
-        e.node.insert("attr.kernel.name".into(), "linux".into());
-        e
-    }
-
     #[test]
-    fn interpolation_rules() {
-        let e = env();
-        assert_eq!(e.interpolate("x${A}y"), "x1y");
+    fn builder_applies_device_env_then_hook_env_over_the_task_env() {
+        let job = crate::jobspec::parse_job_json(
+            br#"{"ID": "web", "Meta": {"team": "a-b"}, "TaskGroups": [{"Name": "g", "Tasks": [
+                {"Name": "t", "Driver": "mock", "Env": {"WHO": "${NOMAD_TASK_NAME}@${attr.kernel.name}", "LEVEL": "task"}}
+            ]}]}"#,
+        )
+        .unwrap();
+        let group = &job.task_groups[0];
+        let node = NodeInfo {
+            attributes: [("kernel.name".to_string(), "linux".to_string())].into(),
+            ..Default::default()
+        };
+        let dirs = TaskDirs {
+            alloc_dir: "/a/alloc".into(),
+            task_dir: "/a/t".into(),
+            local_dir: "/a/t/local".into(),
+            secrets_dir: "/a/t/secrets".into(),
+        };
+        let mut b = EnvBuilder::new(EnvRequest {
+            job: &job,
+            group,
+            task: &group.tasks[0],
+            alloc_id: "0123456789",
+            alloc_index: 2,
+            dirs: &dirs,
+            node: &node,
+            ports: &[],
+        });
+        let env = b.build();
+        assert_eq!(env.get("WHO"), Some("t@linux"));
+        assert_eq!(env.get("NOMAD_ALLOC_NAME"), Some("web.g[2]"));
+        assert_eq!(env.get("NOMAD_SHORT_ALLOC_ID"), Some("01234567"));
+        assert_eq!(env.get("NOMAD_META_team"), Some("a-b"));
+        assert_eq!(env.get("NOMAD_TASK_DIR"), Some("/a/t/local"));
+
+        b.set_device_env(vec![
+            ("LEVEL".into(), "device".into()),
+            ("GPU".into(), "0".into()),
+        ]);
+        b.set_hook_env(vec![
+            ("LEVEL".into(), "hook-1".into()),
+            ("SEEN".into(), "${GPU}/${LEVEL}".into()),
+            ("LEVEL".into(), "hook-2".into()),
+        ]);
+        let env = b.build();
+        assert_eq!(env.get("LEVEL"), Some("hook-2"), "the last writer wins");
         assert_eq!(
-            e.interpolate("${attr.kernel.name}"),
-            "linux",
-            "node keys win"
+            env.get("SEEN"),
+            Some("0/hook-1"),
+            "each value sees what came before"
         );
-        assert_eq!(
-            e.interpolate("${UNKNOWN}-${A}"),
-            "${UNKNOWN}-1",
-            "unknown kept"
-        );
-        assert_eq!(e.interpolate("${not closed"), "${not closed");
-        assert_eq!(e.interpolate("${bad key}"), "${bad key}");
-        assert_eq!(e.interpolate("$${A}"), "$1");
+        assert_eq!(env.get("GPU"), Some("0"));
     }
 }

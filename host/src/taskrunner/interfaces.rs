@@ -11,18 +11,84 @@
 //! | stop | once, when the task is done for good | is logged |
 //! | update | when the allocation is updated in place | is logged |
 //! | killing | before the task is sent its kill signal | is logged |
+//!
+//! The task runner talks to its allocation only through [`TaskStateHandler`] (Nomad's
+//! `TaskStateHandler`), and gets everything else it needs in its [`TaskRunnerConfig`], so it
+//! never knows the alloc runner.
 
 use std::collections::BTreeMap;
 use std::path::PathBuf;
+use std::sync::Arc;
 
 use futures::future::BoxFuture;
+use tokio_util::sync::CancellationToken;
 
-use crate::drivermanager::Driver;
+use crate::allocdir::AllocDir;
+use crate::devicemanager::DeviceManager;
+use crate::drivermanager::types::ExitResult;
+use crate::drivermanager::{Driver, DriverManager};
+use crate::hookmanager::HookManager;
 use crate::jobspec::{Task, TaskGroup};
-use crate::runtime::bindings::v0_1_0::types::ExitResult;
-use crate::state::HookState;
-use crate::structs::{Allocation, TaskEvent, event_type};
-use crate::taskenv::{NodeInfo, TaskDirs, TaskEnv};
+use crate::runtime::types::Reservation;
+use crate::state::{HookState, StateDb};
+use crate::structs::{Allocation, TaskEvent, TaskEventType, TaskState};
+use crate::taskenv::{EnvBuilder, NodeInfo, TaskDirs};
+
+/// What a task runner needs of the allocation it belongs to. Implemented by the alloc
+/// runner, which owns the allocation record: it re-derives the allocation's status,
+/// persists and publishes every change. Calls are quick and never wait on the task.
+pub trait TaskStateHandler: Send + Sync {
+    /// A snapshot of the allocation.
+    fn allocation(&self) -> Allocation;
+
+    /// The current state of one of its tasks.
+    fn task_state(&self, task: &str) -> Option<TaskState>;
+
+    /// Change a task's state.
+    fn update_task(&self, task: &str, change: &mut dyn FnMut(&mut TaskState));
+
+    /// Append an event to a task.
+    fn event(&self, task: &str, ev: TaskEvent) {
+        tracing::info!(task, event = %ev.event_type, message = %ev.message, "task event");
+        let mut ev = Some(ev);
+        self.update_task(task, &mut |s| {
+            if let Some(ev) = ev.take() {
+                s.push_event(ev);
+            }
+        });
+    }
+}
+
+/// The plugin managers a task runner calls.
+#[derive(Clone)]
+pub struct Plugins {
+    /// Drivers.
+    pub drivers: Arc<DriverManager>,
+    /// Device plugins.
+    pub devices: Arc<DeviceManager>,
+    /// WASM hooks and the tasks they attach to.
+    pub hooks: Arc<HookManager>,
+}
+
+/// Everything a task runner is given (Nomad's task runner `Config`).
+pub struct TaskRunnerConfig {
+    /// The allocation's id.
+    pub alloc_id: String,
+    /// The task.
+    pub task: Task,
+    /// Where the task's state changes go.
+    pub handler: Arc<dyn TaskStateHandler>,
+    /// The state DB, for the task's local state (driver handle, hook state).
+    pub db: Arc<dyn StateDb>,
+    /// The allocation's directory tree.
+    pub alloc_dir: AllocDir,
+    /// The node, for the env builder.
+    pub node: NodeInfo,
+    /// Plugin managers.
+    pub plugins: Plugins,
+    /// Cancelled to kill the task.
+    pub kill: CancellationToken,
+}
 
 /// What every phase knows about the task.
 #[derive(Clone, Copy)]
@@ -37,25 +103,25 @@ pub struct TaskView<'a> {
     pub node: &'a NodeInfo,
 }
 
-/// One start of the task, built up by the prestart hooks: the task dir hook sets `dirs`,
-/// the validate hook `driver`, the env hook `env`, the devices hook `reservations`, the
-/// logs hook `logs`.
-#[derive(Default)]
+/// One start of the task. Everything about it is known when it begins; the prestart hooks
+/// act on it: `validate` checks that its driver is loaded, `task_dir` creates its
+/// directories, `devices` reserves its devices and adds their env, `logs` opens its log
+/// files to its driver, and persistent hooks add env.
 pub struct Invocation {
     /// `<alloc>/<task>/<8 hex>`, new for every start.
     pub task_id: String,
     /// The first start of this task runner (not a restart).
     pub first: bool,
+    /// The task's driver, by name (loaded or not).
+    pub driver: Driver,
     /// The task's directories.
-    pub dirs: Option<TaskDirs>,
-    /// The task's driver.
-    pub driver: Option<Driver>,
-    /// The task's environment, rebuilt whenever a hook adds env.
-    pub env: Option<TaskEnv>,
+    pub dirs: TaskDirs,
     /// Where the task's stdout and stderr go.
-    pub logs: Option<LogPaths>,
+    pub logs: LogPaths,
+    /// The task's environment as the hooks build it up.
+    pub env: EnvBuilder,
     /// The task's device reservations, one per assigned device group.
-    pub reservations: Vec<crate::runtime::host_api::devices::Reservation>,
+    pub reservations: Vec<Reservation>,
 }
 
 /// A task's log files (the driver's `stdout-path`/`stderr-path`; rotation adds `.N`).
@@ -76,8 +142,6 @@ pub struct PrestartRequest<'a> {
     pub view: TaskView<'a>,
     /// What this hook stored after its last prestart (empty the first time).
     pub previous: &'a HookState,
-    /// Env the persistent hooks have set so far, in their first-run order.
-    pub hook_env: &'a [(String, String)],
     /// Emits a task event.
     pub emit: Emit<'a>,
 }
@@ -147,7 +211,7 @@ pub struct HookFailure {
     /// Whether trying again may help.
     pub recoverable: bool,
     /// The event type: "Setup Failure" unless the hook says otherwise.
-    pub kind: &'static str,
+    pub kind: TaskEventType,
 }
 
 impl HookFailure {
@@ -156,7 +220,7 @@ impl HookFailure {
         Self {
             message: message.into(),
             recoverable,
-            kind: event_type::SETUP_FAILURE,
+            kind: TaskEventType::SetupFailure,
         }
     }
 }

@@ -2,14 +2,26 @@
 //! state, persisted on every change by this runner, its only writer.
 
 use crate::drivermanager::Driver;
-use crate::runtime::bindings::v0_1_0::types::TaskHandle;
+use crate::drivermanager::types::TaskHandle;
+use crate::hookmanager::TEMPLATE_HOOK;
 use crate::state::{HookState, LocalTaskState, StoredHandle};
 
-use super::{TaskRunner, wasm_hooks};
+use super::TaskRunner;
+
+/// The handle to give back to the driver.
+impl From<StoredHandle> for TaskHandle {
+    fn from(s: StoredHandle) -> Self {
+        TaskHandle {
+            version: s.version,
+            task_id: s.task_id,
+            driver_state: s.driver_state,
+        }
+    }
+}
 
 impl TaskRunner {
     /// The invocation is over: its handle is no longer needed.
-    pub(super) fn clear_handle(&self, _alloc_id: &str) {
+    pub(super) fn clear_handle(&self) {
         self.update_local(|l| l.handle = None);
     }
 
@@ -18,9 +30,8 @@ impl TaskRunner {
         let mut local = self.local.lock().unwrap();
         f(&mut local);
         if let Err(e) = self
-            .alloc
             .db
-            .put_local_state(&self.alloc.id(), &self.task.name, &local)
+            .put_local_state(&self.alloc_id, &self.task.name, &local)
         {
             tracing::error!(task = %self.task.name, error = %e, "persisting task local state failed");
         }
@@ -55,7 +66,7 @@ impl TaskRunner {
         let (template, others): (Vec<_>, Vec<_>) = local
             .hooks
             .iter()
-            .partition(|(name, _)| name == wasm_hooks::TEMPLATE_HOOK);
+            .partition(|(name, _)| name == TEMPLATE_HOOK);
         others
             .into_iter()
             .chain(template)

@@ -4,14 +4,11 @@
 
 use std::time::Duration;
 
-use super::interfaces::{KillRequest, TaskView};
+use super::interfaces::TaskView;
 use super::{KILL_GRACE, TaskRunner};
+use crate::drivermanager::types::{ExitResult, TaskHandle, WaitStatus, WakeOn};
 use crate::drivermanager::{Driver, DriverCallError};
-use crate::runtime::bindings::v0_1_0::driver::exports::paddock::plugin::task_driver::{
-    WaitStatus, WakeOn,
-};
-use crate::runtime::bindings::v0_1_0::types::{ExitResult, TaskHandle};
-use crate::structs::{TaskEvent, event_type};
+use crate::structs::{TaskEvent, TaskEventType};
 
 impl TaskRunner {
     /// Wait for the task's exit. Returns the exit and whether it was killed.
@@ -63,26 +60,11 @@ impl TaskRunner {
                     self.killing(view).await;
                     let signal = self.kill_signal();
                     let timeout = Duration::from_nanos(self.task.kill_timeout);
-                    self.event(TaskEvent::new(event_type::KILLING, format!("Sent interrupt. Waiting {timeout:?} before force killing")));
+                    self.event(TaskEvent::new(TaskEventType::Killing, format!("Sent interrupt. Waiting {timeout:?} before force killing")));
                     handle = driver.stop(handle.clone(), self.task.kill_timeout, signal).await?;
                     self.persist_handle(driver, &handle);
                     kill_deadline = Some(tokio::time::Instant::now() + timeout + KILL_GRACE);
                 }
-            }
-        }
-    }
-
-    /// Kill hooks, before the kill signal.
-    pub(super) async fn killing(&self, view: TaskView<'_>) {
-        let emit = |ev: TaskEvent| self.event(ev);
-        for hook in &self.hooks {
-            let req = KillRequest {
-                view,
-                reason: "the task is being killed",
-                emit: &emit,
-            };
-            if let Err(f) = hook.killing(&req).await {
-                self.hook_failed(hook.name(), "killing", f);
             }
         }
     }

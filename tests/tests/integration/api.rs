@@ -60,7 +60,7 @@ async fn a_mock_job_runs_end_to_end_over_http() {
         );
     }
     // Allocations and task states went through the state DB.
-    let stored = t.agent.db.allocs().unwrap();
+    let stored = t.agent.state().allocs().unwrap();
     assert_eq!(stored.iter().filter(|a| a.job_id == "e2e").count(), 2);
     assert!(stored.iter().all(|a| a.task_states["three"].failed));
 
@@ -106,7 +106,7 @@ async fn a_bad_job_is_a_400_naming_the_field_and_stores_nothing() {
     assert_eq!(r.status(), 400);
     assert!(r.text().await.unwrap().contains("invalid JSON"));
     assert_eq!(t.get("/v1/jobs").await, json!([]));
-    assert!(t.agent.db.jobs().unwrap().is_empty());
+    assert!(t.agent.state().jobs().unwrap().is_empty());
     let r = t.http.get(t.url("/v1/job/nope")).send().await.unwrap();
     assert_eq!(r.status(), 404);
 }
@@ -376,7 +376,7 @@ async fn the_mock_writes_stdout_string_repeatedly_while_it_runs() {
         let id = allocs[0]["ID"].as_str().unwrap();
         let path = t
             .agent
-            .data_dir
+            .data_dir()
             .join("alloc")
             .join(id)
             .join("alloc/logs/t.stdout.0");
@@ -549,7 +549,7 @@ async fn restart_signal_stats_and_gc_of_a_running_allocation() {
         |a: &[serde_json::Value]| a.len() == 1 && a[0]["TaskStates"]["t"]["State"] == "running";
     let allocs = t.wait_allocs("svc", Duration::from_secs(20), running).await;
     let id = allocs[0]["ID"].as_str().unwrap().to_string();
-    let local = t.agent.data_dir.join("alloc").join(&id).join("t/local");
+    let local = t.agent.data_dir().join("alloc").join(&id).join("t/local");
     let wait_file = |name: &'static str, want: &'static str| {
         let path = local.join(name);
         async move {
@@ -667,7 +667,7 @@ async fn restart_signal_stats_and_gc_of_a_running_allocation() {
         .await
         .unwrap();
     assert_eq!(r.status(), 404);
-    assert!(!t.agent.data_dir.join("alloc").join(&id).exists());
+    assert!(!t.agent.data_dir().join("alloc").join(&id).exists());
 }
 
 #[tokio::test]

@@ -25,7 +25,12 @@ async fn ids_of(t: &TestAgent, job: &str) -> (String, Vec<String>) {
         })
         .await;
     let id = allocs[0]["ID"].as_str().unwrap().to_string();
-    let file = t.agent.data_dir.join("alloc").join(&id).join("t/local/ids");
+    let file = t
+        .agent
+        .data_dir()
+        .join("alloc")
+        .join(&id)
+        .join("t/local/ids");
     let deadline = std::time::Instant::now() + Duration::from_secs(20);
     let written = loop {
         if let Ok(s) = std::fs::read_to_string(&file) {

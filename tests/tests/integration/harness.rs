@@ -8,6 +8,7 @@ use std::time::Duration;
 
 use paddock::agent::{Agent, AgentOptions};
 use paddock::config::AgentConfig;
+use paddock::drivermanager::{DriverManager, DriverServices};
 use paddock::runtime::{
     ComponentSettings, ComponentSource, Grants, LoadedComponent, Runtime, RuntimeOptions,
 };
@@ -36,14 +37,38 @@ pub fn settings(grants: Grants, timeout: Duration, config: serde_json::Value) ->
     }
 }
 
+/// A runtime and the driver services its host interfaces reach.
+#[derive(Clone)]
+pub struct TestRuntime {
+    rt: Arc<Runtime>,
+    services: Arc<DriverServices>,
+}
+
+impl std::ops::Deref for TestRuntime {
+    type Target = Arc<Runtime>;
+    fn deref(&self) -> &Arc<Runtime> {
+        &self.rt
+    }
+}
+
+impl TestRuntime {
+    /// A driver manager over this runtime and its services.
+    pub fn driver_manager(&self) -> Arc<DriverManager> {
+        DriverManager::new(self.rt.clone(), self.services.clone())
+    }
+}
+
 /// A runtime with settings by component name.
-pub fn runtime(components: BTreeMap<String, ComponentSettings>) -> Arc<Runtime> {
-    Runtime::new(RuntimeOptions {
+pub fn runtime(components: BTreeMap<String, ComponentSettings>) -> TestRuntime {
+    let services = DriverServices::new();
+    let rt = Runtime::new(RuntimeOptions {
         cache_dir: Some(shared_cache_dir()),
         components,
+        services: services.host_services(),
         ..Default::default()
     })
-    .unwrap()
+    .unwrap();
+    TestRuntime { rt, services }
 }
 
 /// Load an artifact into a runtime.
@@ -199,7 +224,7 @@ pub async fn stdout_of(t: &TestAgent, job: &str) -> (serde_json::Value, String) 
     let a = t.get(&format!("/v1/allocation/{id}")).await;
     let out = std::fs::read_to_string(
         t.agent
-            .data_dir
+            .data_dir()
             .join("alloc")
             .join(id)
             .join("alloc/logs/t.stdout.0"),

@@ -38,7 +38,7 @@ async fn a_hook_attached_to_all_tasks_sets_their_env_over_the_task_env() {
     // The hook's state was persisted with the task's local state.
     let local = t
         .agent
-        .db
+        .state()
         .local_state(a["ID"].as_str().unwrap(), "t")
         .unwrap()
         .unwrap();
@@ -172,7 +172,7 @@ async fn templates_render_into_the_task_dir_and_env_templates_set_the_task_env()
     assert_eq!(out, "task=t job=tpl\nfrom the template of tpl\n");
     let task_dir = t
         .agent
-        .data_dir
+        .data_dir()
         .join("alloc")
         .join(a["ID"].as_str().unwrap())
         .join("t");
@@ -243,7 +243,7 @@ async fn template_env_overrides_every_other_hook_whatever_their_order() {
         // Both hooks ran, in their configured order.
         let local = t
             .agent
-            .db
+            .state()
             .local_state(a["ID"].as_str().unwrap(), "t")
             .unwrap()
             .unwrap();
@@ -281,7 +281,7 @@ async fn two_hooks_setting_one_env_key_the_last_in_first_run_order_wins_on_every
         );
         let local = t
             .agent
-            .db
+            .state()
             .local_state(a["ID"].as_str().unwrap(), "t")
             .unwrap()
             .unwrap();

@@ -331,7 +331,7 @@ async fn a_job_update_that_no_task_sees_is_applied_in_place_and_reaches_update_h
     // The update hooks ran for the kept allocation's task.
     let updates = t
         .agent
-        .data_dir
+        .data_dir()
         .join("alloc")
         .join(&id0)
         .join("t/local/fixture-updates");

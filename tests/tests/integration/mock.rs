@@ -4,11 +4,9 @@ use std::collections::BTreeMap;
 use std::time::{Duration, Instant};
 
 use guest_artifacts as ga;
+use paddock::drivermanager::types::{DriverError, TaskState, WaitStatus};
+use paddock::drivermanager::types::{ExitResult, TaskHandle};
 use paddock::drivermanager::{Driver, DriverCallError, DriverManager};
-use paddock::runtime::bindings::v0_1_0::driver::exports::paddock::plugin::task_driver::{
-    DriverError, TaskState, WaitStatus,
-};
-use paddock::runtime::bindings::v0_1_0::types::{ExitResult, TaskHandle};
 use paddock::runtime::{CallFailure, Grants};
 use serde_json::json;
 
@@ -26,7 +24,7 @@ async fn mock(
     );
     let rt = runtime(s);
     load(&rt, ga::MOCK_DRIVER).await;
-    let dm = DriverManager::new(rt);
+    let dm = rt.driver_manager();
     let d = dm.dispense("mock").unwrap();
     (dm, d)
 }

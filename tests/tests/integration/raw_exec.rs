@@ -12,7 +12,7 @@ fn job(id: &str, task: serde_json::Value) -> serde_json::Value {
 
 fn log_dir(t: &TestAgent, alloc: &serde_json::Value) -> std::path::PathBuf {
     t.agent
-        .data_dir
+        .data_dir()
         .join("alloc")
         .join(alloc["ID"].as_str().unwrap())
         .join("alloc")
@@ -46,7 +46,7 @@ async fn output_goes_to_log_files_and_the_exit_code_is_reported() {
     let out = std::fs::read_to_string(logs.join("t.stdout.0")).unwrap();
     let task_dir = t
         .agent
-        .data_dir
+        .data_dir()
         .join("alloc")
         .join(a["ID"].as_str().unwrap())
         .join("t");
@@ -87,7 +87,7 @@ async fn stop_escalates_to_sigkill_for_a_process_that_ignores_its_kill_signal() 
     // Give the shell time to install its trap.
     let logs = t
         .agent
-        .data_dir
+        .data_dir()
         .join("alloc")
         .join(&id)
         .join("alloc")

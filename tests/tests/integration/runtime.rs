@@ -7,13 +7,11 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use guest_artifacts as ga;
-use paddock::drivermanager::{DriverCallError, DriverManager};
-use paddock::runtime::bindings::v0_1_0::driver::exports::paddock::plugin::task_driver::TaskState;
-use paddock::runtime::bindings::v0_1_0::hook::exports::paddock::plugin::task_hook::{
-    HookError, PrestartRequest, TaskInfo,
-};
-use paddock::runtime::bindings::v0_1_0::types::{LogConfig, TaskConfig, TaskResources};
-use paddock::runtime::loader::InspectError;
+use paddock::devicemanager::DevicePlugin;
+use paddock::drivermanager::DriverCallError;
+use paddock::drivermanager::types::{LogConfig, TaskConfig, TaskResources, TaskState};
+use paddock::hookmanager::{HookError, HookManager, HookTask};
+use paddock::runtime::inspect::InspectError;
 use paddock::runtime::{
     CacheOutcome, CallFailure, ComponentSource, Grants, LoadError, TaskContext, World,
 };
@@ -55,15 +53,15 @@ pub fn task_config(id: &str, driver_config: serde_json::Value) -> TaskConfig {
     }
 }
 
-fn task_info() -> TaskInfo {
-    TaskInfo {
+fn task_info() -> HookTask {
+    HookTask {
         alloc_id: "a1".into(),
         job_id: "j".into(),
         group_name: "g".into(),
         task_name: "web".into(),
         driver: "mock".into(),
         driver_config: "{}".into(),
-        meta: vec![],
+        meta: BTreeMap::new(),
         task_dir: "/tmp".into(),
         resources: TaskResources {
             cpu_mhz: 100,
@@ -72,6 +70,11 @@ fn task_info() -> TaskInfo {
         },
         templates: vec![],
     }
+}
+
+/// The hooks of a runtime, none attached by config.
+fn hooks(rt: &crate::harness::TestRuntime) -> Arc<HookManager> {
+    HookManager::new(Arc::clone(rt), &BTreeMap::new())
 }
 
 #[tokio::test]
@@ -99,7 +102,7 @@ async fn each_world_loads_and_answers() {
         ),
         ("mock", World::Driver, "0.1.0")
     );
-    let dm = DriverManager::new(rt.clone());
+    let dm = rt.driver_manager();
     let d = dm.dispense("mock").expect("mock driver registered");
     let fp = d.fingerprint().await.unwrap();
     assert_eq!(fp.health_description, "Healthy");
@@ -119,22 +122,10 @@ async fn each_world_loads_and_answers() {
         (device.name.as_str(), device.world),
         ("mock-device", World::DevicePlugin)
     );
-    let groups = rt
-        .call_device(&device, "fingerprint", |p, s| {
-            Box::pin(p.paddock_plugin_device().call_fingerprint(s))
-        })
-        .await
-        .unwrap()
-        .unwrap();
-    assert_eq!(groups[0].devices.len(), 2);
-    let ids = vec!["mock-1".to_string()];
-    let res = rt
-        .call_device(&device, "reserve", move |p, s| {
-            Box::pin(async move { p.paddock_plugin_device().call_reserve(s, &ids).await })
-        })
-        .await
-        .unwrap()
-        .unwrap();
+    let plugin = DevicePlugin::get(&rt, &device.name).unwrap();
+    let groups = plugin.fingerprint().await.unwrap();
+    assert_eq!(groups[0].instances.len(), 2);
+    let res = plugin.reserve(vec!["mock-1".to_string()]).await.unwrap();
     assert!(
         res.env
             .contains(&("MOCK_DEVICE_IDS".to_string(), "mock-1".to_string())),
@@ -152,21 +143,14 @@ async fn each_world_loads_and_answers() {
     let ctx = Arc::new(TaskContext {
         env,
         reservations: vec![],
-        dirs: None,
+        files: None,
     });
-    let req = PrestartRequest {
-        task: task_info(),
-        previous_state: vec![],
-    };
-    let resp = rt
-        .call_hook(&hook, Some(ctx), "prestart", move |h, s| {
-            Box::pin(async move { h.paddock_plugin_task_hook().call_prestart(s, &req).await })
-        })
+    let resp = hooks(&rt)
+        .prestart(&hook.name, &task_info(), Some(ctx), &BTreeMap::new())
         .await
-        .unwrap()
         .unwrap();
     assert_eq!(
-        resp.env,
+        resp.env.into_iter().collect::<Vec<_>>(),
         vec![("WHO".to_string(), "task web on linux".to_string())]
     );
 }
@@ -185,18 +169,13 @@ async fn ungranted_import_is_a_typed_denial_not_a_trap() {
     );
     let rt = runtime(s);
     let hook = load(&rt, ga::ENV_INJECT_HOOK).await;
-    let req = PrestartRequest {
-        task: task_info(),
-        previous_state: vec![],
-    };
-    let r = rt
-        .call_hook(&hook, None, "prestart", move |h, s| {
-            Box::pin(async move { h.paddock_plugin_task_hook().call_prestart(s, &req).await })
-        })
-        .await
-        .expect("a denial is an answer, not a failed call");
+    let r = hooks(&rt)
+        .prestart(&hook.name, &task_info(), None, &BTreeMap::new())
+        .await;
     match r {
-        Err(HookError::Failed(m)) => assert!(m.contains("no `env` grant"), "{m}"),
+        Err(HookError::Failed { message: m, .. }) => {
+            assert!(m.contains("no `env` grant"), "{m}")
+        }
         other => panic!("expected the hook to report the denial as a failure, got {other:?}"),
     }
 }
@@ -291,7 +270,7 @@ async fn contained(kind: &str) -> paddock::runtime::CallError {
     );
     let rt = runtime(s);
     load(&rt, ga::MOCK_DRIVER).await;
-    let d = DriverManager::new(rt.clone()).dispense("mock").unwrap();
+    let d = rt.driver_manager().dispense("mock").unwrap();
     let mock = rt.registry.get(World::Driver, "mock").unwrap();
     // A clean call leaves its store warm, and the misbehaving call below takes it.
     d.start(task_config("warm", serde_json::json!({})), None)
@@ -395,12 +374,10 @@ async fn compilations_are_cached_on_disk() {
         c1.load_time
     );
     // A cached component works.
-    let groups = rt2
-        .call_device(&c2, "fingerprint", |p, s| {
-            Box::pin(p.paddock_plugin_device().call_fingerprint(s))
-        })
-        .await
+    let groups = DevicePlugin::get(&rt2, &c2.name)
         .unwrap()
+        .fingerprint()
+        .await
         .unwrap();
     assert_eq!(groups.len(), 1);
     // A damaged entry is discarded and recompiled, never trusted. (Entries are mmapped
@@ -432,18 +409,11 @@ async fn a_hook_with_a_bad_config_says_which_field() {
     );
     let rt = runtime(s);
     let hook = load(&rt, ga::ENV_INJECT_HOOK).await;
-    let req = PrestartRequest {
-        task: task_info(),
-        previous_state: vec![],
-    };
-    let r = rt
-        .call_hook(&hook, None, "prestart", move |h, s| {
-            Box::pin(async move { h.paddock_plugin_task_hook().call_prestart(s, &req).await })
-        })
-        .await
-        .unwrap();
+    let r = hooks(&rt)
+        .prestart(&hook.name, &task_info(), None, &BTreeMap::new())
+        .await;
     match r {
-        Err(HookError::InvalidConfig(fields)) => {
+        Err(HookError::InvalidConfig { fields, .. }) => {
             assert_eq!(fields.len(), 1);
             assert_eq!(fields[0].field, "env.A");
         }
@@ -453,7 +423,7 @@ async fn a_hook_with_a_bad_config_says_which_field() {
 
 #[tokio::test]
 async fn raw_exec_signals_and_stats_go_through_the_host() {
-    use paddock::runtime::bindings::v0_1_0::driver::exports::paddock::plugin::task_driver::WaitStatus;
+    use paddock::drivermanager::types::WaitStatus;
     let mut s = BTreeMap::new();
     s.insert(
         "raw_exec".to_string(),
@@ -468,7 +438,7 @@ async fn raw_exec_signals_and_stats_go_through_the_host() {
     );
     let rt = runtime(s);
     load(&rt, ga::RAW_EXEC_DRIVER).await;
-    let d = DriverManager::new(rt.clone()).dispense("raw_exec").unwrap();
+    let d = rt.driver_manager().dispense("raw_exec").unwrap();
     let dir = tempfile::tempdir().unwrap();
     let mut cfg = task_config(
         "sig",
@@ -514,7 +484,7 @@ async fn a_driver_whose_call_traps_is_unhealthy_until_it_fingerprints_again() {
     );
     let rt = runtime(s);
     load(&rt, ga::MOCK_DRIVER).await;
-    let dm = DriverManager::new(rt.clone());
+    let dm = rt.driver_manager();
     dm.fingerprint_all().await;
     assert!(dm.infos()["mock"].healthy);
     let d = dm.dispense("mock").unwrap();

@@ -6,7 +6,9 @@ use paddock::jobspec::parse_job_json;
 use paddock::state::{
     HookState, LocalTaskState, MemState, RedbState, StateDb, StateError, StoredHandle,
 };
-use paddock::structs::{Allocation, TaskEvent, TaskState};
+use paddock::structs::{
+    Allocation, ClientStatus, DesiredStatus, TaskEvent, TaskEventType, TaskRunState, TaskState,
+};
 
 fn sample_alloc(id: &str) -> Allocation {
     let job = parse_job_json(br#"{"ID": "j1", "TaskGroups": [{"Name": "g", "Tasks": [{"Name": "t", "Driver": "mock"}]}]}"#).unwrap();
@@ -21,9 +23,9 @@ fn sample_alloc(id: &str) -> Allocation {
         job,
         task_group: "g".into(),
         index: 2,
-        desired_status: "run".into(),
+        desired_status: DesiredStatus::Run,
         desired_description: String::new(),
-        client_status: "running".into(),
+        client_status: ClientStatus::Running,
         client_description: String::new(),
         task_states: BTreeMap::new(),
         allocated_resources: Default::default(),
@@ -41,11 +43,14 @@ fn round_trip(db: &dyn StateDb) {
     db.put_alloc(&a).unwrap();
     db.put_alloc(&b).unwrap();
     let mut st = TaskState {
-        state: "running".into(),
+        state: TaskRunState::Running,
         restarts: 2,
         ..Default::default()
     };
-    st.push_event(TaskEvent::new("Started", "Task started by client"));
+    st.push_event(TaskEvent::new(
+        TaskEventType::Started,
+        "Task started by client",
+    ));
     db.put_task_state("a1", "t", &st).unwrap();
     db.put_task_state("a10", "t", &TaskState::default())
         .unwrap();

@@ -1,7 +1,7 @@
 //! `devices`: reserves the device instances assigned to the task through the plugins that
-//! own them (Nomad's `device_hook`). The reservations' env joins the task's environment as
-//! this hook's env; their device nodes and mounts go to the driver in the task config and
-//! through the `devices` host interface.
+//! own them (Nomad's `device_hook`). The reservations' env joins the task's environment
+//! after its own env and before any hook's; their device nodes and mounts go to the driver
+//! in the task config and through the runtime's `devices` interface.
 
 use std::sync::Arc;
 
@@ -49,9 +49,78 @@ impl TaskHook for DevicesHook {
                 self.devices.reserve(&assigned.devices).await.map_err(|e| {
                     HookFailure::setup(format!("failed to reserve devices: {e}"), true)
                 })?;
+            inv.env.set_device_env(
+                reservations
+                    .iter()
+                    .flat_map(|r| r.env.iter().cloned())
+                    .collect(),
+            );
             inv.reservations = reservations;
-            inv.env = super::env::build(req.view, inv, req.hook_env);
             Ok(PrestartResponse::default())
         })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::taskrunner::interfaces::TaskView;
+    use crate::taskrunner::tests::{allocation, invocation, plugins};
+
+    #[tokio::test]
+    async fn a_task_without_devices_reserves_nothing_and_one_whose_plugin_is_gone_fails_retryably()
+    {
+        let plugins = plugins().await;
+        let dir = tempfile::tempdir().unwrap();
+        let mut a = allocation(serde_json::json!({"Name": "t", "Driver": "mock"}));
+        let alloc_dir = crate::allocdir::AllocDir::new(dir.path(), &a.id);
+        let hook = DevicesHook::new(plugins.devices.clone());
+        let node = Default::default();
+        let mut inv = invocation(&plugins, &alloc_dir, &a);
+        {
+            let group = a.group().unwrap();
+            let req = PrestartRequest {
+                view: TaskView {
+                    alloc: &a,
+                    group,
+                    task: &group.tasks[0],
+                    node: &node,
+                },
+                previous: &Default::default(),
+                emit: &|_| {},
+            };
+            hook.prestart(&req, &mut inv).await.unwrap();
+            assert!(inv.reservations.is_empty());
+        }
+        // Assigned at placement, but no loaded plugin reports the group any more.
+        a.allocated_resources.tasks.insert(
+            "t".into(),
+            crate::structs::AllocatedTaskResources {
+                devices: vec![crate::structs::AllocatedDeviceResource {
+                    vendor: "acme".into(),
+                    device_type: "gpu".into(),
+                    name: "a100".into(),
+                    device_ids: vec!["g0".into()],
+                }],
+            },
+        );
+        let group = a.group().unwrap();
+        let req = PrestartRequest {
+            view: TaskView {
+                alloc: &a,
+                group,
+                task: &group.tasks[0],
+                node: &node,
+            },
+            previous: &Default::default(),
+            emit: &|_| {},
+        };
+        let f = hook.prestart(&req, &mut inv).await.unwrap_err();
+        assert!(f.recoverable);
+        assert!(
+            f.message.contains("no device plugin reports acme/gpu/a100"),
+            "{}",
+            f.message
+        );
     }
 }

@@ -5,7 +5,7 @@ use std::time::Duration;
 
 use futures::future::BoxFuture;
 
-use crate::structs::{TaskEvent, event_type};
+use crate::structs::{TaskEvent, TaskEventType};
 use crate::taskrunner::interfaces::{HookResult, KillRequest, TaskHook};
 
 /// Waits the task's shutdown delay before a kill.
@@ -21,7 +21,7 @@ impl TaskHook for ShutdownDelayHook {
             let delay = Duration::from_nanos(req.view.task.shutdown_delay);
             if !delay.is_zero() {
                 let mut ev = TaskEvent::new(
-                    event_type::WAITING_SHUTDOWN_DELAY,
+                    TaskEventType::WaitingShutdownDelay,
                     format!("Waiting for shutdown_delay of {delay:?} before killing the task."),
                 );
                 ev.details
@@ -31,5 +31,44 @@ impl TaskHook for ShutdownDelayHook {
             }
             Ok(())
         })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::taskrunner::interfaces::TaskView;
+    use crate::taskrunner::tests::allocation;
+
+    #[tokio::test(start_paused = true)]
+    async fn waits_the_delay_with_an_event_and_not_at_all_without_one() {
+        for (delay_ns, want_events) in [(0u64, 0usize), (5_000_000_000, 1)] {
+            let a = allocation(
+                serde_json::json!({"Name": "t", "Driver": "mock", "ShutdownDelay": delay_ns}),
+            );
+            let group = a.group().unwrap();
+            let node = Default::default();
+            let events = std::sync::Mutex::new(Vec::new());
+            let emit = |e: TaskEvent| events.lock().unwrap().push(e);
+            let req = KillRequest {
+                view: TaskView {
+                    alloc: &a,
+                    group,
+                    task: &group.tasks[0],
+                    node: &node,
+                },
+                reason: "test",
+                emit: &emit,
+            };
+            let started = tokio::time::Instant::now();
+            ShutdownDelayHook.killing(&req).await.unwrap();
+            assert_eq!(started.elapsed(), Duration::from_nanos(delay_ns));
+            let events = events.lock().unwrap();
+            assert_eq!(events.len(), want_events);
+            if let Some(e) = events.first() {
+                assert_eq!(e.event_type, TaskEventType::WaitingShutdownDelay);
+                assert_eq!(e.details["shutdown_delay"], "5s");
+            }
+        }
     }
 }

@@ -1,11 +1,12 @@
-//! `validate`: the task's driver is loaded, and the invocation gets it.
+//! `validate`: the task's driver is loaded. Without it nothing else is set up, and the task
+//! fails with "Driver Failure" (a missing driver will not appear on a retry).
 
 use std::sync::Arc;
 
 use futures::future::BoxFuture;
 
 use crate::drivermanager::DriverManager;
-use crate::structs::event_type;
+use crate::structs::TaskEventType;
 use crate::taskrunner::interfaces::{
     HookFailure, HookResult, Invocation, PrestartRequest, PrestartResponse, TaskHook,
 };
@@ -33,21 +34,62 @@ impl TaskHook for ValidateHook {
         inv: &'a mut Invocation,
     ) -> BoxFuture<'a, HookResult<PrestartResponse>> {
         Box::pin(async move {
-            let task = req.view.task;
-            let driver = self
-                .drivers
-                .dispense(&task.driver)
-                .ok_or_else(|| HookFailure {
+            if !inv.driver.is_loaded() {
+                return Err(HookFailure {
                     message: format!(
                         "failed to find driver {:?}: no such driver is loaded (loaded: {})",
-                        task.driver,
+                        req.view.task.driver,
                         self.drivers.names().join(", ")
                     ),
                     recoverable: false,
-                    kind: event_type::DRIVER_FAILURE,
-                })?;
-            inv.driver = Some(driver);
+                    kind: TaskEventType::DriverFailure,
+                });
+            }
             Ok(PrestartResponse::default())
         })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::taskrunner::interfaces::TaskView;
+    use crate::taskrunner::tests::{allocation, invocation, plugins};
+
+    async fn run(driver: &str) -> HookResult<PrestartResponse> {
+        let plugins = plugins().await;
+        let dir = tempfile::tempdir().unwrap();
+        let a = allocation(serde_json::json!({"Name": "t", "Driver": driver}));
+        let alloc_dir = crate::allocdir::AllocDir::new(dir.path(), &a.id);
+        let mut inv = invocation(&plugins, &alloc_dir, &a);
+        let group = a.group().unwrap();
+        let node = Default::default();
+        let view = TaskView {
+            alloc: &a,
+            group,
+            task: &group.tasks[0],
+            node: &node,
+        };
+        let req = PrestartRequest {
+            view,
+            previous: &Default::default(),
+            emit: &|_| {},
+        };
+        ValidateHook::new(plugins.drivers.clone())
+            .prestart(&req, &mut inv)
+            .await
+    }
+
+    #[tokio::test]
+    async fn a_loaded_driver_passes_and_a_missing_one_is_a_driver_failure_naming_the_loaded() {
+        assert!(run("mock").await.is_ok());
+        let f = run("docker").await.unwrap_err();
+        assert_eq!(f.kind, TaskEventType::DriverFailure);
+        assert!(!f.recoverable);
+        assert!(
+            f.message.contains("\"docker\"") && f.message.contains("loaded: mock"),
+            "{}",
+            f.message
+        );
     }
 }

@@ -1,85 +1,75 @@
-//! `wasm`: one WASM hook component attached to the task, run through [`HookSet`] in every
-//! phase the `task-hook` interface has (prestart, poststart, exited, stop, update). Its
-//! prestart answer is persisted by the runner ([`TaskHook::persistent`]).
+//! `wasm`: one WASM hook component attached to the task, run through the
+//! [`HookManager`] in every phase the `task-hook` interface has (prestart, poststart,
+//! exited, stop, update). Its prestart answer is persisted by the runner
+//! ([`TaskHook::persistent`]). A hook's failure names it; in prestart only its own plain
+//! failure may be retried.
 
 use std::sync::Arc;
 
 use futures::future::BoxFuture;
 
-use crate::runtime::TaskContext;
-use crate::runtime::bindings::v0_1_0::hook::exports::paddock::plugin::task_hook::{
-    TaskInfo, Template,
-};
-use crate::runtime::bindings::v0_1_0::types::TaskResources;
+use crate::drivermanager::types::TaskResources;
+use crate::hookmanager::{HookError, HookManager, HookTask};
+use crate::runtime::{TaskContext, TaskFiles};
 use crate::taskrunner::interfaces::{
-    ExitedRequest, HookResult, Invocation, PoststartRequest, PrestartRequest, PrestartResponse,
-    StopRequest, TaskHook, TaskView, UpdateRequest,
+    ExitedRequest, HookFailure, HookResult, Invocation, PoststartRequest, PrestartRequest,
+    PrestartResponse, StopRequest, TaskHook, TaskView, UpdateRequest,
 };
-use crate::taskrunner::wasm_hooks::HookSet;
 
 /// A WASM hook, by component name.
 pub struct WasmHook {
     name: String,
-    set: Arc<HookSet>,
+    hooks: Arc<HookManager>,
 }
 
 impl WasmHook {
     /// The hook named `name` (its component is looked up at each call, so a hot-swapped
     /// version serves the next phase).
-    pub fn new(name: String, set: Arc<HookSet>) -> Self {
-        Self { name, set }
+    pub fn new(name: String, hooks: Arc<HookManager>) -> Self {
+        Self { name, hooks }
     }
 }
 
 /// What a WASM hook is told about the task.
-pub fn task_info(view: TaskView<'_>, inv: Option<&Invocation>) -> TaskInfo {
+pub fn hook_task(view: TaskView<'_>, inv: Option<&Invocation>) -> HookTask {
     let task = view.task;
     let mut meta = view.alloc.job.meta.clone();
     meta.extend(view.group.meta.clone());
     meta.extend(task.meta.clone());
-    TaskInfo {
+    HookTask {
         alloc_id: view.alloc.id.clone(),
         job_id: view.alloc.job.id.clone(),
         group_name: view.group.name.clone(),
         task_name: task.name.clone(),
         driver: task.driver.clone(),
         driver_config: serde_json::Value::Object(task.config.clone()).to_string(),
-        meta: meta.into_iter().collect(),
-        task_dir: inv
-            .and_then(|i| i.dirs.as_ref())
-            .map(|d| d.task_dir.clone())
-            .unwrap_or_default(),
+        meta,
+        task_dir: inv.map(|i| i.dirs.task_dir.clone()).unwrap_or_default(),
         resources: TaskResources {
             cpu_mhz: task.resources.cpu,
             memory_mb: task.resources.memory_mb,
             memory_max_mb: task.resources.memory_max_mb,
         },
-        templates: task
-            .templates
-            .iter()
-            .map(|t| Template {
-                source_path: t.source_path.clone(),
-                dest_path: t.dest_path.clone(),
-                embedded_tmpl: t.embedded_tmpl.clone(),
-                change_mode: t.change_mode.clone(),
-                change_signal: t.change_signal.clone(),
-                perms: t.perms.clone(),
-                left_delim: t.left_delim.clone(),
-                right_delim: t.right_delim.clone(),
-                envvars: t.envvars,
-                err_missing_key: t.err_missing_key,
-            })
-            .collect(),
+        templates: task.templates.clone(),
     }
 }
 
+/// What the hook's host calls see of the task: its environment so far, its devices and
+/// its directories (preopened with the `task_dir` grant).
 fn context(inv: Option<&Invocation>) -> Option<Arc<TaskContext>> {
     let inv = inv?;
     Some(Arc::new(TaskContext {
-        env: inv.env.clone()?,
+        env: inv.env.build(),
         reservations: inv.reservations.clone(),
-        dirs: inv.dirs.clone(),
+        files: Some(TaskFiles {
+            task_dir: inv.dirs.task_dir.clone(),
+            alloc_dir: inv.dirs.alloc_dir.clone(),
+        }),
     }))
+}
+
+fn failure(e: HookError) -> HookFailure {
+    HookFailure::setup(e.to_string(), e.recoverable())
 }
 
 impl TaskHook for WasmHook {
@@ -97,51 +87,57 @@ impl TaskHook for WasmHook {
         inv: &'a mut Invocation,
     ) -> BoxFuture<'a, HookResult<PrestartResponse>> {
         Box::pin(async move {
-            let info = task_info(req.view, Some(inv));
-            self.set
-                .prestart(&self.name, &info, context(Some(inv)), req.previous)
+            let task = hook_task(req.view, Some(inv));
+            let answer = self
+                .hooks
+                .prestart(&self.name, &task, context(Some(inv)), &req.previous.data)
                 .await
+                .map_err(failure)?;
+            Ok(PrestartResponse {
+                env: answer.env,
+                state: answer.state,
+                done: answer.done,
+            })
         })
     }
 
     fn poststart<'a>(&'a self, req: &'a PoststartRequest<'a>) -> BoxFuture<'a, HookResult> {
         Box::pin(async move {
-            let info = task_info(req.view, Some(req.invocation));
-            self.set
-                .poststart(&self.name, info, context(Some(req.invocation)))
+            let task = hook_task(req.view, Some(req.invocation));
+            self.hooks
+                .poststart(&self.name, &task, context(Some(req.invocation)))
                 .await
+                .map_err(failure)
         })
     }
 
     fn exited<'a>(&'a self, req: &'a ExitedRequest<'a>) -> BoxFuture<'a, HookResult> {
         Box::pin(async move {
-            let info = task_info(req.view, Some(req.invocation));
-            self.set
-                .exited(
-                    &self.name,
-                    info,
-                    req.exit.clone(),
-                    context(Some(req.invocation)),
-                )
+            let task = hook_task(req.view, Some(req.invocation));
+            self.hooks
+                .exited(&self.name, &task, req.exit, context(Some(req.invocation)))
                 .await
+                .map_err(failure)
         })
     }
 
     fn stop<'a>(&'a self, req: &'a StopRequest<'a>) -> BoxFuture<'a, HookResult> {
         Box::pin(async move {
-            let info = task_info(req.view, req.invocation);
-            self.set
-                .stop(&self.name, info, req.state, context(req.invocation))
+            let task = hook_task(req.view, req.invocation);
+            self.hooks
+                .stop(&self.name, &task, &req.state.data, context(req.invocation))
                 .await
+                .map_err(failure)
         })
     }
 
     fn update<'a>(&'a self, req: &'a UpdateRequest<'a>) -> BoxFuture<'a, HookResult> {
         Box::pin(async move {
-            let info = task_info(req.view, req.invocation);
-            self.set
-                .update(&self.name, info, context(req.invocation))
+            let task = hook_task(req.view, req.invocation);
+            self.hooks
+                .update(&self.name, &task, context(req.invocation))
                 .await
+                .map_err(failure)
         })
     }
 }

@@ -1,0 +1,163 @@
+//! Collecting the metrics model ([`crate::metrics`]) from the agent's allocations, their
+//! tasks' drivers and the component runtime.
+
+use std::collections::BTreeMap;
+
+use super::Agent;
+use crate::metrics::{Labels, Metric};
+use crate::structs::ClientStatus;
+
+impl Agent {
+    /// Every metric sample now; running tasks' usage is asked of their drivers.
+    pub async fn metrics(&self) -> Vec<Metric> {
+        let node = self.node();
+        let node_labels = || -> Labels {
+            vec![
+                ("node_id", node.id.clone()),
+                ("datacenter", node.datacenter.clone()),
+                ("node_class", node.class.clone()),
+            ]
+        };
+        let mut out = Vec::new();
+
+        let allocs = self.allocations();
+        let count = |f: &dyn Fn(ClientStatus) -> bool| {
+            allocs.iter().filter(|a| f(a.client_status)).count() as f64
+        };
+        out.push(Metric::Gauge(
+            "nomad.client.allocations.running",
+            node_labels(),
+            count(&|s| s == ClientStatus::Running),
+        ));
+        out.push(Metric::Gauge(
+            "nomad.client.allocations.pending",
+            node_labels(),
+            count(&|s| s == ClientStatus::Pending),
+        ));
+        out.push(Metric::Gauge(
+            "nomad.client.allocations.terminal",
+            node_labels(),
+            count(&|s| s != ClientStatus::Running && s != ClientStatus::Pending),
+        ));
+        out.push(Metric::Gauge(
+            "nomad.client.allocations.blocked",
+            node_labels(),
+            0.0,
+        ));
+        out.push(Metric::Gauge(
+            "nomad.client.allocations.migrating",
+            node_labels(),
+            0.0,
+        ));
+
+        for a in &allocs {
+            for (task, state) in &a.task_states {
+                out.push(Metric::Counter(
+                    "nomad.client.allocs.restart",
+                    task_labels(a, task),
+                    state.restarts as f64,
+                ));
+            }
+        }
+        // Per-task usage of running allocations, asked of their drivers now.
+        for a in allocs
+            .iter()
+            .filter(|a| a.client_status == ClientStatus::Running)
+        {
+            let Some(runner) = self.alloc_runner(&a.id) else {
+                continue;
+            };
+            for t in runner.tasks() {
+                let Some(u) = t.stats().await else { continue };
+                let labels = task_labels(a, t.name());
+                for (name, v) in [
+                    ("nomad.client.allocs.memory.rss", u.rss_bytes),
+                    ("nomad.client.allocs.memory.usage", u.rss_bytes),
+                    ("nomad.client.allocs.cpu.user", u.cpu_user_ns),
+                    ("nomad.client.allocs.cpu.system", u.cpu_system_ns),
+                    (
+                        "nomad.client.allocs.cpu.total_ticks",
+                        u.cpu_user_ns + u.cpu_system_ns,
+                    ),
+                ] {
+                    out.push(Metric::Gauge(name, labels.clone(), v as f64));
+                }
+            }
+        }
+
+        let (total, available, _) = crate::node::meminfo();
+        out.push(Metric::Gauge(
+            "nomad.client.host.memory.total",
+            node_labels(),
+            total as f64,
+        ));
+        out.push(Metric::Gauge(
+            "nomad.client.host.memory.available",
+            node_labels(),
+            available as f64,
+        ));
+        out.push(Metric::Gauge(
+            "nomad.client.uptime",
+            node_labels(),
+            crate::node::uptime_secs() as f64,
+        ));
+
+        let rt = &self.runtime;
+        for ((component, world, op), s) in rt.metrics.snapshot() {
+            let labels: Labels = vec![
+                ("component", component),
+                ("world", world.to_string()),
+                ("op", op.to_string()),
+            ];
+            for (name, v) in [
+                ("paddock.component.calls", s.calls),
+                ("paddock.component.traps", s.traps),
+                ("paddock.component.deadline_hits", s.deadlines),
+                ("paddock.component.memory_cap_hits", s.out_of_memory),
+                ("paddock.component.warm_calls", s.warm),
+            ] {
+                out.push(Metric::Counter(name, labels.clone(), v as f64));
+            }
+            out.push(Metric::Histogram(
+                "paddock.component.call_seconds",
+                labels,
+                s.buckets,
+                s.calls,
+                s.sum_seconds,
+            ));
+        }
+        let mut by_world: BTreeMap<&'static str, usize> = BTreeMap::new();
+        for c in rt.registry.list() {
+            *by_world.entry(c.world.as_str()).or_default() += 1;
+        }
+        for (world, n) in by_world {
+            out.push(Metric::Gauge(
+                "paddock.components.loaded",
+                vec![("world", world.to_string())],
+                n as f64,
+            ));
+        }
+        let (hits, misses) = rt.metrics.cache();
+        out.push(Metric::Counter(
+            "paddock.compile_cache.hits",
+            Vec::new(),
+            hits as f64,
+        ));
+        out.push(Metric::Counter(
+            "paddock.compile_cache.misses",
+            Vec::new(),
+            misses as f64,
+        ));
+        out
+    }
+}
+
+fn task_labels(a: &crate::structs::Allocation, task: &str) -> Labels {
+    vec![
+        ("alloc_id", a.id.clone()),
+        ("job", a.job_id.clone()),
+        ("task_group", a.task_group.clone()),
+        ("task", task.to_string()),
+        ("namespace", a.namespace.clone()),
+    ]
+}

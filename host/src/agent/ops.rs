@@ -1,0 +1,295 @@
+//! The agent's operations on jobs' running parts, with typed errors: validate a job against
+//! the loaded drivers, restart and signal an allocation's tasks, their resource usage, the
+//! node's, and collecting finished allocations. The API and CLI call these and render.
+
+use std::collections::BTreeMap;
+use std::sync::Arc;
+
+use super::Agent;
+use crate::allocrunner::AllocRunner;
+use crate::devicemanager::{DeviceGroupStats, DeviceManager};
+use crate::drivermanager::DriverCallError;
+use crate::drivermanager::types::{DriverError, ResourceUsage};
+use crate::jobspec::Job;
+use crate::state::StateError;
+use crate::structs::Allocation;
+use crate::taskrunner::TaskActionError;
+
+/// Why an operation on an allocation was refused.
+#[derive(Debug, thiserror::Error)]
+pub enum AllocActionError {
+    /// No allocation has that id.
+    #[error("alloc {0:?} not found")]
+    NotFound(String),
+    /// The allocation exists but does not run any more.
+    #[error("allocation {0} is not running")]
+    NotRunning(String),
+    /// The allocation still runs (it must be stopped first).
+    #[error("allocation {0} is still running: stop it first")]
+    StillRunning(String),
+    /// The allocation has no task of that name.
+    #[error("task {task:?} is not in allocation {alloc}")]
+    NoSuchTask {
+        /// Allocation id.
+        alloc: String,
+        /// Task asked for.
+        task: String,
+    },
+    /// No task of the allocation could take the operation.
+    #[error("allocation {alloc} has no running task to {action}")]
+    NoRunningTask {
+        /// Allocation id.
+        alloc: String,
+        /// `restart` or `signal`.
+        action: &'static str,
+    },
+    /// The one task named refused.
+    #[error(transparent)]
+    Task(#[from] TaskActionError),
+    /// The signal is not one the agent knows.
+    #[error("Signal: unknown signal {0:?}")]
+    UnknownSignal(String),
+    /// The state DB failed.
+    #[error(transparent)]
+    State(#[from] StateError),
+}
+
+/// What checking a job against this node found.
+#[derive(Debug, Default)]
+pub struct Validation {
+    /// Each problem, naming its field (`Job.TaskGroups[0].Tasks[1].Config.command: ...`).
+    pub errors: Vec<String>,
+    /// Every task's driver config was checked by its driver (configs holding `${...}` are
+    /// checked at start, once interpolated).
+    pub driver_checked: bool,
+}
+
+/// One task's usage and its devices' stats.
+#[derive(Debug, Clone)]
+pub struct TaskUsage {
+    /// CPU and memory.
+    pub usage: ResourceUsage,
+    /// Stats of the device instances assigned to the task.
+    pub devices: Vec<DeviceGroupStats>,
+}
+
+/// An allocation's resource usage: each running task's, and their sum.
+#[derive(Debug, Clone)]
+pub struct AllocStats {
+    /// By task name.
+    pub tasks: BTreeMap<String, TaskUsage>,
+    /// The tasks' usage summed, and all their devices.
+    pub total: TaskUsage,
+}
+
+/// The node's own usage.
+#[derive(Debug, Clone)]
+pub struct ClientStats {
+    /// Host memory: total, available, free, bytes.
+    pub memory: (u64, u64, u64),
+    /// Host uptime, seconds.
+    pub uptime_secs: u64,
+    /// The data dir's filesystem: size and available bytes.
+    pub disk: (u64, u64),
+    /// Every device's stats.
+    pub devices: Vec<DeviceGroupStats>,
+}
+
+impl Agent {
+    /// Check `job` against this node: each task's driver is loaded, and its config is
+    /// accepted by the driver's `validate-config`.
+    pub async fn validate_job(&self, job: &Job) -> Validation {
+        let mut v = Validation {
+            driver_checked: true,
+            ..Default::default()
+        };
+        for (gi, g) in job.task_groups.iter().enumerate() {
+            for (ti, t) in g.tasks.iter().enumerate() {
+                let path = format!("Job.TaskGroups[{gi}].Tasks[{ti}]");
+                let Some(driver) = self.drivers.dispense(&t.driver) else {
+                    v.errors.push(format!(
+                        "{path}.Driver: driver {:?} is not loaded (loaded: {})",
+                        t.driver,
+                        self.drivers.names().join(", ")
+                    ));
+                    continue;
+                };
+                let config = serde_json::Value::Object(t.config.clone()).to_string();
+                if config.contains("${") {
+                    v.driver_checked = false;
+                    continue;
+                }
+                match driver.validate_config(&config).await {
+                    Ok(()) => {}
+                    Err(DriverCallError::Driver(DriverError::InvalidConfig(fields))) => {
+                        v.errors.extend(
+                            fields
+                                .iter()
+                                .map(|f| format!("{path}.Config.{}: {}", f.field, f.message)),
+                        )
+                    }
+                    Err(e) => v.errors.push(format!("{path}.Config: {e}")),
+                }
+            }
+        }
+        v.driver_checked &= v.errors.is_empty();
+        v
+    }
+
+    /// The runner of a live allocation, or why there is none.
+    fn live_runner(&self, id: &str) -> Result<Arc<AllocRunner>, AllocActionError> {
+        self.alloc_runner(id).ok_or_else(|| {
+            if self.allocation(id).is_some() {
+                AllocActionError::NotRunning(id.to_string())
+            } else {
+                AllocActionError::NotFound(id.to_string())
+            }
+        })
+    }
+
+    /// Restart one task of a live allocation, or (`task` none) every running task. With a
+    /// task named, its own refusal comes back; without, tasks not running are skipped.
+    pub fn restart_alloc(&self, id: &str, task: Option<&str>) -> Result<(), AllocActionError> {
+        let r = self.live_runner(id)?;
+        let mut restarted = 0;
+        for t in r.tasks() {
+            if task.is_some_and(|n| n != t.name()) {
+                continue;
+            }
+            match t.restart("User requested restart") {
+                Ok(()) => restarted += 1,
+                Err(e) if task.is_some() => return Err(e.into()),
+                Err(_) => {}
+            }
+        }
+        if restarted > 0 {
+            return Ok(());
+        }
+        Err(match task {
+            Some(n) => AllocActionError::NoSuchTask {
+                alloc: id.to_string(),
+                task: n.to_string(),
+            },
+            None => AllocActionError::NoRunningTask {
+                alloc: id.to_string(),
+                action: "restart",
+            },
+        })
+    }
+
+    /// Send `signal` to one task of a live allocation, or (`task` none) to every task.
+    pub async fn signal_alloc(
+        &self,
+        id: &str,
+        task: Option<&str>,
+        signal: &str,
+    ) -> Result<(), AllocActionError> {
+        let r = self.live_runner(id)?;
+        if crate::util::signal_number(signal).is_none() {
+            return Err(AllocActionError::UnknownSignal(signal.to_string()));
+        }
+        let mut sent = 0;
+        for t in r.tasks() {
+            if task.is_some_and(|n| n != t.name()) {
+                continue;
+            }
+            match t.signal(signal).await {
+                Ok(()) => sent += 1,
+                Err(e) if task.is_some() => return Err(e.into()),
+                Err(_) => {}
+            }
+        }
+        if sent > 0 {
+            return Ok(());
+        }
+        Err(match task {
+            Some(n) => AllocActionError::NoSuchTask {
+                alloc: id.to_string(),
+                task: n.to_string(),
+            },
+            None => AllocActionError::NoRunningTask {
+                alloc: id.to_string(),
+                action: "signal",
+            },
+        })
+    }
+
+    /// Resource usage of a live allocation's running tasks, from their drivers, with the
+    /// stats of the device instances each holds.
+    pub async fn alloc_stats(&self, id: &str) -> Result<AllocStats, AllocActionError> {
+        let r = self.live_runner(id)?;
+        let assigned = r.shared().peek(|a| a.allocated_resources.tasks.clone());
+        let device_stats = if assigned.values().any(|t| !t.devices.is_empty()) {
+            self.devices.stats().await
+        } else {
+            Vec::new()
+        };
+        let mut tasks = BTreeMap::new();
+        let mut total = TaskUsage {
+            usage: ResourceUsage::default(),
+            devices: Vec::new(),
+        };
+        for t in r.tasks() {
+            let Some(u) = t.stats().await else { continue };
+            total.usage.rss_bytes += u.rss_bytes;
+            total.usage.cpu_user_ns += u.cpu_user_ns;
+            total.usage.cpu_system_ns += u.cpu_system_ns;
+            let devices = assigned
+                .get(t.name())
+                .map(|a| DeviceManager::stats_of(&device_stats, &a.devices))
+                .unwrap_or_default();
+            total.devices.extend(devices.iter().cloned());
+            tasks.insert(t.name().to_string(), TaskUsage { usage: u, devices });
+        }
+        total.usage.timestamp = crate::util::now_nanos();
+        Ok(AllocStats { tasks, total })
+    }
+
+    /// The node's memory, uptime, data dir filesystem and devices.
+    pub async fn client_stats(&self) -> ClientStats {
+        let disk = rustix::fs::statvfs(&self.data_dir)
+            .ok()
+            .map(|d| (d.f_blocks * d.f_frsize, d.f_bavail * d.f_frsize))
+            .unwrap_or((0, 0));
+        ClientStats {
+            memory: crate::node::meminfo(),
+            uptime_secs: crate::node::uptime_secs(),
+            disk,
+            devices: self.devices.stats().await,
+        }
+    }
+
+    /// Forget a finished allocation: its state and its directory. `Ok(false)` when no
+    /// allocation has that id; refused while it still runs.
+    pub async fn gc_allocation(&self, id: &str) -> Result<bool, AllocActionError> {
+        if let Some(r) = self.alloc_runner(id) {
+            if !r.shared().peek(Allocation::is_terminal) {
+                return Err(AllocActionError::StillRunning(id.to_string()));
+            }
+            r.destroy().await;
+            self.allocs.write().unwrap().remove(id);
+            return Ok(true);
+        }
+        let Some(a) = self.restored.write().unwrap().remove(id) else {
+            return Ok(false);
+        };
+        self.db.delete_alloc(&a.id)?;
+        let _ = std::fs::remove_dir_all(self.alloc_root.join(&a.id));
+        self.changes.bump();
+        Ok(true)
+    }
+
+    /// Collect every finished allocation.
+    pub async fn gc_all(&self) -> Result<(), AllocActionError> {
+        let done: Vec<String> = self
+            .allocations()
+            .into_iter()
+            .filter(|a| a.is_terminal())
+            .map(|a| a.id)
+            .collect();
+        for id in &done {
+            self.gc_allocation(id).await?;
+        }
+        Ok(())
+    }
+}

@@ -1,0 +1,161 @@
+//! The allocation record an alloc runner owns, and the one path by which it changes: every
+//! change goes through [`AllocShared::mutate`], which applies it, re-derives the client
+//! status, bumps the change index, persists what changed and publishes the allocation on
+//! the event stream. Task runners reach it as their [`TaskStateHandler`].
+
+use std::sync::{Arc, Mutex};
+
+use crate::changes::Changes;
+use crate::state::StateDb;
+use crate::structs::{Allocation, DesiredStatus, TaskEvent, TaskState, derive_client_status};
+use crate::taskrunner::interfaces::TaskStateHandler;
+
+/// What a change to the allocation wrote, so that exactly that is persisted.
+enum Wrote {
+    /// One task's state (and the allocation, if its client status changed).
+    Task(String),
+    /// The allocation record itself.
+    Alloc,
+}
+
+/// The allocation record of one alloc runner, shared with its task runners.
+pub struct AllocShared {
+    id: String,
+    alloc: Mutex<Allocation>,
+    db: Arc<dyn StateDb>,
+    changes: Arc<Changes>,
+}
+
+impl AllocShared {
+    pub(super) fn new(alloc: Allocation, db: Arc<dyn StateDb>, changes: Arc<Changes>) -> Self {
+        Self {
+            id: alloc.id.clone(),
+            alloc: Mutex::new(alloc),
+            db,
+            changes,
+        }
+    }
+
+    /// A snapshot of the allocation.
+    pub fn snapshot(&self) -> Allocation {
+        self.lock().clone()
+    }
+
+    /// Look at the allocation without copying it.
+    pub fn peek<R>(&self, f: impl FnOnce(&Allocation) -> R) -> R {
+        f(&self.lock())
+    }
+
+    /// Allocation id.
+    pub fn id(&self) -> &str {
+        &self.id
+    }
+
+    /// The change index and event stream this allocation reports to.
+    pub fn changes(&self) -> &Arc<Changes> {
+        &self.changes
+    }
+
+    fn lock(&self) -> std::sync::MutexGuard<'_, Allocation> {
+        self.alloc.lock().unwrap_or_else(|e| e.into_inner())
+    }
+
+    /// Apply `change`, then: re-derive the client status, bump the change index, persist
+    /// what the change wrote, and publish the allocation as `event` (`AllocationUpdated`,
+    /// `AllocationUpdateDesiredStatus`).
+    fn mutate(&self, event: &'static str, change: impl FnOnce(&mut Allocation) -> Wrote) {
+        let mut a = self.lock();
+        let wrote = change(&mut a);
+        let status = derive_client_status(a.task_states.values());
+        let status_changed = status != a.client_status;
+        a.client_status = status;
+        a.modify_index = self.changes.bump();
+        a.modify_time = crate::util::now_nanos();
+        let persisted = match &wrote {
+            Wrote::Task(task) => {
+                let state = a.task_states.get(task).cloned().unwrap_or_default();
+                self.db.put_task_state(&a.id, task, &state).and_then(|()| {
+                    if status_changed {
+                        self.db.put_alloc(&a)
+                    } else {
+                        Ok(())
+                    }
+                })
+            }
+            Wrote::Alloc => self.db.put_alloc(&a),
+        };
+        if let Err(e) = persisted {
+            tracing::error!(alloc_id = %a.id, error = %e, "persisting allocation state failed");
+        }
+        self.changes.events.allocation(event, a.modify_index, &a);
+    }
+
+    /// The allocation was placed: store it and announce it with its plan's result.
+    pub(super) fn placed(&self) {
+        let a = self.lock();
+        if let Err(e) = self.db.put_alloc(&a) {
+            tracing::error!(alloc_id = %a.id, error = %e, "persisting allocation failed");
+        }
+        self.changes
+            .events
+            .allocation("PlanResult", a.create_index, &a);
+    }
+
+    /// What the scheduler wants of the allocation changed.
+    pub(super) fn set_desired(&self, status: DesiredStatus, description: &str) {
+        self.mutate("AllocationUpdateDesiredStatus", |a| {
+            a.desired_status = status;
+            a.desired_description = description.into();
+            Wrote::Alloc
+        });
+    }
+
+    /// The allocation moves to a new version of its job, from evaluation `eval_id`.
+    pub(super) fn update_job(&self, job: crate::jobspec::Job, eval_id: &str) {
+        self.mutate("AllocationUpdated", |a| {
+            a.job = job;
+            a.eval_id = eval_id.to_string();
+            Wrote::Alloc
+        });
+    }
+
+    /// The allocation is gone: remove its state (its task and local states with it).
+    pub(super) fn forget(&self) {
+        if let Err(e) = self.db.delete_alloc(&self.id) {
+            tracing::error!(alloc_id = %self.id, error = %e, "removing allocation state failed");
+        }
+        self.changes.bump();
+    }
+
+    /// Change one task's state.
+    pub fn update_task(&self, task: &str, f: impl FnOnce(&mut TaskState)) {
+        self.mutate("AllocationUpdated", |a| {
+            f(a.task_states.entry(task.to_string()).or_default());
+            Wrote::Task(task.to_string())
+        });
+    }
+
+    /// Append an event to a task.
+    pub fn event(&self, task: &str, ev: TaskEvent) {
+        tracing::info!(alloc_id = %self.id, task, event = %ev.event_type, message = %ev.message, "task event");
+        self.update_task(task, |s| s.push_event(ev));
+    }
+}
+
+impl TaskStateHandler for AllocShared {
+    fn allocation(&self) -> Allocation {
+        self.snapshot()
+    }
+
+    fn task_state(&self, task: &str) -> Option<TaskState> {
+        self.peek(|a| a.task_states.get(task).cloned())
+    }
+
+    fn update_task(&self, task: &str, change: &mut dyn FnMut(&mut TaskState)) {
+        AllocShared::update_task(self, task, change);
+    }
+
+    fn event(&self, task: &str, ev: TaskEvent) {
+        AllocShared::event(self, task, ev);
+    }
+}

@@ -1,0 +1,43 @@
+//! The agent-wide change index (what `X-Nomad-Index` reports and blocking queries wait on)
+//! and the event stream of what changed. Every state change of a job, an evaluation or an
+//! allocation bumps the index.
+
+/// Agent-wide change counter: every state change bumps it, which is what `X-Nomad-Index`
+/// reports and what blocking queries wait on; and the event stream of what changed.
+#[derive(Debug)]
+pub struct Changes {
+    tx: tokio::sync::watch::Sender<u64>,
+    /// What changed, for `/v1/event/stream`.
+    pub events: crate::events::EventBroker,
+}
+
+impl Default for Changes {
+    fn default() -> Self {
+        Self {
+            tx: tokio::sync::watch::channel(1).0,
+            events: Default::default(),
+        }
+    }
+}
+
+impl Changes {
+    /// Record a change; returns the new index.
+    pub fn bump(&self) -> u64 {
+        let mut next = 0;
+        self.tx.send_modify(|i| {
+            *i += 1;
+            next = *i;
+        });
+        next
+    }
+
+    /// Current index.
+    pub fn index(&self) -> u64 {
+        *self.tx.borrow()
+    }
+
+    /// A receiver that sees every change.
+    pub fn subscribe(&self) -> tokio::sync::watch::Receiver<u64> {
+        self.tx.subscribe()
+    }
+}

@@ -1,0 +1,103 @@
+//! Assigning device instances to a task's `device` requests when its allocation is placed,
+//! as Nomad's scheduler does: healthy instances no live allocation holds, all from one
+//! group; an impossible request is an error naming the request's field and who holds what.
+
+use std::collections::BTreeMap;
+
+use super::DeviceManager;
+use super::types::{NodeDevice, NodeDeviceResource};
+use crate::jobspec::{JobspecError, Task};
+use crate::structs::AllocatedDeviceResource;
+
+impl DeviceManager {
+    /// Choose instances for each of `task`'s device requests: healthy, not in `held`
+    /// (instance key `<vendor>/<type>/<name>/<id>` → who holds it), all from one group, as
+    /// Nomad's scheduler does. The chosen ones are added to `held`. An error names the
+    /// request's field under `path` (the task's path).
+    pub fn assign(
+        &self,
+        path: &str,
+        task: &Task,
+        held: &mut BTreeMap<String, String>,
+    ) -> Result<Vec<AllocatedDeviceResource>, JobspecError> {
+        let groups = self.node_devices();
+        let mut out = Vec::new();
+        for (i, req) in task.resources.devices.iter().enumerate() {
+            let field = format!("{path}.Resources.Devices[{i}]");
+            let matching: Vec<&NodeDeviceResource> =
+                groups.iter().filter(|g| g.matches(&req.name)).collect();
+            if matching.is_empty() {
+                let known: Vec<String> = groups.iter().map(NodeDeviceResource::id).collect();
+                return Err(JobspecError::new(
+                    field,
+                    format!(
+                        "no device on this node matches {:?} (devices here: {})",
+                        req.name,
+                        if known.is_empty() {
+                            "none".to_string()
+                        } else {
+                            known.join(", ")
+                        }
+                    ),
+                ));
+            }
+            let mut why = Vec::new();
+            let mut chosen = None;
+            for g in &matching {
+                let gid = g.id();
+                let free: Vec<&NodeDevice> = g
+                    .instances
+                    .iter()
+                    .filter(|d| d.healthy && !held.contains_key(&format!("{gid}/{}", d.id)))
+                    .collect();
+                if free.len() >= req.count as usize {
+                    chosen = Some((*g, free[..req.count as usize].to_vec()));
+                    break;
+                }
+                let busy: Vec<String> = g
+                    .instances
+                    .iter()
+                    .filter_map(|d| {
+                        let key = format!("{gid}/{}", d.id);
+                        if let Some(holder) = held.get(&key) {
+                            Some(format!("{} held by {holder}", d.id))
+                        } else if !d.healthy {
+                            Some(format!("{} unhealthy ({})", d.id, d.health_description))
+                        } else {
+                            None
+                        }
+                    })
+                    .collect();
+                why.push(format!(
+                    "{gid} has {} free of {} ({})",
+                    free.len(),
+                    g.instances.len(),
+                    busy.join("; ")
+                ));
+            }
+            let Some((g, free)) = chosen else {
+                return Err(JobspecError::new(
+                    field,
+                    format!(
+                        "{} instance(s) of {:?} requested, not available: {}",
+                        req.count,
+                        req.name,
+                        why.join("; ")
+                    ),
+                ));
+            };
+            let gid = g.id();
+            let ids: Vec<String> = free.iter().map(|d| d.id.clone()).collect();
+            for id in &ids {
+                held.insert(format!("{gid}/{id}"), format!("task {:?}", task.name));
+            }
+            out.push(AllocatedDeviceResource {
+                vendor: g.vendor.clone(),
+                device_type: g.device_type.clone(),
+                name: g.name.clone(),
+                device_ids: ids,
+            });
+        }
+        Ok(out)
+    }
+}

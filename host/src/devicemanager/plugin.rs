@@ -1,0 +1,150 @@
+//! One device plugin, called through its component: the device-plugin world's plugin
+//! client, the only code of the device manager that sees a contract version's bindings. It
+//! converts the plugin's answers into the host's [`types`](super::types).
+
+use std::collections::BTreeMap;
+use std::sync::Arc;
+
+use super::types::{
+    DeviceGroupStats, DeviceLocality, DeviceStats, NodeDevice, NodeDeviceResource, StatObject,
+    StatValue,
+};
+use crate::runtime::bindings::v0_1_0::device::exports::paddock::plugin::device as wit;
+use crate::runtime::types::Reservation;
+use crate::runtime::{CallError, LoadedComponent, Runtime, World};
+
+/// A device plugin call that did not succeed.
+#[derive(Debug, Clone, thiserror::Error)]
+pub enum PluginCallError {
+    /// The plugin answered with an error.
+    #[error("{0}")]
+    Plugin(String),
+    /// The component failed (trap, memory, deadline), or is no longer loaded.
+    #[error(transparent)]
+    Component(#[from] CallError),
+}
+
+/// A device plugin by name.
+pub struct DevicePlugin {
+    runtime: Arc<Runtime>,
+    comp: Arc<LoadedComponent>,
+}
+
+impl DevicePlugin {
+    /// The current version of plugin `name`, if one is loaded.
+    pub fn get(runtime: &Arc<Runtime>, name: &str) -> Option<Self> {
+        let comp = runtime.registry.get(World::DevicePlugin, name)?;
+        Some(Self {
+            runtime: runtime.clone(),
+            comp,
+        })
+    }
+
+    /// The device groups the plugin sees.
+    pub async fn fingerprint(&self) -> Result<Vec<NodeDeviceResource>, PluginCallError> {
+        let groups = self
+            .runtime
+            .call_device(&self.comp, "fingerprint", |d, s| {
+                Box::pin(d.paddock_plugin_device().call_fingerprint(s))
+            })
+            .await?
+            .map_err(describe)?;
+        Ok(groups.into_iter().map(group_of).collect())
+    }
+
+    /// Reserve instances `ids` for a task.
+    pub async fn reserve(&self, ids: Vec<String>) -> Result<Reservation, PluginCallError> {
+        let r = self
+            .runtime
+            .call_device(&self.comp, "reserve", move |p, s| {
+                Box::pin(async move { p.paddock_plugin_device().call_reserve(s, &ids).await })
+            })
+            .await?
+            .map_err(describe)?;
+        Ok(Reservation {
+            env: r.env,
+            mounts: r.mounts.into_iter().map(Into::into).collect(),
+            devices: r.devices.into_iter().map(Into::into).collect(),
+        })
+    }
+
+    /// Current stats of every instance.
+    pub async fn stats(&self) -> Result<Vec<DeviceGroupStats>, PluginCallError> {
+        let groups = self
+            .runtime
+            .call_device(&self.comp, "stats", |d, s| {
+                Box::pin(d.paddock_plugin_device().call_stats(s))
+            })
+            .await?
+            .map_err(describe)?;
+        Ok(groups
+            .into_iter()
+            .map(|g| DeviceGroupStats {
+                vendor: g.vendor,
+                device_type: g.device_type,
+                name: g.name,
+                instance_stats: g
+                    .instances
+                    .into_iter()
+                    .map(|i| {
+                        (
+                            i.id,
+                            DeviceStats {
+                                summary: stat(i.summary),
+                                stats: StatObject {
+                                    attributes: i
+                                        .stats
+                                        .into_iter()
+                                        .map(|(k, v)| (k, stat(v)))
+                                        .collect::<BTreeMap<_, _>>(),
+                                },
+                                timestamp: i.timestamp,
+                            },
+                        )
+                    })
+                    .collect(),
+            })
+            .collect())
+    }
+}
+
+fn stat(v: wit::StatValue) -> StatValue {
+    StatValue {
+        number: v.number,
+        text: v.text,
+        unit: v.unit,
+        desc: v.desc,
+    }
+}
+
+fn group_of(g: wit::DeviceGroup) -> NodeDeviceResource {
+    NodeDeviceResource {
+        vendor: g.vendor,
+        device_type: g.device_type,
+        name: g.name,
+        instances: g
+            .devices
+            .into_iter()
+            .map(|d| NodeDevice {
+                id: d.id,
+                healthy: d.healthy,
+                health_description: d.health_description,
+                locality: d.pci_bus_id.map(|pci_bus_id| DeviceLocality { pci_bus_id }),
+            })
+            .collect(),
+        attributes: g
+            .attributes
+            .into_iter()
+            .map(|(k, a)| (k, crate::runtime::types::Attribute::from(a).into()))
+            .collect(),
+    }
+}
+
+/// Human text of a device plugin's error.
+fn describe(e: wit::DeviceError) -> PluginCallError {
+    PluginCallError::Plugin(match e {
+        wit::DeviceError::UnknownDevice(id) => format!("unknown device {id:?}"),
+        wit::DeviceError::Disabled => "disabled by its configuration".into(),
+        wit::DeviceError::Failed(m) => m,
+    })
+}

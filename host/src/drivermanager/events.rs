@@ -1,0 +1,69 @@
+//! Task events drivers emit (the runtime's `events` interface), routed to the handler each
+//! task runner registers for its task, as Nomad's driver manager routes them.
+
+use std::collections::HashMap;
+use std::sync::{Arc, Mutex};
+
+use crate::runtime::host_api::events::EventSink;
+use crate::runtime::types::DriverEvent;
+
+/// Handler a task runner registers for its task's events.
+pub type EventHandler = Arc<dyn Fn(DriverEvent) + Send + Sync>;
+
+/// Routes driver events by `(alloc id, task name)`, parsed from the task id. Events for
+/// tasks nobody registered are logged and dropped, as Nomad's driver manager does.
+#[derive(Default)]
+pub struct EventRouter {
+    handlers: Mutex<HashMap<(String, String), EventHandler>>,
+}
+
+impl EventRouter {
+    /// Register the handler for a task; replaces any earlier one.
+    pub fn register(&self, alloc_id: &str, task: &str, handler: EventHandler) {
+        self.handlers
+            .lock()
+            .unwrap()
+            .insert((alloc_id.into(), task.into()), handler);
+    }
+
+    /// How many tasks have a handler.
+    pub fn len(&self) -> usize {
+        self.handlers.lock().unwrap().len()
+    }
+
+    /// Whether no task has a handler.
+    pub fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
+
+    /// Remove a task's handler.
+    pub fn unregister(&self, alloc_id: &str, task: &str) {
+        self.handlers
+            .lock()
+            .unwrap()
+            .remove(&(alloc_id.to_string(), task.to_string()));
+    }
+}
+
+impl EventSink for EventRouter {
+    /// Deliver an event to its task's handler.
+    fn emit(&self, ev: DriverEvent) {
+        let mut parts = ev.task_id.splitn(3, '/');
+        let (Some(alloc), Some(task)) = (parts.next(), parts.next()) else {
+            tracing::warn!(component = %ev.component, task_id = %ev.task_id, "driver event with a malformed task id dropped");
+            return;
+        };
+        let handler = self
+            .handlers
+            .lock()
+            .unwrap()
+            .get(&(alloc.to_string(), task.to_string()))
+            .cloned();
+        match handler {
+            Some(h) => h(ev),
+            None => {
+                tracing::debug!(component = %ev.component, task_id = %ev.task_id, "driver event for an unknown task dropped")
+            }
+        }
+    }
+}

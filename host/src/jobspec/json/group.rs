@@ -1,0 +1,208 @@
+//! A task group and its `restart` and `network` blocks.
+
+use std::collections::BTreeSet;
+
+use serde_json::Value;
+
+use super::R;
+use super::obj::Obj;
+use super::task::task_from_value;
+use crate::jobspec::*;
+
+const IGNORED_GROUP: &[&str] = &[
+    "Constraints",
+    "Affinities",
+    "Spreads",
+    "Update",
+    "Migrate",
+    "ReschedulePolicy",
+    "Scaling",
+    "Services",
+    "Volumes",
+    "Consul",
+    "StopAfterClientDisconnect",
+    "MaxClientDisconnect",
+    "PreventRescheduleOnLost",
+    "Disconnect",
+    "MaxRunDuration",
+];
+
+pub(super) fn restart_from(o: Option<Obj<'_>>, base: &RestartPolicy) -> R<RestartPolicy> {
+    let Some(mut o) = o else {
+        return Ok(base.clone());
+    };
+    let path = o.path.clone();
+    let mut p = base.clone();
+    if let Some(v) = o.u32("Attempts")? {
+        p.attempts = v;
+    }
+    if let Some(v) = o.uint("Interval", u64::MAX)? {
+        p.interval = v;
+    }
+    if let Some(v) = o.uint("Delay", u64::MAX)? {
+        p.delay = v;
+    }
+    match o.string("Mode")?.as_deref() {
+        None => {}
+        Some("fail") => p.mode = RestartMode::Fail,
+        Some("delay") => p.mode = RestartMode::Delay,
+        Some(m) => {
+            return Err(JobspecError::new(
+                format!("{path}.Mode"),
+                format!("expected \"fail\" or \"delay\", found {m:?}"),
+            ));
+        }
+    }
+    o.finish(&["RenderTemplates"])?;
+    Ok(p)
+}
+
+pub(super) fn group_from_value(path: &str, v: &Value, job_type: JobType) -> R<TaskGroup> {
+    let mut o = Obj::new(path.into(), v)?;
+    let name = o.required_string("Name")?;
+    let count = o.u32("Count")?.unwrap_or(1);
+    let restart_policy = restart_from(
+        o.object("RestartPolicy")?,
+        &RestartPolicy::default_for(job_type),
+    )?;
+    let meta = o.string_map("Meta")?;
+    let ephemeral_disk = match o.object("EphemeralDisk")? {
+        None => EphemeralDisk {
+            size_mb: 300,
+            sticky: false,
+            migrate: false,
+        },
+        Some(mut d) => {
+            let e = EphemeralDisk {
+                size_mb: d.u32("SizeMB")?.unwrap_or(300),
+                sticky: d.boolean("Sticky")?.unwrap_or(false),
+                migrate: d.boolean("Migrate")?.unwrap_or(false),
+            };
+            d.finish(&[])?;
+            e
+        }
+    };
+    let shutdown_delay = o.uint("ShutdownDelay", u64::MAX)?;
+    let networks = networks_from(&mut o, path)?;
+    let tasks_v = o.array("Tasks")?;
+    if tasks_v.is_empty() {
+        return Err(JobspecError::new(
+            format!("{path}.Tasks"),
+            "a group needs at least one task",
+        ));
+    }
+    o.finish(IGNORED_GROUP)?;
+    let mut tasks = Vec::new();
+    let mut names = BTreeSet::new();
+    for (i, t) in tasks_v.into_iter().enumerate() {
+        let task = task_from_value(&format!("{path}.Tasks[{i}]"), t, &restart_policy)?;
+        if !names.insert(task.name.clone()) {
+            return Err(JobspecError::new(
+                format!("{path}.Tasks[{i}].Name"),
+                format!("duplicate task name {:?}", task.name),
+            ));
+        }
+        tasks.push(task);
+    }
+    if tasks.iter().filter(|t| t.leader).count() > 1 {
+        return Err(JobspecError::new(
+            format!("{path}.Tasks"),
+            "only one task may be the leader",
+        ));
+    }
+    Ok(TaskGroup {
+        name,
+        count,
+        tasks,
+        restart_policy,
+        meta,
+        ephemeral_disk,
+        shutdown_delay,
+        networks,
+    })
+}
+
+/// A group's `Networks`: host mode only, labels unique, static ports in range.
+fn networks_from(o: &mut Obj<'_>, path: &str) -> R<Vec<Network>> {
+    let mut out = Vec::new();
+    let mut labels = BTreeSet::new();
+    let nets = o.array("Networks")?;
+    if nets.len() > 1 {
+        return Err(JobspecError::new(
+            format!("{path}.Networks"),
+            "only one network block per group",
+        ));
+    }
+    for (i, v) in nets.into_iter().enumerate() {
+        let npath = format!("{path}.Networks[{i}]");
+        let mut n = Obj::new(npath.clone(), v)?;
+        let mode = n.string("Mode")?.unwrap_or_else(|| "host".into());
+        if !matches!(mode.as_str(), "host" | "") {
+            return Err(JobspecError::new(
+                format!("{npath}.Mode"),
+                format!("only \"host\" networking is supported, found {mode:?}"),
+            ));
+        }
+        let mut ports = |key: &'static str, dynamic: bool| -> R<Vec<Port>> {
+            let mut list = Vec::new();
+            for (j, pv) in n.array(key)?.into_iter().enumerate() {
+                let ppath = format!("{npath}.{key}[{j}]");
+                let mut p = Obj::new(ppath.clone(), pv)?;
+                let label = p.required_string("Label")?;
+                if label.is_empty()
+                    || !label
+                        .chars()
+                        .all(|c| c.is_ascii_alphanumeric() || c == '_' || c == '-')
+                {
+                    return Err(JobspecError::new(
+                        format!("{ppath}.Label"),
+                        format!("invalid port label {label:?} (use letters, digits, '_' and '-')"),
+                    ));
+                }
+                if !labels.insert(label.clone()) {
+                    return Err(JobspecError::new(
+                        format!("{ppath}.Label"),
+                        format!("duplicate port label {label:?}"),
+                    ));
+                }
+                let value = p.uint("Value", 65535)?.unwrap_or(0) as u16;
+                if !dynamic && value == 0 {
+                    return Err(JobspecError::new(
+                        format!("{ppath}.Value"),
+                        "a reserved port needs a static value between 1 and 65535",
+                    ));
+                }
+                let to = match p.get("To") {
+                    Some(Value::Number(x))
+                        if x.as_i64().is_some_and(|t| (-1..=65535).contains(&t)) =>
+                    {
+                        x.as_i64().unwrap_or(0) as i32
+                    }
+                    None | Some(Value::Null) => 0,
+                    Some(other) => {
+                        return Err(JobspecError::new(
+                            format!("{ppath}.To"),
+                            format!("expected a port between -1 and 65535, found {other}"),
+                        ));
+                    }
+                };
+                p.finish(&["HostNetwork", "IgnoreCollision"])?;
+                list.push(Port {
+                    label,
+                    value: if dynamic { 0 } else { value },
+                    to,
+                });
+            }
+            Ok(list)
+        };
+        let reserved_ports = ports("ReservedPorts", false)?;
+        let dynamic_ports = ports("DynamicPorts", true)?;
+        n.finish(&["DNS", "CIDR", "IP", "MBits", "Device", "Hostname"])?;
+        out.push(Network {
+            mode: "host".into(),
+            reserved_ports,
+            dynamic_ports,
+        });
+    }
+    Ok(out)
+}

@@ -1,0 +1,219 @@
+//! A task and its `template` blocks.
+
+use serde_json::{Map, Value};
+
+use super::R;
+use super::group::restart_from;
+use super::obj::{Obj, kind};
+use crate::jobspec::*;
+
+const IGNORED_TASK: &[&str] = &[
+    "Constraints",
+    "Affinities",
+    "Services",
+    "Vault",
+    "Consul",
+    "Artifacts",
+    "DispatchPayload",
+    "VolumeMounts",
+    "CSIPluginConfig",
+    "Identity",
+    "Identities",
+    "Actions",
+    "ScalingPolicies",
+    "Kind",
+    "Schedule",
+    "Secrets",
+];
+
+pub(super) fn task_from_value(path: &str, v: &Value, group_restart: &RestartPolicy) -> R<Task> {
+    let mut o = Obj::new(path.into(), v)?;
+    let name = o.required_string("Name")?;
+    if name.contains('/') {
+        return Err(JobspecError::new(
+            format!("{path}.Name"),
+            "must not contain '/'",
+        ));
+    }
+    let driver = o.required_string("Driver")?;
+    let user = o.string("User")?.unwrap_or_default();
+    let config = match o.get("Config") {
+        None => Map::new(),
+        Some(Value::Object(m)) => m.clone(),
+        Some(other) => {
+            return Err(JobspecError::new(
+                format!("{path}.Config"),
+                format!("expected an object, found {}", kind(other)),
+            ));
+        }
+    };
+    let env = o.string_map("Env")?;
+    let meta = o.string_map("Meta")?;
+    let resources = match o.object("Resources")? {
+        None => Resources {
+            cpu: 100,
+            memory_mb: 300,
+            memory_max_mb: 0,
+            devices: Vec::new(),
+        },
+        Some(mut r) => {
+            let rpath = r.path.clone();
+            let cpu = r.u32("CPU")?.unwrap_or(100);
+            let memory_mb = r.u32("MemoryMB")?.unwrap_or(300);
+            let memory_max_mb = r.u32("MemoryMaxMB")?.unwrap_or(0);
+            if memory_max_mb != 0 && memory_max_mb < memory_mb {
+                return Err(JobspecError::new(
+                    format!("{rpath}.MemoryMaxMB"),
+                    "must not be below MemoryMB",
+                ));
+            }
+            let mut devices = Vec::new();
+            for (i, d) in r.array("Devices")?.into_iter().enumerate() {
+                let mut d = Obj::new(format!("{rpath}.Devices[{i}]"), d)?;
+                devices.push(DeviceRequest {
+                    name: d.required_string("Name")?,
+                    count: d.u32("Count")?.unwrap_or(1),
+                });
+                d.finish(&["Constraints", "Affinities"])?;
+            }
+            r.finish(&["Cores", "DiskMB", "IOPS", "Networks", "NUMA", "SecretsMB"])?;
+            Resources {
+                cpu,
+                memory_mb,
+                memory_max_mb,
+                devices,
+            }
+        }
+    };
+    let restart_policy = restart_from(o.object("RestartPolicy")?, group_restart)?;
+    let kill_timeout = o.uint("KillTimeout", u64::MAX)?.unwrap_or(5_000_000_000);
+    let kill_signal = o.string("KillSignal")?.unwrap_or_default();
+    if !kill_signal.is_empty() && crate::util::signal_number(&kill_signal).is_none() {
+        return Err(JobspecError::new(
+            format!("{path}.KillSignal"),
+            format!("unknown signal {kill_signal:?}"),
+        ));
+    }
+    let log_config = match o.object("LogConfig")? {
+        None => LogConfig::default(),
+        Some(mut l) => {
+            let c = LogConfig {
+                max_files: l.u32("MaxFiles")?.unwrap_or(10).max(1),
+                max_file_size_mb: l.u32("MaxFileSizeMB")?.unwrap_or(10).max(1),
+            };
+            l.finish(&["Disabled", "Enabled"])?;
+            c
+        }
+    };
+    let lifecycle = match o.object("Lifecycle")? {
+        None => None,
+        Some(mut l) => {
+            let lpath = l.path.clone();
+            let hook = l.required_string("Hook")?;
+            if !matches!(hook.as_str(), "prestart" | "poststart" | "poststop") {
+                return Err(JobspecError::new(
+                    format!("{lpath}.Hook"),
+                    format!("expected prestart, poststart or poststop, found {hook:?}"),
+                ));
+            }
+            let sidecar = l.boolean("Sidecar")?.unwrap_or(false);
+            l.finish(&[])?;
+            Some(Lifecycle { hook, sidecar })
+        }
+    };
+    let leader = o.boolean("Leader")?.unwrap_or(false);
+    let shutdown_delay = o.uint("ShutdownDelay", u64::MAX)?.unwrap_or(0);
+    let templates = templates_from(&mut o, path)?;
+    o.finish(IGNORED_TASK)?;
+    Ok(Task {
+        name,
+        driver,
+        user,
+        config,
+        env,
+        meta,
+        resources,
+        restart_policy,
+        kill_timeout,
+        kill_signal,
+        log_config,
+        lifecycle,
+        leader,
+        shutdown_delay,
+        templates,
+    })
+}
+
+/// A task's `Templates`, with Nomad's defaults and checks.
+fn templates_from(o: &mut Obj<'_>, path: &str) -> R<Vec<Template>> {
+    let mut out = Vec::new();
+    for (i, v) in o.array("Templates")?.into_iter().enumerate() {
+        let tpath = format!("{path}.Templates[{i}]");
+        let mut t = Obj::new(tpath.clone(), v)?;
+        let source_path = t.string("SourcePath")?.unwrap_or_default();
+        let embedded_tmpl = t.string("EmbeddedTmpl")?.unwrap_or_default();
+        let dest_path = t.required_string("DestPath")?;
+        if source_path.is_empty() == embedded_tmpl.is_empty() {
+            return Err(JobspecError::new(
+                format!("{tpath}.EmbeddedTmpl"),
+                "a template needs exactly one of `data` (EmbeddedTmpl) and `source` (SourcePath)",
+            ));
+        }
+        let change_mode = t.string("ChangeMode")?.unwrap_or_else(|| "restart".into());
+        if !matches!(
+            change_mode.as_str(),
+            "restart" | "signal" | "noop" | "script"
+        ) {
+            return Err(JobspecError::new(
+                format!("{tpath}.ChangeMode"),
+                format!("expected restart, signal, noop or script, found {change_mode:?}"),
+            ));
+        }
+        let change_signal = t.string("ChangeSignal")?.unwrap_or_default();
+        if change_mode == "signal" && crate::util::signal_number(&change_signal).is_none() {
+            return Err(JobspecError::new(
+                format!("{tpath}.ChangeSignal"),
+                format!("change_mode \"signal\" needs a known signal, found {change_signal:?}"),
+            ));
+        }
+        let perms = t.string("Perms")?.unwrap_or_else(|| "0644".into());
+        if u32::from_str_radix(&perms, 8).map_or(true, |m| m > 0o7777) {
+            return Err(JobspecError::new(
+                format!("{tpath}.Perms"),
+                format!("expected an octal file mode such as \"0644\", found {perms:?}"),
+            ));
+        }
+        let left_delim = t
+            .string("LeftDelim")?
+            .filter(|d| !d.is_empty())
+            .unwrap_or_else(|| "{{".into());
+        let right_delim = t
+            .string("RightDelim")?
+            .filter(|d| !d.is_empty())
+            .unwrap_or_else(|| "}}".into());
+        let envvars = t.boolean("Envvars")?.unwrap_or(false);
+        let err_missing_key = t.boolean("ErrMissingKey")?.unwrap_or(false);
+        t.finish(&[
+            "Splay",
+            "Wait",
+            "Uid",
+            "Gid",
+            "Once",
+            "VaultGrace",
+            "ChangeScript",
+        ])?;
+        out.push(Template {
+            source_path,
+            dest_path,
+            embedded_tmpl,
+            change_mode,
+            change_signal,
+            perms,
+            left_delim,
+            right_delim,
+            envvars,
+            err_missing_key,
+        });
+    }
+    Ok(out)
+}

@@ -1,0 +1,57 @@
+//! Nomad API JSON jobs: defaults, field paths in errors, nulls, restart policy merging.
+
+use super::*;
+
+fn parse(v: serde_json::Value) -> R<Job> {
+    parse_register_request(serde_json::to_vec(&v).unwrap().as_slice())
+}
+
+#[test]
+fn defaults_applied() {
+    let j = parse(serde_json::json!({"Job": {"ID": "a", "TaskGroups": [{"Name": "g", "Tasks": [{"Name": "t", "Driver": "mock"}]}]}})).unwrap();
+    assert_eq!(j.name, "a");
+    assert_eq!(j.namespace, "default");
+    assert_eq!(j.priority, 50);
+    let g = &j.task_groups[0];
+    assert_eq!(g.count, 1);
+    assert_eq!(
+        g.restart_policy,
+        RestartPolicy::default_for(JobType::Service)
+    );
+    assert_eq!(g.tasks[0].kill_timeout, 5_000_000_000);
+    assert_eq!(g.tasks[0].resources.memory_mb, 300);
+}
+
+#[test]
+fn errors_name_the_field() {
+    let e = parse(serde_json::json!({"Job": {"ID": "a", "TaskGroups": [{"Name": "g", "Tasks": [{"Name": "t"}]}]}})).unwrap_err();
+    assert_eq!(e.path, "Job.TaskGroups[0].Tasks[0].Driver");
+    let e = parse(serde_json::json!({"Job": {"ID": "a", "TaskGroups": [{"Name": "g", "Tasks": [{"Name": "t", "Driver": "mock", "Resources": {"MemoryMB": "lots"}}]}]}})).unwrap_err();
+    assert_eq!(e.path, "Job.TaskGroups[0].Tasks[0].Resources.MemoryMB");
+    assert!(e.message.contains("integer"), "{e}");
+    let e = parse(serde_json::json!({"Job": {"ID": "a", "Bogus": 1, "TaskGroups": [{"Name": "g", "Tasks": [{"Name": "t", "Driver": "mock"}]}]}})).unwrap_err();
+    assert_eq!(e.path, "Job.Bogus");
+    let e = parse(serde_json::json!({"Job": {"TaskGroups": []}})).unwrap_err();
+    assert_eq!(e.path, "Job.ID");
+    let e = parse(serde_json::json!({"Job": {"ID": "a", "TaskGroups": [{"Name": "g", "Tasks": [{"Name": "t", "Drivr": "mock"}]}]}})).unwrap_err();
+    assert_eq!(e.path, "Job.TaskGroups[0].Tasks[0].Driver");
+    assert!(e.message.contains("\"Drivr\": a typo?"), "{e}");
+}
+
+#[test]
+fn nulls_and_ignored_fields_are_accepted() {
+    let j = parse(serde_json::json!({"Job": {"ID": "a", "Name": null, "Update": {"Stagger": 1}, "TaskGroups": [{"Name": "g", "Constraints": null, "Tasks": [{"Name": "t", "Driver": "mock", "Services": null}]}]}})).unwrap();
+    assert_eq!(j.name, "a");
+}
+
+#[test]
+fn task_restart_policy_merges_over_group() {
+    let j = parse(serde_json::json!({"Job": {"ID": "a", "Type": "batch", "TaskGroups": [{"Name": "g", "RestartPolicy": {"Attempts": 7}, "Tasks": [{"Name": "t", "Driver": "mock", "RestartPolicy": {"Mode": "delay"}}]}]}})).unwrap();
+    let p = &j.task_groups[0].tasks[0].restart_policy;
+    assert_eq!(p.attempts, 7);
+    assert_eq!(p.mode, RestartMode::Delay);
+    assert_eq!(
+        p.interval,
+        RestartPolicy::default_for(JobType::Batch).interval
+    );
+}

@@ -1,0 +1,277 @@
+//! One invocation of the task: built with everything known up front (its id, driver,
+//! directories, log paths and env builder), through the prestart hooks, then started (or,
+//! after an agent restart, reattached through the driver's `recover`) and followed to its
+//! exit.
+
+use std::sync::Arc;
+
+use super::interfaces::{Invocation, LogPaths, TaskView};
+use super::{RunEnd, TaskRunner};
+use crate::drivermanager::types::{DriverError, TaskConfig, TaskHandle};
+use crate::drivermanager::{Driver, DriverCallError};
+use crate::runtime::TaskContext;
+use crate::state::StoredHandle;
+use crate::structs::{TaskEvent, TaskEventType, TaskRunState};
+use crate::taskenv::{EnvBuilder, EnvRequest};
+
+impl TaskRunner {
+    pub(super) async fn start_and_wait(
+        &self,
+        first: bool,
+        restore: Option<StoredHandle>,
+    ) -> RunEnd {
+        match self.try_start_and_wait(first, restore).await {
+            Ok(end) | Err(end) => end,
+        }
+    }
+
+    /// A new invocation of the task: a fresh task id (or the restored one), its paths,
+    /// and an env builder with the env persistent hooks set on earlier runs.
+    fn invocation(&self, view: TaskView<'_>, first: bool, task_id: Option<String>) -> Invocation {
+        let dirs = self.alloc_dir.task_dirs(&self.task.name);
+        let logs_dir = self.alloc_dir.logs();
+        let mut env = EnvBuilder::new(EnvRequest {
+            job: &view.alloc.job,
+            group: view.group,
+            task: view.task,
+            alloc_id: &view.alloc.id,
+            alloc_index: view.alloc.index,
+            dirs: &dirs,
+            node: view.node,
+            ports: &view.alloc.allocated_resources.shared.ports,
+        });
+        env.set_hook_env(self.hook_env());
+        Invocation {
+            task_id: task_id.unwrap_or_else(|| {
+                format!(
+                    "{}/{}/{}",
+                    self.alloc_id,
+                    self.task.name,
+                    &uuid::Uuid::new_v4().simple().to_string()[..8]
+                )
+            }),
+            first,
+            driver: self.drivers.driver(&self.task.driver),
+            logs: LogPaths {
+                stdout: logs_dir.join(format!("{}.stdout", self.task.name)),
+                stderr: logs_dir.join(format!("{}.stderr", self.task.name)),
+            },
+            dirs,
+            env,
+            reservations: Vec::new(),
+        }
+    }
+
+    /// One invocation: prestart hooks, validate the driver config, start, wait. Failures
+    /// come back as `Err(RunEnd)`.
+    async fn try_start_and_wait(
+        &self,
+        first: bool,
+        restore: Option<StoredHandle>,
+    ) -> Result<RunEnd, RunEnd> {
+        if self.kill.is_cancelled() && restore.is_none() {
+            return Err(RunEnd::KilledBeforeStart);
+        }
+        let a = self.handler.allocation();
+        let group = a.group().cloned().expect("the alloc's group exists");
+        let view = self.view(&a, &group);
+        let mut inv = self.invocation(view, first, restore.as_ref().map(|h| h.task_id.clone()));
+        if let Some(stored) = restore {
+            return self.reattach(view, inv, stored).await;
+        }
+        self.prestart(view, &mut inv).await?;
+
+        // Failures of validation and of the driver component itself will not go away on a
+        // retry: they are unrecoverable, as plain errors are in Nomad.
+        let fail = |kind: TaskEventType, message: String| {
+            RunEnd::Failed(Box::new(Self::failure(kind, message)), false)
+        };
+        let env = inv.env.build();
+        let config = env
+            .interpolate_json(&serde_json::Value::Object(self.task.config.clone()))
+            .to_string();
+        match inv.driver.validate_config(&config).await {
+            Ok(()) => {}
+            Err(
+                e @ DriverCallError::Driver(
+                    DriverError::InvalidConfig(_) | DriverError::NotSupported(_),
+                ),
+            ) => {
+                return Err(fail(
+                    TaskEventType::FailedValidation,
+                    format!("failed to validate driver config: {e}"),
+                ));
+            }
+            Err(e) => return Err(fail(TaskEventType::DriverFailure, e.to_string())),
+        }
+
+        let cfg = self.task_config(view, &inv, &env, config);
+        self.register_driver_events();
+        let ctx = Arc::new(TaskContext {
+            env,
+            reservations: inv.reservations.clone(),
+            // Drivers reach the task's files through the paths in the task config and the
+            // host's process capability, not preopens: their stores stay reusable.
+            files: None,
+        });
+        let inv = Arc::new(inv);
+        *self.last.lock().unwrap() = Some(inv.clone());
+        self.run_invocation(cfg, ctx, view, &inv).await
+    }
+
+    /// Take back a task that ran when the agent stopped: prestart hooks again (done ones
+    /// are skipped, their env re-applied), then the driver's `recover` with the stored
+    /// handle, and wait for it as if it had just started, with no new `Started` event. A
+    /// task that exited meanwhile reports its real exit at once.
+    async fn reattach(
+        &self,
+        view: TaskView<'_>,
+        mut inv: Invocation,
+        stored: StoredHandle,
+    ) -> Result<RunEnd, RunEnd> {
+        let failed = |message: String| {
+            let mut ev = TaskEvent::new(TaskEventType::FailedRestoring, message.clone());
+            ev.driver_error = message;
+            RunEnd::Failed(Box::new(ev), true)
+        };
+        if let Err(e) = self.prestart(view, &mut inv).await {
+            tracing::warn!(task = %self.task.name, "prestart hooks failed while reattaching; the task runs on");
+            if let RunEnd::Failed(ev, _) = e {
+                self.event(*ev);
+            }
+        }
+        if !inv.driver.is_loaded() {
+            self.clear_handle();
+            return Err(failed(format!(
+                "driver {:?} is not loaded: the task cannot be recovered",
+                self.task.driver
+            )));
+        }
+        let driver = inv.driver.clone();
+        let handle = match driver.recover(stored.into()).await {
+            Ok(h) => h,
+            Err(e) => {
+                self.clear_handle();
+                return Err(failed(format!("failed to recover task: {e}")));
+            }
+        };
+        self.persist_handle(&driver, &handle);
+        tracing::info!(task = %self.task.name, task_id = %handle.task_id, "task reattached");
+        self.register_driver_events();
+        let inv = Arc::new(inv);
+        *self.last.lock().unwrap() = Some(inv.clone());
+        self.follow(handle, view, &inv).await
+    }
+
+    /// Driver events about this task become its "Driver" events.
+    fn register_driver_events(&self) {
+        let handler = self.handler.clone();
+        let task_name = self.task.name.clone();
+        self.drivers.register_event_handler(
+            &self.alloc_id,
+            &self.task.name,
+            Arc::new(move |ev| {
+                let mut te = TaskEvent::new(TaskEventType::Driver, ev.message.clone());
+                te.driver_message = ev.message;
+                te.details = ev.details.into_iter().collect();
+                handler.event(&task_name, te);
+            }),
+        );
+    }
+
+    /// Start one invocation and wait for it: the handle is persisted before `Started`.
+    async fn run_invocation(
+        &self,
+        cfg: TaskConfig,
+        ctx: Arc<TaskContext>,
+        view: TaskView<'_>,
+        inv: &Invocation,
+    ) -> Result<RunEnd, RunEnd> {
+        let task_id = cfg.id.clone();
+        let driver = &inv.driver;
+        let handle = tokio::select! {
+            r = driver.start(cfg, Some(ctx)) => r,
+            _ = self.kill.cancelled() => return Err(RunEnd::KilledBeforeStart),
+        };
+        let handle = handle.map_err(|e| {
+            let recoverable = e.recoverable();
+            RunEnd::Failed(
+                Box::new(Self::failure(
+                    TaskEventType::DriverFailure,
+                    format!("failed to start task: {e}"),
+                )),
+                recoverable,
+            )
+        })?;
+
+        // Persist the handle before announcing the start: after an agent crash the task
+        // can be recovered only if its handle was stored.
+        self.persist_handle(driver, &handle);
+        // The state and its event in one write: a crash cannot leave a running task
+        // without its `Started` event.
+        let started = TaskEvent::new(TaskEventType::Started, "Task started by client")
+            .detail("task_id", &task_id);
+        tracing::info!(alloc_id = %self.alloc_id, task = %self.task.name, event = %started.event_type, message = %started.message, "task event");
+        let mut started = Some(started);
+        self.handler.update_task(&self.task.name, &mut |s| {
+            s.state = TaskRunState::Running;
+            s.started_at = crate::util::now_nanos();
+            if let Some(ev) = started.take() {
+                s.push_event(ev);
+            }
+        });
+        self.poststart(view, inv).await;
+        self.follow(handle, view, inv).await
+    }
+
+    /// Wait for a started (or reattached) invocation to exit: `Terminated`, exited hooks,
+    /// and the handle cleared.
+    async fn follow(
+        &self,
+        handle: TaskHandle,
+        view: TaskView<'_>,
+        inv: &Invocation,
+    ) -> Result<RunEnd, RunEnd> {
+        let driver: &Driver = &inv.driver;
+        let (exit, killed) = match self.wait_exit(driver, handle.clone(), view).await {
+            Ok(r) => r,
+            Err(e) => {
+                // The driver cannot tell us about the task any more: release what it holds.
+                let _ = driver.destroy(handle, true).await;
+                self.clear_handle();
+                return Err(RunEnd::Failed(
+                    Box::new(Self::failure(
+                        TaskEventType::DriverFailure,
+                        format!("failed to wait for task: {e}"),
+                    )),
+                    true,
+                ));
+            }
+        };
+        let mut ev = TaskEvent::new(
+            TaskEventType::Terminated,
+            match &exit.err {
+                Some(err) => format!("Exit Code: {}, Exit Message: {err:?}", exit.exit_code),
+                None => format!("Exit Code: {}", exit.exit_code),
+            },
+        )
+        .detail("exit_code", exit.exit_code.to_string())
+        .detail("signal", exit.signal.to_string())
+        .detail("oom_killed", exit.oom_killed.to_string());
+        ev.exit_code = exit.exit_code;
+        ev.signal = exit.signal;
+        self.event(ev);
+        self.exited(view, inv, &exit).await;
+        if killed {
+            self.event(TaskEvent::new(
+                TaskEventType::Killed,
+                "Task successfully killed",
+            ));
+        }
+        self.clear_handle();
+        Ok(RunEnd::Exited {
+            success: exit.successful(),
+            killed,
+        })
+    }
+}

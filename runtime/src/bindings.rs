@@ -1,0 +1,164 @@
+//! Host bindings of the WIT contract, one module per released contract version (Zed's
+//! `since_vX` pattern). A released version is frozen; a new version gets a new module here
+//! and the loader picks the module by the version the guest was built against.
+//!
+//! Each version's module also converts its types to and from the host-owned ones in
+//! [`crate::types`], so only the host interfaces and the embedder's plugin clients (one
+//! per world) ever see a versioned type.
+
+/// Bindings of `paddock:plugin@0.1.0`.
+pub mod v0_1_0 {
+    /// Contract version these bindings serve.
+    pub const VERSION: &str = "0.1.0";
+
+    /// The `driver` world; it also generates every shared host interface.
+    pub mod driver {
+        wasmtime::component::bindgen!({
+            path: "../wit",
+            world: "driver",
+            imports: { default: async },
+            exports: { default: async },
+            additional_derives: [PartialEq, serde::Serialize, serde::Deserialize],
+        });
+    }
+
+    /// The `hook` world, reusing the driver world's shared interfaces.
+    pub mod hook {
+        wasmtime::component::bindgen!({
+            path: "../wit",
+            world: "hook",
+            imports: { default: async },
+            exports: { default: async },
+            additional_derives: [PartialEq, serde::Serialize, serde::Deserialize],
+            with: {
+                "paddock:plugin/types": super::driver::paddock::plugin::types,
+                "paddock:plugin/info": super::driver::paddock::plugin::info,
+                "paddock:plugin/log": super::driver::paddock::plugin::log,
+                "paddock:plugin/config": super::driver::paddock::plugin::config,
+                "paddock:plugin/env": super::driver::paddock::plugin::env,
+                "paddock:plugin/devices": super::driver::paddock::plugin::devices,
+                "paddock:plugin/timer": super::driver::paddock::plugin::timer,
+            },
+        });
+    }
+
+    /// The `device-plugin` world, reusing the driver world's shared interfaces.
+    pub mod device {
+        wasmtime::component::bindgen!({
+            path: "../wit",
+            world: "device-plugin",
+            imports: { default: async },
+            exports: { default: async },
+            additional_derives: [PartialEq, serde::Serialize, serde::Deserialize],
+            with: {
+                "paddock:plugin/types": super::driver::paddock::plugin::types,
+                "paddock:plugin/info": super::driver::paddock::plugin::info,
+                "paddock:plugin/log": super::driver::paddock::plugin::log,
+                "paddock:plugin/config": super::driver::paddock::plugin::config,
+                "paddock:plugin/timer": super::driver::paddock::plugin::timer,
+            },
+        });
+    }
+
+    pub use driver::paddock::plugin::{
+        config, devices, env, events, info, log, process, task_logs, timer, types,
+    };
+
+    mod convert {
+        //! `paddock:plugin@0.1.0` types ⇄ host types: records with the same fields.
+        use super::{devices, process, types as wit};
+        use crate::types;
+
+        /// `From` both ways between a binding record and a host record with the same fields.
+        macro_rules! same_fields {
+            ($wit:ty, $host:ty, [$($f:ident),*]) => {
+                impl From<$wit> for $host {
+                    fn from(v: $wit) -> Self {
+                        Self { $($f: v.$f.into()),* }
+                    }
+                }
+                impl From<$host> for $wit {
+                    fn from(v: $host) -> Self {
+                        Self { $($f: v.$f.into()),* }
+                    }
+                }
+            };
+        }
+
+        same_fields!(
+            wit::ExitResult,
+            types::ExitResult,
+            [exit_code, signal, oom_killed, err]
+        );
+        same_fields!(
+            wit::ResourceUsage,
+            types::ResourceUsage,
+            [
+                rss_bytes,
+                cpu_user_ns,
+                cpu_system_ns,
+                cpu_percent,
+                timestamp
+            ]
+        );
+        same_fields!(
+            wit::LogConfig,
+            types::LogConfig,
+            [max_files, max_file_size_mb]
+        );
+        same_fields!(wit::Mount, types::Mount, [task_path, host_path, read_only]);
+        same_fields!(
+            wit::DeviceNode,
+            types::DeviceNode,
+            [task_path, host_path, permissions]
+        );
+        same_fields!(wit::FieldError, types::FieldError, [field, message]);
+
+        impl From<types::Reservation> for devices::Reservation {
+            fn from(r: types::Reservation) -> Self {
+                Self {
+                    env: r.env,
+                    mounts: r.mounts.into_iter().map(Into::into).collect(),
+                    devices: r.devices.into_iter().map(Into::into).collect(),
+                }
+            }
+        }
+
+        impl From<types::HostError> for wit::HostError {
+            fn from(e: types::HostError) -> Self {
+                match e {
+                    types::HostError::Denied(m) => Self::Denied(m),
+                    types::HostError::NotFound(m) => Self::NotFound(m),
+                    types::HostError::Invalid(m) => Self::Invalid(m),
+                    types::HostError::Failed(m) => Self::Failed(m),
+                }
+            }
+        }
+
+        impl From<wit::Attribute> for types::Attribute {
+            fn from(a: wit::Attribute) -> Self {
+                match a {
+                    wit::Attribute::Str(s) => Self::Str(s),
+                    wit::Attribute::Int(i) => Self::Int(i),
+                    wit::Attribute::Float(f) => Self::Float(f),
+                    wit::Attribute::Boolean(b) => Self::Boolean(b),
+                }
+            }
+        }
+
+        impl From<process::Command> for types::Command {
+            fn from(c: process::Command) -> Self {
+                Self {
+                    path: c.path,
+                    args: c.args,
+                    env: c.env,
+                    cwd: c.cwd,
+                    stdout_path: c.stdout_path,
+                    stderr_path: c.stderr_path,
+                    logs: c.logs.map(Into::into),
+                    user: c.user,
+                }
+            }
+        }
+    }
+}

@@ -1,0 +1,74 @@
+//! What a call needs of a world's bindings: its pre-linked form in a [`WorldPre`], how to
+//! instantiate it, and how an instance is kept in a store between calls ([`Instance`]).
+
+use futures::future::BoxFuture;
+use wasmtime::Store;
+
+use crate::bindings::v0_1_0;
+use crate::component::WorldPre;
+use crate::store::HostState;
+
+/// A live instance of one of the worlds, kept with its store between calls.
+pub(crate) enum Instance {
+    Driver(v0_1_0::driver::Driver),
+    Hook(v0_1_0::hook::Hook),
+    Device(v0_1_0::device::DevicePlugin),
+}
+
+/// The bindings of one world: how [`crate::Runtime`]'s generic call path reaches them.
+pub(crate) trait WorldInstance: Sized + Send + Sync + 'static {
+    /// The world's `InstancePre` wrapper.
+    type Pre: Send + Sync;
+    /// The pre-linked component, if it is of this world.
+    fn pre(p: &WorldPre) -> Option<&Self::Pre>;
+    /// Instantiate into `store`.
+    fn instantiate<'a>(
+        pre: &'a Self::Pre,
+        store: &'a mut Store<HostState>,
+    ) -> BoxFuture<'a, wasmtime::Result<Self>>;
+    /// Keep in a store.
+    fn into_instance(self) -> Instance;
+    /// Find in a store.
+    fn of_instance(i: &Instance) -> Option<&Self>;
+}
+
+macro_rules! world_instance {
+    ($ty:ty, $pre:ty, $variant:ident) => {
+        impl WorldInstance for $ty {
+            type Pre = $pre;
+            fn pre(p: &WorldPre) -> Option<&Self::Pre> {
+                match p {
+                    WorldPre::$variant(pre) => Some(pre),
+                    _ => None,
+                }
+            }
+            fn instantiate<'a>(
+                pre: &'a Self::Pre,
+                store: &'a mut Store<HostState>,
+            ) -> BoxFuture<'a, wasmtime::Result<Self>> {
+                Box::pin(pre.instantiate_async(store))
+            }
+            fn into_instance(self) -> Instance {
+                Instance::$variant(self)
+            }
+            fn of_instance(i: &Instance) -> Option<&Self> {
+                match i {
+                    Instance::$variant(x) => Some(x),
+                    _ => None,
+                }
+            }
+        }
+    };
+}
+
+world_instance!(
+    v0_1_0::driver::Driver,
+    v0_1_0::driver::DriverPre<HostState>,
+    Driver
+);
+world_instance!(v0_1_0::hook::Hook, v0_1_0::hook::HookPre<HostState>, Hook);
+world_instance!(
+    v0_1_0::device::DevicePlugin,
+    v0_1_0::device::DevicePluginPre<HostState>,
+    Device
+);

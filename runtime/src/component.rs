@@ -1,0 +1,113 @@
+//! A loaded component: where it came from, what it is (world, contract version, its own
+//! name and version, sha256), the operator's settings for its name, and its pre-linked
+//! form with the warm stores of earlier calls.
+
+use std::path::PathBuf;
+use std::sync::Arc;
+use std::time::Duration;
+
+use serde::Serialize;
+
+use crate::bindings::v0_1_0;
+use crate::cache::CacheOutcome;
+use crate::call::warm::WarmPool;
+use crate::context::{CallLimits, ComponentContext};
+use crate::grants::Grants;
+use crate::inspect::World;
+use crate::store::HostState;
+
+/// Where a component came from.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+#[serde(tag = "Kind", content = "Location")]
+pub enum ComponentSource {
+    /// Embedded in the agent binary.
+    BuiltIn(String),
+    /// A file.
+    File(PathBuf),
+}
+
+impl std::fmt::Display for ComponentSource {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            ComponentSource::BuiltIn(n) => write!(f, "built-in {n}"),
+            ComponentSource::File(p) => write!(f, "{}", p.display()),
+        }
+    }
+}
+
+/// The operator's settings for one component name (`plugin "<name>" { ... }`).
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct ComponentSettings {
+    /// Capabilities granted.
+    pub grants: Grants,
+    /// Memory cap override, bytes.
+    pub memory_bytes: Option<usize>,
+    /// Call deadline override.
+    pub call_timeout: Option<Duration>,
+    /// Calls per warm instance override (1 = a fresh store per call).
+    pub instance_reuse: Option<u32>,
+    /// The `config` block, as JSON.
+    pub config: serde_json::Value,
+}
+
+/// A component ready to be called.
+pub struct LoadedComponent {
+    /// Name from its `info()`.
+    pub name: String,
+    /// World.
+    pub world: World,
+    /// Contract version it was built against.
+    pub contract_version: String,
+    /// The plugin's own version string.
+    pub plugin_version: String,
+    /// sha256 of its bytes: the version identity.
+    pub sha256: String,
+    /// Where it came from.
+    pub source: ComponentSource,
+    /// When it was loaded, ns since the Unix epoch.
+    pub loaded_at: u64,
+    /// Whether compilation came from the cache.
+    pub cache: CacheOutcome,
+    /// What it imports, and so which grants it can use ([`crate::inspect::grants_used`]).
+    pub imports: Vec<String>,
+    /// Time to compile or deserialize and pre-link.
+    pub load_time: Duration,
+    pub(crate) ctx: Arc<ComponentContext>,
+    pub(crate) pre: WorldPre,
+    pub(crate) warm: WarmPool,
+}
+
+impl LoadedComponent {
+    /// Grants in force.
+    pub fn grants(&self) -> &Grants {
+        &self.ctx.grants
+    }
+
+    /// Limits in force.
+    pub fn limits(&self) -> &CallLimits {
+        &self.ctx.limits
+    }
+
+    /// Idle warm instances kept for the next calls.
+    pub fn warm_idle(&self) -> usize {
+        self.warm.idle()
+    }
+}
+
+impl std::fmt::Debug for LoadedComponent {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("LoadedComponent")
+            .field("name", &self.name)
+            .field("world", &self.world)
+            .field("sha256", &self.sha256)
+            .field("source", &self.source)
+            .finish()
+    }
+}
+
+/// A component pre-linked as the world it exports, in the bindings of its contract version.
+pub(crate) enum WorldPre {
+    Driver(v0_1_0::driver::DriverPre<HostState>),
+    Hook(v0_1_0::hook::HookPre<HostState>),
+    Device(v0_1_0::device::DevicePluginPre<HostState>),
+}

@@ -1,0 +1,75 @@
+//! What a call into a component is about: the component's identity, grants, limits and
+//! config ([`ComponentContext`], fixed per loaded version) and the task the call concerns
+//! ([`TaskContext`], given by the caller). The host interfaces borrow these; none of them
+//! knows the store type that holds them.
+
+use std::time::Duration;
+
+use crate::grants::Grants;
+use crate::types::{Reservation, TaskEnv};
+
+/// Limits applied to every call of one component.
+#[derive(Debug, Clone, PartialEq)]
+pub struct CallLimits {
+    /// Linear memory cap, bytes.
+    pub memory_bytes: usize,
+    /// Deadline of one call: guest CPU and host waits alike, from the moment the call has
+    /// its store (a wait for an instance permit is not counted).
+    pub call_timeout: Duration,
+    /// Bytes a guest may pass to one host call.
+    pub hostcall_fuel: usize,
+    /// Calls one instance may serve before it is retired; 1 gives every call a fresh store.
+    pub instance_reuse: u32,
+}
+
+impl Default for CallLimits {
+    fn default() -> Self {
+        Self {
+            memory_bytes: 64 << 20,
+            call_timeout: Duration::from_secs(10),
+            hostcall_fuel: 16 << 20,
+            instance_reuse: 1000,
+        }
+    }
+}
+
+/// Who is being called: the component's identity, grants, config and limits.
+#[derive(Debug)]
+pub struct ComponentContext {
+    /// Component name.
+    pub name: String,
+    /// Operator grants.
+    pub grants: Grants,
+    /// The `config` block, as JSON.
+    pub plugin_config: String,
+    /// Limits.
+    pub limits: CallLimits,
+}
+
+/// The task directories a call may see as WASI preopens (`/task` and `/alloc`), with the
+/// `task_dir` grant.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct TaskFiles {
+    /// The task's own directory.
+    pub task_dir: String,
+    /// The allocation's shared directory.
+    pub alloc_dir: String,
+}
+
+/// The task a call is about, when there is one.
+#[derive(Debug, Clone, Default)]
+pub struct TaskContext {
+    /// The task's environment and the node keys interpolation sees (`env`).
+    pub env: TaskEnv,
+    /// Device reservations of the task (`devices`).
+    pub reservations: Vec<Reservation>,
+    /// Directories to preopen, for a component with the `task_dir` grant.
+    pub files: Option<TaskFiles>,
+}
+
+/// Whether a call needs its own WASI context with the task's dirs preopened. Such a store
+/// is never reused: a guest's libc caches its preopens, so a reused store could reach
+/// another task's files.
+pub fn needs_preopens(component: &ComponentContext, task: Option<&TaskContext>) -> bool {
+    component.grants.task_dir && task.is_some_and(|t| t.files.is_some())
+}

@@ -1,0 +1,61 @@
+//! `events`: task events a driver emits, handed to the embedder's [`EventSink`] (the
+//! agent routes them to the runner of the task they name).
+
+use wasmtime::component::{HasData, Linker};
+
+use crate::bindings::v0_1_0::events::{self as wit, Host};
+use crate::context::ComponentContext;
+use crate::types::DriverEvent;
+
+/// Where driver events go. Called on the guest's call path: it must not block.
+pub trait EventSink: Send + Sync {
+    /// Deliver one event.
+    fn emit(&self, event: DriverEvent);
+}
+
+/// The `events` view: the calling component and the embedder's sink.
+pub struct Events<'a> {
+    component: &'a ComponentContext,
+    sink: Option<&'a dyn EventSink>,
+}
+
+impl<'a> Events<'a> {
+    /// Events of `component`, delivered to `sink`.
+    pub fn new(component: &'a ComponentContext, sink: Option<&'a dyn EventSink>) -> Self {
+        Self { component, sink }
+    }
+}
+
+impl Host for Events<'_> {
+    async fn emit(&mut self, task_id: String, message: String, details: Vec<(String, String)>) {
+        // `emit` cannot fail by contract: without the grant or a sink the event is dropped.
+        if !self.component.grants.events {
+            tracing::debug!(component = %self.component.name, "events.emit without the `events` grant ignored");
+            return;
+        }
+        let Some(sink) = self.sink else {
+            tracing::debug!(component = %self.component.name, "events.emit in a runtime without an event sink ignored");
+            return;
+        };
+        sink.emit(DriverEvent {
+            component: self.component.name.clone(),
+            task_id,
+            message,
+            details,
+        });
+    }
+}
+
+struct HasEvents;
+
+impl HasData for HasEvents {
+    type Data<'a> = Events<'a>;
+}
+
+/// Add `events` to `linker`; `view` projects the interface's view out of the store data.
+pub fn add_to_linker<T: Send + 'static>(
+    linker: &mut Linker<T>,
+    view: fn(&mut T) -> Events<'_>,
+) -> wasmtime::Result<()> {
+    wit::add_to_linker::<T, HasEvents>(linker, view)
+}

@@ -1,0 +1,47 @@
+//! Host interfaces the guests import, one module per WIT interface, each written the way
+//! wasmtime's `wasi-config` is: a small view type that borrows what the interface needs
+//! (the calling component's context, the task, an embedder service), the generated `Host`
+//! traits implemented on that view, and an `add_to_linker` that takes a function
+//! projecting the view out of the embedder's store data. None of them knows the store
+//! type; [`crate::store`] composes them in one place.
+//!
+//! Every interface but `log`, `config`, `timer` and `task-logs` checks the calling
+//! component's grant and answers `denied` without it.
+
+pub mod config;
+pub mod devices;
+pub mod env;
+pub mod events;
+pub mod log;
+pub mod process;
+pub mod task_logs;
+pub mod timer;
+
+use std::sync::Arc;
+
+use events::EventSink;
+use process::ProcessHost;
+use task_logs::TaskLogHost;
+
+/// Long-lived services of the embedder that host interfaces call: where processes are
+/// started, where task logs are written, where driver events go. A service left `None`
+/// makes its interface answer `failed` ("not available in this runtime").
+#[derive(Clone, Default)]
+pub struct HostServices {
+    /// Host processes for `process`.
+    pub processes: Option<Arc<dyn ProcessHost>>,
+    /// Task log files for `task-logs`.
+    pub task_logs: Option<Arc<dyn TaskLogHost>>,
+    /// Driver events for `events`.
+    pub events: Option<Arc<dyn EventSink>>,
+}
+
+impl std::fmt::Debug for HostServices {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("HostServices")
+            .field("processes", &self.processes.is_some())
+            .field("task_logs", &self.task_logs.is_some())
+            .field("events", &self.events.is_some())
+            .finish()
+    }
+}

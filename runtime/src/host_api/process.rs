@@ -1,0 +1,265 @@
+//! `process`: host processes for drivers, because WASI cannot spawn or wait.
+//!
+//! This is the guest-facing side: every call checks the component's `process` grant, and
+//! `spawn` resolves the command to an absolute path and checks it against the grant's
+//! patterns before anything runs. Running, signalling and waiting for processes is the
+//! embedder's [`ProcessHost`] (the agent's task executor, whose processes outlive it);
+//! processes are addressed by the host id it issues, and a driver reaches only those it
+//! started.
+
+use std::path::Path;
+use std::time::Duration;
+
+use futures::future::BoxFuture;
+use wasmtime::component::{HasData, Linker};
+
+use crate::bindings::v0_1_0::process::{
+    self as wit, Command as WitCommand, Host, ProcessStatus as WitStatus,
+};
+use crate::bindings::v0_1_0::types::{HostError as WitHostError, ResourceUsage as WitUsage};
+use crate::context::ComponentContext;
+use crate::types::{Command, HostError, ProcessStatus, ResourceUsage};
+
+/// Runs processes for drivers. `owner` is the calling component: a process is reachable
+/// only by the component that started it (`not-found` otherwise). Calls other than `spawn`
+/// are on the guest's call path and must not block.
+pub trait ProcessHost: Send + Sync {
+    /// Start `cmd` (its path resolved and allowed by the grant); returns its host id.
+    fn spawn<'a>(&'a self, owner: &'a str, cmd: Command) -> BoxFuture<'a, Result<u64, HostError>>;
+    /// Send a signal by name.
+    fn signal(&self, owner: &str, id: u64, signal: &str) -> Result<(), HostError>;
+    /// Send `signal`, then SIGKILL if it still runs after `timeout`; returns at once.
+    fn stop(&self, owner: &str, id: u64, signal: &str, timeout: Duration) -> Result<(), HostError>;
+    /// Running, or how it exited.
+    fn status(&self, owner: &str, id: u64) -> Result<ProcessStatus, HostError>;
+    /// Resource usage.
+    fn stats(&self, owner: &str, id: u64) -> Result<ResourceUsage, HostError>;
+    /// Forget the process, killing it first if it still runs.
+    fn release(&self, owner: &str, id: u64) -> Result<(), HostError>;
+}
+
+/// The `process` view: the calling component (for its grant) and the embedder's host.
+pub struct Process<'a> {
+    component: &'a ComponentContext,
+    host: Option<&'a dyn ProcessHost>,
+}
+
+impl<'a> Process<'a> {
+    /// Processes as `component` reaches them, through `host`.
+    pub fn new(component: &'a ComponentContext, host: Option<&'a dyn ProcessHost>) -> Self {
+        Self { component, host }
+    }
+
+    /// The host, once the grant is checked.
+    fn granted(&self, what: &str) -> Result<&'a dyn ProcessHost, HostError> {
+        if self.component.grants.process.is_empty() {
+            return Err(crate::types::HostError::denied(
+                &self.component.name,
+                "process",
+                what,
+            ));
+        }
+        self.host
+            .ok_or_else(|| crate::types::HostError::unavailable(what))
+    }
+}
+
+impl Host for Process<'_> {
+    async fn spawn(&mut self, cmd: WitCommand) -> Result<u64, WitHostError> {
+        let host = self.granted("process.spawn")?;
+        let mut cmd = Command::from(cmd);
+        cmd.path = resolve_program(&cmd.path, &cmd.env, &cmd.cwd)?;
+        if !self.component.grants.allows_command(&cmd.path) {
+            return Err(HostError::Denied(format!(
+                "component {:?} may not run {:?}: allowed commands are {:?}",
+                self.component.name, cmd.path, self.component.grants.process
+            ))
+            .into());
+        }
+        Ok(host.spawn(&self.component.name, cmd).await?)
+    }
+
+    async fn signal(&mut self, id: u64, signal: String) -> Result<(), WitHostError> {
+        let host = self.granted("process.signal")?;
+        Ok(host.signal(&self.component.name, id, &signal)?)
+    }
+
+    async fn stop(&mut self, id: u64, signal: String, timeout_ns: u64) -> Result<(), WitHostError> {
+        let host = self.granted("process.stop")?;
+        Ok(host.stop(
+            &self.component.name,
+            id,
+            &signal,
+            Duration::from_nanos(timeout_ns),
+        )?)
+    }
+
+    async fn status(&mut self, id: u64) -> Result<WitStatus, WitHostError> {
+        let host = self.granted("process.status")?;
+        Ok(match host.status(&self.component.name, id)? {
+            ProcessStatus::Running => WitStatus::Running,
+            ProcessStatus::Exited(r) => WitStatus::Exited(r.into()),
+        })
+    }
+
+    async fn stats(&mut self, id: u64) -> Result<WitUsage, WitHostError> {
+        let host = self.granted("process.stats")?;
+        Ok(host.stats(&self.component.name, id)?.into())
+    }
+
+    async fn release(&mut self, id: u64) -> Result<(), WitHostError> {
+        let host = self.granted("process.release")?;
+        Ok(host.release(&self.component.name, id)?)
+    }
+}
+
+struct HasProcess;
+
+impl HasData for HasProcess {
+    type Data<'a> = Process<'a>;
+}
+
+/// Add `process` to `linker`; `view` projects the interface's view out of the store data.
+pub fn add_to_linker<T: Send + 'static>(
+    linker: &mut Linker<T>,
+    view: fn(&mut T) -> Process<'_>,
+) -> wasmtime::Result<()> {
+    wit::add_to_linker::<T, HasProcess>(linker, view)
+}
+
+/// The absolute path a command runs: a bare name is looked up in the command's `PATH`
+/// (else the agent's), a relative path is taken from the working directory. The grant is
+/// checked against this path, so `sh` cannot slip past a `/usr/bin/*` allowlist.
+fn resolve_program(path: &str, env: &[(String, String)], cwd: &str) -> Result<String, HostError> {
+    use std::os::unix::fs::PermissionsExt;
+    if path.is_empty() {
+        return Err(HostError::Invalid("command: must not be empty".into()));
+    }
+    if path.contains('/') {
+        let p = Path::new(path);
+        let full = if p.is_absolute() || cwd.is_empty() {
+            p.to_path_buf()
+        } else {
+            Path::new(cwd).join(p)
+        };
+        return Ok(full.display().to_string());
+    }
+    let search = env
+        .iter()
+        .find(|(k, _)| k == "PATH")
+        .map(|(_, v)| v.clone())
+        .or_else(|| std::env::var("PATH").ok())
+        .unwrap_or_else(|| "/usr/local/bin:/usr/bin:/bin".into());
+    for dir in search.split(':').filter(|d| !d.is_empty()) {
+        let candidate = Path::new(dir).join(path);
+        if let Ok(m) = std::fs::metadata(&candidate)
+            && m.is_file()
+            && m.permissions().mode() & 0o111 != 0
+        {
+            return Ok(candidate.display().to_string());
+        }
+    }
+    Err(HostError::Invalid(format!(
+        "command: {path:?} not found in PATH ({search})"
+    )))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn programs_resolve_to_absolute_paths() {
+        let env = vec![("PATH".to_string(), "/nonexistent:/bin:/usr/bin".to_string())];
+        let sh = resolve_program("sh", &env, "/tmp").unwrap();
+        assert!(sh == "/bin/sh" || sh == "/usr/bin/sh", "{sh}");
+        assert_eq!(
+            resolve_program("local/run.sh", &env, "/alloc/t").unwrap(),
+            "/alloc/t/local/run.sh"
+        );
+        assert_eq!(resolve_program("/bin/true", &env, "").unwrap(), "/bin/true");
+        assert!(matches!(
+            resolve_program("no-such-program-here", &env, ""),
+            Err(HostError::Invalid(_))
+        ));
+    }
+
+    /// Records what reaches the embedder.
+    #[derive(Default)]
+    struct Recorder(std::sync::Mutex<Vec<(String, String)>>);
+
+    impl ProcessHost for Recorder {
+        fn spawn<'a>(
+            &'a self,
+            owner: &'a str,
+            cmd: Command,
+        ) -> BoxFuture<'a, Result<u64, HostError>> {
+            self.0.lock().unwrap().push((owner.to_string(), cmd.path));
+            Box::pin(async { Ok(7) })
+        }
+        fn signal(&self, _: &str, _: u64, _: &str) -> Result<(), HostError> {
+            Ok(())
+        }
+        fn stop(&self, _: &str, _: u64, _: &str, _: Duration) -> Result<(), HostError> {
+            Ok(())
+        }
+        fn status(&self, _: &str, _: u64) -> Result<ProcessStatus, HostError> {
+            Ok(ProcessStatus::Running)
+        }
+        fn stats(&self, _: &str, _: u64) -> Result<ResourceUsage, HostError> {
+            Ok(ResourceUsage::default())
+        }
+        fn release(&self, _: &str, _: u64) -> Result<(), HostError> {
+            Ok(())
+        }
+    }
+
+    fn command(path: &str) -> WitCommand {
+        WitCommand {
+            path: path.into(),
+            args: vec![],
+            env: vec![("PATH".into(), "/usr/bin:/bin".into())],
+            cwd: String::new(),
+            stdout_path: String::new(),
+            stderr_path: String::new(),
+            logs: None,
+            user: String::new(),
+        }
+    }
+
+    #[test]
+    fn only_granted_commands_reach_the_host_and_by_their_absolute_path() {
+        let host = Recorder::default();
+        let mut component = ComponentContext {
+            name: "raw_exec".into(),
+            grants: Default::default(),
+            plugin_config: "{}".into(),
+            limits: Default::default(),
+        };
+        let denied = futures::executor::block_on(
+            Process::new(&component, Some(&host)).spawn(command("/bin/true")),
+        );
+        assert!(matches!(denied, Err(WitHostError::Denied(m)) if m.contains("`process` grant")));
+
+        component.grants.process = vec!["/usr/bin/*".into(), "/bin/*".into()];
+        let mut view = Process::new(&component, Some(&host));
+        assert_eq!(
+            futures::executor::block_on(view.spawn(command("true"))).unwrap(),
+            7
+        );
+        let outside = futures::executor::block_on(view.spawn(command("/etc/passwd")));
+        assert!(
+            matches!(outside, Err(WitHostError::Denied(m)) if m.contains("may not run \"/etc/passwd\""))
+        );
+        let spawned = host.0.lock().unwrap().clone();
+        assert_eq!(spawned.len(), 1, "a refused command never reaches the host");
+        assert_eq!(spawned[0].0, "raw_exec");
+        assert!(spawned[0].1.ends_with("/true") && spawned[0].1.starts_with('/'));
+
+        let mut no_host = Process::new(&component, None);
+        assert!(matches!(
+            futures::executor::block_on(no_host.status(1)),
+            Err(WitHostError::Failed(m)) if m.contains("not available")
+        ));
+    }
+}

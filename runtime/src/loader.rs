@@ -1,0 +1,258 @@
+//! The load pipeline: bytes → [`inspect`](crate::inspect) (wasm? a component? which world
+//! and contract version?) → the compile cache (compile or deserialize, on a blocking
+//! thread) → `InstancePre` (imports linked, exports checked once) → `info()` names it →
+//! the operator's settings for that name give grants, limits and config. Each step's
+//! failure is a [`LoadError`] naming the step; [`Runtime::prepare`] installs nothing, so a
+//! refused component never replaces the version it was meant to succeed.
+
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+use std::time::Instant;
+
+use wasmtime::component::Component;
+
+use crate::Runtime;
+use crate::bindings::v0_1_0;
+use crate::cache::{self, CacheOutcome};
+use crate::call::warm::WarmPool;
+use crate::call::{CallError, CallFailure};
+use crate::component::{ComponentSource, LoadedComponent, WorldPre};
+use crate::context::ComponentContext;
+use crate::grants::Grants;
+use crate::inspect::{self, InspectError, Inspection, World};
+
+/// Why a component was refused at load.
+#[derive(Debug, thiserror::Error)]
+pub enum LoadError {
+    /// Reading the file failed.
+    #[error("cannot read: {0}")]
+    Io(#[from] std::io::Error),
+    /// The bytes are not a component Paddock can host.
+    #[error(transparent)]
+    Inspect(#[from] InspectError),
+    /// Compilation failed.
+    #[error("compilation failed: {0}")]
+    Compile(String),
+    /// Imports or exports do not match the world.
+    #[error("does not match the {world} world of paddock:plugin@{version}: {reason}")]
+    Link {
+        /// World.
+        world: World,
+        /// Contract version.
+        version: String,
+        /// Linker's message.
+        reason: String,
+    },
+    /// Its `info()` call failed.
+    #[error("info() failed: {0}")]
+    Info(CallError),
+    /// It reported an empty or invalid name.
+    #[error("info() returned an invalid name {0:?} (use [a-z0-9_-], 1 to 64 characters)")]
+    BadName(String),
+}
+
+/// A component and the reason it was refused.
+#[derive(Debug)]
+pub struct Refusal {
+    /// The file (or built-in) that was refused.
+    pub source: ComponentSource,
+    /// Why.
+    pub error: LoadError,
+}
+
+impl std::fmt::Display for Refusal {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "component {} refused: {}", self.source, self.error)
+    }
+}
+
+impl std::error::Error for Refusal {}
+
+/// Whether `name` is a valid component name: `[a-z0-9_-]`, 1 to 64 characters.
+pub fn valid_name(name: &str) -> bool {
+    !name.is_empty()
+        && name.len() <= 64
+        && name
+            .chars()
+            .all(|c| c.is_ascii_lowercase() || c.is_ascii_digit() || c == '_' || c == '-')
+}
+
+impl Runtime {
+    /// Load, validate, pre-link and name a component; does not install it.
+    pub async fn prepare(
+        &self,
+        source: ComponentSource,
+        bytes: Arc<[u8]>,
+    ) -> Result<Arc<LoadedComponent>, Refusal> {
+        let refuse = |error: LoadError| Refusal {
+            source: source.clone(),
+            error,
+        };
+        let started = Instant::now();
+        let sha = cache::sha256_hex(&bytes);
+        let inspection = inspect::inspect_with(&bytes, !self.cache.contains(&sha))
+            .map_err(|e| refuse(e.into()))?;
+        let engine = self.engine.clone();
+        let cache = self.cache.clone();
+        let sha2 = sha.clone();
+        // Compiling is CPU-bound: keep it off the async workers.
+        let (component, outcome) =
+            tokio::task::spawn_blocking(move || cache.load(&engine, &sha2, &bytes))
+                .await
+                .map_err(|e| refuse(LoadError::Compile(e.to_string())))?
+                .map_err(|e| refuse(LoadError::Compile(e.to_string())))?;
+        let pre = self.link(&component, &inspection).map_err(refuse)?;
+        let load_time = started.elapsed();
+        self.metrics.record_load(outcome == CacheOutcome::Hit);
+
+        // Ask the component its name with no grants; the name then selects its settings.
+        let probe_name = match &source {
+            ComponentSource::BuiltIn(n) => n.clone(),
+            ComponentSource::File(p) => p
+                .file_name()
+                .map(|f| f.to_string_lossy().into_owned())
+                .unwrap_or_default(),
+        };
+        let probe_ctx = Arc::new(ComponentContext {
+            name: probe_name,
+            grants: Grants::default(),
+            plugin_config: "{}".into(),
+            limits: self.options.default_limits.clone(),
+        });
+        let mut probe = LoadedComponent {
+            name: String::new(),
+            world: inspection.world,
+            contract_version: inspection.version.clone(),
+            imports: inspection.imports.clone(),
+            plugin_version: String::new(),
+            sha256: sha,
+            source: source.clone(),
+            loaded_at: crate::now_nanos(),
+            cache: outcome,
+            load_time,
+            ctx: probe_ctx,
+            pre,
+            warm: WarmPool::default(),
+        };
+        let info = self.info(&probe).await.map_err(|e| {
+            refuse(match e.kind {
+                CallFailure::ContractMismatch => LoadError::Link {
+                    world: inspection.world,
+                    version: inspection.version.clone(),
+                    reason: e.detail,
+                },
+                _ => LoadError::Info(e),
+            })
+        })?;
+        if !valid_name(&info.name) {
+            return Err(refuse(LoadError::BadName(info.name)));
+        }
+        probe.ctx = Arc::new(self.context_for(&info.name, &source));
+        probe.name = info.name;
+        probe.plugin_version = info.version;
+        Ok(Arc::new(probe))
+    }
+
+    /// Prepare a component and make it the current version of its name.
+    pub async fn load(
+        &self,
+        source: ComponentSource,
+        bytes: Arc<[u8]>,
+    ) -> Result<Arc<LoadedComponent>, Refusal> {
+        let component = self.prepare(source, bytes).await?;
+        if let Some(old) = self.registry.install(component.clone()) {
+            tracing::info!(name = %component.name, world = %component.world, old = %&old.sha256[..12], new = %&component.sha256[..12], "component replaced");
+        }
+        tracing::info!(
+            name = %component.name, world = %component.world, source = %component.source,
+            sha256 = %&component.sha256[..12], cache = ?component.cache, load_ms = component.load_time.as_secs_f64() * 1e3,
+            grants = ?component.grants().summary(), "component loaded"
+        );
+        Ok(component)
+    }
+
+    /// Load every `*.wasm` in `dir`, in name order. A file that is refused is logged with
+    /// its reason; the rest load anyway.
+    pub async fn load_dir(
+        &self,
+        dir: &Path,
+    ) -> Result<(Vec<Arc<LoadedComponent>>, Vec<Refusal>), std::io::Error> {
+        let mut entries: Vec<PathBuf> = std::fs::read_dir(dir)?
+            .filter_map(|e| e.ok().map(|e| e.path()))
+            .filter(|p| p.extension().is_some_and(|x| x == "wasm") && p.is_file())
+            .collect();
+        entries.sort();
+        let (mut loaded, mut refused) = (Vec::new(), Vec::new());
+        for path in entries {
+            let source = ComponentSource::File(path.clone());
+            let result = match std::fs::read(&path) {
+                Ok(b) => self.load(source, Arc::from(b)).await,
+                Err(e) => Err(Refusal {
+                    source,
+                    error: e.into(),
+                }),
+            };
+            match result {
+                Ok(c) => loaded.push(c),
+                Err(r) => {
+                    tracing::error!("{r}");
+                    refused.push(r);
+                }
+            }
+        }
+        Ok((loaded, refused))
+    }
+
+    /// The context a component named `name` runs with: the operator's grants (every grant
+    /// for a built-in in dev mode without settings), limits within the engine's and config.
+    fn context_for(&self, name: &str, source: &ComponentSource) -> ComponentContext {
+        let settings = self.options.components.get(name);
+        let grants = match settings {
+            Some(s) => s.grants.clone(),
+            None if self.options.dev && matches!(source, ComponentSource::BuiltIn(_)) => {
+                Grants::all()
+            }
+            None => Grants::default(),
+        };
+        let mut limits = self.options.default_limits.clone();
+        if let Some(s) = settings {
+            if let Some(m) = s.memory_bytes {
+                limits.memory_bytes = m.min(self.options.engine.max_memory_bytes);
+            }
+            if let Some(t) = s.call_timeout {
+                limits.call_timeout = t;
+            }
+            if let Some(n) = s.instance_reuse {
+                limits.instance_reuse = n.max(1);
+            }
+        }
+        let plugin_config = settings
+            .filter(|s| !s.config.is_null())
+            .map(|s| s.config.to_string())
+            .unwrap_or_else(|| "{}".into());
+        ComponentContext {
+            name: name.to_string(),
+            grants,
+            plugin_config,
+            limits,
+        }
+    }
+
+    fn link(&self, component: &Component, inspection: &Inspection) -> Result<WorldPre, LoadError> {
+        let link_err = |e: wasmtime::Error| LoadError::Link {
+            world: inspection.world,
+            version: inspection.version.clone(),
+            reason: format!("{e:#}"),
+        };
+        let pre = self.linker.instantiate_pre(component).map_err(link_err)?;
+        Ok(match inspection.world {
+            World::Driver => {
+                WorldPre::Driver(v0_1_0::driver::DriverPre::new(pre).map_err(link_err)?)
+            }
+            World::Hook => WorldPre::Hook(v0_1_0::hook::HookPre::new(pre).map_err(link_err)?),
+            World::DevicePlugin => {
+                WorldPre::Device(v0_1_0::device::DevicePluginPre::new(pre).map_err(link_err)?)
+            }
+        })
+    }
+}

@@ -1,0 +1,226 @@
+//! What each call's `Store` holds, and how it is built: a store with a memory cap that traps
+//! on grow failure, hostcall fuel, an epoch-checked CPU deadline, a WASI context that grants
+//! nothing, and the context of the component and task being served. [`arm`] resets the
+//! per-call parts (deadline, fuel, task, failure flags) before every call, so a warm store
+//! that is reused serves each call exactly as a fresh one would.
+//!
+//! [`add_to_linker`] is the one place that wires WASI and every host interface, each with a
+//! function projecting its view out of [`HostState`].
+
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::time::Instant;
+
+use wasmtime::component::{HasData, Linker, ResourceTable};
+use wasmtime::{Engine, ResourceLimiter, Store, UpdateDeadline};
+use wasmtime_wasi::p2::pipe::MemoryOutputPipe;
+use wasmtime_wasi::{FsPerms, WasiCtx, WasiCtxBuilder, WasiCtxView, WasiView};
+
+use crate::bindings::v0_1_0;
+use crate::context::{ComponentContext, TaskContext, needs_preopens};
+use crate::host_api::{self, HostServices};
+
+/// Memory cap that records whether it was hit, so the error can say "out of memory".
+struct MemoryCap {
+    max: usize,
+    hit: Arc<AtomicBool>,
+}
+
+impl ResourceLimiter for MemoryCap {
+    fn memory_growing(
+        &mut self,
+        _current: usize,
+        desired: usize,
+        _maximum: Option<usize>,
+    ) -> wasmtime::Result<bool> {
+        if desired > self.max {
+            self.hit.store(true, Ordering::Relaxed);
+            wasmtime::bail!(
+                "memory cap of {} bytes exceeded (asked for {desired})",
+                self.max
+            );
+        }
+        Ok(true)
+    }
+
+    fn table_growing(
+        &mut self,
+        _current: usize,
+        desired: usize,
+        _maximum: Option<usize>,
+    ) -> wasmtime::Result<bool> {
+        Ok(desired <= 100_000)
+    }
+}
+
+/// The data of one call's store.
+pub struct HostState {
+    wasi: WasiCtx,
+    table: ResourceTable,
+    limiter: MemoryCap,
+    deadline_hit: Arc<AtomicBool>,
+    component: Arc<ComponentContext>,
+    task: Option<Arc<TaskContext>>,
+    services: Arc<HostServices>,
+    deadline: Instant,
+}
+
+impl WasiView for HostState {
+    fn ctx(&mut self) -> WasiCtxView<'_> {
+        WasiCtxView {
+            ctx: &mut self.wasi,
+            table: &mut self.table,
+        }
+    }
+}
+
+/// What the caller keeps to explain a failed call after the store is gone.
+pub struct CallWitness {
+    /// Guest stdout+stderr (a Rust guest's panic message lands here).
+    pub output: MemoryOutputPipe,
+    /// The memory cap was hit.
+    pub memory_hit: Arc<AtomicBool>,
+    /// The CPU deadline was hit.
+    pub deadline_hit: Arc<AtomicBool>,
+}
+
+impl CallWitness {
+    /// Whether the call left nothing behind that would make the store unfit for another
+    /// call: no cap or deadline hit and no guest output (the pipe is bounded and is the
+    /// explanation of a later failure, so it must start empty).
+    pub fn clean(&self) -> bool {
+        !self.memory_hit.load(Ordering::Relaxed)
+            && !self.deadline_hit.load(Ordering::Relaxed)
+            && self.output.contents().is_empty()
+    }
+
+    /// Guest output as text, trimmed.
+    pub fn output_text(&self) -> String {
+        String::from_utf8_lossy(&self.output.contents())
+            .trim()
+            .to_string()
+    }
+}
+
+/// Build a fresh store, armed for one call.
+pub fn new_store(
+    engine: &Engine,
+    component: Arc<ComponentContext>,
+    task: Option<Arc<TaskContext>>,
+    services: Arc<HostServices>,
+) -> (Store<HostState>, CallWitness) {
+    let output = MemoryOutputPipe::new(64 * 1024);
+    let mut wasi = WasiCtxBuilder::new();
+    wasi.stdout(output.clone()).stderr(output.clone());
+    if needs_preopens(&component, task.as_deref())
+        && let Some(dirs) = task.as_ref().and_then(|t| t.files.as_ref())
+    {
+        for (host, guest) in [(&dirs.task_dir, "/task"), (&dirs.alloc_dir, "/alloc")] {
+            if let Err(e) = wasi.preopened_dir(host, guest, FsPerms::ReadWrite) {
+                // The call goes on without it: the guest's open fails and says so.
+                tracing::warn!(component = %component.name, dir = %host, error = %e, "cannot preopen");
+            }
+        }
+    }
+    let wasi = wasi.build();
+    let memory_hit = Arc::new(AtomicBool::new(false));
+    let deadline_hit = Arc::new(AtomicBool::new(false));
+    let limits = component.limits.clone();
+    let deadline = Instant::now() + limits.call_timeout;
+    let state = HostState {
+        wasi,
+        table: ResourceTable::new(),
+        limiter: MemoryCap {
+            max: limits.memory_bytes,
+            hit: memory_hit.clone(),
+        },
+        deadline_hit: deadline_hit.clone(),
+        component,
+        task,
+        services,
+        deadline,
+    };
+    let mut store = Store::new(engine, state);
+    store.limiter(|s| &mut s.limiter);
+    store.set_hostcall_fuel(limits.hostcall_fuel);
+    // A new store's deadline is 0: set it before instantiating, or the start function traps.
+    store.set_epoch_deadline(1);
+    let hit = deadline_hit.clone();
+    store.epoch_deadline_callback(move |ctx| {
+        if Instant::now() >= ctx.data().deadline {
+            hit.store(true, Ordering::Relaxed);
+            wasmtime::bail!("CPU deadline exceeded");
+        }
+        // Yield every tick so a spinning guest never holds a tokio worker.
+        Ok(UpdateDeadline::Yield(1))
+    });
+    (
+        store,
+        CallWitness {
+            output,
+            memory_hit,
+            deadline_hit,
+        },
+    )
+}
+
+/// Arm a warm store for its next call: the component's current context and limits, the
+/// task, a new wall-clock deadline, fresh hostcall fuel and epoch deadline.
+pub fn arm(
+    store: &mut Store<HostState>,
+    component: Arc<ComponentContext>,
+    task: Option<Arc<TaskContext>>,
+) {
+    let limits = &component.limits;
+    store.set_hostcall_fuel(limits.hostcall_fuel);
+    store.set_epoch_deadline(1);
+    let data = store.data_mut();
+    data.deadline = Instant::now() + limits.call_timeout;
+    data.limiter.max = limits.memory_bytes;
+    data.limiter.hit.store(false, Ordering::Relaxed);
+    data.deadline_hit.store(false, Ordering::Relaxed);
+    data.component = component;
+    data.task = task;
+}
+
+/// The interfaces that only carry types: linked so that a component importing them finds
+/// an instance, with nothing to serve.
+struct NoFunctions;
+
+impl v0_1_0::types::Host for NoFunctions {}
+impl v0_1_0::info::Host for NoFunctions {}
+
+struct HasNoFunctions;
+
+impl HasData for HasNoFunctions {
+    type Data<'a> = NoFunctions;
+}
+
+/// Add WASI p2 and every Paddock host interface to `linker`. One linker serves all worlds:
+/// `hook` and `device-plugin` import subsets of what `driver` imports.
+pub fn add_to_linker(linker: &mut Linker<HostState>) -> wasmtime::Result<()> {
+    wasmtime_wasi::p2::add_to_linker_async(linker)?;
+    v0_1_0::types::add_to_linker::<_, HasNoFunctions>(linker, |_| NoFunctions)?;
+    v0_1_0::info::add_to_linker::<_, HasNoFunctions>(linker, |_| NoFunctions)?;
+    host_api::log::add_to_linker(linker, |s| host_api::log::Log::new(&s.component.name))?;
+    host_api::config::add_to_linker(linker, |s| {
+        host_api::config::Config::new(&s.component.plugin_config)
+    })?;
+    host_api::timer::add_to_linker(linker)?;
+    host_api::env::add_to_linker(linker, |s| {
+        host_api::env::Env::new(&s.component, s.task.as_deref())
+    })?;
+    host_api::devices::add_to_linker(linker, |s| {
+        host_api::devices::Devices::new(&s.component, s.task.as_deref())
+    })?;
+    host_api::events::add_to_linker(linker, |s| {
+        host_api::events::Events::new(&s.component, s.services.events.as_deref())
+    })?;
+    host_api::process::add_to_linker(linker, |s| {
+        host_api::process::Process::new(&s.component, s.services.processes.as_deref())
+    })?;
+    host_api::task_logs::add_to_linker(linker, |s| {
+        host_api::task_logs::TaskLogs::new(&s.component, s.services.task_logs.as_deref())
+    })?;
+    Ok(())
+}

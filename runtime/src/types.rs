@@ -1,0 +1,325 @@
+//! Host-owned types: what the host interfaces and the embedder's plugin clients exchange,
+//! independent of any contract version. Each contract version's bindings convert to and
+//! from these ([`crate::bindings`]), so a second version changes the bindings module and
+//! the plugin clients, never the code above them.
+
+use std::collections::BTreeMap;
+
+use serde::{Deserialize, Serialize};
+
+/// Why a host call failed, as the guest sees it (`host-error` in every contract version).
+/// Never a trap: a guest gets it as a value and decides what to do.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum HostError {
+    /// The component has no grant for this call (names the capability and what was asked).
+    #[error("denied: {0}")]
+    Denied(String),
+    /// The object named in the call does not exist.
+    #[error("not found: {0}")]
+    NotFound(String),
+    /// The arguments were invalid (names the argument).
+    #[error("invalid: {0}")]
+    Invalid(String),
+    /// The host tried and failed.
+    #[error("failed: {0}")]
+    Failed(String),
+}
+
+impl HostError {
+    /// The `denied` answer of a call the component has no grant for.
+    pub fn denied(component: &str, capability: &str, what: &str) -> Self {
+        Self::Denied(format!(
+            "component {component:?} has no `{capability}` grant ({what})"
+        ))
+    }
+
+    /// The `failed` answer of a call whose embedder service this runtime was built without.
+    pub fn unavailable(what: &str) -> Self {
+        Self::Failed(format!("{what} is not available in this runtime"))
+    }
+}
+
+/// A task's environment plus the node keys `${...}` can name.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct TaskEnv {
+    /// Environment variables.
+    pub env: BTreeMap<String, String>,
+    /// Node keys: `node.unique.id`, `node.datacenter`, `attr.<name>`, `meta.<name>`, ...
+    pub node: BTreeMap<String, String>,
+}
+
+impl TaskEnv {
+    /// One variable.
+    pub fn get(&self, key: &str) -> Option<&str> {
+        self.env.get(key).map(String::as_str)
+    }
+
+    /// All variables, sorted by key.
+    pub fn sorted_pairs(&self) -> Vec<(String, String)> {
+        self.env
+            .iter()
+            .map(|(k, v)| (k.clone(), v.clone()))
+            .collect()
+    }
+
+    /// Replace `${key}` (key of `[A-Za-z0-9_.-]`) by its value; node keys win over env
+    /// keys, as in Nomad; unknown keys stay as written.
+    pub fn interpolate(&self, s: &str) -> String {
+        let mut out = String::with_capacity(s.len());
+        let mut rest = s;
+        while let Some(start) = rest.find("${") {
+            out.push_str(&rest[..start]);
+            let after = &rest[start + 2..];
+            let end = after.find('}');
+            let key_ok = |k: &str| {
+                !k.is_empty()
+                    && k.chars()
+                        .all(|c| c.is_ascii_alphanumeric() || matches!(c, '_' | '-' | '.'))
+            };
+            match end {
+                Some(e) if key_ok(&after[..e]) => {
+                    let key = &after[..e];
+                    match self.node.get(key).or_else(|| self.env.get(key)) {
+                        Some(v) => out.push_str(v),
+                        None => out.push_str(&rest[start..start + 3 + e]),
+                    }
+                    rest = &after[e + 1..];
+                }
+                _ => {
+                    out.push_str("${");
+                    rest = after;
+                }
+            }
+        }
+        out.push_str(rest);
+        out
+    }
+
+    /// Interpolate every string inside a JSON value (a task's `config` block).
+    pub fn interpolate_json(&self, v: &serde_json::Value) -> serde_json::Value {
+        use serde_json::Value;
+        match v {
+            Value::String(s) => Value::String(self.interpolate(s)),
+            Value::Array(a) => Value::Array(a.iter().map(|x| self.interpolate_json(x)).collect()),
+            Value::Object(o) => Value::Object(
+                o.iter()
+                    .map(|(k, x)| (k.clone(), self.interpolate_json(x)))
+                    .collect(),
+            ),
+            other => other.clone(),
+        }
+    }
+}
+
+/// A typed attribute value, as Nomad's fingerprint attributes.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub enum Attribute {
+    /// A string.
+    Str(String),
+    /// An integer.
+    Int(i64),
+    /// A float.
+    Float(f64),
+    /// A boolean.
+    Boolean(bool),
+}
+
+impl std::fmt::Display for Attribute {
+    /// Nomad's string form of an attribute.
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            Attribute::Str(s) => f.write_str(s),
+            Attribute::Int(i) => write!(f, "{i}"),
+            Attribute::Float(x) => write!(f, "{x}"),
+            Attribute::Boolean(b) => write!(f, "{b}"),
+        }
+    }
+}
+
+/// A field of a configuration that failed validation.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct FieldError {
+    /// Dotted path of the field, e.g. `args[1]`.
+    pub field: String,
+    /// What is wrong with it.
+    pub message: String,
+}
+
+/// Rotation of a task's log files (Nomad's `logs` block).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+pub struct LogConfig {
+    /// Files kept per stream.
+    pub max_files: u32,
+    /// Size at which a file is rotated, MiB.
+    pub max_file_size_mb: u32,
+}
+
+impl Default for LogConfig {
+    /// Nomad's defaults: ten files of 10 MiB per stream.
+    fn default() -> Self {
+        Self {
+            max_files: 10,
+            max_file_size_mb: 10,
+        }
+    }
+}
+
+impl LogConfig {
+    /// Size at which a file is rotated, bytes (at least 1 MiB).
+    pub fn max_bytes(&self) -> u64 {
+        u64::from(self.max_file_size_mb.max(1)) << 20
+    }
+}
+
+/// A host path mounted into a task.
+#[derive(Debug, Clone, PartialEq, Eq, Default, Serialize, Deserialize)]
+pub struct Mount {
+    /// Path inside the task.
+    pub task_path: String,
+    /// Path on the host.
+    pub host_path: String,
+    /// Mounted read-only.
+    pub read_only: bool,
+}
+
+/// A device node exposed to a task.
+#[derive(Debug, Clone, PartialEq, Eq, Default, Serialize, Deserialize)]
+pub struct DeviceNode {
+    /// Path inside the task.
+    pub task_path: String,
+    /// Path on the host.
+    pub host_path: String,
+    /// cgroup permissions, e.g. "rwm".
+    pub permissions: String,
+}
+
+/// One device reservation made for a task (what a device plugin's `reserve` returned).
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+pub struct Reservation {
+    /// Environment variables.
+    pub env: Vec<(String, String)>,
+    /// Mounts.
+    pub mounts: Vec<Mount>,
+    /// Device nodes.
+    pub devices: Vec<DeviceNode>,
+}
+
+/// How a task or process ended (Nomad's ExitResult).
+#[derive(Debug, Clone, PartialEq, Eq, Default, Serialize, Deserialize)]
+pub struct ExitResult {
+    /// Exit code.
+    pub exit_code: i32,
+    /// Signal that ended it; 0 if none.
+    pub signal: i32,
+    /// Killed for exceeding its memory.
+    pub oom_killed: bool,
+    /// An error, when the exit could not be observed normally.
+    pub err: Option<String>,
+}
+
+impl ExitResult {
+    /// Exited with code 0, no signal and no error.
+    pub fn successful(&self) -> bool {
+        self.exit_code == 0 && self.signal == 0 && self.err.is_none()
+    }
+}
+
+/// Resource usage of a task or process.
+#[derive(Debug, Clone, PartialEq, Default, Serialize, Deserialize)]
+pub struct ResourceUsage {
+    /// Resident set size, bytes.
+    pub rss_bytes: u64,
+    /// CPU time in user mode, ns.
+    pub cpu_user_ns: u64,
+    /// CPU time in system mode, ns.
+    pub cpu_system_ns: u64,
+    /// CPU use since the previous sample, percent of one core.
+    pub cpu_percent: f64,
+    /// Sample time, ns since the Unix epoch.
+    pub timestamp: u64,
+}
+
+/// Which of a task's logs.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum LogStream {
+    /// stdout.
+    Stdout,
+    /// stderr.
+    Stderr,
+}
+
+/// A process to start for a driver (`process.spawn`), its path already resolved and
+/// checked against the component's grant.
+#[derive(Debug, Clone, PartialEq, Eq, Default)]
+pub struct Command {
+    /// Absolute executable path.
+    pub path: String,
+    /// Arguments, without the executable.
+    pub args: Vec<String>,
+    /// Complete environment.
+    pub env: Vec<(String, String)>,
+    /// Working directory; empty for the host's.
+    pub cwd: String,
+    /// Where stdout goes (see the contract); empty discards it.
+    pub stdout_path: String,
+    /// Where stderr goes; empty discards it.
+    pub stderr_path: String,
+    /// Rotation of the output files; `None` appends to the paths as given.
+    pub logs: Option<LogConfig>,
+    /// User to run as; empty for the agent's.
+    pub user: String,
+}
+
+/// A process's state as the host sees it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum ProcessStatus {
+    /// Still running.
+    Running,
+    /// Exited, this way.
+    Exited(ExitResult),
+}
+
+/// A task event a driver emitted (`events.emit`).
+#[derive(Debug, Clone, PartialEq)]
+pub struct DriverEvent {
+    /// Component that emitted it.
+    pub component: String,
+    /// Task invocation id (`<alloc>/<task>/<uuid8>`).
+    pub task_id: String,
+    /// Message.
+    pub message: String,
+    /// Details (Nomad's annotations).
+    pub details: Vec<(String, String)>,
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn env() -> TaskEnv {
+        let mut e = TaskEnv::default();
+        e.env.insert("A".into(), "1".into());
+        e.env.insert("attr.kernel.name".into(), "env-loses".into());
+        e.node.insert("attr.kernel.name".into(), "linux".into());
+        e
+    }
+
+    #[test]
+    fn interpolation_rules() {
+        let e = env();
+        assert_eq!(e.interpolate("x${A}y"), "x1y");
+        assert_eq!(
+            e.interpolate("${attr.kernel.name}"),
+            "linux",
+            "node keys win"
+        );
+        assert_eq!(
+            e.interpolate("${UNKNOWN}-${A}"),
+            "${UNKNOWN}-1",
+            "unknown kept"
+        );
+        assert_eq!(e.interpolate("${not closed"), "${not closed");
+        assert_eq!(e.interpolate("${bad key}"), "${bad key}");
+        assert_eq!(e.interpolate("$${A}"), "$1");
+    }
+}
