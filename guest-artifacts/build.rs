@@ -1,36 +1,33 @@
-//! Builds the repo's guest components for `wasm32-wasip2` with a nested cargo, once per
+//! Builds the repo's guest components for `wasm32-wasip2` with one nested cargo, once per
 //! build, into `<root>/target/wasm-guests`, and hands their paths to `src/lib.rs`.
 //!
-//! The guests live in their own workspaces (`guest-drivers/`, `hooks-wasm/`): as members of
-//! the root workspace their cdylibs would fail to link for the host target.
+//! The guests form one workspace of their own, rooted at `guest-drivers/Cargo.toml` and also
+//! covering the crates in `hooks-wasm/`: as members of the root workspace their cdylibs would
+//! fail to link for the host target.
 
 use std::path::{Path, PathBuf};
 use std::process::Command;
 
 const TARGET: &str = "wasm32-wasip2";
 
-/// (workspace dir, artifact crate file stems) — every `.wasm` this crate exposes.
-const WORKSPACES: &[(&str, &[&str])] = &[
-    (
-        "guest-drivers",
-        &[
-            "mock_driver",
-            "raw_exec_driver",
-            "mock_device",
-            "fixture_future_version",
-            "fixture_unknown_world",
-            "fixture_mismatched_hook",
-        ],
-    ),
-    (
-        "hooks-wasm",
-        &[
-            "env_inject_hook",
-            "policy_hook",
-            "template_hook",
-            "fixture_env_hook",
-        ],
-    ),
+/// The guest workspace's root manifest, relative to the repo root.
+const WORKSPACE_MANIFEST: &str = "guest-drivers/Cargo.toml";
+
+/// The folders holding guest crates; a change to any source in them rebuilds the guests.
+const GUEST_DIRS: &[&str] = &["guest-drivers", "hooks-wasm"];
+
+/// The crate file stem of every `.wasm` this crate exposes.
+const ARTIFACTS: &[&str] = &[
+    "mock_driver",
+    "raw_exec_driver",
+    "mock_device",
+    "fixture_future_version",
+    "fixture_unknown_world",
+    "fixture_mismatched_hook",
+    "env_inject_hook",
+    "policy_hook",
+    "template_hook",
+    "fixture_env_hook",
 ];
 
 fn main() {
@@ -45,55 +42,54 @@ fn main() {
     println!("cargo:rerun-if-changed={}", root.join("wit").display());
     ensure_target();
 
-    for (ws, artifacts) in WORKSPACES {
-        let ws_dir = root.join(ws);
-        watch_workspace(&ws_dir);
-        let mut cmd = Command::new(&cargo);
-        cmd.args(["build", "--release", "--target", TARGET, "--manifest-path"])
-            .arg(ws_dir.join("Cargo.toml"))
-            .arg("--target-dir")
-            .arg(&target_dir);
-        // The outer build's flags and wrappers are for the host target; a different
-        // target dir avoids deadlocking on the outer build-directory lock.
-        for var in [
-            "CARGO_ENCODED_RUSTFLAGS",
-            "RUSTFLAGS",
-            "CARGO_BUILD_RUSTFLAGS",
-            "CARGO_TARGET_DIR",
-            "CARGO_BUILD_TARGET",
-            "RUSTC_WRAPPER",
-            "RUSTC_WORKSPACE_WRAPPER",
-            "CARGO_PRIMARY_PACKAGE",
-            "CARGO_MANIFEST_DIR",
-            "CARGO_MANIFEST_PATH",
-            "CARGO_PKG_NAME",
-        ] {
-            cmd.env_remove(var);
-        }
-        let out = cmd.output().expect("failed to run cargo for the guests");
-        if !out.status.success() {
-            panic!(
-                "building the guest components in {ws}/ failed:\n{}\n\
-                 If the error says the target is missing, run: rustup target add {TARGET}",
-                String::from_utf8_lossy(&out.stderr)
-            );
-        }
-        for name in *artifacts {
-            let path = target_dir
-                .join(TARGET)
-                .join("release")
-                .join(format!("{name}.wasm"));
-            assert!(
-                path.exists(),
-                "guest build did not produce {}",
-                path.display()
-            );
-            println!(
-                "cargo:rustc-env=PADDOCK_GUEST_{}={}",
-                name.to_uppercase(),
-                path.display()
-            );
-        }
+    for dir in GUEST_DIRS {
+        watch_dir(&root.join(dir));
+    }
+    let mut cmd = Command::new(&cargo);
+    cmd.args(["build", "--release", "--target", TARGET, "--manifest-path"])
+        .arg(root.join(WORKSPACE_MANIFEST))
+        .arg("--target-dir")
+        .arg(&target_dir);
+    // The outer build's flags and wrappers are for the host target; a different
+    // target dir avoids deadlocking on the outer build-directory lock.
+    for var in [
+        "CARGO_ENCODED_RUSTFLAGS",
+        "RUSTFLAGS",
+        "CARGO_BUILD_RUSTFLAGS",
+        "CARGO_TARGET_DIR",
+        "CARGO_BUILD_TARGET",
+        "RUSTC_WRAPPER",
+        "RUSTC_WORKSPACE_WRAPPER",
+        "CARGO_PRIMARY_PACKAGE",
+        "CARGO_MANIFEST_DIR",
+        "CARGO_MANIFEST_PATH",
+        "CARGO_PKG_NAME",
+    ] {
+        cmd.env_remove(var);
+    }
+    let out = cmd.output().expect("failed to run cargo for the guests");
+    if !out.status.success() {
+        panic!(
+            "building the guest components ({WORKSPACE_MANIFEST}) failed:\n{}\n\
+             If the error says the target is missing, run: rustup target add {TARGET}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+    }
+    for name in ARTIFACTS {
+        let path = target_dir
+            .join(TARGET)
+            .join("release")
+            .join(format!("{name}.wasm"));
+        assert!(
+            path.exists(),
+            "guest build did not produce {}",
+            path.display()
+        );
+        println!(
+            "cargo:rustc-env=PADDOCK_GUEST_{}={}",
+            name.to_uppercase(),
+            path.display()
+        );
     }
 }
 
@@ -123,9 +119,10 @@ fn ensure_target() {
     }
 }
 
-/// Re-run when any source of the workspace changes, but never watch its target dir.
-fn watch_workspace(ws_dir: &Path) {
-    let Ok(entries) = std::fs::read_dir(ws_dir) else {
+/// Re-run when any source in a guest folder changes, but never watch a target dir (a
+/// `cargo build` run inside the folder would leave one there).
+fn watch_dir(dir: &Path) {
+    let Ok(entries) = std::fs::read_dir(dir) else {
         return;
     };
     for entry in entries.flatten() {

@@ -30,27 +30,32 @@ pub mod host;
 mod types;
 
 #[doc(hidden)]
-pub use wit_bindgen::rt as __rt;
+pub use paddock_guest_core::__wit_bindgen::rt as __rt;
 
-/// Bindings generated from the contract; use the re-exports at the crate root instead.
+/// Bindings generated from the contract; use the re-exports at the crate root instead. The
+/// host imports, the types they use and `info` are `paddock_guest_core`'s; what is generated
+/// here is the `device` export and the types only it uses.
 #[doc(hidden)]
 #[allow(missing_docs)]
 pub mod __bindings {
-    wit_bindgen::generate!({
-        path: "../../wit",
-        world: "device-plugin",
-        pub_export_macro: true,
-        export_macro_name: "__export_device_world",
-        default_bindings_module: "paddock_device_sdk::__bindings",
-        runtime_path: "paddock_device_sdk::__rt",
-        additional_derives: [PartialEq],
-    });
+    paddock_guest_core::generate_world! {
+        imports: [log, config, timer],
+        options: {
+            path: "../../wit",
+            world: "device-plugin",
+            pub_export_macro: true,
+            export_macro_name: "__export_device_world",
+            default_bindings_module: "paddock_device_sdk::__bindings",
+            runtime_path: "paddock_device_sdk::__rt",
+            additional_derives: [PartialEq],
+        }
+    }
 }
 
 use __bindings::exports::paddock::plugin::device as wit;
 
-pub use __bindings::paddock::plugin::info::PluginInfo;
-pub use __bindings::paddock::plugin::types::{Attribute, DeviceNode, LogLevel, Mount, StringMap};
+pub use __bindings::paddock::plugin::types::Attribute;
+pub use paddock_guest_core::{DeviceNode, LogLevel, Mount, PluginInfo, StringMap};
 pub use wit::{
     ContainerReservation, DeviceError, DeviceGroup, DeviceInstance, GroupStats, InstanceStats,
     StatValue,

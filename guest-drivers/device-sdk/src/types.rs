@@ -1,19 +1,8 @@
-//! Constructors for the contract's device types.
+//! Constructors for the contract's device types (`PluginInfo::new` is `paddock_guest_core`'s).
 
 use crate::{
-    Attribute, ContainerReservation, DeviceGroup, DeviceInstance, InstanceStats, PluginInfo,
-    StatValue,
+    Attribute, ContainerReservation, DeviceGroup, DeviceInstance, InstanceStats, StatValue,
 };
-
-impl PluginInfo {
-    /// A plugin's name and version.
-    pub fn new(name: impl Into<String>, version: impl Into<String>) -> Self {
-        Self {
-            name: name.into(),
-            version: version.into(),
-        }
-    }
-}
 
 impl DeviceGroup {
     /// A group of identical devices, without attributes.

@@ -37,29 +37,35 @@ mod types;
 pub use types::DEFAULT_STATE_VERSION;
 
 #[doc(hidden)]
-pub use wit_bindgen::rt as __rt;
+pub use paddock_guest_core::__wit_bindgen::rt as __rt;
 
-/// Bindings generated from the contract; use the re-exports at the crate root instead.
+/// Bindings generated from the contract; use the re-exports at the crate root instead. The
+/// host imports, the types they use and `info` are `paddock_guest_core`'s; what is generated
+/// here is the `task-driver` export and the types only it uses.
 #[doc(hidden)]
 #[allow(missing_docs)]
 pub mod __bindings {
-    wit_bindgen::generate!({
-        path: "../../wit",
-        world: "driver",
-        pub_export_macro: true,
-        export_macro_name: "__export_driver_world",
-        default_bindings_module: "paddock_driver_sdk::__bindings",
-        runtime_path: "paddock_driver_sdk::__rt",
-        additional_derives: [PartialEq],
-    });
+    paddock_guest_core::generate_world! {
+        imports: [log, config, env, devices, process, timer, events, task_logs],
+        options: {
+            path: "../../wit",
+            world: "driver",
+            pub_export_macro: true,
+            export_macro_name: "__export_driver_world",
+            default_bindings_module: "paddock_driver_sdk::__bindings",
+            runtime_path: "paddock_driver_sdk::__rt",
+            additional_derives: [PartialEq],
+        }
+    }
 }
 
 use __bindings::exports::paddock::plugin::task_driver as wit;
 
-pub use __bindings::paddock::plugin::info::PluginInfo;
 pub use __bindings::paddock::plugin::types::{
-    Attribute, DeviceNode, ExitResult, FieldError, HostError, LogLevel, Mount, ResourceUsage,
-    StringMap, TaskConfig, TaskHandle, TaskResources,
+    Attribute, FieldError, TaskConfig, TaskHandle, TaskResources,
+};
+pub use paddock_guest_core::{
+    DeviceNode, ExitResult, HostError, LogLevel, Mount, PluginInfo, ResourceUsage, StringMap,
 };
 pub use wit::{
     DriverCapabilities as Capabilities, DriverError, DriverFingerprint as Fingerprint, Failure,

@@ -1,20 +1,12 @@
-//! Constructors and conversions for the contract's types.
+//! Constructors and conversions for the contract's types that the driver world owns. Those of
+//! the types every world shares (`PluginInfo::new`, the defaults of `ExitResult` and
+//! `ResourceUsage`) are `paddock_guest_core`'s.
 
 use crate::{
-    Attribute, Capabilities, DriverError, ExitResult, Failure, FieldError, Fingerprint,
-    FsIsolation, Health, HostError, PluginInfo, ResourceUsage, TaskHandle, WaitStatus, WakeOn,
+    Attribute, Capabilities, DriverError, Failure, FieldError, Fingerprint, FsIsolation, Health,
+    HostError, TaskHandle, WaitStatus, WakeOn,
 };
 use serde::{Serialize, de::DeserializeOwned};
-
-impl PluginInfo {
-    /// A plugin's name and version.
-    pub fn new(name: impl Into<String>, version: impl Into<String>) -> Self {
-        Self {
-            name: name.into(),
-            version: version.into(),
-        }
-    }
-}
 
 impl Default for Capabilities {
     /// No signals, no exec, no filesystem isolation.
@@ -109,31 +101,6 @@ impl TaskHandle {
         self.driver_state = serde_json::to_vec(state)
             .map_err(|e| DriverError::failed(format!("encoding driver state: {e}")))?;
         Ok(())
-    }
-}
-
-impl Default for ExitResult {
-    /// Exit code 0, no signal, not OOM-killed, no error.
-    fn default() -> Self {
-        Self {
-            exit_code: 0,
-            signal: 0,
-            oom_killed: false,
-            err: None,
-        }
-    }
-}
-
-impl Default for ResourceUsage {
-    /// All zeros.
-    fn default() -> Self {
-        Self {
-            rss_bytes: 0,
-            cpu_user_ns: 0,
-            cpu_system_ns: 0,
-            cpu_percent: 0.0,
-            timestamp: 0,
-        }
     }
 }
 

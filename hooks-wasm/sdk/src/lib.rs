@@ -27,40 +27,33 @@ extern crate self as paddock_hook_sdk;
 pub mod host;
 
 #[doc(hidden)]
-pub use wit_bindgen::rt as __rt;
+pub use paddock_guest_core::__wit_bindgen::rt as __rt;
 
-/// Bindings generated from the contract; use the re-exports at the crate root instead.
+/// Bindings generated from the contract; use the re-exports at the crate root instead. The
+/// host imports, the types they use and `info` are `paddock_guest_core`'s; what is generated
+/// here is the `task-hook` export and the types only it uses.
 #[doc(hidden)]
 #[allow(missing_docs)]
 pub mod __bindings {
-    wit_bindgen::generate!({
-        path: "../../wit",
-        world: "hook",
-        pub_export_macro: true,
-        export_macro_name: "__export_hook_world",
-        default_bindings_module: "paddock_hook_sdk::__bindings",
-        runtime_path: "paddock_hook_sdk::__rt",
-        additional_derives: [PartialEq],
-    });
+    paddock_guest_core::generate_world! {
+        imports: [log, config, env, devices, timer],
+        options: {
+            path: "../../wit",
+            world: "hook",
+            pub_export_macro: true,
+            export_macro_name: "__export_hook_world",
+            default_bindings_module: "paddock_hook_sdk::__bindings",
+            runtime_path: "paddock_hook_sdk::__rt",
+            additional_derives: [PartialEq],
+        }
+    }
 }
 
 use __bindings::exports::paddock::plugin::task_hook as wit;
 
-pub use __bindings::paddock::plugin::info::PluginInfo;
-pub use __bindings::paddock::plugin::types::{
-    DeviceNode, ExitResult, FieldError, LogLevel, Mount, StringMap, TaskResources,
-};
+pub use __bindings::paddock::plugin::types::{FieldError, TaskResources};
+pub use paddock_guest_core::{DeviceNode, ExitResult, LogLevel, Mount, PluginInfo, StringMap};
 pub use wit::{HookError, PrestartRequest, PrestartResponse, TaskInfo, Template};
-
-impl PluginInfo {
-    /// A plugin's name and version.
-    pub fn new(name: impl Into<String>, version: impl Into<String>) -> Self {
-        Self {
-            name: name.into(),
-            version: version.into(),
-        }
-    }
-}
 
 impl Default for PrestartResponse {
     /// Nothing to add, no state, and `done = false` (prestart runs again on every start).
