@@ -1,8 +1,7 @@
 //! The repo's guest components, built by `build.rs` for `wasm32-wasip2`.
 //!
-//! The agent embeds the built-in ones (`MOCK_DRIVER`, `RAW_EXEC_DRIVER`, `MOCK_DEVICE`,
-//! `ENV_INJECT_HOOK`) so it
-//! runs with no files beside it; tests also use the fixtures that exist to be refused.
+//! The agent embeds the ones in [`BUILT_IN`] so that it runs with no files beside it; the
+//! tests also use the fixtures, which exist to be refused or to count their calls.
 
 /// A built guest component: its file name and bytes.
 #[derive(Debug, Clone, Copy)]

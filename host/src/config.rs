@@ -35,7 +35,6 @@ use crate::runtime::{ComponentSettings, Grants};
 #[derive(Debug, thiserror::Error)]
 #[error("agent config {file}: {message}")]
 pub struct ConfigError {
-    /// File.
     pub file: String,
     /// What is wrong.
     pub message: String,
@@ -49,7 +48,6 @@ pub struct AgentConfig {
     pub data_dir: Option<PathBuf>,
     /// Address the HTTP API binds to.
     pub bind_addr: Option<String>,
-    /// Ports.
     pub ports: Ports,
     /// Log level (trace, debug, info, warn, error).
     pub log_level: Option<String>,
@@ -57,9 +55,7 @@ pub struct AgentConfig {
     pub log_json: Option<bool>,
     /// Node name (defaults to the hostname).
     pub name: Option<String>,
-    /// Datacenter.
     pub datacenter: Option<String>,
-    /// Region.
     pub region: Option<String>,
     /// Client settings.
     pub client: ClientConfig,
@@ -97,7 +93,6 @@ pub struct HookAttach {
     pub drivers: Vec<String>,
 }
 
-/// Ports.
 #[derive(Debug, Clone, Default, Deserialize)]
 #[serde(deny_unknown_fields, default)]
 pub struct Ports {
@@ -121,7 +116,6 @@ pub struct ClientConfig {
 pub struct PluginBlock {
     /// Capabilities granted to the component.
     pub grant: Grants,
-    /// Limits.
     pub limits: Limits,
     /// Free-form config handed to the component.
     pub config: Option<hcl::Value>,

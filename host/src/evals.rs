@@ -15,10 +15,8 @@ pub const MAX_EVALS: usize = 1000;
 #[derive(Debug, Clone, Serialize)]
 #[serde(rename_all = "PascalCase")]
 pub struct Evaluation {
-    /// Id.
     #[serde(rename = "ID")]
     pub id: String,
-    /// Namespace.
     pub namespace: String,
     /// The job's priority.
     pub priority: u32,
@@ -27,7 +25,6 @@ pub struct Evaluation {
     pub eval_type: String,
     /// job-register, job-deregister or alloc-stop.
     pub triggered_by: String,
-    /// Job.
     #[serde(rename = "JobID")]
     pub job_id: String,
     /// The job's modify index when it was evaluated.
@@ -37,7 +34,6 @@ pub struct Evaluation {
     pub node_id: String,
     /// Always complete: placement is immediate.
     pub status: String,
-    /// Why.
     pub status_description: String,
     /// Groups that could not be placed (none: a refused job is a 400 and no evaluation).
     #[serde(rename = "FailedTGAllocs")]
@@ -92,13 +88,10 @@ impl Trigger {
 pub struct EvalRequest<'a> {
     /// Id to give it.
     pub id: String,
-    /// Namespace.
     pub namespace: &'a str,
-    /// Job.
     pub job_id: &'a str,
     /// The job's type.
     pub job_type: &'a str,
-    /// Priority.
     pub priority: u32,
     /// Groups of the job.
     pub groups: Vec<String>,

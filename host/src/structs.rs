@@ -89,7 +89,6 @@ wire_enum!(
     TaskRunState {
         /// Not started yet, or waiting to restart.
         Pending = "pending",
-        /// Running.
         Running = "running",
         /// Exited for good.
         Dead = "dead",
@@ -286,9 +285,7 @@ pub struct AllocatedTaskResources {
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(rename_all = "PascalCase")]
 pub struct AllocatedDeviceResource {
-    /// Vendor.
     pub vendor: String,
-    /// Type.
     #[serde(rename = "Type")]
     pub device_type: String,
     /// Model name.
@@ -328,7 +325,6 @@ pub struct Allocation {
     /// Allocation id (uuid).
     #[serde(rename = "ID")]
     pub id: String,
-    /// Namespace.
     pub namespace: String,
     /// Evaluation that created it.
     #[serde(rename = "EvalID")]
@@ -356,7 +352,6 @@ pub struct Allocation {
     pub desired_description: String,
     /// pending | running | complete | failed.
     pub client_status: ClientStatus,
-    /// Why.
     pub client_description: String,
     /// Task states by task name.
     pub task_states: BTreeMap<String, TaskState>,

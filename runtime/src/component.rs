@@ -54,7 +54,6 @@ pub struct ComponentSettings {
 pub struct LoadedComponent {
     /// Name from its `info()`.
     pub name: String,
-    /// World.
     pub world: World,
     /// Contract version it was built against.
     pub contract_version: String,

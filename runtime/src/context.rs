@@ -42,7 +42,6 @@ pub struct ComponentContext {
     pub grants: Grants,
     /// The `config` block, as JSON.
     pub plugin_config: String,
-    /// Limits.
     pub limits: CallLimits,
 }
 

@@ -36,7 +36,6 @@ pub enum LoadError {
     /// Imports or exports do not match the world.
     #[error("does not match the {world} world of paddock:plugin@{version}: {reason}")]
     Link {
-        /// World.
         world: World,
         /// Contract version.
         version: String,
@@ -56,7 +55,6 @@ pub enum LoadError {
 pub struct Refusal {
     /// The file (or built-in) that was refused.
     pub source: ComponentSource,
-    /// Why.
     pub error: LoadError,
 }
 

@@ -198,7 +198,6 @@ pub struct DeviceNode {
 pub struct Reservation {
     /// Environment variables.
     pub env: Vec<(String, String)>,
-    /// Mounts.
     pub mounts: Vec<Mount>,
     /// Device nodes.
     pub devices: Vec<DeviceNode>,
@@ -286,7 +285,6 @@ pub struct DriverEvent {
     pub component: String,
     /// Task invocation id (`<alloc>/<task>/<uuid8>`).
     pub task_id: String,
-    /// Message.
     pub message: String,
     /// Details (Nomad's annotations).
     pub details: Vec<(String, String)>,

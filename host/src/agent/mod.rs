@@ -269,8 +269,6 @@ impl Agent {
         Ok(agent)
     }
 
-    /// Reload jobs and allocations from the state DB. Allocations that were still running
-    /// when the agent stopped are marked lost: reattaching to their tasks is not built yet.
     /// Restore jobs and allocations from the state DB: finished allocations are listed as
     /// they were; every other one gets a runner that reattaches to its running tasks. One
     /// allocation that cannot be restored is marked failed and does not stop the others.

@@ -21,7 +21,6 @@ pub struct DeviceAttribute {
     /// Boolean value.
     #[serde(rename = "Bool", skip_serializing_if = "Option::is_none", default)]
     pub boolean: Option<bool>,
-    /// Unit.
     #[serde(rename = "Unit", default)]
     pub unit: String,
 }
@@ -55,7 +54,6 @@ pub struct NodeDevice {
     /// Instance id.
     #[serde(rename = "ID")]
     pub id: String,
-    /// Usable.
     pub healthy: bool,
     /// Why (un)healthy.
     pub health_description: String,
@@ -67,16 +65,12 @@ pub struct NodeDevice {
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(rename_all = "PascalCase")]
 pub struct NodeDeviceResource {
-    /// Vendor.
     pub vendor: String,
-    /// Type.
     #[serde(rename = "Type")]
     pub device_type: String,
     /// Model name.
     pub name: String,
-    /// Instances.
     pub instances: Vec<NodeDevice>,
-    /// Attributes.
     pub attributes: BTreeMap<String, DeviceAttribute>,
 }
 
@@ -118,10 +112,8 @@ pub struct StatValue {
     /// Text value.
     #[serde(rename = "StringVal")]
     pub text: Option<String>,
-    /// Unit.
     #[serde(rename = "Unit")]
     pub unit: String,
-    /// Description.
     #[serde(rename = "Desc")]
     pub desc: String,
 }
@@ -150,9 +142,7 @@ pub struct DeviceStats {
 #[derive(Debug, Clone, PartialEq, Serialize)]
 #[serde(rename_all = "PascalCase")]
 pub struct DeviceGroupStats {
-    /// Vendor.
     pub vendor: String,
-    /// Type.
     #[serde(rename = "Type")]
     pub device_type: String,
     /// Model name.
@@ -170,7 +160,6 @@ pub enum ReserveError {
     /// The plugin refused.
     #[error("device plugin {plugin:?} refused to reserve {ids:?}: {message}")]
     Refused {
-        /// Plugin.
         plugin: String,
         /// Instance ids.
         ids: Vec<String>,

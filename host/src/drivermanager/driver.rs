@@ -102,7 +102,6 @@ impl Driver {
             .is_some()
     }
 
-    /// Capabilities.
     pub async fn capabilities(&self) -> Result<DriverCapabilities, DriverCallError> {
         let c = driver_call!(self, None, "capabilities", |d, s| d
             .paddock_plugin_task_driver()

@@ -23,7 +23,6 @@ pub struct DriverInfo {
     pub detected: bool,
     /// The driver is healthy.
     pub healthy: bool,
-    /// Why.
     pub health_description: String,
     /// When, ns.
     pub update_time: u64,

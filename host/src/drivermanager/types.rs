@@ -119,11 +119,8 @@ pub enum Health {
 /// A fingerprint: health and attributes (keyed without the `driver.<name>.` prefix).
 #[derive(Debug, Clone, PartialEq)]
 pub struct DriverFingerprint {
-    /// Health.
     pub health: Health,
-    /// Why.
     pub health_description: String,
-    /// Attributes.
     pub attributes: Vec<(String, Attribute)>,
 }
 
@@ -181,9 +178,7 @@ pub enum WaitStatus {
 pub enum TaskState {
     /// The driver cannot tell.
     Unknown,
-    /// Running.
     Running,
-    /// Exited.
     Exited,
 }
 

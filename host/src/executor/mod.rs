@@ -16,6 +16,11 @@
 //!
 //! Each exit is also written to `<data_dir>/exits/<id>.json` before it is announced, so an
 //! exit that happened while no agent was connected is still known.
+//!
+//! Files: `server.rs` (the executor process), `client.rs` (the agent's end of the socket),
+//! `processes.rs` (the process table: what the runtime's `process` interface calls, with
+//! the records that let processes outlive the agent), `children.rs` (processes as children
+//! of this process, for a runtime without an executor), `os.rs` (signals, `/proc`).
 
 mod children;
 pub mod client;
@@ -30,7 +35,6 @@ use serde::{Deserialize, Serialize};
 pub struct SpawnCommand {
     /// Absolute executable path.
     pub path: String,
-    /// Arguments.
     pub args: Vec<String>,
     /// Complete environment.
     pub env: Vec<(String, String)>,
@@ -80,14 +84,12 @@ pub enum Message {
     Error {
         /// Host id of the request.
         id: u64,
-        /// Why.
         message: String,
     },
     /// A process exited.
     Exited {
         /// Host id.
         id: u64,
-        /// How.
         #[serde(flatten)]
         exit: Exit,
     },

@@ -33,7 +33,6 @@ pub struct HookTask {
     pub meta: BTreeMap<String, String>,
     /// The task's directory, once built.
     pub task_dir: String,
-    /// Resources.
     pub resources: TaskResources,
     /// The task's `template` blocks.
     pub templates: Vec<Template>,
@@ -58,16 +57,10 @@ pub enum HookError {
     NotLoaded(String),
     /// The hook refused the task.
     #[error("hook {hook:?} refused the task: {message}")]
-    Refused {
-        /// Hook.
-        hook: String,
-        /// Why.
-        message: String,
-    },
+    Refused { hook: String, message: String },
     /// The hook's own config is invalid.
     #[error("hook {hook:?} has an invalid config: {}", fields.iter().map(|f| format!("{}: {}", f.field, f.message)).collect::<Vec<_>>().join("; "))]
     InvalidConfig {
-        /// Hook.
         hook: String,
         /// The bad fields.
         fields: Vec<FieldError>,
@@ -75,7 +68,6 @@ pub enum HookError {
     /// The hook tried and failed.
     #[error("hook {hook:?} failed: {message}")]
     Failed {
-        /// Hook.
         hook: String,
         /// What went wrong.
         message: String,
@@ -83,7 +75,6 @@ pub enum HookError {
     /// The hook's component failed (trap, memory, deadline).
     #[error("hook {hook:?}: {error}")]
     Component {
-        /// Hook.
         hook: String,
         /// The call's failure.
         error: CallError,

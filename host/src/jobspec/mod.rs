@@ -54,22 +54,18 @@ pub struct Job {
     /// Name (defaults to the id).
     #[serde(rename = "Name")]
     pub name: String,
-    /// Type.
     #[serde(rename = "Type")]
     pub job_type: JobType,
     /// Priority, 1..=100.
     #[serde(rename = "Priority")]
     pub priority: i32,
-    /// Namespace.
     #[serde(rename = "Namespace")]
     pub namespace: String,
-    /// Region.
     #[serde(rename = "Region")]
     pub region: String,
     /// Datacenters (accepted; a single node runs what it is given).
     #[serde(rename = "Datacenters")]
     pub datacenters: Vec<String>,
-    /// Meta.
     #[serde(rename = "Meta")]
     pub meta: BTreeMap<String, String>,
     /// Task groups.
@@ -80,19 +76,16 @@ pub struct Job {
 /// A task group.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct TaskGroup {
-    /// Name.
     #[serde(rename = "Name")]
     pub name: String,
     /// Number of allocations.
     #[serde(rename = "Count")]
     pub count: u32,
-    /// Tasks.
     #[serde(rename = "Tasks")]
     pub tasks: Vec<Task>,
     /// Restart policy (tasks inherit it unless they set their own).
     #[serde(rename = "RestartPolicy")]
     pub restart_policy: RestartPolicy,
-    /// Meta.
     #[serde(rename = "Meta")]
     pub meta: BTreeMap<String, String>,
     /// Ephemeral disk size, MB.
@@ -141,10 +134,8 @@ pub struct EphemeralDisk {
     /// Size, MB.
     #[serde(rename = "SizeMB")]
     pub size_mb: u32,
-    /// Sticky.
     #[serde(rename = "Sticky")]
     pub sticky: bool,
-    /// Migrate.
     #[serde(rename = "Migrate")]
     pub migrate: bool,
 }
@@ -152,7 +143,6 @@ pub struct EphemeralDisk {
 /// A task.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct Task {
-    /// Name.
     #[serde(rename = "Name")]
     pub name: String,
     /// Driver name.
@@ -164,13 +154,10 @@ pub struct Task {
     /// Driver config block.
     #[serde(rename = "Config")]
     pub config: serde_json::Map<String, serde_json::Value>,
-    /// Environment.
     #[serde(rename = "Env")]
     pub env: BTreeMap<String, String>,
-    /// Meta.
     #[serde(rename = "Meta")]
     pub meta: BTreeMap<String, String>,
-    /// Resources.
     #[serde(rename = "Resources")]
     pub resources: Resources,
     /// Restart policy (merged over the group's).
@@ -249,7 +236,6 @@ pub struct RestartPolicy {
     /// Delay before a restart, ns.
     #[serde(rename = "Delay")]
     pub delay: u64,
-    /// Mode.
     #[serde(rename = "Mode")]
     pub mode: RestartMode,
 }

@@ -2,6 +2,9 @@
 //! from a pipe into `<base>.0`, `<base>.1`, …; a file that reaches the size limit is closed
 //! and the next index opened; only the newest `max_files` are kept. After an agent
 //! restart, writing resumes in the newest existing file.
+//!
+//! [`TaskLogs`] is the same for drivers that write their tasks' output themselves, through
+//! the runtime's `task-logs` interface.
 
 pub mod task_logs;
 

@@ -186,7 +186,6 @@ impl Committer {
         rx.recv().map_err(|_| stopped())?
     }
 
-    /// Counters.
     pub fn stats(&self) -> &CommitStats {
         &self.stats
     }

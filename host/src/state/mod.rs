@@ -41,7 +41,6 @@ pub enum StateError {
         "state file {path} is corrupt ({detail}); move it aside to start with an empty state, or restore a backup"
     )]
     Corrupt {
-        /// File.
         path: String,
         /// What the storage layer said.
         detail: String,
@@ -51,7 +50,6 @@ pub enum StateError {
         "state file {path} has schema version {found}, newer than this agent's {SCHEMA_VERSION}; run a newer agent, or move the file aside"
     )]
     TooNew {
-        /// File.
         path: String,
         /// Version found.
         found: u64,
@@ -60,16 +58,11 @@ pub enum StateError {
     #[error(
         "state file {path} is in use by another process (is another agent running with this data dir?)"
     )]
-    InUse {
-        /// File.
-        path: String,
-    },
+    InUse { path: String },
     /// A stored value could not be decoded.
     #[error("state entry {table}/{key} cannot be decoded: {detail}")]
     Decode {
-        /// Table.
         table: &'static str,
-        /// Key.
         key: String,
         /// Decoder's message.
         detail: String,

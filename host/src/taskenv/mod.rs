@@ -17,9 +17,7 @@ pub struct NodeInfo {
     pub id: String,
     /// Node name.
     pub name: String,
-    /// Datacenter.
     pub datacenter: String,
-    /// Region.
     pub region: String,
     /// Node class.
     pub class: String,

@@ -62,7 +62,6 @@ pub trait TaskStateHandler: Send + Sync {
 /// The plugin managers a task runner calls.
 #[derive(Clone)]
 pub struct Plugins {
-    /// Drivers.
     pub drivers: Arc<DriverManager>,
     /// Device plugins.
     pub devices: Arc<DeviceManager>,

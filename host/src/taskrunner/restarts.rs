@@ -26,10 +26,7 @@ pub enum Decision {
         reason: String,
     },
     /// Stop for good: the task finished successfully and need not run again.
-    Terminated {
-        /// Why.
-        reason: String,
-    },
+    Terminated { reason: String },
     /// Stop for good: the task was killed.
     Killed,
 }

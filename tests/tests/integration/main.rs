@@ -6,6 +6,7 @@ mod harness;
 mod api;
 mod bad_input;
 mod cli;
+mod client;
 mod devices;
 mod fs;
 mod hooks;

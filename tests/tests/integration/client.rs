@@ -1,0 +1,140 @@
+//! Acting on a running allocation over HTTP: restart, signal, stats and gc.
+
+use std::time::Duration;
+
+use serde_json::json;
+
+use crate::harness::{TestAgent, all_terminal, event_types};
+
+#[tokio::test]
+async fn restart_signal_stats_and_gc_of_a_running_allocation() {
+    let t = TestAgent::start("", vec![]).await;
+    t.post_job(json!({ "ID": "svc", "Type": "service", "TaskGroups": [{ "Name": "g",
+        "Tasks": [{ "Name": "t", "Driver": "raw_exec", "KillTimeout": 1_000_000_000u64,
+            "Config": { "command": "/bin/sh", "args": ["-c",
+                "echo start >> local/starts; trap 'echo got HUP >> local/sig' HUP; while true; do sleep 0.1; done"] } }] }] }))
+        .await;
+    let running =
+        |a: &[serde_json::Value]| a.len() == 1 && a[0]["TaskStates"]["t"]["State"] == "running";
+    let allocs = t.wait_allocs("svc", Duration::from_secs(20), running).await;
+    let id = allocs[0]["ID"].as_str().unwrap().to_string();
+    let local = t.agent.data_dir().join("alloc").join(&id).join("t/local");
+    let wait_file = |name: &'static str, want: &'static str| {
+        let path = local.join(name);
+        async move {
+            let deadline = std::time::Instant::now() + Duration::from_secs(15);
+            loop {
+                let text = std::fs::read_to_string(&path).unwrap_or_default();
+                if text == want {
+                    return;
+                }
+                assert!(
+                    std::time::Instant::now() < deadline,
+                    "{}: {text:?}, want {want:?}",
+                    path.display()
+                );
+                tokio::time::sleep(Duration::from_millis(50)).await;
+            }
+        }
+    };
+    wait_file("starts", "start\n").await;
+
+    // Signal.
+    let r = t
+        .http
+        .post(t.url(&format!("/v1/client/allocation/{id}/signal")))
+        .json(&json!({"Task": "t", "Signal": "SIGHUP"}))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(r.status(), 200, "{}", r.text().await.unwrap());
+    wait_file("sig", "got HUP\n").await;
+    let r = t
+        .http
+        .post(t.url(&format!("/v1/client/allocation/{id}/signal")))
+        .json(&json!({"Task": "t", "Signal": "SIGNOPE"}))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(r.status(), 400);
+
+    // Stats of the live process.
+    let stats = t.get(&format!("/v1/client/allocation/{id}/stats")).await;
+    assert!(
+        stats["Tasks"]["t"]["ResourceUsage"]["MemoryStats"]["RSS"]
+            .as_u64()
+            .unwrap()
+            > 0,
+        "{stats:#}"
+    );
+    let node = t.get("/v1/client/stats").await;
+    assert!(node["Memory"]["Total"].as_u64().unwrap() > 0, "{node:#}");
+
+    // Restart: a new start at once, counted in Restarts, not against the policy.
+    let r = t
+        .http
+        .post(t.url(&format!("/v1/client/allocation/{id}/restart")))
+        .json(&json!({"TaskName": "t"}))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(r.status(), 200, "{}", r.text().await.unwrap());
+    wait_file("starts", "start\nstart\n").await;
+    let allocs = t.wait_allocs("svc", Duration::from_secs(20), running).await;
+    let a = t
+        .get(&format!(
+            "/v1/allocation/{}",
+            allocs[0]["ID"].as_str().unwrap()
+        ))
+        .await;
+    assert_eq!(a["TaskStates"]["t"]["Restarts"], 1, "{a:#}");
+    let types = event_types(&a, "t");
+    assert!(types.iter().any(|e| e == "Restart Signaled"), "{types:?}");
+    let r = t
+        .http
+        .post(t.url(&format!("/v1/client/allocation/{id}/restart")))
+        .json(&json!({"TaskName": "nope"}))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(r.status(), 404);
+
+    // GC: refused while it runs; after a stop it removes the allocation and its dir.
+    let r = t
+        .http
+        .get(t.url(&format!("/v1/client/allocation/{id}/gc")))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(r.status(), 400);
+    t.http
+        .post(t.url(&format!("/v1/allocation/{id}/stop")))
+        .send()
+        .await
+        .unwrap();
+    t.wait_allocs("svc", Duration::from_secs(20), all_terminal)
+        .await;
+    let r = t
+        .http
+        .post(t.url(&format!("/v1/client/allocation/{id}/restart")))
+        .json(&json!({}))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(r.status(), 400, "a dead allocation cannot restart");
+    let r = t
+        .http
+        .get(t.url(&format!("/v1/client/allocation/{id}/gc")))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(r.status(), 200);
+    let r = t
+        .http
+        .get(t.url(&format!("/v1/allocation/{id}")))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(r.status(), 404);
+    assert!(!t.agent.data_dir().join("alloc").join(&id).exists());
+}
