@@ -98,8 +98,10 @@ impl Conv<'_> {
         Ok(())
     }
 
-    /// The value of `var.x` / `local.x`, if `e` is such a reference.
-    pub(super) fn reference(&self, e: &Expression) -> Option<Result<Value, String>> {
+    /// The value of `var.x` / `local.x`, if `e` is such a reference; a bad reference is an
+    /// error at `hcl`.
+    pub(super) fn reference(&self, e: &Expression, hcl: &str) -> Option<R<Value>> {
+        let bad = |m: String| Some(Err(self.err_at(hcl, e.span(), m)));
         let Expression::Traversal(t) = e else {
             return None;
         };
@@ -111,36 +113,36 @@ impl Conv<'_> {
             return None;
         }
         let [first, rest @ ..] = t.operators.as_slice() else {
-            return Some(Err(format!("{root} needs a name: {root}.<name>")));
+            return bad(format!("{root} needs a name: {root}.<name>"));
         };
         let TraversalOperator::GetAttr(name) = first.value() else {
-            return Some(Err(format!("use {root}.<name>")));
+            return bad(format!("use {root}.<name>"));
         };
         let key = format!("{root}.{}", name.as_str());
         let Some(mut v) = self.values.get(&key).cloned() else {
-            return Some(Err(format!("{key} is not defined")));
+            return bad(format!("{key} is not defined"));
         };
         for op in rest {
             v = match (op.value(), v) {
                 (TraversalOperator::GetAttr(a), Value::Object(mut m)) => match m.remove(a.as_str())
                 {
                     Some(x) => x,
-                    None => return Some(Err(format!("{key} has no attribute {:?}", a.as_str()))),
+                    None => return bad(format!("{key} has no attribute {:?}", a.as_str())),
                 },
                 (TraversalOperator::Index(Expression::Number(n)), Value::Array(a)) => {
                     let i = n.value().as_u64().unwrap_or(u64::MAX) as usize;
                     match a.get(i) {
                         Some(x) => x.clone(),
-                        None => return Some(Err(format!("{key}[{i}] is out of range"))),
+                        None => return bad(format!("{key}[{i}] is out of range")),
                     }
                 }
                 (TraversalOperator::LegacyIndex(i), Value::Array(a)) => {
                     match a.get(*i.value() as usize) {
                         Some(x) => x.clone(),
-                        None => return Some(Err(format!("{key}.{} is out of range", i.value()))),
+                        None => return bad(format!("{key}.{} is out of range", i.value())),
                     }
                 }
-                _ => return Some(Err(format!("unsupported access into {key}"))),
+                _ => return bad(format!("unsupported access into {key}")),
             };
         }
         Some(Ok(v))
@@ -251,9 +253,8 @@ impl Conv<'_> {
                 Value::Object(m)
             }
             Expression::Parenthesis(p) => self.expr(p.inner(), hcl)?,
-            other => match self.reference(other) {
-                Some(Ok(v)) => v,
-                Some(Err(m)) => return Err(self.err_at(hcl, e.span(), m)),
+            other => match self.reference(other, hcl) {
+                Some(r) => r?,
                 None => {
                     return Err(self.err_at(
                         hcl,
