@@ -205,7 +205,8 @@ pub struct NodeEvent {
     pub subsystem: String,
     /// Details, e.g. the driver's name.
     pub details: BTreeMap<String, String>,
-    /// When, ns.
+    /// When, ns; RFC 3339 on the wire (Go's `time.Time`).
+    #[serde(with = "crate::util::go_time_serde")]
     pub timestamp: u64,
 }
 

@@ -200,11 +200,14 @@ pub struct TaskState {
     pub failed: bool,
     /// Restarts so far.
     pub restarts: u64,
-    /// Time of the last restart, ns (0 if none).
+    /// Time of the last restart, ns (0 if none); RFC 3339 on the wire (Go's `time.Time`).
+    #[serde(with = "crate::util::go_time_serde")]
     pub last_restart: u64,
-    /// Time of the last start, ns (0 if never).
+    /// Time of the last start, ns (0 if never); RFC 3339 on the wire.
+    #[serde(with = "crate::util::go_time_serde")]
     pub started_at: u64,
-    /// Time it finished, ns (0 while not dead).
+    /// Time it finished, ns (0 while not dead); RFC 3339 on the wire.
+    #[serde(with = "crate::util::go_time_serde")]
     pub finished_at: u64,
     /// The most recent events, oldest first.
     pub events: Vec<TaskEvent>,

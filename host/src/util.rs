@@ -110,39 +110,78 @@ pub fn rfc3339(t: std::time::SystemTime) -> String {
         .duration_since(std::time::UNIX_EPOCH)
         .map(|d| d.as_nanos() as u64)
         .unwrap_or(0);
-    rfc3339_nanos(ns)
+    go_time(ns)
 }
 
-/// [`rfc3339`] of a time in nanoseconds since the Unix epoch.
-pub fn rfc3339_nanos(ns: u64) -> String {
-    let (y, m, d, h, mi, s) = utc_datetime(ns);
-    format!("{y:04}-{m:02}-{d:02}T{h:02}:{mi:02}:{s:02}Z")
-}
-
-#[cfg(test)]
-mod rfc3339_tests {
-    #[test]
-    fn formats_utc_times() {
-        let t = |s: u64| std::time::UNIX_EPOCH + std::time::Duration::from_secs(s);
-        assert_eq!(super::rfc3339(t(0)), "1970-01-01T00:00:00Z");
-        assert_eq!(super::rfc3339(t(951_782_400)), "2000-02-29T00:00:00Z");
-        assert_eq!(super::rfc3339(t(1_795_986_808)), "2026-11-29T21:13:28Z");
+/// A time in nanoseconds since the Unix epoch as Go's `time.Time` marshals it: RFC 3339
+/// in UTC with as many fractional digits as it needs; 0 (unset) is Go's zero time,
+/// `0001-01-01T00:00:00Z`, which is what Nomad sends for a time that never happened.
+pub fn go_time(ns: u64) -> String {
+    if ns == 0 {
+        return GO_ZERO_TIME.to_string();
+    }
+    match jiff::Timestamp::from_nanosecond(i128::from(ns)) {
+        Ok(t) => t.to_string(),
+        Err(_) => GO_ZERO_TIME.to_string(),
     }
 }
 
-/// Nanoseconds since the Unix epoch as a UTC civil date and time: `(year, month, day,
-/// hour, minute, second)` (Howard Hinnant's days-to-civil algorithm).
-pub fn utc_datetime(ns: u64) -> (i64, i64, i64, i64, i64, i64) {
-    let secs = (ns / 1_000_000_000) as i64;
-    let (days, rem) = (secs.div_euclid(86_400), secs.rem_euclid(86_400));
-    let z = days + 719_468;
-    let era = z.div_euclid(146_097);
-    let doe = z - era * 146_097;
-    let yoe = (doe - doe / 1460 + doe / 36_524 - doe / 146_096) / 365;
-    let doy = doe - (365 * yoe + yoe / 4 - yoe / 100);
-    let mp = (5 * doy + 2) / 153;
-    let d = doy - (153 * mp + 2) / 5 + 1;
-    let m = if mp < 10 { mp + 3 } else { mp - 9 };
-    let y = yoe + era * 400 + i64::from(m <= 2);
-    (y, m, d, rem / 3600, rem % 3600 / 60, rem % 60)
+/// Go's zero `time.Time` in JSON.
+pub const GO_ZERO_TIME: &str = "0001-01-01T00:00:00Z";
+
+/// An RFC 3339 time as nanoseconds since the Unix epoch; times at or before the epoch
+/// (Go's zero time among them) are 0, unset.
+pub fn parse_go_time(s: &str) -> Option<u64> {
+    let t: jiff::Timestamp = s.parse().ok()?;
+    Some(u64::try_from(t.as_nanosecond()).unwrap_or(0))
+}
+
+/// Serde for times kept as nanoseconds since the epoch and shown as Go's `time.Time`
+/// (RFC 3339). Reading also takes the integer nanoseconds older state files hold.
+pub mod go_time_serde {
+    use serde::{Deserialize, Deserializer, Serializer};
+
+    /// As RFC 3339.
+    pub fn serialize<S: Serializer>(ns: &u64, s: S) -> Result<S::Ok, S::Error> {
+        s.serialize_str(&super::go_time(*ns))
+    }
+
+    /// From RFC 3339 or integer nanoseconds.
+    pub fn deserialize<'de, D: Deserializer<'de>>(d: D) -> Result<u64, D::Error> {
+        #[derive(Deserialize)]
+        #[serde(untagged)]
+        enum Either {
+            Nanos(u64),
+            Text(String),
+        }
+        match Either::deserialize(d)? {
+            Either::Nanos(n) => Ok(n),
+            Either::Text(t) => super::parse_go_time(&t)
+                .ok_or_else(|| serde::de::Error::custom(format!("{t:?} is not an RFC 3339 time"))),
+        }
+    }
+}
+
+/// Now, UTC, formatted with `strftime` directives (e.g. go-metrics' and hclog's formats).
+pub fn format_now(fmt: &str) -> String {
+    jiff::Timestamp::now().strftime(fmt).to_string()
+}
+
+#[cfg(test)]
+mod go_time_tests {
+    use super::*;
+
+    #[test]
+    fn times_are_go_time_json_and_read_back() {
+        assert_eq!(go_time(0), "0001-01-01T00:00:00Z");
+        assert_eq!(go_time(1_795_986_808_000_000_000), "2026-11-29T21:13:28Z");
+        assert_eq!(go_time(1_795_986_808_123_456_789), "2026-11-29T21:13:28.123456789Z");
+        assert_eq!(go_time(1_795_986_808_120_000_000), "2026-11-29T21:13:28.12Z");
+        assert_eq!(parse_go_time("2026-11-29T21:13:28.123456789Z"), Some(1_795_986_808_123_456_789));
+        assert_eq!(parse_go_time("2026-11-29T22:13:28+01:00"), Some(1_795_986_808_000_000_000));
+        assert_eq!(parse_go_time(GO_ZERO_TIME), Some(0));
+        assert_eq!(parse_go_time("yesterday"), None);
+        let t = |s: u64| std::time::UNIX_EPOCH + std::time::Duration::from_secs(s);
+        assert_eq!(rfc3339(t(951_782_400)), "2000-02-29T00:00:00Z");
+    }
 }

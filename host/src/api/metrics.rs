@@ -88,8 +88,7 @@ fn as_json(all: &[Metric]) -> serde_json::Value {
 }
 
 fn humantime_utc() -> String {
-    let (y, m, d, h, mi, sec) = crate::util::utc_datetime(crate::util::now_nanos());
-    format!("{y:04}-{m:02}-{d:02} {h:02}:{mi:02}:{sec:02} +0000 UTC")
+    crate::util::format_now("%Y-%m-%d %H:%M:%S +0000 UTC")
 }
 
 fn prom_name(name: &str) -> String {

@@ -317,11 +317,11 @@ fn print_status(a: &Value) {
         ("Desired Description", s(&a["DesiredDescription"])),
         (
             "Created",
-            format_time(a["CreateTime"].as_u64().unwrap_or(0)),
+            format_time(&a["CreateTime"]),
         ),
         (
             "Modified",
-            format_time(a["ModifyTime"].as_u64().unwrap_or(0)),
+            format_time(&a["ModifyTime"]),
         ),
     ];
     for (k, v) in rows {
@@ -344,7 +344,7 @@ fn print_status(a: &Value) {
         for ev in events.iter().rev() {
             println!(
                 "{:<22}  {:<22}  {}",
-                format_time(ev["Time"].as_u64().unwrap_or(0)),
+                format_time(&ev["Time"]),
                 ev["Type"].as_str().unwrap_or(""),
                 ev["DisplayMessage"].as_str().unwrap_or("")
             );

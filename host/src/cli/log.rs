@@ -70,10 +70,5 @@ where
 
 /// Now, UTC, as hclog writes it: `2006-01-02T15:04:05.000000Z`.
 fn timestamp() -> String {
-    let ns = crate::util::now_nanos();
-    let (y, m, d, h, mi, s) = crate::util::utc_datetime(ns);
-    format!(
-        "{y:04}-{m:02}-{d:02}T{h:02}:{mi:02}:{s:02}.{:06}Z",
-        ns % 1_000_000_000 / 1_000
-    )
+    crate::util::format_now("%Y-%m-%dT%H:%M:%S%.6fZ")
 }

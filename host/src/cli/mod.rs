@@ -166,9 +166,14 @@ pub(crate) fn print_json(v: &serde_json::Value) {
     );
 }
 
-/// Nanoseconds since the epoch as a UTC time, `2006-01-02T15:04:05Z`.
-pub(crate) fn format_time(ns: u64) -> String {
-    crate::util::rfc3339_nanos(ns)
+/// A time from the API as RFC 3339 UTC: integer nanoseconds (Nomad's `int64` times) or
+/// an RFC 3339 string (its `time.Time` fields) alike.
+pub(crate) fn format_time(v: &serde_json::Value) -> String {
+    let ns = match v {
+        serde_json::Value::String(s) => crate::util::parse_go_time(s).unwrap_or(0),
+        other => other.as_u64().unwrap_or(0),
+    };
+    crate::util::go_time(ns)
 }
 
 /// Set up `tracing`: text by default, JSON on request (hclog's keys, as Nomad's

@@ -137,7 +137,7 @@ pub(super) async fn run(cmd: NodeCommand) -> anyhow::Result<i32> {
                 .unwrap_or_default();
             println!(
                 "{:<22}  {:<10} {} ({})",
-                super::format_time(e["Timestamp"].as_u64().unwrap_or(0)),
+                super::format_time(&e["Timestamp"]),
                 s(&e["Subsystem"]),
                 s(&e["Message"]),
                 details.join(", ")

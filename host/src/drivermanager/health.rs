@@ -24,7 +24,8 @@ pub struct DriverInfo {
     /// The driver is healthy.
     pub healthy: bool,
     pub health_description: String,
-    /// When, ns.
+    /// When, ns; RFC 3339 on the wire (Go's `time.Time`).
+    #[serde(with = "crate::util::go_time_serde")]
     pub update_time: u64,
 }
 

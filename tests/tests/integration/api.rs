@@ -50,9 +50,10 @@ async fn a_mock_job_runs_end_to_end_over_http() {
         assert_eq!(three["Events"][3]["Type"], "Terminated");
         assert_eq!(three["Events"][3]["ExitCode"], 3);
         assert_eq!(three["Events"][3]["Details"]["exit_code"], "3");
-        // The task ran for at least its run_for.
-        let started = ok["StartedAt"].as_u64().unwrap();
-        let finished = ok["FinishedAt"].as_u64().unwrap();
+        // The task ran for at least its run_for (times are Go `time.Time`: RFC 3339).
+        let time = |f: &str| paddock::util::parse_go_time(ok[f].as_str().unwrap()).unwrap();
+        let started = time("StartedAt");
+        let finished = time("FinishedAt");
         assert!(
             finished - started >= 250_000_000,
             "ran {} ns",

@@ -47,9 +47,11 @@ async fn run(t: &TestAgent, id: &str, tasks: Vec<Value>) -> Value {
     .await
 }
 
+/// A task state's time field (Go `time.Time`, RFC 3339) in ns.
 fn time(a: &Value, task: &str, field: &str) -> u64 {
     a["TaskStates"][task][field]
-        .as_u64()
+        .as_str()
+        .and_then(paddock::util::parse_go_time)
         .unwrap_or_else(|| panic!("{task}.{field}: {a:#}"))
 }
 
