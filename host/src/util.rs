@@ -175,10 +175,22 @@ mod go_time_tests {
     fn times_are_go_time_json_and_read_back() {
         assert_eq!(go_time(0), "0001-01-01T00:00:00Z");
         assert_eq!(go_time(1_795_986_808_000_000_000), "2026-11-29T21:13:28Z");
-        assert_eq!(go_time(1_795_986_808_123_456_789), "2026-11-29T21:13:28.123456789Z");
-        assert_eq!(go_time(1_795_986_808_120_000_000), "2026-11-29T21:13:28.12Z");
-        assert_eq!(parse_go_time("2026-11-29T21:13:28.123456789Z"), Some(1_795_986_808_123_456_789));
-        assert_eq!(parse_go_time("2026-11-29T22:13:28+01:00"), Some(1_795_986_808_000_000_000));
+        assert_eq!(
+            go_time(1_795_986_808_123_456_789),
+            "2026-11-29T21:13:28.123456789Z"
+        );
+        assert_eq!(
+            go_time(1_795_986_808_120_000_000),
+            "2026-11-29T21:13:28.12Z"
+        );
+        assert_eq!(
+            parse_go_time("2026-11-29T21:13:28.123456789Z"),
+            Some(1_795_986_808_123_456_789)
+        );
+        assert_eq!(
+            parse_go_time("2026-11-29T22:13:28+01:00"),
+            Some(1_795_986_808_000_000_000)
+        );
         assert_eq!(parse_go_time(GO_ZERO_TIME), Some(0));
         assert_eq!(parse_go_time("yesterday"), None);
         let t = |s: u64| std::time::UNIX_EPOCH + std::time::Duration::from_secs(s);

@@ -36,10 +36,7 @@ impl Agent {
             id,
             namespace: &job.namespace,
             job_id: &job.id,
-            job_type: match job.job_type {
-                crate::jobspec::JobType::Service => "service",
-                crate::jobspec::JobType::Batch => "batch",
-            },
+            job_type: job.job_type.as_str(),
             priority: job.priority.clamp(0, 100) as u32,
             groups: job.task_groups.iter().map(|g| g.name.clone()).collect(),
             triggered_by: trigger,
@@ -151,7 +148,9 @@ impl Agent {
         for r in live {
             let (group, index) = r.shared().peek(|a| (a.task_group.clone(), a.index));
             let in_place = previous.is_some_and(|old| updatable_in_place(old, &job, &group))
-                && job.group(&group).is_some_and(|g| index < g.count);
+                && job
+                    .group(&group)
+                    .is_some_and(|g| index < job.placed_count(g));
             if in_place {
                 keep.push((group, index, r));
             } else {
@@ -181,7 +180,7 @@ impl Agent {
         }
         let mut to_place = Vec::new();
         for (gi, group) in job.task_groups.iter().enumerate() {
-            for i in 0..group.count {
+            for i in 0..job.placed_count(group) {
                 if keep.iter().any(|(g, idx, _)| *g == group.name && *idx == i) {
                     continue;
                 }

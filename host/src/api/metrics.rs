@@ -64,8 +64,9 @@ fn as_json(all: &[Metric]) -> serde_json::Value {
             Metric::Gauge(name, labels, v) => gauges.push(json!({
                 "Name": name, "Value": v, "Labels": labels_json(labels),
             })),
+            // go-metrics' `Count` is an `int`: a count goes out as an integer.
             Metric::Counter(name, labels, v) => counters.push(json!({
-                "Name": name, "Count": v, "Sum": v, "Rate": 0.0, "Labels": labels_json(labels),
+                "Name": name, "Count": v.round() as i64, "Sum": v, "Rate": 0.0, "Labels": labels_json(labels),
             })),
             Metric::Histogram(name, labels, buckets, count, sum) => {
                 let b: serde_json::Map<String, serde_json::Value> = LATENCY_BUCKETS

@@ -315,14 +315,8 @@ fn print_status(a: &Value) {
         ("Client Description", s(&a["ClientDescription"])),
         ("Desired Status", s(&a["DesiredStatus"])),
         ("Desired Description", s(&a["DesiredDescription"])),
-        (
-            "Created",
-            format_time(&a["CreateTime"]),
-        ),
-        (
-            "Modified",
-            format_time(&a["ModifyTime"]),
-        ),
+        ("Created", format_time(&a["CreateTime"])),
+        ("Modified", format_time(&a["ModifyTime"])),
     ];
     for (k, v) in rows {
         println!("{k:<19} = {v}");

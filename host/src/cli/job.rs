@@ -259,11 +259,10 @@ fn settled(a: &Value, job_type: crate::jobspec::JobType) -> bool {
         return a["ClientStatus"] == "lost";
     }
     let all_dead = states.iter().all(|s| s["State"] == "dead");
-    match job_type {
-        crate::jobspec::JobType::Batch => all_dead,
-        crate::jobspec::JobType::Service => {
-            all_dead || states.iter().all(|s| s["State"] != "pending")
-        }
+    if job_type.runs_to_completion() {
+        all_dead
+    } else {
+        all_dead || states.iter().all(|s| s["State"] != "pending")
     }
 }
 

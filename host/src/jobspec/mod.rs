@@ -43,6 +43,33 @@ pub enum JobType {
     Service,
     /// Runs to completion.
     Batch,
+    /// Long-running, one allocation per group on every node: here, on this one (`count`
+    /// is ignored, as Nomad ignores it).
+    System,
+    /// Runs to completion, one allocation per group on every node.
+    Sysbatch,
+}
+
+impl JobType {
+    /// The name on the wire.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            JobType::Service => "service",
+            JobType::Batch => "batch",
+            JobType::System => "system",
+            JobType::Sysbatch => "sysbatch",
+        }
+    }
+
+    /// Runs to completion: a task that exits successfully is done, not restarted.
+    pub fn runs_to_completion(self) -> bool {
+        matches!(self, JobType::Batch | JobType::Sysbatch)
+    }
+
+    /// One allocation per group on each node, whatever the group's count.
+    pub fn per_node(self) -> bool {
+        matches!(self, JobType::System | JobType::Sysbatch)
+    }
 }
 
 /// A job.
@@ -245,13 +272,13 @@ impl RestartPolicy {
     pub fn default_for(t: JobType) -> Self {
         const MIN: u64 = 60_000_000_000;
         match t {
-            JobType::Service => Self {
+            JobType::Service | JobType::System => Self {
                 attempts: 2,
                 interval: 30 * MIN,
                 delay: 15_000_000_000,
                 mode: RestartMode::Fail,
             },
-            JobType::Batch => Self {
+            JobType::Batch | JobType::Sysbatch => Self {
                 attempts: 3,
                 interval: 24 * 60 * MIN,
                 delay: 15_000_000_000,
@@ -328,6 +355,16 @@ pub struct Lifecycle {
 }
 
 impl Job {
+    /// How many allocations of `group` this node runs: its `count`, or one for a system or
+    /// sysbatch job, whose `count` Nomad ignores.
+    pub fn placed_count(&self, group: &TaskGroup) -> u32 {
+        if self.job_type.per_node() {
+            1
+        } else {
+            group.count
+        }
+    }
+
     /// Look up a group by name.
     pub fn group(&self, name: &str) -> Option<&TaskGroup> {
         self.task_groups.iter().find(|g| g.name == name)

@@ -73,7 +73,7 @@ impl RestartTracker {
     ) -> Self {
         Self {
             policy,
-            restart_on_success: job_type != JobType::Batch && !ephemeral,
+            restart_on_success: !job_type.runs_to_completion() && !ephemeral,
             interval_start: now,
             count: 0,
             outcome: Outcome::None,

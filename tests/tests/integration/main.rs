@@ -10,6 +10,7 @@ mod client;
 mod devices;
 mod fs;
 mod hooks;
+mod jobs;
 mod lifecycle;
 mod mock;
 mod network;

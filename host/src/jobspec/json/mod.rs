@@ -91,10 +91,14 @@ pub(super) fn job_from_value(v: &Value) -> R<Job> {
     let job_type = match o.string("Type")?.as_deref() {
         None | Some("service") => JobType::Service,
         Some("batch") => JobType::Batch,
+        Some("system") => JobType::System,
+        Some("sysbatch") => JobType::Sysbatch,
         Some(other) => {
             return Err(JobspecError::new(
                 "Job.Type",
-                format!("unsupported job type {other:?} (expected \"service\" or \"batch\")"),
+                format!(
+                    "unsupported job type {other:?} (expected \"service\", \"batch\", \"system\" or \"sysbatch\")"
+                ),
             ));
         }
     };
