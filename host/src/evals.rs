@@ -62,6 +62,12 @@ pub enum Trigger {
     JobDeregister,
     /// One allocation was stopped.
     AllocStop,
+    /// A periodic job launched a child.
+    PeriodicJob,
+    /// A job was evaluated again on request.
+    JobEvaluate,
+    /// The node changed (drain, eligibility, an evaluation of its jobs on request).
+    NodeUpdate,
 }
 
 impl Trigger {
@@ -71,6 +77,9 @@ impl Trigger {
             Trigger::JobRegister => "job-register",
             Trigger::JobDeregister => "job-deregister",
             Trigger::AllocStop => "alloc-stop",
+            Trigger::PeriodicJob => "periodic-job",
+            Trigger::JobEvaluate => "job-register",
+            Trigger::NodeUpdate => "node-update",
         }
     }
 
@@ -79,7 +88,10 @@ impl Trigger {
         match self {
             Trigger::JobRegister => Some("JobRegistered"),
             Trigger::JobDeregister => Some("JobDeregistered"),
-            Trigger::AllocStop => None,
+            Trigger::AllocStop
+            | Trigger::PeriodicJob
+            | Trigger::JobEvaluate
+            | Trigger::NodeUpdate => None,
         }
     }
 }

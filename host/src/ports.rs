@@ -80,7 +80,8 @@ mod tests {
         let job = crate::jobspec::parse_register_request(
             br#"{"Job": {"ID": "j", "TaskGroups": [{"Name": "g", "Tasks": [{"Name": "t", "Driver": "mock"}]}]}}"#,
         )
-        .unwrap();
+        .unwrap()
+        .job;
         let mut g = job.task_groups[0].clone();
         g.networks = vec![Network {
             mode: "host".into(),

@@ -26,20 +26,29 @@ use crate::hookmanager::HookManager;
 use crate::jobspec::Job;
 use crate::runtime::{ComponentSource, Refusal, Runtime, RuntimeOptions};
 use crate::state::{MemState, RedbState, StateDb};
-use crate::structs::{Allocation, ClientStatus, DesiredStatus};
+use crate::structs::{Allocation, DesiredStatus};
 use crate::taskenv::NodeInfo;
 use crate::taskrunner::interfaces::Plugins;
 
+mod dispatch;
+mod jobs;
 mod metrics;
 mod ops;
-mod placement;
+mod periodic;
+mod plan;
+mod register;
 mod views;
+
+pub use jobs::{ChildrenSummary, GroupSummary, JobSummary};
 
 /// Types the agent's results carry.
 pub use crate::devicemanager::DeviceGroupStats;
 pub use crate::drivermanager::types::ResourceUsage;
+pub use dispatch::{DispatchError, DispatchRequest, Dispatched, MAX_PAYLOAD};
 pub use ops::{AllocActionError, AllocStats, ClientStats, TaskUsage, Validation};
-pub use placement::RegisterError;
+pub use periodic::PeriodicError;
+pub use plan::{DesiredUpdates, JobPlan};
+pub use register::{RegisterError, RegisterOptions};
 pub use views::ComponentView;
 
 /// How to start an agent.
@@ -67,36 +76,16 @@ pub struct AgentOptions {
     pub executor_program: Option<PathBuf>,
 }
 
-/// A job as the agent keeps it.
-#[derive(Debug, Clone, Serialize)]
-#[serde(rename_all = "PascalCase")]
-pub struct JobRecord {
-    /// The job.
-    #[serde(flatten)]
-    pub job: Job,
-    /// pending | running | dead.
-    pub status: String,
-    /// Stop requested.
-    pub stop: bool,
-    /// Version, bumped on every change of spec.
-    pub version: u64,
-    /// Index at creation.
-    pub create_index: u64,
-    /// Index of the last change.
-    pub modify_index: u64,
-    /// Index of the last spec change.
-    pub job_modify_index: u64,
-    /// Submission time, ns.
-    pub submit_time: u64,
-}
-
-/// What registering a job returns.
+/// What registering (or deregistering) a job returns.
 #[derive(Debug, Clone, Serialize)]
 pub struct Registered {
-    /// Evaluation id.
+    /// Evaluation id; empty when none was made (a periodic or parameterized job's own
+    /// registration, a deregistration of a job that did not exist).
     pub eval_id: String,
     /// Index of the change.
     pub index: u64,
+    /// The job's modify index after the change.
+    pub job_modify_index: u64,
     /// Allocations placed.
     pub allocs: Vec<String>,
 }
@@ -121,9 +110,11 @@ pub struct Agent {
     /// The IP group ports are reserved on: loopback in dev mode (as Nomad's `-dev` uses
     /// `lo`), else the host's primary address.
     host_ip: String,
-    jobs: RwLock<BTreeMap<(String, String), JobRecord>>,
+    jobs: RwLock<BTreeMap<(String, String), Job>>,
     allocs: RwLock<BTreeMap<String, Arc<AllocRunner>>>,
     restored: RwLock<BTreeMap<String, Allocation>>,
+    /// Launch timers of periodic jobs.
+    periodic: periodic::PeriodicTimers,
     alloc_root: PathBuf,
     _tempdir: Option<tempfile::TempDir>,
 }
@@ -263,6 +254,7 @@ impl Agent {
             jobs: RwLock::new(BTreeMap::new()),
             allocs: RwLock::new(BTreeMap::new()),
             restored: RwLock::new(BTreeMap::new()),
+            periodic: Default::default(),
             _tempdir: tempdir,
         });
         agent.restore()?;
@@ -277,7 +269,6 @@ impl Agent {
         let allocs = self.db.allocs()?;
         let index = self.changes.bump();
         let config = self.runner_config();
-        let mut live_jobs = std::collections::BTreeSet::new();
         let mut restored = 0;
         for mut a in allocs {
             match self.db.task_states(&a.id) {
@@ -299,7 +290,6 @@ impl Agent {
                 self.restored.write().unwrap().insert(a.id.clone(), a);
                 continue;
             }
-            live_jobs.insert((a.namespace.clone(), a.job_id.clone()));
             let stop =
                 (a.desired_status == DesiredStatus::Stop).then(|| a.desired_description.clone());
             let id = a.id.clone();
@@ -312,26 +302,19 @@ impl Agent {
             restored += 1;
         }
         let mut j = self.jobs.write().unwrap();
-        for job in jobs {
-            let key = (job.namespace.clone(), job.id.clone());
-            let status = if live_jobs.contains(&key) {
-                "running"
-            } else {
-                "dead"
-            };
-            j.insert(
-                key,
-                JobRecord {
-                    job,
-                    status: status.into(),
-                    stop: false,
-                    version: 0,
-                    create_index: index,
-                    modify_index: index,
-                    job_modify_index: index,
-                    submit_time: crate::util::now_nanos(),
-                },
-            );
+        for mut job in jobs {
+            // A state file from before jobs kept their indexes: the job counts as created now.
+            if job.state.create_index == 0 {
+                job.state.create_index = index;
+                job.state.modify_index = index;
+                job.state.job_modify_index = index;
+            }
+            j.insert((job.namespace.clone(), job.id.clone()), job);
+        }
+        let periodic: Vec<Job> = j.values().filter(|j| j.is_periodic()).cloned().collect();
+        drop(j);
+        for job in &periodic {
+            self.periodic_job_changed(job);
         }
         if restored > 0 {
             tracing::info!(allocations = restored, "allocations restored");
@@ -363,53 +346,6 @@ impl Agent {
         n
     }
 
-    fn job_runners(&self, namespace: &str, id: &str) -> Vec<Arc<AllocRunner>> {
-        self.allocs
-            .read()
-            .unwrap()
-            .values()
-            .filter(|r| {
-                r.shared()
-                    .peek(|a| a.job_id == id && a.namespace == namespace)
-            })
-            .cloned()
-            .collect()
-    }
-
-    /// A job, with its status derived from its allocations.
-    pub fn job(&self, namespace: &str, id: &str) -> Option<JobRecord> {
-        let mut rec = self
-            .jobs
-            .read()
-            .unwrap()
-            .get(&(namespace.to_string(), id.to_string()))
-            .cloned()?;
-        let allocs = self.job_allocations(namespace, id);
-        rec.status = if rec.stop
-            || allocs
-                .iter()
-                .all(|a| a.is_terminal() || a.client_status == ClientStatus::Lost)
-        {
-            "dead".into()
-        } else if allocs
-            .iter()
-            .any(|a| a.client_status == ClientStatus::Running)
-        {
-            "running".into()
-        } else {
-            "pending".into()
-        };
-        Some(rec)
-    }
-
-    /// All jobs.
-    pub fn jobs(&self) -> Vec<JobRecord> {
-        let keys: Vec<_> = self.jobs.read().unwrap().keys().cloned().collect();
-        keys.iter()
-            .filter_map(|(ns, id)| self.job(ns, id))
-            .collect()
-    }
-
     /// All allocations, live and restored.
     pub fn allocations(&self) -> Vec<Allocation> {
         let mut out: Vec<Allocation> = self
@@ -437,25 +373,6 @@ impl Agent {
         self.allocs.read().unwrap().get(id).cloned()
     }
 
-    /// A job's allocations.
-    pub fn job_allocations(&self, namespace: &str, id: &str) -> Vec<Allocation> {
-        let mut out: Vec<Allocation> = self
-            .job_runners(namespace, id)
-            .iter()
-            .map(|r| r.shared().snapshot())
-            .collect();
-        out.extend(
-            self.restored
-                .read()
-                .unwrap()
-                .values()
-                .filter(|a| a.job_id == id && a.namespace == namespace)
-                .cloned(),
-        );
-        out.sort_by_key(|a| (a.create_index, a.id.clone()));
-        out
-    }
-
     /// Stop one allocation. Returns the evaluation's id and the change index, or `None`
     /// if the allocation is unknown.
     pub fn stop_allocation(&self, id: &str) -> Option<(String, u64)> {
@@ -463,12 +380,7 @@ impl Agent {
         r.stop("alloc stopped by user");
         let job = r.shared().peek(|a| a.job.clone());
         let index = self.changes.bump();
-        let eval = self.evaluate(
-            uuid::Uuid::new_v4().to_string(),
-            &job,
-            crate::evals::Trigger::AllocStop,
-            index,
-        );
+        let eval = self.evaluate(&job, crate::evals::Trigger::AllocStop, index);
         Some((eval, index))
     }
 

@@ -47,7 +47,7 @@ pub enum AllocActionError {
     #[error(transparent)]
     Task(#[from] TaskActionError),
     /// The signal is not one the agent knows.
-    #[error("Signal: unknown signal {0:?}")]
+    #[error("Signal: invalid signal {0:?}: unknown signal name")]
     UnknownSignal(String),
     /// The state DB failed.
     #[error(transparent)]

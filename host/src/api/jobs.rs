@@ -9,8 +9,7 @@ use serde::Deserialize;
 use serde_json::json;
 
 use super::{ApiError, AppState, QueryOptions, with_index};
-use crate::agent::RegisterError;
-use crate::structs::Allocation;
+use crate::agent::{RegisterError, RegisterOptions};
 
 pub(super) fn routes() -> Router<AppState> {
     Router::new()
@@ -24,14 +23,14 @@ pub(super) fn routes() -> Router<AppState> {
         )
         .route("/v1/job/{id}/allocations", get(allocations))
         .route("/v1/job/{id}/summary", get(job_summary))
-        .route("/v1/validate/job", post(validate))
-        .route("/v1/jobs/parse", post(parse))
+        .route("/v1/validate/job", post(validate).put(validate))
+        .route("/v1/jobs/parse", post(parse).put(parse))
 }
 
 async fn register(State(agent): State<AppState>, body: Bytes) -> Result<Response, ApiError> {
-    let job = crate::jobspec::parse_register_request(&body)
+    let req = crate::jobspec::parse_register_request(&body)
         .map_err(|e| ApiError::bad_request(e.to_string()))?;
-    do_register(agent, job)
+    do_register(agent, req)
 }
 
 async fn register_id(
@@ -39,46 +38,71 @@ async fn register_id(
     Path(id): Path<String>,
     body: Bytes,
 ) -> Result<Response, ApiError> {
-    let job = crate::jobspec::parse_register_request(&body)
+    let req = crate::jobspec::parse_register_request(&body)
         .map_err(|e| ApiError::bad_request(e.to_string()))?;
-    if job.id != id {
+    if req.job.id != id {
         return Err(ApiError::bad_request(format!(
             "Job.ID: {:?} does not match the job in the URL ({id:?})",
-            job.id
+            req.job.id
         )));
     }
-    do_register(agent, job)
+    do_register(agent, req)
 }
 
-fn do_register(agent: AppState, job: crate::jobspec::Job) -> Result<Response, ApiError> {
-    let r = agent.register_job(job).map_err(|e| match e {
+/// A registration's refusal as Nomad answers it: a job that cannot be placed as written
+/// is a 400 naming the field; a failed `EnforceIndex` is Nomad's 500 with its message.
+pub(super) fn register_refused(e: RegisterError) -> ApiError {
+    match e {
         RegisterError::Invalid(bad) => ApiError::bad_request(bad.to_string()),
-        RegisterError::State(e) => ApiError::internal(e),
-    })?;
-    Ok(with_index(
-        r.index,
-        &json!({
-            "EvalID": r.eval_id,
-            "EvalCreateIndex": r.index,
-            "JobModifyIndex": r.index,
-            "Warnings": "",
-            "Index": r.index,
-            "LastContact": 0,
-            "KnownLeader": true,
-        }),
-    ))
+        RegisterError::NotFound(m) => ApiError::not_found(m),
+        e @ (RegisterError::IndexConflict { .. } | RegisterError::State(_)) => {
+            ApiError::internal(e)
+        }
+    }
+}
+
+fn do_register(
+    agent: AppState,
+    req: crate::jobspec::RegisterRequest,
+) -> Result<Response, ApiError> {
+    let r = agent
+        .register_job_with(
+            req.job,
+            RegisterOptions {
+                enforce_index: req.enforce_index,
+            },
+        )
+        .map_err(register_refused)?;
+    Ok(with_index(r.index, &register_response(&r)))
+}
+
+/// Nomad's `JobRegisterResponse`.
+pub(super) fn register_response(r: &crate::agent::Registered) -> serde_json::Value {
+    json!({
+        "EvalID": r.eval_id,
+        "EvalCreateIndex": if r.eval_id.is_empty() { 0 } else { r.index },
+        "JobModifyIndex": r.job_modify_index,
+        "Warnings": "",
+        "Index": r.index,
+        "LastContact": 0,
+        "KnownLeader": true,
+    })
 }
 
 /// `POST /v1/validate/job`: the job's structure, then each task's driver: loaded, and its
 /// config accepted by the driver's `validate-config` (configs holding `${...}` are checked
-/// at start, once interpolated).
+/// at start, once interpolated). A body with no job is a 400, as Nomad answers; a job that
+/// does not parse is a 200 listing what is wrong.
 async fn validate(State(agent): State<AppState>, body: Bytes) -> Result<Response, ApiError> {
-    serde_json::from_slice::<serde_json::Value>(&body)
+    let v: serde_json::Value = serde_json::from_slice(&body)
         .map_err(|e| ApiError::bad_request(format!("invalid JSON: {e}")))?;
+    if v.get("Job").is_none_or(serde_json::Value::is_null) {
+        return Err(ApiError::bad_request("Job must be specified"));
+    }
     let (errors, driver_checked) = match crate::jobspec::parse_register_request(&body) {
         Err(e) => (vec![e.to_string()], true),
-        Ok(job) => {
-            let v = agent.validate_job(&job).await;
+        Ok(req) => {
+            let v = agent.validate_job(&req.job).await;
             (v.errors, v.driver_checked)
         }
     };
@@ -89,47 +113,42 @@ async fn validate(State(agent): State<AppState>, body: Bytes) -> Result<Response
     ))
 }
 
-async fn list(State(agent): State<AppState>, Query(q): Query<QueryOptions>) -> Response {
+/// `?meta=true`: include each job's meta in the list.
+#[derive(Deserialize, Default)]
+struct MetaFlag {
+    #[serde(default, deserialize_with = "super::go_bool_opt")]
+    meta: Option<bool>,
+}
+
+async fn list(
+    State(agent): State<AppState>,
+    Query(q): Query<QueryOptions>,
+    Query(lq): Query<MetaFlag>,
+) -> Response {
     let index = q.block(&agent).await;
     let stubs: Vec<_> = agent
         .jobs()
         .into_iter()
-        .filter(|j| q.in_namespace(&j.job.namespace))
-        .filter(|j| q.prefix.as_deref().is_none_or(|p| j.job.id.starts_with(p)))
+        .filter(|j| q.in_namespace(&j.namespace))
+        .filter(|j| q.prefix.as_deref().is_none_or(|p| j.id.starts_with(p)))
         .map(|j| {
-            let allocs = agent.job_allocations(&j.job.namespace, &j.job.id);
-            json!({
-                "ID": j.job.id, "ParentID": "", "Name": j.job.name, "Namespace": j.job.namespace,
-                "Datacenters": j.job.datacenters, "Type": j.job.job_type, "Priority": j.job.priority,
-                "Periodic": false, "ParameterizedJob": false, "Stop": j.stop, "Status": j.status,
-                "StatusDescription": "", "JobSummary": summary(&j.job, &allocs),
-                "CreateIndex": j.create_index, "ModifyIndex": j.modify_index, "JobModifyIndex": j.job_modify_index,
-                "SubmitTime": j.submit_time,
-            })
+            let mut stub = json!({
+                "ID": j.id, "ParentID": j.parent_id, "Name": j.name, "Namespace": j.namespace,
+                "Datacenters": j.datacenters, "NodePool": "default", "Type": j.job_type,
+                "Priority": j.priority, "Periodic": j.is_periodic(),
+                "ParameterizedJob": j.is_parameterized(), "Stop": j.stop, "Status": j.state.status,
+                "StatusDescription": j.state.status_description, "JobSummary": agent.job_summary(&j),
+                "CreateIndex": j.state.create_index, "ModifyIndex": j.state.modify_index,
+                "JobModifyIndex": j.state.job_modify_index, "SubmitTime": j.state.submit_time,
+                "Version": j.state.version,
+            });
+            if lq.meta == Some(true) {
+                stub["Meta"] = json!(j.meta);
+            }
+            stub
         })
         .collect();
     with_index(index, &stubs)
-}
-
-/// Nomad's JobSummary: per group, allocations by client status.
-fn summary(job: &crate::jobspec::Job, allocs: &[Allocation]) -> serde_json::Value {
-    let mut groups = serde_json::Map::new();
-    for g in &job.task_groups {
-        let count = |s: &str| {
-            allocs
-                .iter()
-                .filter(|a| a.task_group == g.name && a.client_status == s)
-                .count()
-        };
-        groups.insert(
-            g.name.clone(),
-            json!({
-                "Queued": 0, "Complete": count("complete"), "Failed": count("failed"), "Running": count("running"),
-                "Starting": count("pending"), "Lost": count("lost"), "Unknown": 0,
-            }),
-        );
-    }
-    json!({ "JobID": job.id, "Namespace": job.namespace, "Summary": groups })
 }
 
 async fn read(
@@ -137,8 +156,8 @@ async fn read(
     Path(id): Path<String>,
     Query(q): Query<QueryOptions>,
 ) -> Result<Response, ApiError> {
-    let (index, _, rec) = q.job(&agent, &id).await?;
-    Ok(with_index(index, &rec))
+    let (index, _, job) = q.job(&agent, &id).await?;
+    Ok(with_index(index, &job))
 }
 
 #[derive(Deserialize)]
@@ -146,32 +165,60 @@ struct DeregisterQuery {
     namespace: Option<String>,
     #[serde(default, deserialize_with = "super::go_bool_opt")]
     purge: Option<bool>,
+    /// Multiregion jobs only.
+    #[serde(default, deserialize_with = "super::go_bool_opt")]
+    #[allow(dead_code)]
+    global: Option<bool>,
+    /// Evaluations are immediate here.
+    #[allow(dead_code)]
+    eval_priority: Option<i64>,
+    #[serde(default, deserialize_with = "super::go_bool_opt")]
+    #[allow(dead_code)]
+    no_shutdown_delay: Option<bool>,
 }
 
+/// `DELETE /v1/job/{id}`: stop (or with `purge`, forget) a job. Deregistering a job that
+/// does not exist is not an error in Nomad: it answers with no evaluation.
 async fn deregister(
     State(agent): State<AppState>,
     Path(id): Path<String>,
     Query(q): Query<DeregisterQuery>,
 ) -> Result<Response, ApiError> {
-    let ns = q.namespace.unwrap_or_else(|| "default".into());
+    let ns = q
+        .namespace
+        .filter(|n| !n.is_empty())
+        .unwrap_or_else(|| "default".into());
     let r = agent
         .deregister_job(&ns, &id, q.purge.unwrap_or(false))
-        .map_err(ApiError::internal)?
-        .ok_or_else(|| ApiError::not_found("job not found"))?;
+        .map_err(ApiError::internal)?;
+    let index = r.index.max(agent.index());
     Ok(with_index(
-        r.index,
-        &json!({ "EvalID": r.eval_id, "EvalCreateIndex": r.index, "JobModifyIndex": r.index, "Index": r.index }),
+        index,
+        &json!({
+            "EvalID": r.eval_id, "EvalCreateIndex": if r.eval_id.is_empty() { 0 } else { r.index },
+            "JobModifyIndex": r.job_modify_index, "VolumeEvalID": "", "VolumeEvalIndex": 0,
+            "Index": index, "LastContact": 0, "KnownLeader": true,
+        }),
     ))
+}
+
+/// `?all=true`: allocations of earlier jobs of the same id too (purged, then registered
+/// again).
+#[derive(Deserialize)]
+struct AllFlag {
+    #[serde(default, deserialize_with = "super::go_bool_opt")]
+    all: Option<bool>,
 }
 
 async fn allocations(
     State(agent): State<AppState>,
     Path(id): Path<String>,
     Query(q): Query<QueryOptions>,
+    Query(aq): Query<AllFlag>,
 ) -> Result<Response, ApiError> {
     let (index, ns, _) = q.job(&agent, &id).await?;
     let stubs: Vec<_> = agent
-        .job_allocations(&ns, &id)
+        .job_allocations(&ns, &id, aq.all.unwrap_or(false))
         .iter()
         .map(super::allocs::stub)
         .collect();
@@ -184,12 +231,8 @@ async fn job_summary(
     Path(id): Path<String>,
     Query(q): Query<QueryOptions>,
 ) -> Result<Response, ApiError> {
-    let (index, ns, record) = q.job(&agent, &id).await?;
-    let mut body = summary(&record.job, &agent.job_allocations(&ns, &id));
-    body["Children"] = json!({ "Pending": 0, "Running": 0, "Dead": 0 });
-    body["CreateIndex"] = json!(record.create_index);
-    body["ModifyIndex"] = json!(record.modify_index);
-    Ok(with_index(index, &body))
+    let (index, _, job) = q.job(&agent, &id).await?;
+    Ok(with_index(index, &agent.job_summary(&job)))
 }
 
 /// `POST /v1/jobs/parse`: `{"JobHCL": "...", "Canonicalize": true}` → the job as API JSON.

@@ -7,6 +7,7 @@ mod client;
 mod evals;
 mod events;
 mod fs;
+mod job_ops;
 mod jobs;
 mod metrics;
 mod node;
@@ -28,6 +29,7 @@ pub type AppState = Arc<Agent>;
 pub fn router(agent: Arc<Agent>) -> Router {
     Router::new()
         .merge(jobs::routes())
+        .merge(job_ops::routes())
         .merge(allocs::routes())
         .merge(fs::routes())
         .merge(client::routes())
@@ -215,7 +217,7 @@ impl QueryOptions {
         &self,
         agent: &Agent,
         id: &str,
-    ) -> Result<(u64, String, crate::agent::JobRecord), ApiError> {
+    ) -> Result<(u64, String, crate::jobspec::Job), ApiError> {
         let index = self.block(agent).await;
         let ns = self.namespace();
         let job = agent

@@ -43,7 +43,7 @@ async fn search(State(agent): State<AppState>, body: Bytes) -> Result<Response, 
         let mut ids: Vec<String> = match *ctx {
             "allocs" => agent.allocations().into_iter().map(|a| a.id).collect(),
             "evals" => agent.evals().list("").into_iter().map(|e| e.id).collect(),
-            "jobs" => agent.jobs().into_iter().map(|j| j.job.id).collect(),
+            "jobs" => agent.jobs().into_iter().map(|j| j.id).collect(),
             _ => vec![agent.node().id],
         };
         ids.retain(|i| i.starts_with(prefix));

@@ -9,7 +9,7 @@ mod hcl;
 mod json;
 
 pub use hcl::{parse_job_hcl, parse_job_hcl_with_vars};
-pub use json::{parse_job_json, parse_register_request};
+pub use json::{RegisterRequest, parse_job_json, parse_register_request};
 
 use std::collections::BTreeMap;
 
@@ -98,6 +98,164 @@ pub struct Job {
     /// Task groups.
     #[serde(rename = "TaskGroups")]
     pub task_groups: Vec<TaskGroup>,
+    /// Launch child jobs on a schedule instead of running this one.
+    #[serde(rename = "Periodic", default)]
+    pub periodic: Option<PeriodicConfig>,
+    /// Run only when dispatched, each dispatch a child job with its own meta and payload.
+    #[serde(rename = "ParameterizedJob", default)]
+    pub parameterized_job: Option<ParameterizedJobConfig>,
+    /// Stopped: its allocations are stopped and no new ones placed.
+    #[serde(rename = "Stop", default)]
+    pub stop: bool,
+    /// The periodic or parameterized job this one was launched from.
+    #[serde(rename = "ParentID", default)]
+    pub parent_id: String,
+    /// Launched by a dispatch of a parameterized job.
+    #[serde(rename = "Dispatched", default)]
+    pub dispatched: bool,
+    /// The idempotency token of the dispatch that launched it.
+    #[serde(rename = "DispatchIdempotencyToken", default)]
+    pub dispatch_idempotency_token: String,
+    /// The dispatch's payload (base64 on the wire).
+    #[serde(rename = "Payload", default, with = "payload_base64")]
+    pub payload: Vec<u8>,
+    /// What the agent keeps about the job beside its spec.
+    #[serde(flatten, default)]
+    pub state: JobState,
+}
+
+/// The fields of a job the agent sets, not the job file (Nomad's server-set job fields).
+/// They are left out when two versions of a job are compared ([`Job::spec_eq`]).
+#[derive(Debug, Clone, PartialEq, Eq, Default, Serialize, Deserialize)]
+pub struct JobState {
+    /// pending | running | dead.
+    #[serde(rename = "Status", default)]
+    pub status: String,
+    /// Why, when it helps.
+    #[serde(rename = "StatusDescription", default)]
+    pub status_description: String,
+    /// Marked stable (`/v1/job/{id}/stable`).
+    #[serde(rename = "Stable", default)]
+    pub stable: bool,
+    /// Version: 0 at the first registration, bumped by every change of spec.
+    #[serde(rename = "Version", default)]
+    pub version: u64,
+    /// Submission time of this version, ns.
+    #[serde(rename = "SubmitTime", default)]
+    pub submit_time: i64,
+    /// Change index when the job (as opposed to this version) was created; a job purged
+    /// and registered again is a new job with a new create index.
+    #[serde(rename = "CreateIndex", default)]
+    pub create_index: u64,
+    /// Index of the last change of any kind.
+    #[serde(rename = "ModifyIndex", default)]
+    pub modify_index: u64,
+    /// Index of the last change of spec.
+    #[serde(rename = "JobModifyIndex", default)]
+    pub job_modify_index: u64,
+}
+
+/// A job's `periodic` block: launch a child job on a schedule (Nomad's `PeriodicConfig`).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct PeriodicConfig {
+    /// Launches happen only while enabled.
+    pub enabled: bool,
+    /// Cron expressions (`cron`, or several in `crons`); the soonest next time wins.
+    pub specs: Vec<String>,
+    /// Skip a launch while a child launched earlier still runs.
+    pub prohibit_overlap: bool,
+    /// The time zone the expressions are read in (an IANA name; `UTC` by default).
+    pub time_zone: String,
+}
+
+impl Serialize for PeriodicConfig {
+    /// Nomad's shape: `Spec` (the first expression, as older clients read it), `Specs`, ...
+    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        use serde::ser::SerializeStruct;
+        let mut st = s.serialize_struct("PeriodicConfig", 6)?;
+        st.serialize_field("Enabled", &self.enabled)?;
+        st.serialize_field("Spec", self.specs.first().map(String::as_str).unwrap_or(""))?;
+        st.serialize_field("Specs", &self.specs)?;
+        st.serialize_field("SpecType", "cron")?;
+        st.serialize_field("ProhibitOverlap", &self.prohibit_overlap)?;
+        st.serialize_field("TimeZone", &self.time_zone)?;
+        st.end()
+    }
+}
+
+impl<'de> Deserialize<'de> for PeriodicConfig {
+    /// From what [`Serialize`] writes (the state DB).
+    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        #[derive(Deserialize)]
+        struct Stored {
+            #[serde(rename = "Enabled", default)]
+            enabled: bool,
+            #[serde(rename = "Spec", default)]
+            spec: String,
+            #[serde(rename = "Specs", default)]
+            specs: Vec<String>,
+            #[serde(rename = "ProhibitOverlap", default)]
+            prohibit_overlap: bool,
+            #[serde(rename = "TimeZone", default)]
+            time_zone: String,
+        }
+        let s = Stored::deserialize(d)?;
+        let mut specs = s.specs;
+        if specs.is_empty() && !s.spec.is_empty() {
+            specs.push(s.spec);
+        }
+        Ok(Self {
+            enabled: s.enabled,
+            specs,
+            prohibit_overlap: s.prohibit_overlap,
+            time_zone: s.time_zone,
+        })
+    }
+}
+
+/// A job's `parameterized` block (Nomad's `ParameterizedJobConfig`).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ParameterizedJobConfig {
+    /// `optional` (default), `required` or `forbidden`.
+    #[serde(rename = "Payload")]
+    pub payload: String,
+    /// Meta keys every dispatch must give.
+    #[serde(rename = "MetaRequired")]
+    pub meta_required: Vec<String>,
+    /// Meta keys a dispatch may give.
+    #[serde(rename = "MetaOptional")]
+    pub meta_optional: Vec<String>,
+}
+
+/// A task's `dispatch_payload` block: where the dispatch's payload is written.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct DispatchPayloadConfig {
+    /// File name, relative to the task's `local/` dir.
+    #[serde(rename = "File")]
+    pub file: String,
+}
+
+/// Bytes as base64 in JSON, as Go encodes a `[]byte`; `null` is empty.
+mod payload_base64 {
+    use base64::Engine;
+    use serde::{Deserialize, Deserializer, Serializer};
+
+    pub fn serialize<S: Serializer>(b: &[u8], s: S) -> Result<S::Ok, S::Error> {
+        if b.is_empty() {
+            return s.serialize_none();
+        }
+        s.serialize_str(&base64::engine::general_purpose::STANDARD.encode(b))
+    }
+
+    pub fn deserialize<'de, D: Deserializer<'de>>(d: D) -> Result<Vec<u8>, D::Error> {
+        let s: Option<String> = Option::deserialize(d)?;
+        match s {
+            None => Ok(Vec::new()),
+            Some(s) => base64::engine::general_purpose::STANDARD
+                .decode(s)
+                .map_err(serde::de::Error::custom),
+        }
+    }
 }
 
 /// A task group.
@@ -211,6 +369,9 @@ pub struct Task {
     /// Templates, rendered by the `template` hook.
     #[serde(rename = "Templates", default)]
     pub templates: Vec<Template>,
+    /// Where a dispatched job's payload is written.
+    #[serde(rename = "DispatchPayload", default)]
+    pub dispatch_payload: Option<DispatchPayloadConfig>,
 }
 
 /// Task resources.
@@ -368,5 +529,30 @@ impl Job {
     /// Look up a group by name.
     pub fn group(&self, name: &str) -> Option<&TaskGroup> {
         self.task_groups.iter().find(|g| g.name == name)
+    }
+
+    /// Whether two jobs have the same spec, whatever the agent recorded about them.
+    pub fn spec_eq(&self, other: &Job) -> bool {
+        let strip = |j: &Job| {
+            let mut j = j.clone();
+            j.state = JobState::default();
+            j
+        };
+        strip(self) == strip(other)
+    }
+
+    /// Launches children on a schedule instead of running.
+    pub fn is_periodic(&self) -> bool {
+        self.periodic.is_some()
+    }
+
+    /// Runs only when dispatched (a dispatched child is not itself parameterized).
+    pub fn is_parameterized(&self) -> bool {
+        self.parameterized_job.is_some() && !self.dispatched
+    }
+
+    /// A job that places no allocations of its own: its children do.
+    pub fn is_parent(&self) -> bool {
+        self.is_periodic() || self.is_parameterized()
     }
 }

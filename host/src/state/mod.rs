@@ -10,6 +10,7 @@
 
 mod commit;
 mod faulty;
+mod kv;
 mod mem;
 mod redb_backend;
 
@@ -20,6 +21,7 @@ use serde::{Deserialize, Serialize};
 
 pub use commit::{CommitOptions, CommitStats};
 pub use faulty::FaultyBackend;
+pub use kv::{KvState, MemState, RedbState};
 pub use mem::MemBackend;
 pub use redb_backend::RedbBackend;
 
@@ -31,7 +33,12 @@ use crate::structs::{Allocation, TaskState};
 ///
 /// - 1: jobs, allocs, task_state, local_state, node.
 /// - 2: adds `processes` (host processes started through the executor, for reattaching).
-pub const SCHEMA_VERSION: u64 = 2;
+/// - 3: adds `job_versions` (the last [`JOB_VERSIONS_KEPT`] versions of each job); jobs carry
+///   their version, indexes and status beside their spec.
+pub const SCHEMA_VERSION: u64 = 3;
+
+/// Versions of a job kept for `/v1/job/{id}/versions` and revert (Nomad keeps six).
+pub const JOB_VERSIONS_KEPT: u64 = 6;
 
 /// Errors of the state DB.
 #[derive(Debug, thiserror::Error)]
@@ -120,10 +127,15 @@ pub trait StateDb: Send + Sync {
     fn delete_process(&self, id: u64) -> Result<(), StateError>;
     /// Every recorded host process.
     fn processes(&self) -> Result<Vec<ProcessRecord>, StateError>;
-    /// Store (or replace) a job.
+    /// Store (or replace) a job, and the record of its version (the oldest version beyond
+    /// [`JOB_VERSIONS_KEPT`] is dropped), in one transaction.
     fn put_job(&self, job: &Job) -> Result<(), StateError>;
-    /// Remove a job.
+    /// Remove a job and its versions.
     fn delete_job(&self, namespace: &str, id: &str) -> Result<(), StateError>;
+    /// Replace the record of one kept version of a job (its stability changed).
+    fn put_job_version(&self, job: &Job) -> Result<(), StateError>;
+    /// The kept versions of a job, newest first.
+    fn job_versions(&self, namespace: &str, id: &str) -> Result<Vec<Job>, StateError>;
     /// All jobs.
     fn jobs(&self) -> Result<Vec<Job>, StateError>;
     /// Store an allocation (its task states are stored separately and ignored here).
@@ -181,7 +193,17 @@ pub(crate) mod tables {
     pub const LOCAL_STATE: &str = "local_state";
     pub const NODE: &str = "node";
     pub const PROCESSES: &str = "processes";
-    pub const ALL: &[&str] = &[META, JOBS, ALLOCS, TASK_STATE, LOCAL_STATE, NODE, PROCESSES];
+    pub const JOB_VERSIONS: &str = "job_versions";
+    pub const ALL: &[&str] = &[
+        META,
+        JOBS,
+        ALLOCS,
+        TASK_STATE,
+        LOCAL_STATE,
+        NODE,
+        PROCESSES,
+        JOB_VERSIONS,
+    ];
 }
 
 /// One write in a transaction.
@@ -204,268 +226,6 @@ pub trait Backend: Send + Sync {
     /// All `(key, value)` whose key starts with `prefix`, in key order.
     fn scan(&self, table: &'static str, prefix: &str)
     -> Result<Vec<(String, Vec<u8>)>, StateError>;
-}
-
-/// The typed state layer over a backend; writes go through the committer (group commit
-/// and de-duplication, see [`commit`]).
-pub struct KvState<B: Backend> {
-    backend: std::sync::Arc<B>,
-    commit: commit::Committer,
-}
-
-impl<B: Backend + 'static> KvState<B> {
-    /// A state layer over `backend`.
-    pub fn with_backend(backend: B, options: CommitOptions) -> Self {
-        let backend = std::sync::Arc::new(backend);
-        Self {
-            commit: commit::Committer::start(backend.clone(), options),
-            backend,
-        }
-    }
-
-    /// The backend (for tests that inject faults).
-    pub fn backend(&self) -> &B {
-        &self.backend
-    }
-
-    /// Write-path counters.
-    pub fn commit_stats(&self) -> &CommitStats {
-        self.commit.stats()
-    }
-}
-
-/// The default state DB: a redb file.
-pub type RedbState = KvState<RedbBackend>;
-/// The in-memory state DB for tests.
-pub type MemState = KvState<MemBackend>;
-
-impl RedbState {
-    /// Open (or create) the state file at `path`, upgrading an older schema.
-    pub fn open(path: &std::path::Path) -> Result<Self, StateError> {
-        Ok(KvState::with_backend(
-            RedbBackend::open(path)?,
-            CommitOptions::default(),
-        ))
-    }
-}
-
-impl MemState {
-    /// A fresh in-memory state.
-    pub fn new() -> Self {
-        KvState::with_backend(MemBackend::default(), CommitOptions::default())
-    }
-}
-
-impl Default for MemState {
-    fn default() -> Self {
-        Self::new()
-    }
-}
-
-fn encode<T: Serialize>(v: &T) -> Vec<u8> {
-    serde_json::to_vec(v).expect("state values are plain data and always serialize")
-}
-
-fn decode<T: DeserializeOwned>(
-    table: &'static str,
-    key: &str,
-    bytes: &[u8],
-) -> Result<T, StateError> {
-    serde_json::from_slice(bytes).map_err(|e| StateError::Decode {
-        table,
-        key: key.to_string(),
-        detail: e.to_string(),
-    })
-}
-
-/// Plugin manager state lives in the node table under `plugins/<manager>/<name>`, beside
-/// the node's identity (no schema change: older agents never read these keys).
-fn plugin_key(manager: &str, name: &str) -> String {
-    format!("plugins/{manager}/{name}")
-}
-
-fn task_key(alloc_id: &str, task: &str) -> String {
-    format!("{alloc_id}/{task}")
-}
-
-impl<B: Backend + 'static> StateDb for KvState<B> {
-    fn put_job(&self, job: &Job) -> Result<(), StateError> {
-        self.commit.write(vec![Op::Put(
-            tables::JOBS,
-            format!("{}/{}", job.namespace, job.id),
-            encode(job),
-        )])
-    }
-
-    fn delete_job(&self, namespace: &str, id: &str) -> Result<(), StateError> {
-        self.commit
-            .write(vec![Op::Delete(tables::JOBS, format!("{namespace}/{id}"))])
-    }
-
-    fn jobs(&self) -> Result<Vec<Job>, StateError> {
-        self.backend
-            .scan(tables::JOBS, "")?
-            .iter()
-            .map(|(k, v)| decode(tables::JOBS, k, v))
-            .collect()
-    }
-
-    fn put_alloc(&self, alloc: &Allocation) -> Result<(), StateError> {
-        let mut a = alloc.clone();
-        a.task_states.clear();
-        let mut stored = serde_json::to_value(&a).expect("allocations serialize");
-        stored["Index"] = serde_json::json!(alloc.index);
-        self.commit.write(vec![Op::Put(
-            tables::ALLOCS,
-            alloc.id.clone(),
-            serde_json::to_vec(&stored).expect("json"),
-        )])
-    }
-
-    fn delete_alloc(&self, id: &str) -> Result<(), StateError> {
-        let prefix = format!("{id}/");
-        self.commit.write(vec![
-            Op::Delete(tables::ALLOCS, id.to_string()),
-            Op::DeletePrefix(tables::TASK_STATE, prefix.clone()),
-            Op::DeletePrefix(tables::LOCAL_STATE, prefix),
-        ])
-    }
-
-    fn allocs(&self) -> Result<Vec<Allocation>, StateError> {
-        let mut out = Vec::new();
-        for (k, v) in self.backend.scan(tables::ALLOCS, "")? {
-            let raw: serde_json::Value = decode(tables::ALLOCS, &k, &v)?;
-            let index = raw.get("Index").and_then(|i| i.as_u64()).unwrap_or(0) as u32;
-            let mut a: Allocation =
-                serde_json::from_value(raw).map_err(|e| StateError::Decode {
-                    table: tables::ALLOCS,
-                    key: k.clone(),
-                    detail: e.to_string(),
-                })?;
-            a.index = index;
-            a.task_states = self.task_states(&a.id)?;
-            out.push(a);
-        }
-        Ok(out)
-    }
-
-    fn put_task_state(
-        &self,
-        alloc_id: &str,
-        task: &str,
-        state: &TaskState,
-    ) -> Result<(), StateError> {
-        self.commit.write(vec![Op::Put(
-            tables::TASK_STATE,
-            task_key(alloc_id, task),
-            encode(state),
-        )])
-    }
-
-    fn task_states(&self, alloc_id: &str) -> Result<BTreeMap<String, TaskState>, StateError> {
-        let prefix = format!("{alloc_id}/");
-        self.backend
-            .scan(tables::TASK_STATE, &prefix)?
-            .into_iter()
-            .map(|(k, v)| {
-                Ok((
-                    k[prefix.len()..].to_string(),
-                    decode(tables::TASK_STATE, &k, &v)?,
-                ))
-            })
-            .collect()
-    }
-
-    fn put_local_state(
-        &self,
-        alloc_id: &str,
-        task: &str,
-        state: &LocalTaskState,
-    ) -> Result<(), StateError> {
-        self.commit.write(vec![Op::Put(
-            tables::LOCAL_STATE,
-            task_key(alloc_id, task),
-            encode(state),
-        )])
-    }
-
-    fn local_state(
-        &self,
-        alloc_id: &str,
-        task: &str,
-    ) -> Result<Option<LocalTaskState>, StateError> {
-        let key = task_key(alloc_id, task);
-        self.backend
-            .get(tables::LOCAL_STATE, &key)?
-            .map(|v| decode(tables::LOCAL_STATE, &key, &v))
-            .transpose()
-    }
-
-    fn put_node_identity(&self, identity: &BTreeMap<String, String>) -> Result<(), StateError> {
-        self.commit.write(vec![Op::Put(
-            tables::NODE,
-            "identity".into(),
-            encode(identity),
-        )])
-    }
-
-    fn node_identity(&self) -> Result<Option<BTreeMap<String, String>>, StateError> {
-        self.backend
-            .get(tables::NODE, "identity")?
-            .map(|v| decode(tables::NODE, "identity", &v))
-            .transpose()
-    }
-
-    fn put_plugin_state(
-        &self,
-        manager: &str,
-        name: &str,
-        state: &serde_json::Value,
-    ) -> Result<(), StateError> {
-        self.commit.write(vec![Op::Put(
-            tables::NODE,
-            plugin_key(manager, name),
-            encode(state),
-        )])
-    }
-
-    fn delete_plugin_state(&self, manager: &str, name: &str) -> Result<(), StateError> {
-        self.commit
-            .write(vec![Op::Delete(tables::NODE, plugin_key(manager, name))])
-    }
-
-    fn plugin_states(
-        &self,
-        manager: &str,
-    ) -> Result<BTreeMap<String, serde_json::Value>, StateError> {
-        let prefix = plugin_key(manager, "");
-        self.backend
-            .scan(tables::NODE, &prefix)?
-            .into_iter()
-            .map(|(k, v)| Ok((k[prefix.len()..].to_string(), decode(tables::NODE, &k, &v)?)))
-            .collect()
-    }
-
-    fn put_process(&self, r: &ProcessRecord) -> Result<(), StateError> {
-        self.commit.write(vec![Op::Put(
-            tables::PROCESSES,
-            format!("{:020}", r.id),
-            encode(r),
-        )])
-    }
-
-    fn delete_process(&self, id: u64) -> Result<(), StateError> {
-        self.commit
-            .write(vec![Op::Delete(tables::PROCESSES, format!("{id:020}"))])
-    }
-
-    fn processes(&self) -> Result<Vec<ProcessRecord>, StateError> {
-        self.backend
-            .scan(tables::PROCESSES, "")?
-            .into_iter()
-            .map(|(k, v)| decode(tables::PROCESSES, &k, &v))
-            .collect()
-    }
 }
 
 /// A plugin manager's stored states, decoded as `T`. What cannot be read or decoded is

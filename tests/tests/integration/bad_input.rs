@@ -68,10 +68,10 @@ async fn bad_input_on_every_kind_of_endpoint_is_a_clear_4xx_and_the_agent_goes_o
         ),
         (
             Method::DELETE,
-            "/v1/job/nope".into(),
+            "/v1/job/nope?purge=maybe".into(),
             vec![],
-            404,
-            "job not found",
+            400,
+            "purge",
         ),
         (
             Method::GET,
@@ -162,7 +162,7 @@ async fn bad_input_on_every_kind_of_endpoint_is_a_clear_4xx_and_the_agent_goes_o
             format!("/v1/client/allocation/{alloc}/signal"),
             br#"{"Signal": "SIGNOPE"}"#.to_vec(),
             400,
-            "unknown signal",
+            "invalid signal",
         ),
         (
             Method::POST,

@@ -206,9 +206,7 @@ async fn the_event_stream_tells_jobs_allocations_and_evaluations_as_they_happen(
     let mut only_allocs_of_ev = open("?topic=Allocation:ev").await;
     let (mut buf, mut buf2) = (String::new(), String::new());
 
-    let r = t
-        .post_job(mock_job("ev", json!({"run_for": "200ms"})))
-        .await;
+    let r = t.post_job(mock_job("ev", json!({"run_for": "60s"}))).await;
     let reg: serde_json::Value = r.json().await.unwrap();
     let job = next_event(&mut all, &mut buf, |e| e["Topic"] == "Job").await;
     assert_eq!(job["Type"], "JobRegistered");
@@ -227,14 +225,9 @@ async fn the_event_stream_tells_jobs_allocations_and_evaluations_as_they_happen(
         e["Payload"]["Allocation"]["ClientStatus"] == "running"
     })
     .await;
-    let done = next_event(&mut only_allocs_of_ev, &mut buf2, |e| {
-        e["Payload"]["Allocation"]["ClientStatus"] == "complete"
-    })
-    .await;
-    assert_eq!(done["Key"], id.as_str());
-    assert!(done["Index"].as_u64().unwrap() > alloc["Index"].as_u64().unwrap());
     // Another job's allocation runs to its end; then ev is deregistered. The filtered
-    // stream's next event is ev's allocation told to stop: nothing of the other job.
+    // stream's next event is ev's allocation told to stop (Nomad tells only allocations
+    // that still run): nothing of the other job.
     let later = t
         .post_job(mock_job("other", json!({"run_for": "10ms"})))
         .await;
@@ -255,6 +248,12 @@ async fn the_event_stream_tells_jobs_allocations_and_evaluations_as_they_happen(
     })
     .await;
     assert_eq!(stop["Payload"]["Allocation"]["DesiredStatus"], "stop");
+    assert!(stop["Index"].as_u64().unwrap() > alloc["Index"].as_u64().unwrap());
+    let done = next_event(&mut only_allocs_of_ev, &mut buf2, |e| {
+        e["Payload"]["Allocation"]["ClientStatus"] == "complete"
+    })
+    .await;
+    assert_eq!(done["Key"], id.as_str());
     let r = t
         .http
         .get(t.url("/v1/event/stream?topic=Nope"))

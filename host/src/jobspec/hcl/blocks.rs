@@ -6,7 +6,10 @@ use hcl::edit::Span;
 use hcl::edit::structure::{Block, Body, Structure};
 use serde_json::{Map, Value};
 
-use super::{BlockSpec, Conv, GROUP_BLOCKS, IGNORED, R, TASK_BLOCKS, TEMPLATE_FIELDS, label, spec};
+use super::{
+    BlockSpec, Conv, GROUP_BLOCKS, IGNORED, JOB_BLOCKS, R, TASK_BLOCKS, TEMPLATE_FIELDS, label,
+    spec,
+};
 
 impl Conv<'_> {
     pub(super) fn job(&mut self, b: &Block) -> R<Value> {
@@ -22,6 +25,17 @@ impl Conv<'_> {
                 Structure::Block(g) if g.ident.as_str() == "group" => {
                     let i = groups.len();
                     groups.push(self.group(g, i)?);
+                }
+                Structure::Block(p) if spec(JOB_BLOCKS, p).is_some() => {
+                    let spec = spec(JOB_BLOCKS, p).expect("matched above");
+                    let value = self.simple_block(
+                        p,
+                        &format!("job.{}", spec.hcl),
+                        &format!("Job.{}", spec.json),
+                        spec.fields,
+                        &[],
+                    )?;
+                    out.insert(spec.json.into(), value);
                 }
                 other => self.common(
                     other,

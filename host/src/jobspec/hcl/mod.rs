@@ -40,10 +40,7 @@ const IGNORED: &[&str] = &[
     "volume_mount",
     "scaling",
     "identity",
-    "dispatch_payload",
     "csi_plugin",
-    "periodic",
-    "parameterized",
     "multiregion",
     "ui",
     "all_at_once",
@@ -108,6 +105,35 @@ const TASK_BLOCKS: &[BlockSpec] = &[
         hcl: "lifecycle",
         json: "Lifecycle",
         fields: &[("hook", "Hook"), ("sidecar", "Sidecar")],
+    },
+    BlockSpec {
+        hcl: "dispatch_payload",
+        json: "DispatchPayload",
+        fields: &[("file", "File")],
+    },
+];
+
+/// Plain blocks inside a `job`.
+const JOB_BLOCKS: &[BlockSpec] = &[
+    BlockSpec {
+        hcl: "periodic",
+        json: "Periodic",
+        fields: &[
+            ("enabled", "Enabled"),
+            ("cron", "Spec"),
+            ("crons", "Specs"),
+            ("prohibit_overlap", "ProhibitOverlap"),
+            ("time_zone", "TimeZone"),
+        ],
+    },
+    BlockSpec {
+        hcl: "parameterized",
+        json: "ParameterizedJob",
+        fields: &[
+            ("payload", "Payload"),
+            ("meta_required", "MetaRequired"),
+            ("meta_optional", "MetaOptional"),
+        ],
     },
 ];
 

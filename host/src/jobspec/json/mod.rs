@@ -19,7 +19,6 @@ type R<T> = Result<T, JobspecError>;
 
 /// Cluster-only or server-side fields accepted and ignored, per object kind.
 const IGNORED_JOB: &[&str] = &[
-    "Stop",
     "ParentID",
     "Dispatched",
     "DispatchIdempotencyToken",
@@ -44,34 +43,52 @@ const IGNORED_JOB: &[&str] = &[
     "Spreads",
     "Update",
     "Multiregion",
-    "Periodic",
-    "ParameterizedJob",
     "Reschedule",
     "Migrate",
     "UI",
     "VersionTag",
 ];
 
-/// Parse a register request body: `{"Job": {...}}` (plus Nomad's optional `EnforceIndex`,
-/// `JobModifyIndex`, `PolicyOverride`, `PreserveCounts`, `EvalPriority`, `Submission`).
-pub fn parse_register_request(body: &[u8]) -> R<Job> {
+/// A register request (`PUT /v1/jobs`, Nomad's `JobRegisterRequest`): the job and the
+/// options that apply on one node.
+#[derive(Debug, Clone)]
+pub struct RegisterRequest {
+    /// The job.
+    pub job: Job,
+    /// `EnforceIndex` with its `JobModifyIndex`: register only if the job's modify index is
+    /// this one (0: only if the job does not exist).
+    pub enforce_index: Option<u64>,
+}
+
+/// Parse a register request body: `{"Job": {...}}` with Nomad's `EnforceIndex` and
+/// `JobModifyIndex`. Its other fields are accepted and do not apply on one node:
+/// `PolicyOverride` (Sentinel), `PreserveCounts`, `EvalPriority` (evaluations are immediate),
+/// `Submission` (the source is not kept), and the write request's `Namespace`, `Region`,
+/// `SecretID` (the token travels in a header) and `IdempotencyToken`.
+pub fn parse_register_request(body: &[u8]) -> R<RegisterRequest> {
     let v: Value = serde_json::from_slice(body)
         .map_err(|e| JobspecError::new("body", format!("invalid JSON: {e}")))?;
     let mut top = Obj::new("body".into(), &v)?;
     let job = top
         .get("Job")
+        .filter(|j| !j.is_null())
         .ok_or_else(|| JobspecError::new("Job", "missing required field"))?;
+    let enforce = top.boolean("EnforceIndex")?.unwrap_or(false);
+    let modify_index = top.uint("JobModifyIndex", u64::MAX)?.unwrap_or(0);
     top.finish(&[
-        "EnforceIndex",
-        "JobModifyIndex",
         "PolicyOverride",
         "PreserveCounts",
         "EvalPriority",
         "Submission",
         "Namespace",
         "Region",
+        "SecretID",
+        "IdempotencyToken",
     ])?;
-    job_from_value(job)
+    Ok(RegisterRequest {
+        job: job_from_value(job)?,
+        enforce_index: enforce.then_some(modify_index),
+    })
 }
 
 /// Parse a job file in JSON: either `{"Job": {...}}` or the bare job object.
@@ -122,6 +139,36 @@ pub(super) fn job_from_value(v: &Value) -> R<Job> {
         })
         .collect::<R<Vec<_>>>()?;
     let meta = o.string_map("Meta")?;
+    let stop = o.boolean("Stop")?.unwrap_or(false);
+    let periodic = periodic_from(o.object("Periodic")?)?;
+    let parameterized_job = parameterized_from(o.object("ParameterizedJob")?)?;
+    if periodic.is_some() || parameterized_job.is_some() {
+        let what = if periodic.is_some() {
+            "Periodic"
+        } else {
+            "ParameterizedJob"
+        };
+        if !job_type.runs_to_completion() {
+            return Err(JobspecError::new(
+                format!("Job.{what}"),
+                format!(
+                    "only batch and sysbatch jobs can be {}, this one is {}",
+                    if periodic.is_some() {
+                        "periodic"
+                    } else {
+                        "parameterized"
+                    },
+                    job_type.as_str()
+                ),
+            ));
+        }
+        if periodic.is_some() && parameterized_job.is_some() {
+            return Err(JobspecError::new(
+                "Job.Periodic",
+                "a job cannot be both periodic and parameterized",
+            ));
+        }
+    }
     let groups_v = o.array("TaskGroups")?;
     if groups_v.is_empty() {
         return Err(JobspecError::new(
@@ -152,7 +199,109 @@ pub(super) fn job_from_value(v: &Value) -> R<Job> {
         datacenters,
         meta,
         task_groups,
+        periodic,
+        parameterized_job,
+        stop,
+        parent_id: String::new(),
+        dispatched: false,
+        dispatch_idempotency_token: String::new(),
+        payload: Vec::new(),
+        state: JobState::default(),
     })
+}
+
+/// A `Periodic` object: its expressions (`Spec`, a string or a list, and `Specs`) parse in
+/// its time zone.
+fn periodic_from(o: Option<Obj<'_>>) -> R<Option<PeriodicConfig>> {
+    let Some(mut o) = o else { return Ok(None) };
+    let path = o.path.clone();
+    let enabled = o.boolean("Enabled")?.unwrap_or(true);
+    let mut specs = Vec::new();
+    match o.get("Spec") {
+        None | Some(Value::Null) => {}
+        Some(Value::String(s)) if s.is_empty() => {}
+        Some(Value::String(s)) => specs.push(s.clone()),
+        Some(Value::Array(a)) => {
+            for (i, v) in a.iter().enumerate() {
+                specs.push(v.as_str().map(str::to_string).ok_or_else(|| {
+                    JobspecError::new(format!("{path}.Spec[{i}]"), "expected a string")
+                })?);
+            }
+        }
+        Some(_) => {
+            return Err(JobspecError::new(
+                format!("{path}.Spec"),
+                "expected a cron expression or a list of them",
+            ));
+        }
+    }
+    for (i, v) in o.array("Specs")?.into_iter().enumerate() {
+        let s = v
+            .as_str()
+            .ok_or_else(|| JobspecError::new(format!("{path}.Specs[{i}]"), "expected a string"))?;
+        if !specs.iter().any(|x| x == s) {
+            specs.push(s.to_string());
+        }
+    }
+    if let Some(t) = o.string("SpecType")?
+        && t != "cron"
+    {
+        return Err(JobspecError::new(
+            format!("{path}.SpecType"),
+            format!("{t:?} is not a spec type (only \"cron\")"),
+        ));
+    }
+    let prohibit_overlap = o.boolean("ProhibitOverlap")?.unwrap_or(false);
+    let time_zone = o
+        .string("TimeZone")?
+        .filter(|t| !t.is_empty())
+        .unwrap_or_else(|| "UTC".into());
+    o.finish(&[])?;
+    crate::cron::Schedule::parse(&specs, &time_zone).map_err(|e| {
+        let field = match e {
+            crate::cron::CronError::TimeZone(_) => "TimeZone",
+            _ => "Spec",
+        };
+        JobspecError::new(format!("{path}.{field}"), e.to_string())
+    })?;
+    Ok(Some(PeriodicConfig {
+        enabled,
+        specs,
+        prohibit_overlap,
+        time_zone,
+    }))
+}
+
+/// A `ParameterizedJob` object.
+fn parameterized_from(o: Option<Obj<'_>>) -> R<Option<ParameterizedJobConfig>> {
+    let Some(mut o) = o else { return Ok(None) };
+    let path = o.path.clone();
+    let payload = o.string("Payload")?.unwrap_or_else(|| "optional".into());
+    if !matches!(payload.as_str(), "optional" | "required" | "forbidden") {
+        return Err(JobspecError::new(
+            format!("{path}.Payload"),
+            format!("{payload:?} is not one of optional, required, forbidden"),
+        ));
+    }
+    let mut keys = |field: &'static str| -> R<Vec<String>> {
+        o.array(field)?
+            .into_iter()
+            .enumerate()
+            .map(|(i, v)| {
+                v.as_str().map(str::to_string).ok_or_else(|| {
+                    JobspecError::new(format!("{path}.{field}[{i}]"), "expected a string")
+                })
+            })
+            .collect()
+    };
+    let meta_required = keys("MetaRequired")?;
+    let meta_optional = keys("MetaOptional")?;
+    o.finish(&[])?;
+    Ok(Some(ParameterizedJobConfig {
+        payload,
+        meta_required,
+        meta_optional,
+    }))
 }
 
 #[cfg(test)]

@@ -14,7 +14,6 @@ const IGNORED_TASK: &[&str] = &[
     "Vault",
     "Consul",
     "Artifacts",
-    "DispatchPayload",
     "VolumeMounts",
     "CSIPluginConfig",
     "Identity",
@@ -124,6 +123,21 @@ pub(super) fn task_from_value(path: &str, v: &Value, group_restart: &RestartPoli
     let leader = o.boolean("Leader")?.unwrap_or(false);
     let shutdown_delay = o.uint("ShutdownDelay", u64::MAX)?.unwrap_or(0);
     let templates = templates_from(&mut o, path)?;
+    let dispatch_payload = match o.object("DispatchPayload")? {
+        None => None,
+        Some(mut d) => {
+            let dpath = d.path.clone();
+            let file = d.string("File")?.unwrap_or_default();
+            d.finish(&[])?;
+            if file.contains("..") || file.starts_with('/') {
+                return Err(JobspecError::new(
+                    format!("{dpath}.File"),
+                    "must be a path inside the task's local/ dir",
+                ));
+            }
+            (!file.is_empty()).then_some(DispatchPayloadConfig { file })
+        }
+    };
     o.finish(IGNORED_TASK)?;
     Ok(Task {
         name,
@@ -141,6 +155,7 @@ pub(super) fn task_from_value(path: &str, v: &Value, group_restart: &RestartPoli
         leader,
         shutdown_delay,
         templates,
+        dispatch_payload,
     })
 }
 

@@ -3,7 +3,7 @@
 use super::*;
 
 fn parse(v: serde_json::Value) -> R<Job> {
-    parse_register_request(serde_json::to_vec(&v).unwrap().as_slice())
+    parse_register_request(serde_json::to_vec(&v).unwrap().as_slice()).map(|r| r.job)
 }
 
 #[test]

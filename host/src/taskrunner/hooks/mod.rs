@@ -1,7 +1,8 @@
 //! The built-in task-runner hooks, one per file, and the one place that orders them.
 //!
-//! Order: `validate` (the driver is loaded) → `task_dir` (directories) → `devices`
-//! (reserve assigned devices, their env) → `logs` (where stdout and stderr go) →
+//! Order: `validate` (the driver is loaded) → `task_dir` (directories) →
+//! `dispatch_payload` (a dispatched job's payload into `local/`) → `devices` (reserve
+//! assigned devices, their env) → `logs` (where stdout and stderr go) →
 //! `shutdown_delay` (kill phase) → the WASM hooks attached to the task, in their
 //! configured order. The task's environment is not a hook: each invocation carries one
 //! env builder that these hooks add to (Nomad's task runner owns its env builder too).
@@ -12,6 +13,7 @@ use super::interfaces::{Plugins, TaskHook, TaskView};
 use crate::allocdir::AllocDir;
 
 pub mod devices;
+pub mod dispatch_payload;
 pub mod logs;
 pub mod shutdown_delay;
 pub mod task_dir;
@@ -23,6 +25,7 @@ pub fn for_task(plugins: &Plugins, dir: &AllocDir, view: TaskView<'_>) -> Vec<Ar
     let mut hooks: Vec<Arc<dyn TaskHook>> = vec![
         Arc::new(validate::ValidateHook::new(plugins.drivers.clone())),
         Arc::new(task_dir::TaskDirHook::new(dir.clone())),
+        Arc::new(dispatch_payload::DispatchPayloadHook),
         Arc::new(devices::DevicesHook::new(plugins.devices.clone())),
         Arc::new(logs::LogsHook::new(plugins.drivers.clone())),
         Arc::new(shutdown_delay::ShutdownDelayHook),

@@ -1,0 +1,219 @@
+//! The agent's jobs as the API shows them: a job with its status derived from its
+//! allocations (or, for a periodic or parameterized job, its children), its kept versions,
+//! its allocations (those of the job as it is now, not of a job of the same id purged
+//! before), and Nomad's job summary.
+
+use std::collections::BTreeMap;
+
+use serde::Serialize;
+
+use super::Agent;
+use crate::jobspec::Job;
+use crate::structs::{Allocation, ClientStatus};
+
+/// Allocations of one group by client status (Nomad's `TaskGroupSummary`).
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "PascalCase")]
+pub struct GroupSummary {
+    /// Waiting to be placed.
+    pub queued: u64,
+    /// Finished successfully.
+    pub complete: u64,
+    /// Failed.
+    pub failed: u64,
+    /// Running.
+    pub running: u64,
+    /// Placed, not running yet.
+    pub starting: u64,
+    /// Lost.
+    pub lost: u64,
+    /// Unknown.
+    pub unknown: u64,
+}
+
+/// A periodic or parameterized job's children by status (Nomad's `JobChildrenSummary`).
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "PascalCase")]
+pub struct ChildrenSummary {
+    /// Children pending.
+    pub pending: u64,
+    /// Children running.
+    pub running: u64,
+    /// Children dead.
+    pub dead: u64,
+}
+
+/// Nomad's `JobSummary`.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "PascalCase")]
+pub struct JobSummary {
+    /// Job id.
+    #[serde(rename = "JobID")]
+    pub job_id: String,
+    /// Namespace.
+    pub namespace: String,
+    /// By group name.
+    pub summary: BTreeMap<String, GroupSummary>,
+    /// Children of a periodic or parameterized job.
+    pub children: ChildrenSummary,
+    /// The job's create index.
+    pub create_index: u64,
+    /// The job's modify index.
+    pub modify_index: u64,
+}
+
+impl Agent {
+    /// A job as it is now, with its status derived from its allocations, or, for a
+    /// periodic or parameterized job, from whether it is stopped.
+    pub fn job(&self, namespace: &str, id: &str) -> Option<Job> {
+        let mut job = self
+            .jobs
+            .read()
+            .unwrap()
+            .get(&(namespace.to_string(), id.to_string()))
+            .cloned()?;
+        job.state.status = self.status_of(&job).into();
+        Some(job)
+    }
+
+    fn status_of(&self, job: &Job) -> &'static str {
+        if job.stop {
+            return "dead";
+        }
+        if job.is_parent() {
+            return "running";
+        }
+        let allocs = self.job_allocations(&job.namespace, &job.id, false);
+        if allocs
+            .iter()
+            .all(|a| a.is_terminal() || a.client_status == ClientStatus::Lost)
+        {
+            "dead"
+        } else if allocs
+            .iter()
+            .any(|a| a.client_status == ClientStatus::Running)
+        {
+            "running"
+        } else {
+            "pending"
+        }
+    }
+
+    /// Every job, by namespace and id.
+    pub fn jobs(&self) -> Vec<Job> {
+        let keys: Vec<_> = self.jobs.read().unwrap().keys().cloned().collect();
+        keys.iter()
+            .filter_map(|(ns, id)| self.job(ns, id))
+            .collect()
+    }
+
+    /// The children of periodic or parameterized job `parent`.
+    pub fn job_children(&self, namespace: &str, parent: &str) -> Vec<Job> {
+        let keys: Vec<_> = self
+            .jobs
+            .read()
+            .unwrap()
+            .iter()
+            .filter(|((ns, _), j)| ns == namespace && j.parent_id == parent)
+            .map(|(k, _)| k.clone())
+            .collect();
+        keys.iter()
+            .filter_map(|(ns, id)| self.job(ns, id))
+            .collect()
+    }
+
+    /// The kept versions of a job, newest first (the current one included).
+    pub fn job_versions(&self, namespace: &str, id: &str) -> Vec<Job> {
+        let mut versions = match self.db.job_versions(namespace, id) {
+            Ok(v) => v,
+            Err(e) => {
+                tracing::warn!(job = id, error = %e, "reading job versions failed");
+                Vec::new()
+            }
+        };
+        if let Some(current) = self.job(namespace, id) {
+            match versions
+                .iter_mut()
+                .find(|v| v.state.version == current.state.version)
+            {
+                Some(v) => *v = current,
+                None => versions.insert(0, current),
+            }
+        }
+        versions
+    }
+
+    /// A job's allocations in placement order: those of the job as registered now, or with
+    /// `all`, those of earlier jobs of the same id too (purged, then registered again).
+    pub fn job_allocations(&self, namespace: &str, id: &str, all: bool) -> Vec<Allocation> {
+        let create_index = self
+            .jobs
+            .read()
+            .unwrap()
+            .get(&(namespace.to_string(), id.to_string()))
+            .map(|j| j.state.create_index);
+        let mine = |a: &Allocation| {
+            a.job_id == id
+                && a.namespace == namespace
+                && (all || create_index.is_none_or(|c| a.job.state.create_index == c))
+        };
+        let mut out: Vec<Allocation> = self
+            .allocs
+            .read()
+            .unwrap()
+            .values()
+            .filter_map(|r| r.shared().peek(|a| mine(a).then(|| a.clone())))
+            .collect();
+        out.extend(
+            self.restored
+                .read()
+                .unwrap()
+                .values()
+                .filter(|a| mine(a))
+                .cloned(),
+        );
+        out.sort_by_key(|a| (a.create_index, a.id.clone()));
+        out
+    }
+
+    /// Nomad's job summary: allocations per group by client status, and for a periodic or
+    /// parameterized job, its children by status.
+    pub fn job_summary(&self, job: &Job) -> JobSummary {
+        let allocs = self.job_allocations(&job.namespace, &job.id, false);
+        let summary = job
+            .task_groups
+            .iter()
+            .map(|g| {
+                let mut s = GroupSummary::default();
+                for a in allocs.iter().filter(|a| a.task_group == g.name) {
+                    match a.client_status {
+                        ClientStatus::Pending => s.starting += 1,
+                        ClientStatus::Running => s.running += 1,
+                        ClientStatus::Complete => s.complete += 1,
+                        ClientStatus::Failed => s.failed += 1,
+                        ClientStatus::Lost => s.lost += 1,
+                    }
+                }
+                (g.name.clone(), s)
+            })
+            .collect();
+        let mut children = ChildrenSummary::default();
+        if job.is_parent() {
+            for c in self.job_children(&job.namespace, &job.id) {
+                match c.state.status.as_str() {
+                    "pending" => children.pending += 1,
+                    "running" => children.running += 1,
+                    _ => children.dead += 1,
+                }
+            }
+        }
+        JobSummary {
+            job_id: job.id.clone(),
+            namespace: job.namespace.clone(),
+            summary,
+            children,
+            create_index: job.state.create_index,
+            modify_index: job.state.modify_index,
+        }
+    }
+}

@@ -1,0 +1,444 @@
+//! Registering, deregistering and versioning jobs: a single node is its own scheduler, so
+//! registering plans the job here ([`super::plan`]) and applies the plan at once, records
+//! the job's new version and its (complete) evaluation, and starts the runners. Every
+//! change of spec is a new version; the last [`crate::state::JOB_VERSIONS_KEPT`] are kept
+//! for `/versions` and revert.
+
+use std::collections::BTreeMap;
+use std::sync::Arc;
+
+use super::plan::Plan;
+use super::{Agent, Registered};
+use crate::allocrunner::AllocRunner;
+use crate::evals::Trigger;
+use crate::jobspec::{Job, JobspecError};
+use crate::state::StateError;
+use crate::structs::{Allocation, ClientStatus, DesiredStatus};
+
+/// Why a job was not registered.
+#[derive(Debug, thiserror::Error)]
+pub enum RegisterError {
+    /// The job cannot be placed as written (a port or device another job holds, a device
+    /// this node lacks); the error names the field.
+    #[error(transparent)]
+    Invalid(#[from] JobspecError),
+    /// `EnforceIndex` was asked and the job's modify index is not the one given (Nomad's
+    /// wording: "Enforcing job modify index ...").
+    #[error("Enforcing job modify index {expected}: {why}")]
+    IndexConflict {
+        /// The index the request expected.
+        expected: u64,
+        /// What was found instead.
+        why: String,
+    },
+    /// The job or version named does not exist.
+    #[error("{0}")]
+    NotFound(String),
+    /// The state DB failed; nothing was placed.
+    #[error(transparent)]
+    State(#[from] StateError),
+}
+
+/// Options of a registration (Nomad's `JobRegisterRequest`).
+#[derive(Debug, Clone, Copy, Default)]
+pub struct RegisterOptions {
+    /// Register only if the job's modify index is this (0: only if the job does not exist).
+    pub enforce_index: Option<u64>,
+}
+
+impl Agent {
+    /// Record the (complete) evaluation of a change to `job`; returns its id.
+    pub(super) fn evaluate(&self, job: &Job, trigger: Trigger, index: u64) -> String {
+        let eval = self.evals.record(crate::evals::EvalRequest {
+            id: uuid::Uuid::new_v4().to_string(),
+            namespace: &job.namespace,
+            job_id: &job.id,
+            job_type: job.job_type.as_str(),
+            priority: job.priority.clamp(0, 100) as u32,
+            groups: job.task_groups.iter().map(|g| g.name.clone()).collect(),
+            triggered_by: trigger,
+            index,
+            node_id: &self.node.read().unwrap().id,
+        });
+        let id = eval.id.clone();
+        let events = &self.changes.events;
+        if events.wanted() {
+            // The job as the API shows it, then its evaluation (Nomad's order).
+            if let Some(event_type) = trigger.job_event() {
+                let record = self
+                    .job(&job.namespace, &job.id)
+                    .map(|r| serde_json::to_value(r).unwrap_or_default())
+                    .unwrap_or_else(|| serde_json::to_value(job).unwrap_or_default());
+                events.publish(|| crate::events::Event {
+                    topic: "Job",
+                    event_type,
+                    key: job.id.clone(),
+                    namespace: job.namespace.clone(),
+                    filter_keys: Vec::new(),
+                    index,
+                    payload: crate::events::Payload::Job(Box::new(record)),
+                });
+            }
+            events.publish(|| crate::events::Event {
+                topic: "Evaluation",
+                event_type: "EvaluationUpdated",
+                key: eval.id.clone(),
+                namespace: job.namespace.clone(),
+                filter_keys: vec![job.id.clone()],
+                index,
+                payload: crate::events::Payload::Evaluation(Box::new(eval)),
+            });
+        }
+        id
+    }
+
+    /// Register (or update) a job and place its allocations.
+    pub fn register_job(self: &Arc<Self>, job: Job) -> Result<Registered, RegisterError> {
+        self.register_job_with(job, RegisterOptions::default())
+    }
+
+    /// [`Agent::register_job`] with Nomad's registration options.
+    pub fn register_job_with(
+        self: &Arc<Self>,
+        job: Job,
+        opts: RegisterOptions,
+    ) -> Result<Registered, RegisterError> {
+        let existing = self
+            .jobs
+            .read()
+            .unwrap()
+            .get(&(job.namespace.clone(), job.id.clone()))
+            .cloned();
+        if let Some(expected) = opts.enforce_index {
+            check_index(expected, existing.as_ref())?;
+        }
+        let plan = self.plan(job)?;
+        self.apply(plan)
+    }
+
+    /// Carry out a plan: store the job (a new version when its spec changed), stop and
+    /// update what the plan says, record the evaluation, and place the new allocations.
+    fn apply(self: &Arc<Self>, plan: Plan) -> Result<Registered, RegisterError> {
+        let spec_changed = plan.spec_changed();
+        let Plan {
+            mut job,
+            existing,
+            keep,
+            destructive,
+            stop,
+            place,
+        } = plan;
+        let index = self.changes.bump();
+        let now = crate::util::now_nanos();
+        job.state = match &existing {
+            Some(e) if !spec_changed => {
+                let mut s = e.state.clone();
+                s.modify_index = index;
+                s
+            }
+            Some(e) => crate::jobspec::JobState {
+                version: e.state.version + 1,
+                create_index: e.state.create_index,
+                modify_index: index,
+                job_modify_index: index,
+                submit_time: now as i64,
+                ..Default::default()
+            },
+            None => crate::jobspec::JobState {
+                version: 0,
+                create_index: index,
+                modify_index: index,
+                job_modify_index: index,
+                submit_time: now as i64,
+                ..Default::default()
+            },
+        };
+        // Keep what the agent knows of the job's lineage (a dispatched or launched child).
+        if let Some(e) = &existing {
+            if job.parent_id.is_empty() {
+                job.parent_id = e.parent_id.clone();
+            }
+            job.dispatched |= e.dispatched;
+            if job.payload.is_empty() {
+                job.payload = e.payload.clone();
+            }
+        }
+        self.db.put_job(&job)?;
+        self.jobs
+            .write()
+            .unwrap()
+            .insert((job.namespace.clone(), job.id.clone()), job.clone());
+        for r in &stop {
+            r.stop(if job.stop {
+                "job stopped"
+            } else {
+                "job updated: not wanted any more"
+            });
+        }
+        for r in &destructive {
+            r.stop("job updated");
+        }
+        self.periodic_job_changed(&job);
+
+        // A periodic or parameterized job is not evaluated itself: its children are.
+        if job.is_parent() {
+            tracing::info!(job = %job.id, namespace = %job.namespace, version = job.state.version, "job registered (launched by its children)");
+            return Ok(Registered {
+                eval_id: String::new(),
+                index,
+                job_modify_index: job.state.job_modify_index,
+                allocs: Vec::new(),
+            });
+        }
+        // Evaluated before its allocations are placed, so the event stream tells them in
+        // Nomad's order: the job, its evaluation, then the allocations.
+        let trigger = if job.stop {
+            Trigger::JobDeregister
+        } else if job.parent_id.is_empty() {
+            Trigger::JobRegister
+        } else if job.dispatched {
+            Trigger::JobRegister
+        } else {
+            Trigger::PeriodicJob
+        };
+        let eval_id = self.evaluate(&job, trigger, index);
+        for k in keep.iter().filter(|k| k.in_place || spec_changed) {
+            k.runner.update(job.clone(), &eval_id);
+        }
+        let config = self.runner_config();
+        let node = &config.node;
+        let mut placed = Vec::new();
+        for p in place {
+            let alloc = Allocation {
+                id: uuid::Uuid::new_v4().to_string(),
+                namespace: job.namespace.clone(),
+                eval_id: eval_id.clone(),
+                name: format!("{}.{}[{}]", job.id, p.group, p.index),
+                node_id: node.id.clone(),
+                node_name: node.name.clone(),
+                job_id: job.id.clone(),
+                job: job.clone(),
+                task_group: p.group,
+                index: p.index,
+                desired_status: DesiredStatus::Run,
+                desired_description: String::new(),
+                client_status: ClientStatus::Pending,
+                client_description: String::new(),
+                task_states: BTreeMap::new(),
+                allocated_resources: crate::structs::AllocatedResources {
+                    shared: crate::structs::AllocatedSharedResources { ports: p.ports },
+                    tasks: p.tasks,
+                },
+                create_index: index,
+                modify_index: index,
+                create_time: now,
+                modify_time: now,
+            };
+            let id = alloc.id.clone();
+            let runner = AllocRunner::new(alloc, &config);
+            self.allocs
+                .write()
+                .unwrap()
+                .insert(id.clone(), runner.clone());
+            tokio::spawn(runner.run());
+            placed.push(id);
+        }
+        tracing::info!(job = %job.id, namespace = %job.namespace, version = job.state.version, placed = placed.len(), kept = keep.len(), stopped = stop.len() + destructive.len(), "job registered");
+        Ok(Registered {
+            eval_id,
+            index,
+            job_modify_index: job.state.job_modify_index,
+            allocs: placed,
+        })
+    }
+
+    /// Evaluate a registered job again (`/v1/job/{id}/evaluate`): the allocations it is
+    /// missing are placed again; one for its parent (periodic or parameterized) is refused.
+    pub fn evaluate_job(
+        self: &Arc<Self>,
+        namespace: &str,
+        id: &str,
+    ) -> Result<Registered, RegisterError> {
+        let job = self
+            .job(namespace, id)
+            .ok_or_else(|| RegisterError::NotFound("job not found".into()))?;
+        if job.is_periodic() {
+            return Err(RegisterError::Invalid(JobspecError::new(
+                "Job",
+                "can't evaluate periodic job",
+            )));
+        }
+        if job.is_parameterized() {
+            return Err(RegisterError::Invalid(JobspecError::new(
+                "Job",
+                "can't evaluate parameterized job",
+            )));
+        }
+        let plan = self.plan_with(job, true)?;
+        self.apply(plan)
+    }
+
+    /// Evaluate every job on the node again (`/v1/node/{id}/evaluate`); returns the
+    /// evaluations made.
+    pub fn evaluate_node(self: &Arc<Self>) -> Vec<String> {
+        self.jobs()
+            .into_iter()
+            .filter(|j| !j.is_parent() && !j.stop)
+            .filter_map(|j| match self.evaluate_job(&j.namespace, &j.id) {
+                Ok(r) => Some(r.eval_id),
+                Err(e) => {
+                    tracing::warn!(job = %j.id, error = %e, "evaluating a job failed");
+                    None
+                }
+            })
+            .collect()
+    }
+
+    /// Stop a job: a new version with `Stop` set, its allocations stopped; with `purge`,
+    /// forget the job and its versions too. A job that does not exist is not an error (as
+    /// in Nomad): nothing happens and no evaluation is made.
+    pub fn deregister_job(
+        self: &Arc<Self>,
+        namespace: &str,
+        id: &str,
+        purge: bool,
+    ) -> Result<Registered, StateError> {
+        let key = (namespace.to_string(), id.to_string());
+        let Some(existing) = self.jobs.read().unwrap().get(&key).cloned() else {
+            return Ok(Registered {
+                eval_id: String::new(),
+                index: 0,
+                job_modify_index: 0,
+                allocs: Vec::new(),
+            });
+        };
+        for r in self.live_runners(namespace, id) {
+            r.stop("job deregistered");
+        }
+        let index = self.changes.bump();
+        let mut job = existing.clone();
+        if purge {
+            self.jobs.write().unwrap().remove(&key);
+            self.db.delete_job(namespace, id)?;
+        } else {
+            job.stop = true;
+            if !existing.stop {
+                job.state.version += 1;
+                job.state.job_modify_index = index;
+                job.state.submit_time = crate::util::now_nanos() as i64;
+            }
+            job.state.modify_index = index;
+            job.state.stable = false;
+            self.db.put_job(&job)?;
+            self.jobs.write().unwrap().insert(key, job.clone());
+        }
+        self.periodic_job_changed(&job);
+        let eval_id = if existing.is_parent() {
+            String::new()
+        } else {
+            self.evaluate(&job, Trigger::JobDeregister, index)
+        };
+        Ok(Registered {
+            eval_id,
+            index,
+            job_modify_index: index,
+            allocs: Vec::new(),
+        })
+    }
+
+    /// Register version `version` of a job again, as a new version. With
+    /// `enforce_prior_version`, only if the job's current version is that one.
+    pub fn revert_job(
+        self: &Arc<Self>,
+        namespace: &str,
+        id: &str,
+        version: u64,
+        enforce_prior_version: Option<u64>,
+    ) -> Result<Registered, RegisterError> {
+        let current = self
+            .job(namespace, id)
+            .ok_or_else(|| RegisterError::NotFound(format!("job {id:?} not found")))?;
+        if let Some(prior) = enforce_prior_version
+            && prior != current.state.version
+        {
+            return Err(RegisterError::IndexConflict {
+                expected: prior,
+                why: format!(
+                    "current job has version {}, not {prior}",
+                    current.state.version
+                ),
+            });
+        }
+        if version == current.state.version {
+            return Err(RegisterError::Invalid(JobspecError::new(
+                "JobVersion",
+                format!("can't revert to current version {version}"),
+            )));
+        }
+        let mut old = self
+            .job_versions(namespace, id)
+            .into_iter()
+            .find(|v| v.state.version == version)
+            .ok_or_else(|| {
+                RegisterError::NotFound(format!(
+                    "job {id:?} in namespace {namespace:?} at version {version} not found"
+                ))
+            })?;
+        old.state = crate::jobspec::JobState::default();
+        self.register_job_with(
+            old,
+            RegisterOptions {
+                enforce_index: Some(current.state.job_modify_index),
+            },
+        )
+    }
+
+    /// Mark version `version` of a job stable or not.
+    pub fn set_job_stable(
+        &self,
+        namespace: &str,
+        id: &str,
+        version: u64,
+        stable: bool,
+    ) -> Result<u64, RegisterError> {
+        let mut v = self
+            .job_versions(namespace, id)
+            .into_iter()
+            .find(|v| v.state.version == version)
+            .ok_or_else(|| {
+                RegisterError::NotFound(format!(
+                    "job {id:?} in namespace {namespace:?} at version {version} not found"
+                ))
+            })?;
+        let index = self.changes.bump();
+        v.state.stable = stable;
+        v.state.modify_index = index;
+        let key = (namespace.to_string(), id.to_string());
+        let current = self.jobs.read().unwrap().get(&key).cloned();
+        match current {
+            Some(mut c) if c.state.version == version => {
+                c.state.stable = stable;
+                c.state.modify_index = index;
+                self.db.put_job(&c)?;
+                self.jobs.write().unwrap().insert(key, c);
+            }
+            _ => self.db.put_job_version(&v)?,
+        }
+        Ok(index)
+    }
+}
+
+/// Nomad's `EnforceIndex` check: 0 means the job must not exist yet.
+fn check_index(expected: u64, existing: Option<&Job>) -> Result<(), RegisterError> {
+    let conflict = |why: String| Err(RegisterError::IndexConflict { expected, why });
+    match existing {
+        None if expected == 0 => Ok(()),
+        None => conflict("job does not exist".into()),
+        Some(_) if expected == 0 => conflict("job already exists".into()),
+        Some(j) if j.state.job_modify_index != expected => conflict(format!(
+            "job exists with conflicting job modify index: {}",
+            j.state.job_modify_index
+        )),
+        Some(_) => Ok(()),
+    }
+}

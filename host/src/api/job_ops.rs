@@ -1,0 +1,237 @@
+//! What else Nomad's tools do to a job: its versions (`/versions`, `/revert`, `/stable`),
+//! a dry run (`/plan`), another evaluation (`/evaluate`), a periodic job's forced launch
+//! (`/periodic/force`) and a parameterized job's dispatch (`/dispatch`).
+
+use std::collections::BTreeMap;
+
+use axum::Router;
+use axum::body::Bytes;
+use axum::extract::{Path, Query, State};
+use axum::response::Response;
+use axum::routing::{get, post};
+use base64::Engine;
+use serde::Deserialize;
+use serde_json::{Value, json};
+
+use super::jobs::{register_refused, register_response};
+use super::{ApiError, AppState, QueryOptions, with_index};
+use crate::agent::{DispatchError, DispatchRequest, PeriodicError};
+
+pub(super) fn routes() -> Router<AppState> {
+    Router::new()
+        .route("/v1/job/{id}/versions", get(versions))
+        .route("/v1/job/{id}/revert", post(revert).put(revert))
+        .route("/v1/job/{id}/stable", post(stable).put(stable))
+        .route("/v1/job/{id}/plan", post(plan).put(plan))
+        .route("/v1/job/{id}/evaluate", post(evaluate).put(evaluate))
+        .route("/v1/job/{id}/periodic/force", post(force).put(force))
+        .route("/v1/job/{id}/dispatch", post(dispatch).put(dispatch))
+}
+
+/// A JSON body, `{}` when empty.
+fn body_json(body: &Bytes) -> Result<Value, ApiError> {
+    if body.iter().all(u8::is_ascii_whitespace) {
+        return Ok(json!({}));
+    }
+    serde_json::from_slice(body).map_err(|e| ApiError::bad_request(format!("invalid JSON: {e}")))
+}
+
+/// A body's unsigned integer field, or a 400 naming it.
+fn uint(v: &Value, field: &str) -> Result<Option<u64>, ApiError> {
+    match &v[field] {
+        Value::Null => Ok(None),
+        x => x
+            .as_u64()
+            .map(Some)
+            .ok_or_else(|| ApiError::bad_request(format!("{field}: expected an unsigned integer"))),
+    }
+}
+
+#[derive(Deserialize)]
+struct DiffsFlag {
+    #[serde(default, deserialize_with = "super::go_bool_opt")]
+    diffs: Option<bool>,
+}
+
+/// `GET /v1/job/{id}/versions[?diffs=true]`: the kept versions, newest first, and each
+/// one's difference from the one before it.
+async fn versions(
+    State(agent): State<AppState>,
+    Path(id): Path<String>,
+    Query(q): Query<QueryOptions>,
+    Query(d): Query<DiffsFlag>,
+) -> Result<Response, ApiError> {
+    let (index, ns, _) = q.job(&agent, &id).await?;
+    let versions = agent.job_versions(&ns, &id);
+    let diffs: Vec<_> = if d.diffs == Some(true) {
+        versions
+            .windows(2)
+            .map(|w| crate::jobdiff::diff(Some(&w[1]), &w[0]))
+            .collect()
+    } else {
+        Vec::new()
+    };
+    Ok(with_index(
+        index,
+        &json!({ "Versions": versions, "Diffs": if diffs.is_empty() { Value::Null } else { json!(diffs) }, "Index": index }),
+    ))
+}
+
+/// `POST /v1/job/{id}/revert`: `{"JobID", "JobVersion", "EnforcePriorVersion"}`.
+async fn revert(
+    State(agent): State<AppState>,
+    Path(id): Path<String>,
+    Query(q): Query<QueryOptions>,
+    body: Bytes,
+) -> Result<Response, ApiError> {
+    let v = body_json(&body)?;
+    let version =
+        uint(&v, "JobVersion")?.ok_or_else(|| ApiError::bad_request("JobVersion: missing"))?;
+    let prior = uint(&v, "EnforcePriorVersion")?;
+    let r = agent
+        .revert_job(&q.namespace(), &id, version, prior)
+        .map_err(register_refused)?;
+    Ok(with_index(r.index, &register_response(&r)))
+}
+
+/// `POST /v1/job/{id}/stable`: `{"JobID", "JobVersion", "Stable"}`.
+async fn stable(
+    State(agent): State<AppState>,
+    Path(id): Path<String>,
+    Query(q): Query<QueryOptions>,
+    body: Bytes,
+) -> Result<Response, ApiError> {
+    let v = body_json(&body)?;
+    let version =
+        uint(&v, "JobVersion")?.ok_or_else(|| ApiError::bad_request("JobVersion: missing"))?;
+    let stable = match &v["Stable"] {
+        Value::Bool(b) => *b,
+        Value::Null => false,
+        _ => return Err(ApiError::bad_request("Stable: expected a boolean")),
+    };
+    let index = agent
+        .set_job_stable(&q.namespace(), &id, version, stable)
+        .map_err(register_refused)?;
+    Ok(with_index(index, &json!({ "Index": index })))
+}
+
+/// `POST /v1/job/{id}/plan`: `{"Job", "Diff", "PolicyOverride"}` → Nomad's
+/// `JobPlanResponse`, without changing anything.
+async fn plan(
+    State(agent): State<AppState>,
+    Path(id): Path<String>,
+    body: Bytes,
+) -> Result<Response, ApiError> {
+    let v = body_json(&body)?;
+    if v.get("Job").is_none_or(Value::is_null) {
+        return Err(ApiError::bad_request("Job must be specified"));
+    }
+    let want_diff = v["Diff"].as_bool().unwrap_or(false);
+    let job = crate::jobspec::parse_job_json(v["Job"].to_string().as_bytes())
+        .map_err(|e| ApiError::bad_request(e.to_string()))?;
+    if job.id != id {
+        return Err(ApiError::bad_request(format!(
+            "Job.ID: {:?} does not match the job in the URL ({id:?})",
+            job.id
+        )));
+    }
+    let p = agent
+        .plan_job(job, want_diff)
+        .map_err(|e| ApiError::bad_request(e.to_string()))?;
+    Ok(with_index(
+        agent.index(),
+        &json!({
+            "JobModifyIndex": p.job_modify_index,
+            "CreatedEvals": [],
+            "Diff": p.diff,
+            "Annotations": { "DesiredTGUpdates": p.desired_updates, "PreemptedAllocs": [] },
+            "FailedTGAllocs": {},
+            "NextPeriodicLaunch": crate::util::go_time(p.next_periodic_launch),
+            "Warnings": "",
+            "Index": agent.index(),
+        }),
+    ))
+}
+
+/// `POST /v1/job/{id}/evaluate`: place the allocations the job is missing.
+async fn evaluate(
+    State(agent): State<AppState>,
+    Path(id): Path<String>,
+    Query(q): Query<QueryOptions>,
+    body: Bytes,
+) -> Result<Response, ApiError> {
+    body_json(&body)?;
+    let r = agent
+        .evaluate_job(&q.namespace(), &id)
+        .map_err(register_refused)?;
+    Ok(with_index(r.index, &register_response(&r)))
+}
+
+/// `POST /v1/job/{id}/periodic/force`: launch a periodic job's child now.
+async fn force(
+    State(agent): State<AppState>,
+    Path(id): Path<String>,
+    Query(q): Query<QueryOptions>,
+) -> Result<Response, ApiError> {
+    let r = agent
+        .force_periodic(&q.namespace(), &id)
+        .map_err(|e| match e {
+            PeriodicError::NotFound => ApiError::not_found("job not found"),
+            PeriodicError::NotPeriodic(_) => ApiError::bad_request(e.to_string()),
+            PeriodicError::Register(e) => register_refused(e),
+        })?;
+    Ok(with_index(
+        r.index,
+        &json!({ "EvalID": r.eval_id, "EvalCreateIndex": r.index, "Index": r.index }),
+    ))
+}
+
+/// `POST /v1/job/{id}/dispatch`: `{"Payload": base64, "Meta": {...}, "IdempotencyToken",
+/// "IdPrefixTemplate"}` → Nomad's `JobDispatchResponse`.
+async fn dispatch(
+    State(agent): State<AppState>,
+    Path(id): Path<String>,
+    Query(q): Query<QueryOptions>,
+    body: Bytes,
+) -> Result<Response, ApiError> {
+    let v = body_json(&body)?;
+    let string = |field: &str| -> Result<String, ApiError> {
+        match &v[field] {
+            Value::Null => Ok(String::new()),
+            Value::String(s) => Ok(s.clone()),
+            _ => Err(ApiError::bad_request(format!("{field}: expected a string"))),
+        }
+    };
+    let payload = match string("Payload")? {
+        p if p.is_empty() => Vec::new(),
+        p => base64::engine::general_purpose::STANDARD
+            .decode(p)
+            .map_err(|e| ApiError::bad_request(format!("Payload: not base64: {e}")))?,
+    };
+    let meta: BTreeMap<String, String> = match &v["Meta"] {
+        Value::Null => BTreeMap::new(),
+        m => serde_json::from_value(m.clone())
+            .map_err(|_| ApiError::bad_request("Meta: expected an object of strings"))?,
+    };
+    let req = DispatchRequest {
+        meta,
+        payload,
+        idempotency_token: string("IdempotencyToken")?,
+        id_prefix_template: string("IdPrefixTemplate")?,
+    };
+    let d = agent
+        .dispatch_job(&q.namespace(), &id, req)
+        .map_err(|e| match e {
+            DispatchError::NotFound => ApiError::not_found("job not found"),
+            DispatchError::Register(e) => register_refused(e),
+            other => ApiError::bad_request(other.to_string()),
+        })?;
+    Ok(with_index(
+        d.index,
+        &json!({
+            "DispatchedJobID": d.job_id, "EvalID": d.eval_id,
+            "EvalCreateIndex": if d.eval_id.is_empty() { 0 } else { d.index },
+            "JobCreateIndex": d.job_create_index, "Index": d.index,
+        }),
+    ))
+}
