@@ -151,6 +151,14 @@ def get_json(url: str, token: str):
         return json.load(r)
 
 
+def alive(pid: int) -> bool:
+    """The process exists and is not a zombie."""
+    try:
+        return Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0] != "Z"
+    except (OSError, IndexError):
+        return False
+
+
 class Agent:
     def __init__(self, binary: Path, cache: Path):
         self.binary = binary
@@ -211,7 +219,52 @@ class Agent:
                 self.proc.wait()
         if self.proc:
             self.log_file.close()
+            self.proc = None
+            self.reap()
         shutil.rmtree(self.data_dir, ignore_errors=True)
+
+    def reap(self) -> None:
+        """Stop what the agent left running: its task executor and the tasks under it.
+
+        Paddock's `run --dev` leaves them when it stops (Nomad's dev mode destroys its
+        allocations on shutdown). They are found as the processes whose command line names
+        this run's data dir, and their descendants.
+        """
+        if not Path("/proc").is_dir():
+            return
+        marker, parents, roots = str(self.data_dir), {}, set()
+        for entry in os.listdir("/proc"):
+            if not entry.isdigit() or int(entry) == os.getpid():
+                continue
+            try:
+                cmdline = Path(f"/proc/{entry}/cmdline").read_bytes().replace(b"\0", b" ")
+                stat = Path(f"/proc/{entry}/stat").read_text()
+            except OSError:
+                continue
+            parents[int(entry)] = int(stat.rsplit(")", 1)[1].split()[1])
+            if marker in cmdline.decode(errors="replace"):
+                roots.add(int(entry))
+        found, grew = set(roots), bool(roots)
+        while grew:
+            more = {pid for pid, ppid in parents.items() if ppid in found} - found
+            found |= more
+            grew = bool(more)
+        if not found:
+            return
+        log(f"the agent left {len(found)} processes running (task executor and tasks); "
+            "stopping them")
+        for sig in (signal.SIGTERM, signal.SIGKILL):
+            for pid in found:
+                try:
+                    os.kill(pid, sig)
+                except ProcessLookupError:
+                    pass
+            deadline = time.monotonic() + 5
+            while time.monotonic() < deadline:
+                found = {pid for pid in found if alive(pid)}
+                if not found:
+                    return
+                time.sleep(0.1)
 
 
 def run_pytest(work: Path, agent: Agent, env_extra: dict[str, str], extra: list[str],
@@ -335,7 +388,7 @@ def main() -> int:
     cache.mkdir(parents=True, exist_ok=True)
     binary = Path(os.environ.get("PADDOCK_AGENT", ROOT / "target" / "debug" / "agent"))
     if not binary.is_file():
-        sys.exit(f"no agent binary at {binary}: build it (`cargo build -p <agent crate>`) "
+        sys.exit(f"no agent binary at {binary}: build it (`cargo build -p paddock --bin agent`) "
                  "or set PADDOCK_AGENT")
 
     version = pinned_version()
@@ -345,6 +398,8 @@ def main() -> int:
     log(f"python-nomad {version} upstream tests from {sdist.name} in {work}")
     env_extra = ensure_deps(cache)
 
+    # Stopped from outside, still stop the agent and what it started.
+    signal.signal(signal.SIGTERM, lambda *_: sys.exit(143))
     junit = cache / "junit.xml"
     junit.unlink(missing_ok=True)
     agent = Agent(binary, cache)
