@@ -320,9 +320,8 @@ def read_junit(junit: Path) -> dict[str, tuple[str, str]]:
             el = case.find(tag)
             if el is not None:
                 outcome = {"error": "error", "failure": "failed", "skipped": "skipped"}[tag]
-                message = (el.get("message") or "").strip()
-                if not message:
-                    message = (el.text or "").strip().splitlines()[-1:] and (el.text or "").strip().splitlines()[-1]
+                text_lines = (el.text or "").strip().splitlines()
+                message = (el.get("message") or "").strip() or (text_lines[-1] if text_lines else "")
                 break
         tid = test_id(case)
         prev = results.get(tid)
