@@ -13,14 +13,19 @@ pub struct Changes {
 
 impl Default for Changes {
     fn default() -> Self {
-        Self {
-            tx: tokio::sync::watch::channel(1).0,
-            events: Default::default(),
-        }
+        Self::new(crate::events::DEFAULT_BUFFER_SIZE)
     }
 }
 
 impl Changes {
+    /// Changes whose event stream keeps the newest `event_buffer_size` events for replay.
+    pub fn new(event_buffer_size: usize) -> Self {
+        Self {
+            tx: tokio::sync::watch::channel(1).0,
+            events: crate::events::EventBroker::new(event_buffer_size),
+        }
+    }
+
     /// Record a change; returns the new index.
     pub fn bump(&self) -> u64 {
         let mut next = 0;

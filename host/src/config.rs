@@ -69,6 +69,16 @@ pub struct AgentConfig {
     pub hook: BTreeMap<String, HookAttach>,
     /// API access control.
     pub acl: AclConfig,
+    /// What Nomad keeps in its `server` block and a single node serves itself.
+    pub server: ServerConfig,
+}
+
+/// The `server` block: the parts of Nomad's server a single node plays.
+#[derive(Debug, Clone, Default, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct ServerConfig {
+    /// Events kept for `/v1/event/stream` replay (Nomad's default 100; 0 keeps none).
+    pub event_buffer_size: Option<usize>,
 }
 
 /// The `acl` block: with a token set, every API request must carry it in `X-Nomad-Token`

@@ -35,11 +35,16 @@ pub struct Evaluation {
     /// Always complete: placement is immediate.
     pub status: String,
     pub status_description: String,
-    /// Groups that could not be placed (none: a refused job is a 400 and no evaluation).
+    /// Groups that could not be placed (the node is not eligible), with Nomad's
+    /// `AllocMetric` of the failure; `null` when everything was placed.
     #[serde(rename = "FailedTGAllocs")]
     pub failed_tg_allocs: Option<BTreeMap<String, serde_json::Value>>,
-    /// Allocations still queued per group (always 0).
+    /// Allocations still queued per group.
     pub queued_allocations: BTreeMap<String, u64>,
+    /// The evaluation the unplaced allocations wait in.
+    pub blocked_eval: String,
+    /// The evaluation this one follows (a blocked one's).
+    pub previous_eval: String,
     /// No deployments on a single node.
     #[serde(rename = "DeploymentID")]
     pub deployment_id: String,
@@ -111,8 +116,25 @@ pub struct EvalRequest<'a> {
     pub triggered_by: Trigger,
     /// The change index.
     pub index: u64,
-    /// This node.
+    /// This node (empty for a job's evaluation, as Nomad leaves it).
     pub node_id: &'a str,
+    /// Allocations that could not be placed, per group.
+    pub failed: &'a BTreeMap<String, u64>,
+    /// The node's datacenter (what a failure's metric names).
+    pub datacenter: &'a str,
+}
+
+/// Nomad's `AllocMetric` of a group none of whose `count` allocations could be placed
+/// because the one node is not eligible: "No nodes were eligible for evaluation".
+pub fn ineligible_metric(datacenter: &str, count: u64) -> serde_json::Value {
+    serde_json::json!({
+        "NodesEvaluated": 0, "NodesFiltered": 0, "NodesInPool": 1,
+        "NodesAvailable": { datacenter: 0 },
+        "ClassFiltered": null, "ConstraintFiltered": null, "NodesExhausted": 0,
+        "ClassExhausted": null, "DimensionExhausted": null, "QuotaExhausted": null,
+        "ResourcesExhausted": null, "Scores": null, "ScoreMetaData": null,
+        "AllocationTime": 0, "CoalescedFailures": count.saturating_sub(1),
+    })
 }
 
 /// The newest evaluations, oldest first.
@@ -120,10 +142,11 @@ pub struct EvalRequest<'a> {
 pub struct EvalBook(RwLock<VecDeque<Evaluation>>);
 
 impl EvalBook {
-    /// Record a completed evaluation; returns it.
+    /// Record a completed evaluation; returns it. With allocations it could not place, a
+    /// blocked evaluation is recorded too, which [`EvalBook::unblock`] completes.
     pub fn record(&self, r: EvalRequest<'_>) -> Evaluation {
         let now = crate::util::now_nanos();
-        let eval = Evaluation {
+        let mut eval = Evaluation {
             id: r.id.clone(),
             namespace: r.namespace.to_string(),
             priority: r.priority,
@@ -136,6 +159,8 @@ impl EvalBook {
             status_description: String::new(),
             failed_tg_allocs: None,
             queued_allocations: r.groups.into_iter().map(|g| (g, 0)).collect(),
+            blocked_eval: String::new(),
+            previous_eval: String::new(),
             deployment_id: String::new(),
             create_index: r.index,
             modify_index: r.index,
@@ -143,11 +168,66 @@ impl EvalBook {
             modify_time: now,
         };
         let mut evals = self.0.write().unwrap();
-        evals.push_back(eval.clone());
+        if !r.failed.is_empty() {
+            for (g, n) in r.failed {
+                eval.queued_allocations.insert(g.clone(), *n);
+            }
+            eval.failed_tg_allocs = Some(
+                r.failed
+                    .iter()
+                    .map(|(g, n)| (g.clone(), ineligible_metric(r.datacenter, *n)))
+                    .collect(),
+            );
+            let blocked = Evaluation {
+                id: uuid::Uuid::new_v4().to_string(),
+                status: "blocked".into(),
+                status_description: "created to place remaining allocations".into(),
+                triggered_by: "queued-allocs".into(),
+                previous_eval: eval.id.clone(),
+                failed_tg_allocs: None,
+                ..eval.clone()
+            };
+            eval.blocked_eval = blocked.id.clone();
+            evals.push_back(eval.clone());
+            evals.push_back(blocked);
+        } else {
+            evals.push_back(eval.clone());
+        }
         while evals.len() > MAX_EVALS {
             evals.pop_front();
         }
         eval
+    }
+
+    /// End the blocked evaluations of a job with `status`: `complete` once its
+    /// allocations were placed after all, `canceled` when the job was stopped. Returns
+    /// them as they are now.
+    pub fn unblock(&self, namespace: &str, job: &str, status: &str, index: u64) -> Vec<Evaluation> {
+        let now = crate::util::now_nanos();
+        let mut out = Vec::new();
+        for e in self.0.write().unwrap().iter_mut() {
+            if e.status == "blocked" && e.namespace == namespace && e.job_id == job {
+                e.status = status.into();
+                e.status_description = String::new();
+                e.modify_index = index;
+                e.modify_time = now;
+                out.push(e.clone());
+            }
+        }
+        out
+    }
+
+    /// Allocations of a job waiting in blocked evaluations, per group.
+    pub fn queued(&self, namespace: &str, job: &str) -> BTreeMap<String, u64> {
+        let mut out = BTreeMap::new();
+        for e in self.0.read().unwrap().iter() {
+            if e.status == "blocked" && e.namespace == namespace && e.job_id == job {
+                for (g, n) in &e.queued_allocations {
+                    *out.entry(g.clone()).or_default() += n;
+                }
+            }
+        }
+        out
     }
 
     /// One evaluation.
@@ -195,6 +275,8 @@ mod tests {
             triggered_by: Trigger::JobRegister,
             index: 7,
             node_id: "n",
+            failed: Box::leak(Box::default()),
+            datacenter: "dc1",
         }
     }
 
@@ -211,5 +293,28 @@ mod tests {
         assert_eq!(book.list("e0100").len(), 5);
         assert!(book.of_job("default", "a").iter().all(|e| e.job_id == "a"));
         assert_eq!(book.of_job("other", "a").len(), 0);
+    }
+
+    #[test]
+    fn unplaced_allocations_wait_in_a_blocked_evaluation_until_unblocked() {
+        let book = EvalBook::default();
+        let failed = BTreeMap::from([("g".to_string(), 3u64)]);
+        let e = book.record(EvalRequest {
+            failed: &failed,
+            ..req("e1", "a")
+        });
+        assert_eq!(e.queued_allocations["g"], 3);
+        let metric = &e.failed_tg_allocs.as_ref().unwrap()["g"];
+        assert_eq!(metric["CoalescedFailures"], 2);
+        assert_eq!(metric["NodesAvailable"]["dc1"], 0);
+        let blocked = book.get(&e.blocked_eval).unwrap();
+        assert_eq!(blocked.status, "blocked");
+        assert_eq!(blocked.previous_eval, "e1");
+        assert_eq!(book.queued("default", "a")["g"], 3);
+        let done = book.unblock("default", "a", "complete", 9);
+        assert_eq!(done.len(), 1);
+        assert_eq!(book.get(&e.blocked_eval).unwrap().status, "complete");
+        assert!(book.unblock("default", "a", "complete", 10).is_empty());
+        assert!(book.queued("default", "a").is_empty());
     }
 }

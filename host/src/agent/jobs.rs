@@ -88,7 +88,12 @@ impl Agent {
             .iter()
             .all(|a| a.is_terminal() || a.client_status == ClientStatus::Lost)
         {
-            "dead"
+            // Allocations waiting for the node to be eligible again keep the job pending.
+            if self.evals.queued(&job.namespace, &job.id).is_empty() {
+                "dead"
+            } else {
+                "pending"
+            }
         } else if allocs
             .iter()
             .any(|a| a.client_status == ClientStatus::Running)
@@ -180,11 +185,15 @@ impl Agent {
     /// parameterized job, its children by status.
     pub fn job_summary(&self, job: &Job) -> JobSummary {
         let allocs = self.job_allocations(&job.namespace, &job.id, false);
+        let queued = self.evals.queued(&job.namespace, &job.id);
         let summary = job
             .task_groups
             .iter()
             .map(|g| {
-                let mut s = GroupSummary::default();
+                let mut s = GroupSummary {
+                    queued: queued.get(&g.name).copied().unwrap_or(0),
+                    ..Default::default()
+                };
                 for a in allocs.iter().filter(|a| a.task_group == g.name) {
                     match a.client_status {
                         ClientStatus::Pending => s.starting += 1,

@@ -4,7 +4,7 @@
 //! manager or a runner.
 //!
 //! A single node is its own scheduler: registering a job places `count` allocations of
-//! each group here at once (`placement.rs`). Re-registering an identical job changes
+//! each group here at once (`plan.rs` decides, `register.rs` carries it out). Re-registering an identical job changes
 //! nothing; a changed job updates in place what no task sees and replaces the rest.
 //! `ops.rs` acts on running allocations, `metrics.rs` collects the metrics model,
 //! `views.rs` shows the node and its components.
@@ -31,6 +31,7 @@ use crate::taskenv::NodeInfo;
 use crate::taskrunner::interfaces::Plugins;
 
 mod dispatch;
+mod drain;
 mod jobs;
 mod metrics;
 mod ops;
@@ -45,11 +46,14 @@ pub use jobs::{ChildrenSummary, GroupSummary, JobSummary};
 pub use crate::devicemanager::DeviceGroupStats;
 pub use crate::drivermanager::types::ResourceUsage;
 pub use dispatch::{DispatchError, DispatchRequest, Dispatched, MAX_PAYLOAD};
+pub use drain::{
+    DrainMetadata, DrainSpec, DrainStrategy, NodeScheduling, NodeUpdate, NodeUpdateError,
+};
 pub use ops::{AllocActionError, AllocStats, ClientStats, TaskUsage, Validation};
 pub use periodic::PeriodicError;
 pub use plan::{DesiredUpdates, JobPlan};
 pub use register::{RegisterError, RegisterOptions};
-pub use views::ComponentView;
+pub use views::{ComponentView, NodeResourcesView, NodeView};
 
 /// How to start an agent.
 #[derive(Debug, Clone, Default)]
@@ -106,6 +110,12 @@ pub struct Agent {
     /// The API token every request must carry, if set (`acl { token = ... }`).
     acl_token: Option<String>,
     node: RwLock<NodeInfo>,
+    /// The node's recent events, shared with the driver and device managers.
+    node_events: Arc<crate::node::NodeEvents>,
+    /// Eligibility and drain.
+    scheduling: RwLock<drain::NodeScheduling>,
+    /// Bumped by each drain request; a drain in progress ends when it is superseded.
+    drain_generation: std::sync::atomic::AtomicU64,
     host_attributes: BTreeMap<String, String>,
     /// The IP group ports are reserved on: loopback in dev mode (as Nomad's `-dev` uses
     /// `lo`), else the host's primary address.
@@ -199,7 +209,7 @@ impl Agent {
             node_events.clone(),
             Some(db.clone()),
         );
-        let devices = DeviceManager::new(runtime.clone(), node_events, Some(db.clone()));
+        let devices = DeviceManager::new(runtime.clone(), node_events.clone(), Some(db.clone()));
         drivers.fingerprint_all().await;
         devices.fingerprint_all().await;
         let interval = opts.fingerprint_interval.unwrap_or(Duration::from_secs(30));
@@ -236,12 +246,20 @@ impl Agent {
             devices,
             db,
             evals: Default::default(),
-            changes: Arc::new(Changes::default()),
+            changes: Arc::new(Changes::new(
+                opts.config
+                    .server
+                    .event_buffer_size
+                    .unwrap_or(crate::events::DEFAULT_BUFFER_SIZE),
+            )),
             alloc_root: data_dir.join("alloc"),
             data_dir,
             refusals: refusals.iter().map(|r| r.to_string()).collect(),
             acl_token: opts.config.acl.token.clone().filter(|t| !t.is_empty()),
             node: RwLock::new(node),
+            node_events,
+            scheduling: RwLock::new(Default::default()),
+            drain_generation: Default::default(),
             host_ip: if opts.dev {
                 "127.0.0.1".into()
             } else {
@@ -258,6 +276,18 @@ impl Agent {
             _tempdir: tempdir,
         });
         agent.restore()?;
+        let scheduling = agent.load_scheduling();
+        let draining = scheduling.drain.is_some();
+        *agent.scheduling.write().unwrap() = scheduling;
+        if draining {
+            // A drain the last run did not finish goes on.
+            let generation = agent
+                .drain_generation
+                .fetch_add(1, std::sync::atomic::Ordering::SeqCst)
+                + 1;
+            let a = agent.clone();
+            tokio::spawn(async move { a.run_drain(generation).await });
+        }
         Ok(agent)
     }
 

@@ -279,6 +279,41 @@ impl Agent {
         Ok(true)
     }
 
+    /// Nomad's forced garbage collection (`nomad system gc`): every finished allocation,
+    /// then every dead job (stopped, or with all its work finished) that is not the
+    /// parent of a live child, with its versions. Returns the jobs collected.
+    pub async fn system_gc(self: &std::sync::Arc<Self>) -> Result<Vec<String>, AllocActionError> {
+        self.gc_all().await?;
+        let jobs = self.jobs();
+        let live_parent = |j: &crate::jobspec::Job| {
+            jobs.iter().any(|c| {
+                c.namespace == j.namespace && c.parent_id == j.id && c.state.status != "dead"
+            })
+        };
+        let dead: Vec<(String, String)> = jobs
+            .iter()
+            .filter(|j| j.state.status == "dead" && !live_parent(j))
+            .filter(|j| !j.is_parent() || j.stop)
+            .map(|j| (j.namespace.clone(), j.id.clone()))
+            .collect();
+        let mut collected = Vec::new();
+        for (ns, id) in dead {
+            let Some(job) = self.jobs.write().unwrap().remove(&(ns.clone(), id.clone())) else {
+                continue;
+            };
+            self.db.delete_job(&ns, &id)?;
+            let mut stopped = job;
+            stopped.stop = true;
+            self.periodic_job_changed(&stopped);
+            collected.push(id);
+        }
+        if !collected.is_empty() {
+            self.changes.bump();
+            tracing::info!(jobs = ?collected, "garbage collection purged dead jobs");
+        }
+        Ok(collected)
+    }
+
     /// Collect every finished allocation.
     pub async fn gc_all(&self) -> Result<(), AllocActionError> {
         let done: Vec<String> = self

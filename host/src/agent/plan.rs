@@ -43,6 +43,9 @@ pub(super) struct Plan {
     /// Stopped and not replaced.
     pub stop: Vec<Arc<AllocRunner>>,
     pub place: Vec<Placement>,
+    /// Allocations that cannot be placed, per group: the node is not eligible for
+    /// scheduling. They wait in a blocked evaluation.
+    pub blocked: BTreeMap<String, u64>,
 }
 
 /// What a plan would do (the body of Nomad's `JobPlanResponse`).
@@ -57,6 +60,8 @@ pub struct JobPlan {
     pub desired_updates: BTreeMap<String, DesiredUpdates>,
     /// A periodic job's next launch, ns since the epoch (0: none).
     pub next_periodic_launch: u64,
+    /// Groups with allocations that cannot be placed, and how many.
+    pub failed: BTreeMap<String, u64>,
 }
 
 /// Per group, what a plan does (Nomad's `DesiredUpdates`).
@@ -110,6 +115,9 @@ impl Plan {
         for r in &self.stop {
             out.entry(group_of(r)).or_default().stop += 1;
         }
+        for (g, n) in &self.blocked {
+            out.entry(g.clone()).or_default().place += n;
+        }
         // A destructive update re-places at the same index: count it once.
         for p in &self.place {
             let replaced = self.destructive.iter().any(|r| {
@@ -159,6 +167,7 @@ impl Agent {
             destructive: Vec::new(),
             stop: Vec::new(),
             place: Vec::new(),
+            blocked: BTreeMap::new(),
         };
         // A stopped job, or one whose children do the work, runs nothing of its own.
         if plan.job.stop || plan.job.is_parent() {
@@ -229,6 +238,7 @@ impl Agent {
         } else {
             Vec::new()
         };
+        let eligible = self.eligible();
         for (gi, group) in plan.job.task_groups.iter().enumerate() {
             for i in 0..plan.job.placed_count(group) {
                 if plan
@@ -237,6 +247,10 @@ impl Agent {
                     .any(|k| k.group == group.name && k.index == i)
                     || completed.iter().any(|(g, x)| *g == group.name && *x == i)
                 {
+                    continue;
+                }
+                if !eligible {
+                    *plan.blocked.entry(group.name.clone()).or_default() += 1;
                     continue;
                 }
                 let path = format!("Job.TaskGroups[{gi}]");
@@ -297,6 +311,7 @@ impl Agent {
                 plan.desired_updates()
             },
             next_periodic_launch,
+            failed: plan.blocked.clone(),
         })
     }
 

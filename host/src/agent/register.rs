@@ -49,6 +49,20 @@ pub struct RegisterOptions {
 impl Agent {
     /// Record the (complete) evaluation of a change to `job`; returns its id.
     pub(super) fn evaluate(&self, job: &Job, trigger: Trigger, index: u64) -> String {
+        self.evaluate_placing(job, trigger, index, &BTreeMap::new())
+    }
+
+    /// [`Agent::evaluate`] of a change that left `failed` allocations (per group)
+    /// unplaced: they wait in a blocked evaluation. One that placed everything completes
+    /// the job's blocked evaluations.
+    pub(super) fn evaluate_placing(
+        &self,
+        job: &Job,
+        trigger: Trigger,
+        index: u64,
+        failed: &BTreeMap<String, u64>,
+    ) -> String {
+        let node = self.node.read().unwrap();
         let eval = self.evals.record(crate::evals::EvalRequest {
             id: uuid::Uuid::new_v4().to_string(),
             namespace: &job.namespace,
@@ -58,8 +72,24 @@ impl Agent {
             groups: job.task_groups.iter().map(|g| g.name.clone()).collect(),
             triggered_by: trigger,
             index,
-            node_id: &self.node.read().unwrap().id,
+            // Nomad names the node only in the evaluations a node's change made.
+            node_id: if trigger == Trigger::NodeUpdate {
+                &node.id
+            } else {
+                ""
+            },
+            failed,
+            datacenter: &node.datacenter,
         });
+        drop(node);
+        let mut changed = vec![eval.clone()];
+        if !eval.blocked_eval.is_empty() {
+            changed.extend(self.evals.get(&eval.blocked_eval));
+        } else if trigger != Trigger::AllocStop {
+            // (Stopping one allocation places nothing: blocked work stays blocked.)
+            let status = if job.stop { "canceled" } else { "complete" };
+            changed.extend(self.evals.unblock(&job.namespace, &job.id, status, index));
+        }
         let id = eval.id.clone();
         let events = &self.changes.events;
         if events.wanted() {
@@ -79,15 +109,17 @@ impl Agent {
                     payload: crate::events::Payload::Job(Box::new(record)),
                 });
             }
-            events.publish(|| crate::events::Event {
-                topic: "Evaluation",
-                event_type: "EvaluationUpdated",
-                key: eval.id.clone(),
-                namespace: job.namespace.clone(),
-                filter_keys: vec![job.id.clone()],
-                index,
-                payload: crate::events::Payload::Evaluation(Box::new(eval)),
-            });
+            for eval in changed {
+                events.publish(|| crate::events::Event {
+                    topic: "Evaluation",
+                    event_type: "EvaluationUpdated",
+                    key: eval.id.clone(),
+                    namespace: job.namespace.clone(),
+                    filter_keys: vec![job.id.clone()],
+                    index,
+                    payload: crate::events::Payload::Evaluation(Box::new(eval)),
+                });
+            }
         }
         id
     }
@@ -113,12 +145,17 @@ impl Agent {
             check_index(expected, existing.as_ref())?;
         }
         let plan = self.plan(job)?;
-        self.apply(plan)
+        self.apply(plan, None)
     }
 
     /// Carry out a plan: store the job (a new version when its spec changed), stop and
     /// update what the plan says, record the evaluation, and place the new allocations.
-    fn apply(self: &Arc<Self>, plan: Plan) -> Result<Registered, RegisterError> {
+    /// `trigger` overrides what the evaluation says triggered it (an evaluation asked for).
+    fn apply(
+        self: &Arc<Self>,
+        plan: Plan,
+        trigger: Option<Trigger>,
+    ) -> Result<Registered, RegisterError> {
         let spec_changed = plan.spec_changed();
         let Plan {
             mut job,
@@ -127,6 +164,7 @@ impl Agent {
             destructive,
             stop,
             place,
+            blocked,
         } = plan;
         let index = self.changes.bump();
         let now = crate::util::now_nanos();
@@ -192,16 +230,16 @@ impl Agent {
         }
         // Evaluated before its allocations are placed, so the event stream tells them in
         // Nomad's order: the job, its evaluation, then the allocations.
-        let trigger = if job.stop {
+        let trigger = if let Some(t) = trigger {
+            t
+        } else if job.stop {
             Trigger::JobDeregister
-        } else if job.parent_id.is_empty() {
-            Trigger::JobRegister
-        } else if job.dispatched {
-            Trigger::JobRegister
-        } else {
+        } else if !job.parent_id.is_empty() && !job.dispatched {
             Trigger::PeriodicJob
+        } else {
+            Trigger::JobRegister
         };
-        let eval_id = self.evaluate(&job, trigger, index);
+        let eval_id = self.evaluate_placing(&job, trigger, index, &blocked);
         for k in keep.iter().filter(|k| k.in_place || spec_changed) {
             k.runner.update(job.clone(), &eval_id);
         }
@@ -259,6 +297,16 @@ impl Agent {
         namespace: &str,
         id: &str,
     ) -> Result<Registered, RegisterError> {
+        self.evaluate_job_with(namespace, id, Trigger::JobEvaluate)
+    }
+
+    /// [`Agent::evaluate_job`], saying what triggered it.
+    fn evaluate_job_with(
+        self: &Arc<Self>,
+        namespace: &str,
+        id: &str,
+        trigger: Trigger,
+    ) -> Result<Registered, RegisterError> {
         let job = self
             .job(namespace, id)
             .ok_or_else(|| RegisterError::NotFound("job not found".into()))?;
@@ -275,20 +323,22 @@ impl Agent {
             )));
         }
         let plan = self.plan_with(job, true)?;
-        self.apply(plan)
+        self.apply(plan, Some(trigger))
     }
 
-    /// Evaluate every job on the node again (`/v1/node/{id}/evaluate`); returns the
-    /// evaluations made.
+    /// Evaluate every job on the node again (`/v1/node/{id}/evaluate`, and when the node
+    /// becomes eligible); returns the evaluations made.
     pub fn evaluate_node(self: &Arc<Self>) -> Vec<String> {
         self.jobs()
             .into_iter()
             .filter(|j| !j.is_parent() && !j.stop)
-            .filter_map(|j| match self.evaluate_job(&j.namespace, &j.id) {
-                Ok(r) => Some(r.eval_id),
-                Err(e) => {
-                    tracing::warn!(job = %j.id, error = %e, "evaluating a job failed");
-                    None
+            .filter_map(|j| {
+                match self.evaluate_job_with(&j.namespace, &j.id, Trigger::NodeUpdate) {
+                    Ok(r) => Some(r.eval_id),
+                    Err(e) => {
+                        tracing::warn!(job = %j.id, error = %e, "evaluating a job failed");
+                        None
+                    }
                 }
             })
             .collect()

@@ -1,9 +1,12 @@
 //! What the agent shows of its node and its plugins: drivers with their health, devices,
 //! node events, and every loaded component with its grants, limits and load figures.
 
+use std::collections::BTreeMap;
+
 use serde::Serialize;
 
 use super::Agent;
+use super::drain::{DrainMetadata, DrainStrategy};
 use crate::devicemanager::NodeDeviceResource;
 use crate::drivermanager::DriverInfo;
 use crate::node::NodeEvent;
@@ -49,7 +52,80 @@ pub struct ComponentView {
     pub grants_used: Vec<&'static str>,
 }
 
+/// The node as the API shows it (Nomad's `Node`).
+#[derive(Debug, Clone, Serialize)]
+#[serde(rename_all = "PascalCase")]
+pub struct NodeView {
+    #[serde(rename = "ID")]
+    pub id: String,
+    pub name: String,
+    pub datacenter: String,
+    pub node_class: String,
+    pub node_pool: &'static str,
+    pub attributes: BTreeMap<String, String>,
+    pub meta: BTreeMap<String, String>,
+    pub drivers: BTreeMap<String, DriverInfo>,
+    pub events: Vec<NodeEvent>,
+    /// Always `ready`: the node is this agent.
+    pub status: &'static str,
+    pub status_description: &'static str,
+    /// `eligible` or `ineligible`.
+    pub scheduling_eligibility: &'static str,
+    /// A drain is in progress.
+    pub drain: bool,
+    pub drain_strategy: Option<DrainStrategy>,
+    pub last_drain: Option<DrainMetadata>,
+    pub node_resources: NodeResourcesView,
+    pub create_index: u64,
+    pub modify_index: u64,
+}
+
+/// Nomad's `NodeResources`.
+#[derive(Debug, Clone, Serialize)]
+#[serde(rename_all = "PascalCase")]
+pub struct NodeResourcesView {
+    pub cpu: serde_json::Value,
+    pub memory: serde_json::Value,
+    pub devices: Vec<NodeDeviceResource>,
+}
+
 impl Agent {
+    /// The node as the API and the `Node` event topic show it.
+    pub fn node_view(&self) -> NodeView {
+        let n = self.node();
+        let s = self.scheduling();
+        let attr = |k: &str| {
+            n.attributes
+                .get(k)
+                .and_then(|v| v.parse::<u64>().ok())
+                .unwrap_or(0)
+        };
+        NodeView {
+            node_resources: NodeResourcesView {
+                cpu: serde_json::json!({ "CpuShares": attr("cpu.totalcompute") }),
+                memory: serde_json::json!({ "MemoryMB": attr("memory.totalbytes") >> 20 }),
+                devices: self.node_devices(),
+            },
+            id: n.id,
+            name: n.name,
+            datacenter: n.datacenter,
+            node_class: n.class,
+            node_pool: "default",
+            attributes: n.attributes,
+            meta: n.meta,
+            drivers: self.driver_infos(),
+            events: self.node_events(),
+            status: "ready",
+            status_description: "",
+            scheduling_eligibility: s.eligibility(),
+            drain: s.drain.is_some(),
+            drain_strategy: s.drain,
+            last_drain: s.last_drain,
+            create_index: 1,
+            modify_index: s.modify_index.max(1),
+        }
+    }
+
     /// Every loaded component, by world and name.
     pub fn components(&self) -> Vec<ComponentView> {
         self.runtime
@@ -82,9 +158,10 @@ impl Agent {
         self.drivers.infos()
     }
 
-    /// The node's recent events (driver and device changes), oldest first.
+    /// The node's recent events (driver and device changes, drain and eligibility),
+    /// oldest first.
     pub fn node_events(&self) -> Vec<NodeEvent> {
-        self.drivers.node_events()
+        self.node_events.list()
     }
 
     /// Task invocations whose driver events reach their runner: one per task running or

@@ -1,8 +1,10 @@
 //! `GET /v1/event/stream`: newline-delimited JSON, one `{"Index": N, "Events": [...]}`
 //! per change, `{}` as a heartbeat every 10 s. `topic=Topic:Key` (repeatable; either part
 //! `*`; default every topic) and `namespace` (default `default`, `*` for all) filter it.
-//! Topics: `Job`, `Allocation`, `Evaluation`. The stream starts at the request: events
-//! before it are not replayed.
+//! Topics with events here: `Job`, `Allocation`, `Evaluation`, `Node`; Nomad's other topics
+//! (`Deployment`, `Service`, ...) are accepted and stay quiet. The stream starts with the
+//! kept events (the newest 100, see [`crate::events`]) at or after `index` (all of them
+//! for 0, the default, as Nomad does), then goes on live.
 
 use std::time::Duration;
 
@@ -17,7 +19,23 @@ use tokio::sync::broadcast::error::RecvError;
 use super::{ApiError, AppState};
 
 /// Topics a subscription may name.
-const TOPICS: &[&str] = &["*", "Job", "Allocation", "Evaluation"];
+const TOPICS: &[&str] = &[
+    "*",
+    "Job",
+    "Allocation",
+    "Evaluation",
+    "Node",
+    "NodePool",
+    "Deployment",
+    "Service",
+    "Operator",
+    "HostVolume",
+    "CSIVolume",
+    "CSIPlugin",
+    "ACLToken",
+    "ACLPolicy",
+    "ACLRole",
+];
 
 /// Time between heartbeats.
 const HEARTBEAT: Duration = Duration::from_secs(10);
@@ -32,6 +50,7 @@ async fn stream(
 ) -> Result<Response, ApiError> {
     let mut topics = Vec::new();
     let mut namespace = "default".to_string();
+    let mut index = 0u64;
     for (k, v) in params {
         match k.as_str() {
             "topic" => {
@@ -45,18 +64,28 @@ async fn stream(
                 topics.push((t.to_string(), key.to_string()));
             }
             "namespace" => namespace = v,
+            "index" => {
+                index = v
+                    .parse()
+                    .map_err(|_| ApiError::bad_request(format!("index {v:?} is not a number")))?
+            }
             _ => {}
         }
     }
     if topics.is_empty() {
         topics.push(("*".into(), "*".into()));
     }
-    let rx = agent.events().subscribe();
+    let (backlog, rx) = agent.events().subscribe_from(index);
+    let backlog: std::collections::VecDeque<_> = backlog.into();
     let body = futures::stream::unfold(
-        (rx, topics, namespace),
-        |(mut rx, topics, namespace)| async move {
+        (backlog, rx, topics, namespace),
+        |(mut backlog, mut rx, topics, namespace)| async move {
             loop {
-                let line = match tokio::time::timeout(HEARTBEAT, rx.recv()).await {
+                let next = match backlog.pop_front() {
+                    Some(ev) => Ok(Ok(ev)),
+                    None => tokio::time::timeout(HEARTBEAT, rx.recv()).await,
+                };
+                let line = match next {
                     Err(_) => "{}\n".to_string(),
                     Ok(Ok(ev)) if ev.matches(&topics, &namespace) => format!(
                         "{}\n",
@@ -72,7 +101,10 @@ async fn stream(
                     }
                     Ok(Err(RecvError::Closed)) => return None,
                 };
-                return Some((Ok::<_, std::io::Error>(line), (rx, topics, namespace)));
+                return Some((
+                    Ok::<_, std::io::Error>(line),
+                    (backlog, rx, topics, namespace),
+                ));
             }
         },
     );

@@ -46,7 +46,7 @@ struct PathQuery {
 }
 
 /// The allocation's dir (404 for an unknown allocation; a unique id prefix works too).
-fn alloc_root(
+pub(super) fn alloc_root(
     agent: &AppState,
     id: &str,
 ) -> Result<(PathBuf, crate::structs::Allocation), ApiError> {
@@ -65,7 +65,7 @@ fn alloc_root(
 }
 
 /// `path` inside `root`, refusing anything that leaves it.
-fn resolve(root: &Path, path: &str) -> Result<PathBuf, ApiError> {
+pub(super) fn resolve(root: &Path, path: &str) -> Result<PathBuf, ApiError> {
     let rel = Path::new(path.trim_start_matches('/'));
     for c in rel.components() {
         if matches!(
@@ -337,7 +337,7 @@ fn start_cursor(root: &Path, task: &str, kind: &str, origin: &str, offset: i64) 
     }
 }
 
-fn frame(file: &str, data: &[u8], offset: u64) -> Vec<u8> {
+pub(super) fn frame(file: &str, data: &[u8], offset: u64) -> Vec<u8> {
     serde_json::to_vec(&json!({
         "Offset": offset,
         "Data": base64::engine::general_purpose::STANDARD.encode(data),

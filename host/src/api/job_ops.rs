@@ -138,6 +138,15 @@ async fn plan(
     let p = agent
         .plan_job(job, want_diff)
         .map_err(|e| ApiError::bad_request(e.to_string()))?;
+    // Groups that would not be placed (the node is not eligible), as the evaluation
+    // would record them; `null` when everything would be.
+    let datacenter = agent.node().datacenter;
+    let failed = (!p.failed.is_empty()).then(|| {
+        p.failed
+            .iter()
+            .map(|(g, n)| (g.clone(), crate::evals::ineligible_metric(&datacenter, *n)))
+            .collect::<BTreeMap<_, _>>()
+    });
     Ok(with_index(
         agent.index(),
         &json!({
@@ -145,7 +154,7 @@ async fn plan(
             "CreatedEvals": [],
             "Diff": p.diff,
             "Annotations": { "DesiredTGUpdates": p.desired_updates, "PreemptedAllocs": [] },
-            "FailedTGAllocs": {},
+            "FailedTGAllocs": failed,
             "NextPeriodicLaunch": crate::util::go_time(p.next_periodic_launch),
             "Warnings": "",
             "Index": agent.index(),

@@ -4,13 +4,16 @@
 
 mod allocs;
 mod client;
+mod cluster;
 mod evals;
 mod events;
 mod fs;
+mod fs_stream;
 mod job_ops;
 mod jobs;
 mod metrics;
 mod node;
+mod scale;
 mod search;
 
 use std::sync::Arc;
@@ -32,12 +35,15 @@ pub fn router(agent: Arc<Agent>) -> Router {
         .merge(job_ops::routes())
         .merge(allocs::routes())
         .merge(fs::routes())
+        .merge(fs_stream::routes())
         .merge(client::routes())
         .merge(node::routes())
         .merge(metrics::routes())
         .merge(evals::routes())
         .merge(search::routes())
         .merge(events::routes())
+        .merge(cluster::routes())
+        .merge(scale::routes())
         .fallback(unknown_path)
         .method_not_allowed_fallback(wrong_method)
         .layer(axum::extract::DefaultBodyLimit::max(MAX_BODY))

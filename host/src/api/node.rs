@@ -1,14 +1,16 @@
-//! `/v1/agent/self`, `/v1/agent/health`, `/v1/nodes`, `/v1/node/{id}`, `/v1/status/leader`,
-//! `/v1/status/peers`, `/v1/regions`, and Paddock's own
+//! `/v1/agent/self`, `/v1/agent/health`, `/v1/nodes` (`?resources`, `?os`),
+//! `/v1/node/{id}` with its `allocations`, `drain`, `eligibility` and `evaluate`,
+//! `/v1/status/leader`, `/v1/status/peers`, `/v1/regions`, and Paddock's own
 //! `/v1/components` (each component's world, version hash, grants and load time).
 
 use axum::Router;
-use axum::extract::{Path, State};
+use axum::body::Bytes;
+use axum::extract::{Path, Query, State};
 use axum::response::Response;
-use axum::routing::get;
+use axum::routing::{get, post};
 use serde_json::json;
 
-use super::{ApiError, AppState, with_index};
+use super::{ApiError, AppState, QueryOptions, with_index};
 
 pub(super) fn routes() -> Router<AppState> {
     Router::new()
@@ -17,6 +19,12 @@ pub(super) fn routes() -> Router<AppState> {
         .route("/v1/nodes", get(nodes))
         .route("/v1/node/{id}", get(node))
         .route("/v1/node/{id}/allocations", get(node_allocations))
+        .route("/v1/node/{id}/drain", post(drain).put(drain))
+        .route(
+            "/v1/node/{id}/eligibility",
+            post(eligibility).put(eligibility),
+        )
+        .route("/v1/node/{id}/evaluate", post(evaluate).put(evaluate))
         .route("/v1/components", get(components))
         .route("/v1/status/leader", get(leader))
         .route("/v1/status/peers", get(peers))
@@ -52,36 +60,169 @@ async fn health() -> Response {
     with_index(0, &json!({ "client": { "ok": true, "message": "ok" } }))
 }
 
-fn node_json(agent: &AppState) -> serde_json::Value {
-    let n = agent.node();
-    let drivers = agent.driver_infos();
-    json!({
-        "ID": n.id, "Name": n.name, "Datacenter": n.datacenter, "NodeClass": n.class, "NodePool": "default",
-        "Attributes": n.attributes, "Meta": n.meta, "Drivers": drivers, "Events": agent.node_events(), "Status": "ready",
-        "SchedulingEligibility": "eligible", "Drain": false,
-        "NodeResources": {
-            "Cpu": { "CpuShares": n.attributes.get("cpu.totalcompute").and_then(|v| v.parse::<u64>().ok()).unwrap_or(0) },
-            "Memory": { "MemoryMB": n.attributes.get("memory.totalbytes").and_then(|v| v.parse::<u64>().ok()).unwrap_or(0) >> 20 },
-            "Devices": agent.node_devices(),
-        },
-    })
+#[derive(Debug, Default, serde::Deserialize)]
+struct NodeListQuery {
+    /// Add `NodeResources` and `ReservedResources` to each stub.
+    #[serde(default, deserialize_with = "super::go_bool")]
+    resources: bool,
+    /// Add `Attributes` (`os.name` only, as Nomad does) to each stub.
+    #[serde(default, deserialize_with = "super::go_bool")]
+    os: bool,
 }
 
-async fn nodes(State(agent): State<AppState>) -> Response {
-    let n = node_json(&agent);
-    let stub = json!({
-        "ID": n["ID"], "Name": n["Name"], "Datacenter": n["Datacenter"], "NodeClass": n["NodeClass"],
-        "NodePool": "default", "Drivers": n["Drivers"], "Status": "ready", "SchedulingEligibility": "eligible",
-        "Drain": false, "Version": env!("CARGO_PKG_VERSION"),
-    });
-    with_index(agent.index(), &vec![stub])
-}
-
-async fn node(State(agent): State<AppState>, Path(id): Path<String>) -> Result<Response, ApiError> {
-    if id != agent.node().id && id != "self" {
-        return Err(ApiError::not_found("node not found"));
+/// `GET /v1/nodes`: Nomad's `NodeListStub` of the one node.
+async fn nodes(
+    State(agent): State<AppState>,
+    Query(q): Query<QueryOptions>,
+    Query(fields): Query<NodeListQuery>,
+) -> Response {
+    let index = q.block(&agent).await;
+    let n = agent.node_view();
+    if q.prefix.as_deref().is_some_and(|p| !n.id.starts_with(p)) {
+        return with_index(index, &Vec::<()>::new());
     }
-    Ok(with_index(agent.index(), &node_json(&agent)))
+    let mut stub = json!({
+        "Address": n.attributes.get("unique.network.ip-address").cloned().unwrap_or_default(),
+        "ID": n.id, "Name": n.name, "Datacenter": n.datacenter, "NodeClass": n.node_class,
+        "NodePool": n.node_pool, "Version": env!("CARGO_PKG_VERSION"), "Drain": n.drain,
+        "SchedulingEligibility": n.scheduling_eligibility, "Status": n.status,
+        "StatusDescription": n.status_description, "Drivers": n.drivers,
+        "NodeResources": null, "ReservedResources": null, "LastDrain": n.last_drain,
+        "CreateIndex": n.create_index, "ModifyIndex": n.modify_index,
+    });
+    if fields.resources {
+        stub["NodeResources"] = json!(n.node_resources);
+        stub["ReservedResources"] = json!({
+            "Cpu": { "CpuShares": 0 }, "Memory": { "MemoryMB": 0 }, "Disk": { "DiskMB": 0 },
+            "Networks": { "ReservedHostPorts": "" },
+        });
+    }
+    if fields.os {
+        let os = n.attributes.get("os.name").cloned().unwrap_or_default();
+        stub["Attributes"] = json!({ "os.name": os });
+    }
+    with_index(index, &vec![stub])
+}
+
+/// The node named by `id` (its id, a unique prefix of it, or `self`), or a 404.
+fn this_node(agent: &AppState, id: &str) -> Result<(), ApiError> {
+    let own = agent.node().id;
+    if id == own || id == "self" || (id.len() >= 2 && own.starts_with(id)) {
+        Ok(())
+    } else {
+        Err(ApiError::not_found("node not found"))
+    }
+}
+
+async fn node(
+    State(agent): State<AppState>,
+    Path(id): Path<String>,
+    Query(q): Query<QueryOptions>,
+) -> Result<Response, ApiError> {
+    this_node(&agent, &id)?;
+    let index = q.block(&agent).await;
+    Ok(with_index(index, &agent.node_view()))
+}
+
+/// Nomad's `NodeUpdateDrainRequest`. `DrainSpec: null` cancels a drain.
+#[derive(Debug, serde::Deserialize)]
+#[serde(rename_all = "PascalCase")]
+struct DrainRequest {
+    #[serde(rename = "NodeID", default)]
+    node_id: String,
+    #[serde(default)]
+    drain_spec: Option<crate::agent::DrainSpec>,
+    #[serde(default)]
+    mark_eligible: bool,
+    #[serde(default)]
+    meta: Option<std::collections::BTreeMap<String, String>>,
+}
+
+/// A node update's answer (Nomad's `NodeDrainUpdateResponse` and
+/// `NodeEligibilityUpdateResponse`).
+fn node_update_response(u: crate::agent::NodeUpdate) -> Response {
+    with_index(
+        u.index,
+        &json!({
+            "EvalIDs": u.eval_ids, "EvalCreateIndex": if u.eval_ids.is_empty() { 0 } else { u.index },
+            "NodeModifyIndex": u.index, "Index": u.index, "LastContact": 0, "KnownLeader": true,
+        }),
+    )
+}
+
+fn node_update_error(e: crate::agent::NodeUpdateError) -> ApiError {
+    match e {
+        crate::agent::NodeUpdateError::Invalid(m) => ApiError::bad_request(m),
+        e => ApiError::internal(e),
+    }
+}
+
+/// The body's `NodeID`, when given, must be the node of the path.
+fn body_node(agent: &AppState, path_id: &str, body_id: &str) -> Result<(), ApiError> {
+    this_node(agent, path_id)?;
+    if !body_id.is_empty() && body_id != agent.node().id && body_id != path_id {
+        return Err(ApiError::bad_request(format!(
+            "NodeID: {body_id:?} is not the node of the path ({path_id:?})"
+        )));
+    }
+    Ok(())
+}
+
+/// `POST /v1/node/{id}/drain`.
+async fn drain(
+    State(agent): State<AppState>,
+    Path(id): Path<String>,
+    body: Bytes,
+) -> Result<Response, ApiError> {
+    let req: DrainRequest = serde_json::from_slice(&body)
+        .map_err(|e| ApiError::bad_request(format!("invalid drain request: {e}")))?;
+    body_node(&agent, &id, &req.node_id)?;
+    let u = agent
+        .drain_node(req.drain_spec, req.mark_eligible, req.meta)
+        .map_err(node_update_error)?;
+    Ok(node_update_response(u))
+}
+
+/// `POST /v1/node/{id}/eligibility` with `{"Eligibility": "eligible"|"ineligible"}`.
+async fn eligibility(
+    State(agent): State<AppState>,
+    Path(id): Path<String>,
+    body: Bytes,
+) -> Result<Response, ApiError> {
+    let v: serde_json::Value = serde_json::from_slice(&body)
+        .map_err(|e| ApiError::bad_request(format!("invalid JSON: {e}")))?;
+    body_node(&agent, &id, v["NodeID"].as_str().unwrap_or_default())?;
+    let eligible = match v["Eligibility"].as_str() {
+        Some("eligible") => true,
+        Some("ineligible") => false,
+        other => {
+            return Err(ApiError::bad_request(format!(
+                "Eligibility: {} is not eligible or ineligible",
+                other
+                    .map(|o| format!("{o:?}"))
+                    .unwrap_or_else(|| "missing".into())
+            )));
+        }
+    };
+    let u = agent.set_eligibility(eligible).map_err(node_update_error)?;
+    Ok(node_update_response(u))
+}
+
+/// `POST /v1/node/{id}/evaluate`: evaluate every job on the node again.
+async fn evaluate(
+    State(agent): State<AppState>,
+    Path(id): Path<String>,
+) -> Result<Response, ApiError> {
+    this_node(&agent, &id)?;
+    let eval_ids = agent.evaluate_node();
+    let index = agent.index();
+    Ok(with_index(
+        index,
+        &json!({
+            "EvalIDs": eval_ids, "EvalCreateIndex": index, "NodeModifyIndex": index,
+            "Index": index, "LastContact": 0, "KnownLeader": true,
+        }),
+    ))
 }
 
 /// Every allocation on this node (Nomad returns whole allocations here).
@@ -89,9 +230,7 @@ async fn node_allocations(
     State(agent): State<AppState>,
     Path(id): Path<String>,
 ) -> Result<Response, ApiError> {
-    if id != agent.node().id && id != "self" {
-        return Err(ApiError::not_found("node not found"));
-    }
+    this_node(&agent, &id)?;
     Ok(with_index(agent.index(), &agent.allocations()))
 }
 

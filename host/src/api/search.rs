@@ -1,5 +1,6 @@
-//! `POST|PUT /v1/search` (prefix search, which the `nomad` CLI uses to expand short ids)
-//! and `/v1/client/gc` (collect every finished allocation).
+//! `POST|PUT /v1/search` (prefix search, which the `nomad` CLI uses to expand short ids),
+//! `POST|PUT /v1/search/fuzzy` (substring search over names, which Nomad's web UI and
+//! `nomad` use) and `/v1/client/gc` (collect every finished allocation).
 
 use axum::Router;
 use axum::body::Bytes;
@@ -13,9 +14,16 @@ use super::{ApiError, AppState, with_index};
 /// Most matches returned per context (Nomad's truncation limit).
 const MAX_MATCHES: usize = 20;
 
+/// Shortest fuzzy search text (Nomad's `min_term_length` default).
+const MIN_TERM_LENGTH: usize = 2;
+
+/// Most fuzzy matches returned per context (Nomad's `limit_results` default).
+const MAX_FUZZY_MATCHES: usize = 100;
+
 pub(super) fn routes() -> Router<AppState> {
     Router::new()
         .route("/v1/search", post(search).put(search))
+        .route("/v1/search/fuzzy", post(fuzzy).put(fuzzy))
         .route("/v1/client/gc", get(gc_all).post(gc_all).put(gc_all))
 }
 
@@ -52,6 +60,117 @@ async fn search(State(agent): State<AppState>, body: Bytes) -> Result<Response, 
         truncations.insert(ctx.to_string(), json!(ids.len() > MAX_MATCHES));
         ids.truncate(MAX_MATCHES);
         matches.insert(ctx.to_string(), json!(ids));
+    }
+    Ok(with_index(
+        agent.index(),
+        &json!({ "Matches": matches, "Truncations": truncations }),
+    ))
+}
+
+/// `{"Text": "exa", "Context": "all"|"jobs"|"groups"|"tasks"|"nodes"|"allocs"|
+/// "namespaces", "Namespace": "default"}` → `{"Matches": {context: [{"ID", "Scope"}]},
+/// "Truncations": {context: bool}}`: every name that contains the text (case does not
+/// matter), each with its scope as Nomad gives it (a group's is its namespace and job, a
+/// task's adds its group, an allocation's is its namespace and id, a node's its id).
+async fn fuzzy(State(agent): State<AppState>, body: Bytes) -> Result<Response, ApiError> {
+    let v: Value = serde_json::from_slice(&body)
+        .map_err(|e| ApiError::bad_request(format!("invalid JSON: {e}")))?;
+    let text = v["Text"].as_str().unwrap_or_default().to_lowercase();
+    if text.chars().count() < MIN_TERM_LENGTH {
+        return Err(ApiError::bad_request(format!(
+            "Text: fuzzy search query must be at least {MIN_TERM_LENGTH} characters, got {}",
+            text.chars().count()
+        )));
+    }
+    let context = v["Context"]
+        .as_str()
+        .filter(|c| !c.is_empty())
+        .unwrap_or("all");
+    let namespace = v["Namespace"]
+        .as_str()
+        .filter(|n| !n.is_empty())
+        .unwrap_or("default");
+    const CONTEXTS: &[&str] = &["allocs", "groups", "jobs", "namespaces", "nodes", "tasks"];
+    let contexts: Vec<&str> = match context {
+        "all" => CONTEXTS.to_vec(),
+        c if CONTEXTS.contains(&c) => vec![c],
+        other => {
+            return Err(ApiError::bad_request(format!(
+                "Context: {other:?} is not one of all, {}",
+                CONTEXTS.join(", ")
+            )));
+        }
+    };
+    let in_ns = |ns: &str| namespace == "*" || ns == namespace;
+    let hit = |name: &str| name.to_lowercase().contains(&text);
+    let jobs: Vec<_> = agent
+        .jobs()
+        .into_iter()
+        .filter(|j| in_ns(&j.namespace))
+        .collect();
+    let (mut matches, mut truncations) = (serde_json::Map::new(), serde_json::Map::new());
+    for ctx in contexts {
+        let mut found: Vec<(String, Vec<String>)> = Vec::new();
+        match ctx {
+            "jobs" => {
+                for j in jobs.iter().filter(|j| hit(&j.id)) {
+                    found.push((j.id.clone(), vec![j.namespace.clone()]));
+                }
+            }
+            "groups" => {
+                for j in &jobs {
+                    for g in j.task_groups.iter().filter(|g| hit(&g.name)) {
+                        found.push((g.name.clone(), vec![j.namespace.clone(), j.id.clone()]));
+                    }
+                }
+            }
+            "tasks" => {
+                for j in &jobs {
+                    for g in &j.task_groups {
+                        for t in g.tasks.iter().filter(|t| hit(&t.name)) {
+                            found.push((
+                                t.name.clone(),
+                                vec![j.namespace.clone(), j.id.clone(), g.name.clone()],
+                            ));
+                        }
+                    }
+                }
+            }
+            "allocs" => {
+                for a in agent
+                    .allocations()
+                    .into_iter()
+                    .filter(|a| in_ns(&a.namespace) && hit(&a.name))
+                {
+                    found.push((a.name, vec![a.namespace, a.id]));
+                }
+            }
+            "nodes" => {
+                let n = agent.node();
+                if hit(&n.name) {
+                    found.push((n.name, vec![n.id]));
+                }
+            }
+            _ => {
+                let mut namespaces: Vec<String> =
+                    jobs.iter().map(|j| j.namespace.clone()).collect();
+                namespaces.push("default".into());
+                namespaces.sort();
+                namespaces.dedup();
+                for ns in namespaces.into_iter().filter(|n| hit(n)) {
+                    found.push((ns, Vec::new()));
+                }
+            }
+        }
+        found.sort();
+        found.dedup();
+        truncations.insert(ctx.to_string(), json!(found.len() > MAX_FUZZY_MATCHES));
+        found.truncate(MAX_FUZZY_MATCHES);
+        let list: Vec<Value> = found
+            .into_iter()
+            .map(|(id, scope)| json!({ "ID": id, "Scope": scope }))
+            .collect();
+        matches.insert(ctx.to_string(), json!(list));
     }
     Ok(with_index(
         agent.index(),

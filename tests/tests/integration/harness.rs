@@ -140,6 +140,31 @@ impl TestAgent {
             .unwrap()
     }
 
+    /// `POST path` with a JSON body: the status and the answer (JSON, or the text as a
+    /// JSON string when it is not JSON).
+    pub async fn post(&self, path: &str, body: serde_json::Value) -> (u16, serde_json::Value) {
+        self.send(reqwest::Method::POST, path, Some(body)).await
+    }
+
+    /// A request with an optional JSON body: the status and the answer (JSON, or the
+    /// text as a JSON string).
+    pub async fn send(
+        &self,
+        method: reqwest::Method,
+        path: &str,
+        body: Option<serde_json::Value>,
+    ) -> (u16, serde_json::Value) {
+        let mut req = self.http.request(method, self.url(path));
+        if let Some(b) = body {
+            req = req.json(&b);
+        }
+        let r = req.send().await.unwrap();
+        let status = r.status().as_u16();
+        let text = r.text().await.unwrap();
+        let v = serde_json::from_str(&text).unwrap_or(serde_json::Value::String(text));
+        (status, v)
+    }
+
     pub async fn get(&self, path: &str) -> serde_json::Value {
         let r = self.http.get(self.url(path)).send().await.unwrap();
         assert!(r.status().is_success(), "GET {path}: {}", r.status());

@@ -14,6 +14,7 @@ mod jobs;
 mod lifecycle;
 mod mock;
 mod network;
+mod node;
 mod python;
 mod raw_exec;
 mod restore;
