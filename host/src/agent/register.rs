@@ -44,6 +44,9 @@ pub enum RegisterError {
 pub struct RegisterOptions {
     /// Register only if the job's modify index is this (0: only if the job does not exist).
     pub enforce_index: Option<u64>,
+    /// Keep the counts of the groups the registered job has (Nomad's `PreserveCounts`,
+    /// which `nomad job run -preserve-counts` sets).
+    pub preserve_counts: bool,
 }
 
 impl Agent {
@@ -132,7 +135,7 @@ impl Agent {
     /// [`Agent::register_job`] with Nomad's registration options.
     pub fn register_job_with(
         self: &Arc<Self>,
-        job: Job,
+        mut job: Job,
         opts: RegisterOptions,
     ) -> Result<Registered, RegisterError> {
         let existing = self
@@ -143,6 +146,15 @@ impl Agent {
             .cloned();
         if let Some(expected) = opts.enforce_index {
             check_index(expected, existing.as_ref())?;
+        }
+        if opts.preserve_counts
+            && let Some(old) = existing.as_ref().filter(|e| !e.stop)
+        {
+            for g in &mut job.task_groups {
+                if let Some(o) = old.group(&g.name) {
+                    g.count = o.count;
+                }
+            }
         }
         let plan = self.plan(job)?;
         self.apply(plan, None)
@@ -439,6 +451,7 @@ impl Agent {
             old,
             RegisterOptions {
                 enforce_index: Some(current.state.job_modify_index),
+                ..Default::default()
             },
         )
     }

@@ -70,6 +70,7 @@ fn do_register(
             req.job,
             RegisterOptions {
                 enforce_index: req.enforce_index,
+                preserve_counts: req.preserve_counts,
             },
         )
         .map_err(register_refused)?;

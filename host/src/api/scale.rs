@@ -117,7 +117,13 @@ async fn scale(
         _ => None,
     };
     let r = agent
-        .register_job_with(job, RegisterOptions { enforce_index })
+        .register_job_with(
+            job,
+            RegisterOptions {
+                enforce_index,
+                ..Default::default()
+            },
+        )
         .map_err(register_refused)?;
     Ok(with_index(r.index, &register_response(&r)))
 }

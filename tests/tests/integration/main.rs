@@ -10,6 +10,7 @@ mod client;
 mod devices;
 mod fs;
 mod hooks;
+mod job_ops;
 mod jobs;
 mod lifecycle;
 mod mock;

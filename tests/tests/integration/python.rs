@@ -63,3 +63,34 @@ async fn python_nomad_suite() {
     assert!(report.contains("Ran 7 tests"), "{report}");
     assert!(!report.contains("skipped"), "{report}");
 }
+
+/// python-nomad's own upstream test suite (the `tests/` of its PyPI source distribution),
+/// run by `tests/python/upstream/run.py` against the real agent binary: the tests that
+/// fail must be exactly those listed, with reasons, in `expected_failures.txt` (ACL and
+/// deployments, and upstream's own bugs), so a new failure, or a listed test that now
+/// passes, fails this test.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn python_nomad_upstream_suite() {
+    let root = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("..");
+    let python = std::env::var("PYTHON").unwrap_or_else(|_| "python3".into());
+    let run = tokio::process::Command::new(&python)
+        .arg(root.join("tests/python/upstream/run.py"))
+        .env("PADDOCK_AGENT", crate::harness::agent_bin())
+        .env("PYTHONDONTWRITEBYTECODE", "1")
+        .current_dir(&root)
+        .output();
+    let out = tokio::time::timeout(Duration::from_secs(900), run)
+        .await
+        .expect("python-nomad's upstream suite did not finish in 15 minutes")
+        .unwrap();
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        out.status.success(),
+        "python-nomad's upstream suite: unexpected results\n{stdout}\n{stderr}"
+    );
+    assert!(
+        stdout.contains("288 tests") || stderr.contains("288 tests"),
+        "{stdout}\n{stderr}"
+    );
+}

@@ -58,11 +58,13 @@ pub struct RegisterRequest {
     /// `EnforceIndex` with its `JobModifyIndex`: register only if the job's modify index is
     /// this one (0: only if the job does not exist).
     pub enforce_index: Option<u64>,
+    /// `PreserveCounts`: keep the registered job's group counts.
+    pub preserve_counts: bool,
 }
 
-/// Parse a register request body: `{"Job": {...}}` with Nomad's `EnforceIndex` and
-/// `JobModifyIndex`. Its other fields are accepted and do not apply on one node:
-/// `PolicyOverride` (Sentinel), `PreserveCounts`, `EvalPriority` (evaluations are immediate),
+/// Parse a register request body: `{"Job": {...}}` with Nomad's `EnforceIndex`,
+/// `JobModifyIndex` and `PreserveCounts`. Its other fields are accepted and do not apply on
+/// one node: `PolicyOverride` (Sentinel), `EvalPriority` (evaluations are immediate),
 /// `Submission` (the source is not kept), and the write request's `Namespace`, `Region`,
 /// `SecretID` (the token travels in a header) and `IdempotencyToken`.
 pub fn parse_register_request(body: &[u8]) -> R<RegisterRequest> {
@@ -75,9 +77,9 @@ pub fn parse_register_request(body: &[u8]) -> R<RegisterRequest> {
         .ok_or_else(|| JobspecError::new("Job", "missing required field"))?;
     let enforce = top.boolean("EnforceIndex")?.unwrap_or(false);
     let modify_index = top.uint("JobModifyIndex", u64::MAX)?.unwrap_or(0);
+    let preserve_counts = top.boolean("PreserveCounts")?.unwrap_or(false);
     top.finish(&[
         "PolicyOverride",
-        "PreserveCounts",
         "EvalPriority",
         "Submission",
         "Namespace",
@@ -88,6 +90,7 @@ pub fn parse_register_request(body: &[u8]) -> R<RegisterRequest> {
     Ok(RegisterRequest {
         job: job_from_value(job)?,
         enforce_index: enforce.then_some(modify_index),
+        preserve_counts,
     })
 }
 
