@@ -4,6 +4,7 @@
 
 use std::path::PathBuf;
 use std::sync::Arc;
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::Duration;
 
 use serde::Serialize;
@@ -71,9 +72,57 @@ pub struct LoadedComponent {
     pub imports: Vec<String>,
     /// Time to compile or deserialize and pre-link.
     pub load_time: Duration,
+    /// Calls and failures of this version.
+    pub stats: VersionStats,
     pub(crate) ctx: Arc<ComponentContext>,
     pub(crate) pre: WorldPre,
     pub(crate) warm: WarmPool,
+}
+
+/// What one version's calls did: what hot swap's auto-revert watches and the components
+/// view shows.
+#[derive(Debug, Default)]
+pub struct VersionStats {
+    calls: AtomicU64,
+    failures: AtomicU64,
+    first_call_at: AtomicU64,
+    changed: tokio::sync::Notify,
+}
+
+impl VersionStats {
+    /// Calls made (ended).
+    pub fn calls(&self) -> u64 {
+        self.calls.load(Ordering::Relaxed)
+    }
+
+    /// Calls that trapped, ran out of memory or missed their deadline.
+    pub fn failures(&self) -> u64 {
+        self.failures.load(Ordering::Relaxed)
+    }
+
+    /// When the first call ended, ns since the Unix epoch (0: none yet).
+    pub fn first_call_at(&self) -> u64 {
+        self.first_call_at.load(Ordering::Relaxed)
+    }
+
+    /// Wait until another call ends.
+    pub async fn changed(&self) {
+        self.changed.notified().await
+    }
+
+    pub(crate) fn record(&self, failed: bool) {
+        self.calls.fetch_add(1, Ordering::Relaxed);
+        if failed {
+            self.failures.fetch_add(1, Ordering::Relaxed);
+        }
+        let _ = self.first_call_at.compare_exchange(
+            0,
+            crate::now_nanos(),
+            Ordering::Relaxed,
+            Ordering::Relaxed,
+        );
+        self.changed.notify_waiters();
+    }
 }
 
 impl LoadedComponent {
@@ -90,6 +139,18 @@ impl LoadedComponent {
     /// Idle warm instances kept for the next calls.
     pub fn warm_idle(&self) -> usize {
         self.warm.idle()
+    }
+
+    /// This version no longer serves new calls (another replaced it): its idle warm
+    /// stores are dropped now, so their memory and pool slots are returned; calls in
+    /// flight finish and do not keep theirs.
+    pub fn retire(&self) {
+        self.warm.clear();
+    }
+
+    /// Whether [`LoadedComponent::retire`] was called.
+    pub fn retired(&self) -> bool {
+        self.warm.closed()
     }
 }
 

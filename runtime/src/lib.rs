@@ -101,6 +101,8 @@ pub struct Runtime {
     services: Arc<HostServices>,
     permits: Arc<Semaphore>,
     options: RuntimeOptions,
+    /// Settings by component name; replaced as a whole by a config reload.
+    settings: std::sync::RwLock<Arc<BTreeMap<String, ComponentSettings>>>,
     /// Call, failure, latency and compile-cache counters.
     pub metrics: metrics::RuntimeMetrics,
     /// Current components.
@@ -125,11 +127,23 @@ impl Runtime {
             linker,
             cache,
             services: Arc::new(options.services.clone()),
+            settings: std::sync::RwLock::new(Arc::new(options.components.clone())),
             options,
             metrics: metrics::RuntimeMetrics::default(),
             registry: registry::Registry::default(),
             _ticker: ticker,
         }))
+    }
+
+    /// The operator's settings for component `name`, as of now.
+    pub fn settings(&self, name: &str) -> Option<ComponentSettings> {
+        self.settings.read().unwrap().get(name).cloned()
+    }
+
+    /// Replace the settings of every component (a config reload). Versions loaded before
+    /// keep the settings they were prepared with; prepare them again to apply these.
+    pub fn set_settings(&self, settings: BTreeMap<String, ComponentSettings>) {
+        *self.settings.write().unwrap() = Arc::new(settings);
     }
 
     /// Which instance allocator is in use.

@@ -131,6 +131,7 @@ impl Runtime {
             ctx: probe_ctx,
             pre,
             warm: WarmPool::default(),
+            stats: Default::default(),
         };
         let info = self.info(&probe).await.map_err(|e| {
             refuse(match e.kind {
@@ -146,6 +147,8 @@ impl Runtime {
             return Err(refuse(LoadError::BadName(info.name)));
         }
         probe.ctx = Arc::new(self.context_for(&info.name, &source));
+        // The probe is not a call of the version's life: its stats start now.
+        probe.stats = Default::default();
         probe.name = info.name;
         probe.plugin_version = info.version;
         Ok(Arc::new(probe))
@@ -159,6 +162,9 @@ impl Runtime {
     ) -> Result<Arc<LoadedComponent>, Refusal> {
         let component = self.prepare(source, bytes).await?;
         if let Some(old) = self.registry.install(component.clone()) {
+            // Loading (as at start) keeps no previous version to revert to.
+            self.registry
+                .forget_previous(component.world, &component.name);
             tracing::info!(name = %component.name, world = %component.world, old = %&old.sha256[..12], new = %&component.sha256[..12], "component replaced");
         }
         tracing::info!(
@@ -204,7 +210,8 @@ impl Runtime {
     /// The context a component named `name` runs with: the operator's grants (every grant
     /// for a built-in in dev mode without settings), limits within the engine's and config.
     fn context_for(&self, name: &str, source: &ComponentSource) -> ComponentContext {
-        let settings = self.options.components.get(name);
+        let settings = self.settings(name);
+        let settings = settings.as_ref();
         let grants = match settings {
             Some(s) => s.grants.clone(),
             None if self.options.dev && matches!(source, ComponentSource::BuiltIn(_)) => {

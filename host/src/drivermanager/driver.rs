@@ -1,8 +1,9 @@
 //! One driver, called through its component: the driver world's plugin client, and with
 //! the device and hook clients the only code that sees a contract version's bindings. It
 //! converts the host's [`types`](super::types) to the bindings of the version the driver
-//! was built against and back. Each call resolves the driver's current version, so a
-//! hot-swapped version serves every call that starts after the swap.
+//! was built against and back. A driver resolves its current version at each call, so a
+//! hot-swapped version serves every call that starts after the swap; a driver taken
+//! [`Driver::at`] one version (a running task's, see [`super::bindings`]) calls that one.
 
 use std::sync::Arc;
 
@@ -12,7 +13,7 @@ use super::types::{
 };
 use crate::runtime::bindings::v0_1_0::driver::exports::paddock::plugin::task_driver as wit;
 use crate::runtime::bindings::v0_1_0::types as wit_types;
-use crate::runtime::{CallError, CallFailure, Runtime, TaskContext, World};
+use crate::runtime::{CallError, CallFailure, LoadedComponent, Runtime, TaskContext, World};
 
 /// A driver call that did not succeed: either the driver said no (a WIT error), or the
 /// component failed (trap, memory, deadline).
@@ -33,28 +34,27 @@ impl DriverCallError {
     }
 }
 
-/// A driver by name.
+/// A driver by name, at its current version or at one version.
 #[derive(Clone)]
 pub struct Driver {
     runtime: Arc<Runtime>,
     name: String,
     health: Arc<super::health::DriverHealth>,
+    /// The version every call goes to; `None`: the current one at each call.
+    version: Option<Arc<LoadedComponent>>,
 }
 
-/// Call the current version of the driver: `$call` gets the bindings and the store; a
-/// failure of the component (not a WIT error) is reported to the driver's health.
+/// Call the driver's version (its own, or the current one): `$call` gets the bindings and
+/// the store; a failure of the component (not a WIT error) is reported to the driver's
+/// health.
 macro_rules! driver_call {
     ($self:ident, $task:expr, $op:literal, |$d:ident, $s:ident| $call:expr) => {{
-        let comp = $self
-            .runtime
-            .registry
-            .get(World::Driver, &$self.name)
-            .ok_or_else(|| CallError {
-                component: $self.name.clone(),
-                op: $op,
-                kind: CallFailure::Closed,
-                detail: "driver is no longer loaded".into(),
-            })?;
+        let comp = $self.version().ok_or_else(|| CallError {
+            component: $self.name.clone(),
+            op: $op,
+            kind: CallFailure::Closed,
+            detail: "driver is no longer loaded".into(),
+        })?;
         let r = $self
             .runtime
             .call_driver(&comp, $task, $op, move |$d, $s| {
@@ -78,6 +78,15 @@ impl Driver {
             runtime,
             name,
             health,
+            version: None,
+        }
+    }
+
+    /// This driver at `version`, whatever is current: calls go to that version.
+    pub fn at(&self, version: Arc<LoadedComponent>) -> Driver {
+        Driver {
+            version: Some(version),
+            ..self.clone()
         }
     }
 
@@ -86,20 +95,21 @@ impl Driver {
         &self.name
     }
 
-    /// sha256 of the version currently serving calls.
-    pub fn current_sha256(&self) -> Option<String> {
-        self.runtime
-            .registry
-            .get(World::Driver, &self.name)
-            .map(|c| c.sha256.clone())
+    /// The version calls go to now: this driver's own, or the current one.
+    pub fn version(&self) -> Option<Arc<LoadedComponent>> {
+        self.version
+            .clone()
+            .or_else(|| self.runtime.registry.get(World::Driver, &self.name))
     }
 
-    /// Whether a version of this driver is loaded.
+    /// sha256 of the version serving this driver's calls.
+    pub fn current_sha256(&self) -> Option<String> {
+        self.version().map(|c| c.sha256.clone())
+    }
+
+    /// Whether a version of this driver is there to call.
     pub fn is_loaded(&self) -> bool {
-        self.runtime
-            .registry
-            .get(World::Driver, &self.name)
-            .is_some()
+        self.version().is_some()
     }
 
     pub async fn capabilities(&self) -> Result<DriverCapabilities, DriverCallError> {

@@ -5,14 +5,17 @@
 //! through the runtime ([`DriverServices`]: processes, task log files, task events).
 //!
 //! Files: `driver.rs` (the plugin client, the only one here that sees the bindings),
+//! `bindings.rs` (running tasks bound to driver versions, and their handoff on a swap),
 //! `types.rs` (the driver contract in host types), `health.rs` (health in the shared
 //! plugin book), `events.rs` (task event routing).
 
+mod bindings;
 mod driver;
 mod events;
 mod health;
 pub mod types;
 
+pub use bindings::{Bindings, Handoff, PersistHandle, TaskBinding};
 pub use driver::{Driver, DriverCallError};
 pub use events::{EventHandler, EventRouter};
 use health::DriverHealth;
@@ -65,6 +68,8 @@ pub struct DriverManager {
     runtime: Arc<Runtime>,
     services: Arc<DriverServices>,
     health: Arc<DriverHealth>,
+    /// Running tasks and their driver versions.
+    bindings: Bindings,
 }
 
 impl DriverManager {
@@ -86,7 +91,13 @@ impl DriverManager {
             runtime,
             services,
             health: Arc::new(DriverHealth::new(events, db)),
+            bindings: Bindings::default(),
         })
+    }
+
+    /// Running tasks and the driver versions they are bound to.
+    pub fn bindings(&self) -> &Bindings {
+        &self.bindings
     }
 
     /// The driver called `name`, if one is loaded.

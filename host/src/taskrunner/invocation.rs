@@ -155,12 +155,11 @@ impl TaskRunner {
                 return Err(failed(format!("failed to recover task: {e}")));
             }
         };
-        self.persist_handle(&driver, &handle);
         tracing::info!(task = %self.task.name, task_id = %handle.task_id, "task reattached");
         self.register_driver_events();
         let inv = Arc::new(inv);
         *self.last.lock().unwrap() = Some(inv.clone());
-        self.follow(handle, view, &inv).await
+        self.follow(&driver, handle, view, &inv).await
     }
 
     /// Driver events about this task become its "Driver" events.
@@ -204,9 +203,8 @@ impl TaskRunner {
             )
         })?;
 
-        // Persist the handle before announcing the start: after an agent crash the task
-        // can be recovered only if its handle was stored.
-        self.persist_handle(driver, &handle);
+        // Bind the task (which persists its handle) before announcing the start: after an
+        // agent crash the task can be recovered only if its handle was stored.
         // The state and its event in one write: a crash cannot leave a running task
         // without its `Started` event.
         let started = TaskEvent::new(TaskEventType::Started, "Task started by client")
@@ -221,23 +219,36 @@ impl TaskRunner {
             }
         });
         self.poststart(view, inv).await;
-        self.follow(handle, view, inv).await
+        self.follow(driver, handle, view, inv).await
     }
 
-    /// Wait for a started (or reattached) invocation to exit: `Terminated`, exited hooks,
-    /// and the handle cleared.
+    /// Wait for a started (or reattached) invocation to exit, bound to the driver version
+    /// that made `handle`: `Terminated`, exited hooks, and the handle cleared.
     async fn follow(
         &self,
+        driver: &Driver,
         handle: TaskHandle,
         view: TaskView<'_>,
         inv: &Invocation,
     ) -> Result<RunEnd, RunEnd> {
-        let driver: &Driver = &inv.driver;
-        let (exit, killed) = match self.wait_exit(driver, handle.clone(), view).await {
+        let Some(binding) = self.bind(driver, handle) else {
+            return Err(RunEnd::Failed(
+                Box::new(Self::failure(
+                    TaskEventType::DriverFailure,
+                    format!("driver {:?} is no longer loaded", self.task.driver),
+                )),
+                true,
+            ));
+        };
+        let waited = self.wait_exit(&binding, view).await;
+        *self.binding.lock().unwrap() = None;
+        let (exit, killed) = match waited {
             Ok(r) => r,
             Err(e) => {
                 // The driver cannot tell us about the task any more: release what it holds.
-                let _ = driver.destroy(handle, true).await;
+                let _ = binding
+                    .call(|d, h| async move { Ok((d.destroy(h, true).await?, None)) })
+                    .await;
                 self.clear_handle();
                 return Err(RunEnd::Failed(
                     Box::new(Self::failure(

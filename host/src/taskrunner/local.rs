@@ -1,8 +1,10 @@
 //! The task runner's local state (Nomad's LocalState): the driver handle and each hook's
 //! state, persisted on every change by this runner, its only writer.
 
-use crate::drivermanager::Driver;
+use std::sync::Arc;
+
 use crate::drivermanager::types::TaskHandle;
+use crate::drivermanager::{Driver, PersistHandle, TaskBinding};
 use crate::hookmanager::TEMPLATE_HOOK;
 use crate::state::{HookState, LocalTaskState, StoredHandle};
 
@@ -74,14 +76,40 @@ impl TaskRunner {
             .collect()
     }
 
-    pub(super) fn persist_handle(&self, driver: &Driver, handle: &TaskHandle) {
-        let stored = StoredHandle {
-            driver: driver.name().to_string(),
-            driver_sha256: driver.current_sha256().unwrap_or_default(),
-            version: handle.version,
-            task_id: handle.task_id.clone(),
-            driver_state: handle.driver_state.clone(),
-        };
-        self.update_local(|l| l.handle = Some(stored));
+    /// What persists a running task's handle whenever it changes (its binding calls it):
+    /// the handle with the sha256 of the driver version that made it, in this runner's
+    /// local state.
+    pub(super) fn handle_persister(&self) -> PersistHandle {
+        let (local, db) = (self.local.clone(), self.db.clone());
+        let (alloc_id, task, driver) = (
+            self.alloc_id.clone(),
+            self.task.name.clone(),
+            self.task.driver.clone(),
+        );
+        Box::new(move |sha256: &str, handle: &TaskHandle| {
+            let mut l = local.lock().unwrap();
+            l.handle = Some(StoredHandle {
+                driver: driver.clone(),
+                driver_sha256: sha256.to_string(),
+                version: handle.version,
+                task_id: handle.task_id.clone(),
+                driver_state: handle.driver_state.clone(),
+            });
+            if let Err(e) = db.put_local_state(&alloc_id, &task, &l) {
+                tracing::error!(task = %task, error = %e, "persisting task local state failed");
+            }
+        })
+    }
+
+    /// Bind the started (or recovered) task to the driver version that made `handle`; its
+    /// calls go there until a swap moves it (see [`crate::drivermanager::Bindings`]).
+    pub(super) fn bind(&self, driver: &Driver, handle: TaskHandle) -> Option<Arc<TaskBinding>> {
+        let version = driver.version()?;
+        let b =
+            self.drivers
+                .bindings()
+                .bind(driver.clone(), version, handle, self.handle_persister());
+        *self.binding.lock().unwrap() = Some(b.clone());
+        Some(b)
     }
 }

@@ -25,7 +25,7 @@ use tokio_util::sync::CancellationToken;
 
 use crate::allocdir::AllocDir;
 use crate::drivermanager::types::ResourceUsage;
-use crate::drivermanager::{DriverCallError, DriverManager};
+use crate::drivermanager::{DriverCallError, DriverManager, TaskBinding};
 use crate::jobspec::Task;
 use crate::state::LocalTaskState;
 use crate::structs::{Allocation, TaskEvent, TaskEventType, TaskRunState};
@@ -53,9 +53,6 @@ pub enum TaskActionError {
     /// The task is not running.
     #[error("task {0:?} is not running")]
     NotRunning(String),
-    /// The task's driver is not loaded.
-    #[error("driver {0:?} is not loaded")]
-    DriverNotLoaded(String),
     /// The driver refused or failed the signal.
     #[error("signalling task {task:?}: {error}")]
     Signal {
@@ -84,8 +81,11 @@ pub struct TaskRunner {
     /// the task starts again at once, not counted against its restart policy.
     restart_requested: AtomicBool,
     restart_signal: tokio::sync::Notify,
-    /// This task's local state (driver handle, hook state); this runner is its only writer.
-    local: std::sync::Mutex<LocalTaskState>,
+    /// This task's local state (driver handle, hook state); this runner is its only writer
+    /// (through [`TaskRunner::update_local`] and its running task's binding).
+    local: Arc<std::sync::Mutex<LocalTaskState>>,
+    /// The running invocation's binding to its driver version, while it runs.
+    binding: std::sync::Mutex<Option<Arc<TaskBinding>>>,
 }
 
 /// How one run of the task ended.
@@ -148,7 +148,8 @@ impl TaskRunner {
             last: std::sync::Mutex::new(None),
             restart_requested: AtomicBool::new(false),
             restart_signal: tokio::sync::Notify::new(),
-            local: std::sync::Mutex::new(local),
+            local: Arc::new(std::sync::Mutex::new(local)),
+            binding: std::sync::Mutex::new(None),
         })
     }
 
@@ -182,35 +183,34 @@ impl TaskRunner {
         Ok(())
     }
 
-    /// Send `signal` to the running task through its driver.
+    /// Send `signal` to the running task through its driver version.
     pub async fn signal(&self, signal: &str) -> Result<(), TaskActionError> {
-        let Some(stored) = self.local.lock().unwrap().handle.clone() else {
+        let Some(binding) = self.binding.lock().unwrap().clone() else {
             return Err(TaskActionError::NotRunning(self.task.name.clone()));
         };
-        let driver = self
-            .drivers
-            .dispense(&self.task.driver)
-            .ok_or_else(|| TaskActionError::DriverNotLoaded(self.task.driver.clone()))?;
         self.event(
             TaskEvent::new(TaskEventType::Signaling, "Task being sent a signal")
                 .detail("signal", signal),
         );
-        let updated = driver
-            .signal(stored.into(), signal.to_string())
+        binding
+            .call(|d, h| async move {
+                let h = d.signal(h, signal.to_string()).await?;
+                Ok(((), Some(h)))
+            })
             .await
             .map_err(|error| TaskActionError::Signal {
                 task: self.task.name.clone(),
                 error,
-            })?;
-        self.persist_handle(&driver, &updated);
-        Ok(())
+            })
     }
 
-    /// Resource usage of the running task, from its driver.
+    /// Resource usage of the running task, from its driver version.
     pub async fn stats(&self) -> Option<ResourceUsage> {
-        let stored = self.local.lock().unwrap().handle.clone()?;
-        let driver = self.drivers.dispense(&self.task.driver)?;
-        driver.stats(stored.into()).await.ok()
+        let binding = self.binding.lock().unwrap().clone()?;
+        binding
+            .call(|d, h| async move { Ok((d.stats(h).await?, None)) })
+            .await
+            .ok()
     }
 
     /// Ask the task to stop (its kill signal, then SIGKILL after its kill timeout).

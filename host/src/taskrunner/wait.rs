@@ -6,36 +6,43 @@ use std::time::Duration;
 
 use super::interfaces::TaskView;
 use super::{KILL_GRACE, TaskRunner};
-use crate::drivermanager::types::{ExitResult, TaskHandle, WaitStatus, WakeOn};
-use crate::drivermanager::{Driver, DriverCallError};
+use crate::drivermanager::types::{ExitResult, WaitStatus, WakeOn};
+use crate::drivermanager::{DriverCallError, TaskBinding};
 use crate::structs::{TaskEvent, TaskEventType};
 
 impl TaskRunner {
-    /// Wait for the task's exit. Returns the exit and whether it was killed.
+    /// Wait for the task's exit through its binding (its driver version and latest
+    /// handle, which a swap may change between two calls). Returns the exit and whether it
+    /// was killed.
     pub(super) async fn wait_exit(
         &self,
-        driver: &Driver,
-        mut handle: TaskHandle,
+        task: &TaskBinding,
         view: TaskView<'_>,
     ) -> Result<(ExitResult, bool), DriverCallError> {
+        let destroy = || task.call(|d, h| async move { Ok((d.destroy(h, true).await?, None)) });
         let mut kill_deadline: Option<tokio::time::Instant> = None;
         loop {
-            let status = driver.wait(handle.clone()).await?;
+            let status = task
+                .call(|d, h| async move {
+                    let status = d.wait(h).await?;
+                    let updated = match &status {
+                        WaitStatus::Pending(w) => w.handle.clone(),
+                        WaitStatus::Exited(_) => None,
+                    };
+                    Ok((status, updated))
+                })
+                .await?;
             let wake = match status {
                 WaitStatus::Exited(r) => {
-                    let _ = driver.destroy(handle.clone(), true).await;
+                    let _ = destroy().await;
                     return Ok((r, kill_deadline.is_some()));
                 }
                 WaitStatus::Pending(w) => w,
             };
-            if let Some(updated) = &wake.handle {
-                handle = updated.clone();
-                self.persist_handle(driver, &handle);
-            }
             if let Some(deadline) = kill_deadline
                 && tokio::time::Instant::now() >= deadline
             {
-                let _ = driver.destroy(handle.clone(), true).await;
+                let _ = destroy().await;
                 return Ok((
                         ExitResult {
                             exit_code: 0,
@@ -51,22 +58,26 @@ impl TaskRunner {
                 _ = self.wake(&wake, kill_deadline) => {}
                 _ = self.restart_signal.notified(), if !killing => {
                     self.killing(view).await;
-                    let signal = self.kill_signal();
-                    handle = driver.stop(handle.clone(), self.task.kill_timeout, signal).await?;
-                    self.persist_handle(driver, &handle);
+                    self.stop_task(task).await?;
                     kill_deadline = Some(tokio::time::Instant::now() + Duration::from_nanos(self.task.kill_timeout) + KILL_GRACE);
                 }
                 _ = self.kill.cancelled(), if !killing => {
                     self.killing(view).await;
-                    let signal = self.kill_signal();
                     let timeout = Duration::from_nanos(self.task.kill_timeout);
                     self.event(TaskEvent::new(TaskEventType::Killing, format!("Sent interrupt. Waiting {timeout:?} before force killing")));
-                    handle = driver.stop(handle.clone(), self.task.kill_timeout, signal).await?;
-                    self.persist_handle(driver, &handle);
+                    self.stop_task(task).await?;
                     kill_deadline = Some(tokio::time::Instant::now() + timeout + KILL_GRACE);
                 }
             }
         }
+    }
+
+    /// Ask the driver to stop the task (its kill signal, then SIGKILL after its kill
+    /// timeout).
+    async fn stop_task(&self, task: &TaskBinding) -> Result<(), DriverCallError> {
+        let (timeout, signal) = (self.task.kill_timeout, self.kill_signal());
+        task.call(|d, h| async move { Ok(((), Some(d.stop(h, timeout, signal).await?))) })
+            .await
     }
 
     /// Sleep until a wake condition: a listed process exits, the timer fires, or (while

@@ -69,7 +69,12 @@ impl Call {
         let metrics = self.metrics.clone();
         let warm = self.warm;
         let r = self.outcome(comp, op, result);
-        metrics.record(elapsed, warm, r.as_ref().err().map(|e| e.kind));
+        let failure = r.as_ref().err().map(|e| e.kind);
+        metrics.record(elapsed, warm, failure);
+        comp.stats.record(matches!(
+            failure,
+            Some(CallFailure::Trap | CallFailure::OutOfMemory | CallFailure::Deadline)
+        ));
         r
     }
 

@@ -8,6 +8,8 @@ use super::Call;
 #[derive(Default)]
 pub(crate) struct WarmPool {
     idle: std::sync::Mutex<Vec<Call>>,
+    /// The version was retired: stores are no longer kept.
+    closed: std::sync::atomic::AtomicBool,
 }
 
 impl WarmPool {
@@ -23,8 +25,26 @@ impl WarmPool {
 
     pub(super) fn put(&self, call: Call) {
         let mut idle = self.idle.lock().unwrap_or_else(|e| e.into_inner());
-        if idle.len() < Self::MAX_IDLE {
+        if idle.len() < Self::MAX_IDLE && !self.closed() {
             idle.push(call);
         }
+    }
+
+    /// Drop every idle store and keep none from now on.
+    pub(crate) fn clear(&self) {
+        self.closed.store(true, std::sync::atomic::Ordering::SeqCst);
+        let drained: Vec<Call> =
+            std::mem::take(&mut *self.idle.lock().unwrap_or_else(|e| e.into_inner()));
+        drop(drained);
+    }
+
+    /// Keep stores again (a retired version made current again).
+    pub(crate) fn reopen(&self) {
+        self.closed
+            .store(false, std::sync::atomic::Ordering::SeqCst);
+    }
+
+    pub(crate) fn closed(&self) -> bool {
+        self.closed.load(std::sync::atomic::Ordering::SeqCst)
     }
 }
