@@ -1,5 +1,6 @@
 //! The event stream (Nomad's `/v1/event/stream`): jobs registered and deregistered,
-//! allocations placed and changed, evaluations, as they happen. Publishing costs nothing
+//! allocations placed and changed, evaluations, variables written and deleted, as they
+//! happen. Publishing costs nothing
 //! while nobody listens: an event is built only when a subscriber exists, and it carries
 //! its object, which the subscriber's connection serializes.
 
@@ -20,12 +21,14 @@ pub enum Payload {
     Job(Box<Value>),
     /// An evaluation.
     Evaluation(Box<crate::evals::Evaluation>),
+    /// A variable's metadata (never its items).
+    Variable(Box<crate::structs::VariableMetadata>),
 }
 
 /// One event.
 #[derive(Debug, Clone)]
 pub struct Event {
-    /// `Job`, `Allocation` or `Evaluation`.
+    /// `Job`, `Allocation`, `Evaluation` or `Variables`.
     pub topic: &'static str,
     /// e.g. `JobRegistered`, `AllocationUpdated`.
     pub event_type: &'static str,
@@ -48,6 +51,7 @@ impl Event {
             Payload::Allocation(a) => json!({ "Allocation": a }),
             Payload::Job(j) => json!({ "Job": j }),
             Payload::Evaluation(e) => json!({ "Evaluation": e }),
+            Payload::Variable(v) => json!({ "Variable": v }),
         };
         json!({
             "Topic": self.topic, "Type": self.event_type, "Key": self.key,

@@ -37,6 +37,7 @@ mod ops;
 mod periodic;
 mod plan;
 mod register;
+mod vars;
 mod views;
 
 pub use jobs::{ChildrenSummary, GroupSummary, JobSummary};
@@ -49,6 +50,9 @@ pub use ops::{AllocActionError, AllocStats, ClientStats, TaskUsage, Validation};
 pub use periodic::PeriodicError;
 pub use plan::{DesiredUpdates, JobPlan};
 pub use register::{RegisterError, RegisterOptions};
+pub use vars::{
+    InvalidVariable, Namespaces, VarError, VarStore, VarWrite, may_read, validate_path,
+};
 pub use views::ComponentView;
 
 /// How to start an agent.
@@ -100,6 +104,8 @@ pub struct Agent {
     /// Evaluations, for tools that follow them.
     evals: crate::evals::EvalBook,
     changes: Arc<Changes>,
+    /// Nomad Variables (the API's `/v1/var`, tasks' `variables`).
+    vars: Arc<vars::VarStore>,
     data_dir: PathBuf,
     /// Components refused at start, with reasons.
     refusals: Vec<String>,
@@ -164,7 +170,14 @@ impl Agent {
             .processes
             .restore(db.processes().context("reading process records")?)
             .await;
+        // Variables are loaded before anything takes a change index: the index starts past
+        // theirs.
+        let changes = Arc::new(Changes::default());
+        let vars = vars::VarStore::load(db.clone(), changes.clone())
+            .context("reading variables from the state DB")?;
         let components = opts.config.component_settings(&opts.config_file)?;
+        let mut host_services = services.host_services();
+        host_services.variables = Some(vars.clone());
         let runtime = Runtime::new(RuntimeOptions {
             cache_dir: Some(
                 opts.cache_dir
@@ -173,7 +186,7 @@ impl Agent {
             ),
             components,
             dev: opts.dev,
-            services: services.host_services(),
+            services: host_services,
             ..Default::default()
         })?;
         let mut refusals: Vec<Refusal> = load_builtins(&runtime).await;
@@ -236,7 +249,8 @@ impl Agent {
             devices,
             db,
             evals: Default::default(),
-            changes: Arc::new(Changes::default()),
+            changes,
+            vars,
             alloc_root: data_dir.join("alloc"),
             data_dir,
             refusals: refusals.iter().map(|r| r.to_string()).collect(),
