@@ -1,8 +1,8 @@
 //! `GET /v1/event/stream`: newline-delimited JSON, one `{"Index": N, "Events": [...]}`
 //! per change, `{}` as a heartbeat every 10 s. `topic=Topic:Key` (repeatable; either part
 //! `*`; default every topic) and `namespace` (default `default`, `*` for all) filter it.
-//! Topics: `Job`, `Allocation`, `Evaluation`. The stream starts at the request: events
-//! before it are not replayed.
+//! Topics: `Job`, `Allocation`, `Evaluation`, `Variables` (metadata only). The stream
+//! starts at the request: events before it are not replayed.
 
 use std::time::Duration;
 
@@ -17,7 +17,7 @@ use tokio::sync::broadcast::error::RecvError;
 use super::{ApiError, AppState};
 
 /// Topics a subscription may name.
-const TOPICS: &[&str] = &["*", "Job", "Allocation", "Evaluation"];
+const TOPICS: &[&str] = &["*", "Job", "Allocation", "Evaluation", "Variables"];
 
 /// Time between heartbeats.
 const HEARTBEAT: Duration = Duration::from_secs(10);

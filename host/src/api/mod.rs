@@ -12,6 +12,7 @@ mod jobs;
 mod metrics;
 mod node;
 mod search;
+mod vars;
 
 use std::sync::Arc;
 
@@ -38,6 +39,7 @@ pub fn router(agent: Arc<Agent>) -> Router {
         .merge(evals::routes())
         .merge(search::routes())
         .merge(events::routes())
+        .merge(vars::routes())
         .fallback(unknown_path)
         .method_not_allowed_fallback(wrong_method)
         .layer(axum::extract::DefaultBodyLimit::max(MAX_BODY))
