@@ -20,3 +20,4 @@ mod restore;
 mod runtime;
 mod state;
 mod telemetry;
+mod vars;
