@@ -46,11 +46,13 @@ plugin "env-inject" {
   }
 }
 
-# The template hook renders tasks' `template` blocks; it needs the task dir and the env.
+# The template hook renders tasks' `template` blocks; it needs the task dir and the env,
+# and `variables` for `nomadVar` (a task reads only its own job's nomad/jobs/... paths).
 plugin "template" {
   grant {
-    env      = true
-    task_dir = true
+    env       = true
+    task_dir  = true
+    variables = true
   }
 }
 

@@ -36,6 +36,18 @@ impl Changes {
         next
     }
 
+    /// Make the index at least `index` (without a change to report): at start, so that
+    /// what the state DB kept with its indexes is never behind the index new writes get.
+    pub fn raise_to(&self, index: u64) {
+        self.tx.send_if_modified(|i| {
+            let raise = *i < index;
+            if raise {
+                *i = index;
+            }
+            raise
+        });
+    }
+
     /// Current index.
     pub fn index(&self) -> u64 {
         *self.tx.borrow()

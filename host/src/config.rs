@@ -244,6 +244,7 @@ mod tests {
         let c = AgentConfig::load(&path).unwrap();
         let s = c.component_settings("agent.hcl").unwrap();
         assert!(s["env-inject"].grants.env);
+        assert!(s["template"].grants.variables && s["template"].grants.task_dir);
         assert_eq!(
             s["env-inject"].config["env"]["GREETING"],
             "hello from ${NOMAD_TASK_NAME} on ${attr.kernel.name}"

@@ -1,5 +1,5 @@
 //! The event stream (Nomad's `/v1/event/stream`): jobs registered and deregistered,
-//! allocations placed and changed, evaluations, node drain and eligibility, as they
+//! allocations placed and changed, evaluations, node drain and eligibility, variables written and deleted, as they
 //! happen. As Nomad's event buffer does, the broker keeps the newest events (Nomad's
 //! `event_buffer_size`, 100 by default), so a subscriber that connects a moment after a
 //! change, or names an `index` to resume from, still gets it. An event carries its object,
@@ -31,12 +31,14 @@ pub enum Payload {
     Evaluation(Box<crate::evals::Evaluation>),
     /// The node as the API shows it.
     Node(Box<Value>),
+    /// A variable's metadata (never its items).
+    Variable(Box<crate::structs::VariableMetadata>),
 }
 
 /// One event.
 #[derive(Debug, Clone)]
 pub struct Event {
-    /// `Job`, `Allocation` or `Evaluation`.
+    /// `Job`, `Allocation`, `Evaluation` or `Variables`.
     pub topic: &'static str,
     /// e.g. `JobRegistered`, `AllocationUpdated`.
     pub event_type: &'static str,
@@ -60,6 +62,7 @@ impl Event {
             Payload::Job(j) => json!({ "Job": j }),
             Payload::Evaluation(e) => json!({ "Evaluation": e }),
             Payload::Node(n) => json!({ "Node": n }),
+            Payload::Variable(v) => json!({ "Variable": v }),
         };
         json!({
             "Topic": self.topic, "Type": self.event_type, "Key": self.key,

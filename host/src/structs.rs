@@ -1,5 +1,5 @@
 //! Nomad-shaped records the agent stores and serves: allocations, task states and task
-//! events. Field names on the wire are Nomad's (PascalCase, times in ns since the epoch).
+//! events, variables. Field names on the wire are Nomad's (PascalCase, times in ns since the epoch).
 
 use std::collections::BTreeMap;
 
@@ -427,4 +427,32 @@ mod tests {
         assert_eq!(s.events.len(), MAX_EVENTS);
         assert_eq!(s.events[0].message, "5");
     }
+}
+
+/// A Nomad Variable without its items (Nomad's `VariableMetadata`): what a list shows.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "PascalCase")]
+pub struct VariableMetadata {
+    pub namespace: String,
+    /// Path, e.g. `nomad/jobs/web` (the rules: [`crate::agent::validate_path`]).
+    pub path: String,
+    /// Change index of its creation.
+    pub create_index: u64,
+    /// Creation time, ns since the epoch.
+    pub create_time: i64,
+    /// Change index of its last write (what `?cas=` compares with).
+    pub modify_index: u64,
+    /// Last write, ns since the epoch.
+    pub modify_time: i64,
+}
+
+/// A Nomad Variable: metadata and items (Nomad's decrypted `Variable`), as the state DB
+/// keeps it and the API serves it.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "PascalCase")]
+pub struct Variable {
+    #[serde(flatten)]
+    pub meta: VariableMetadata,
+    /// Key/value pairs, never empty.
+    pub items: BTreeMap<String, String>,
 }

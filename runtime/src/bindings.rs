@@ -63,10 +63,12 @@ pub mod v0_1_0 {
     pub use driver::paddock::plugin::{
         config, devices, env, events, info, log, process, task_logs, timer, types,
     };
+    /// Only hooks import `variables`, so the hook world's bindings generate it.
+    pub use hook::paddock::plugin::variables;
 
     mod convert {
         //! `paddock:plugin@0.1.0` types ⇄ host types: records with the same fields.
-        use super::{devices, process, types as wit};
+        use super::{devices, process, types as wit, variables};
         use crate::types;
 
         /// `From` both ways between a binding record and a host record with the same fields.
@@ -113,6 +115,18 @@ pub mod v0_1_0 {
             [task_path, host_path, permissions]
         );
         same_fields!(wit::FieldError, types::FieldError, [field, message]);
+        same_fields!(
+            variables::VariableMetadata,
+            types::VariableMetadata,
+            [
+                namespace,
+                path,
+                create_index,
+                modify_index,
+                create_time,
+                modify_time
+            ]
+        );
 
         impl From<types::Reservation> for devices::Reservation {
             fn from(r: types::Reservation) -> Self {

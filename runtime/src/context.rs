@@ -6,7 +6,7 @@
 use std::time::Duration;
 
 use crate::grants::Grants;
-use crate::types::{Reservation, TaskEnv};
+use crate::types::{Reservation, TaskEnv, WorkloadIdentity};
 
 /// Limits applied to every call of one component.
 #[derive(Debug, Clone, PartialEq)]
@@ -64,6 +64,8 @@ pub struct TaskContext {
     pub reservations: Vec<Reservation>,
     /// Directories to preopen, for a component with the `task_dir` grant.
     pub files: Option<TaskFiles>,
+    /// The task's workload identity: which variables it may read (`variables`).
+    pub workload: Option<WorkloadIdentity>,
 }
 
 /// Whether a call needs its own WASI context with the task's dirs preopened. Such a store

@@ -20,6 +20,9 @@ pub struct Grants {
     /// In calls about a task, see the task's dir as `/task` and the allocation's shared dir
     /// as `/alloc` (WASI preopens, read-write). Nothing else of the host's files.
     pub task_dir: bool,
+    /// Read the Nomad Variables the current task's workload identity may read, through
+    /// `variables` (what the `template` hook's `nomadVar` needs).
+    pub variables: bool,
 }
 
 impl Grants {
@@ -31,6 +34,7 @@ impl Grants {
             events: true,
             process: vec!["*".into()],
             task_dir: true,
+            variables: true,
         }
     }
 
@@ -58,6 +62,9 @@ impl Grants {
         }
         if self.task_dir {
             v.push("task_dir".into());
+        }
+        if self.variables {
+            v.push("variables".into());
         }
         if !self.process.is_empty() {
             v.push(format!("process({})", self.process.join(",")));

@@ -61,7 +61,7 @@ pub struct Inspection {
 }
 
 /// The grants a component importing `imports` can use: `env`, `devices`, `events`,
-/// `process`; `task_dir` for WASI filesystem access. Without them those calls are denied.
+/// `process`, `variables`; `task_dir` for WASI filesystem access. Without them those calls are denied.
 pub fn grants_used(imports: &[String]) -> Vec<&'static str> {
     let mut out = Vec::new();
     for (needle, grant) in [
@@ -69,6 +69,7 @@ pub fn grants_used(imports: &[String]) -> Vec<&'static str> {
         ("paddock:plugin/devices@", "devices"),
         ("paddock:plugin/events@", "events"),
         ("paddock:plugin/process@", "process"),
+        ("paddock:plugin/variables@", "variables"),
         ("wasi:filesystem/", "task_dir"),
     ] {
         if imports.iter().any(|i| i.starts_with(needle)) && !out.contains(&grant) {

@@ -2,8 +2,8 @@
 //! grants and limits, per-call stores and the warm pool, the registry that hot swap builds
 //! on, call metrics, the contract bindings (one module per contract version) and the host
 //! interfaces the guests import. It knows nothing of the agent: the embedder (the agent,
-//! the Nomad driver plugin) lends it [`HostServices`] for processes, task logs and driver
-//! events, and calls components through the plugin clients it writes over
+//! the Nomad driver plugin) lends it [`HostServices`] for processes, task logs, driver
+//! events and variables, and calls components through the plugin clients it writes over
 //! [`Runtime::call_driver`], [`Runtime::call_hook`] and [`Runtime::call_device`].
 //!
 //! Module map:
@@ -59,7 +59,7 @@ pub use host_api::HostServices;
 pub use inspect::World;
 pub use loader::{LoadError, Refusal};
 use store::HostState;
-pub use types::TaskEnv;
+pub use types::{TaskEnv, VariableMetadata, WorkloadIdentity};
 
 /// How the runtime is set up.
 #[derive(Debug, Clone, Default)]

@@ -197,7 +197,8 @@ impl HasData for HasNoFunctions {
 }
 
 /// Add WASI p2 and every Paddock host interface to `linker`. One linker serves all worlds:
-/// `hook` and `device-plugin` import subsets of what `driver` imports.
+/// `device-plugin` imports a subset of what `driver` imports, `hook` a subset plus
+/// `variables`.
 pub fn add_to_linker(linker: &mut Linker<HostState>) -> wasmtime::Result<()> {
     wasmtime_wasi::p2::add_to_linker_async(linker)?;
     v0_1_0::types::add_to_linker::<_, HasNoFunctions>(linker, |_| NoFunctions)?;
@@ -221,6 +222,13 @@ pub fn add_to_linker(linker: &mut Linker<HostState>) -> wasmtime::Result<()> {
     })?;
     host_api::task_logs::add_to_linker(linker, |s| {
         host_api::task_logs::TaskLogs::new(&s.component, s.services.task_logs.as_deref())
+    })?;
+    host_api::variables::add_to_linker(linker, |s| {
+        host_api::variables::Variables::new(
+            &s.component,
+            s.task.as_deref(),
+            s.services.variables.as_deref(),
+        )
     })?;
     Ok(())
 }

@@ -290,6 +290,37 @@ pub struct DriverEvent {
     pub details: Vec<(String, String)>,
 }
 
+/// Who a task is, as Nomad's workload identity names it: what `variables` checks a path
+/// against. The embedder fills it in.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct WorkloadIdentity {
+    /// The job's namespace.
+    pub namespace: String,
+    /// The job id the identity carries: a periodic or dispatched child's parent job.
+    pub job_id: String,
+    /// Task group name.
+    pub group: String,
+    /// Task name.
+    pub task: String,
+}
+
+/// A Nomad Variable without its items (`variables.list`).
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct VariableMetadata {
+    /// Namespace.
+    pub namespace: String,
+    /// Path.
+    pub path: String,
+    /// Change index of its creation.
+    pub create_index: u64,
+    /// Change index of its last write.
+    pub modify_index: u64,
+    /// Creation time, ns since the Unix epoch.
+    pub create_time: i64,
+    /// Last write, ns since the Unix epoch.
+    pub modify_time: i64,
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

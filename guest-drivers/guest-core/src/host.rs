@@ -84,6 +84,12 @@ pub mod task_logs {
     }
 }
 
+/// The Nomad Variables the task the current call is about may read (its job's
+/// `nomad/jobs/...` paths), with the `variables` grant.
+pub mod variables {
+    pub use crate::__bindings::paddock::plugin::variables::{VariableMetadata, get, list};
+}
+
 /// Task events, which reach the task's runner as events of type "Driver".
 pub mod events {
     pub use crate::__bindings::paddock::plugin::events::emit;

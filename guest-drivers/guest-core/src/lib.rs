@@ -1,6 +1,6 @@
 //! The part of Paddock's guest SDKs that does not depend on the world: the host imports of
 //! the `paddock:plugin@0.1.0` contract in `/wit` (`log`, `config`, `env`, `devices`,
-//! `process`, `timer`, `events`, `task-logs`), the contract types they use, and the
+//! `process`, `timer`, `events`, `task-logs`, `variables`), the contract types they use, and the
 //! [`PluginInfo`] every world's export returns.
 //!
 //! This crate owns the one copy of their bindings and of the helpers over them ([`host`]).
@@ -39,6 +39,7 @@ pub mod __bindings {
                 import paddock:plugin/timer@0.1.0;
                 import paddock:plugin/events@0.1.0;
                 import paddock:plugin/task-logs@0.1.0;
+                import paddock:plugin/variables@0.1.0;
                 // Not a host interface, only a type every world's export returns.
                 import paddock:plugin/info@0.1.0;
             }
@@ -121,6 +122,11 @@ macro_rules! generate_world {
     (@with [task_logs $($rest:ident)*] [$($with:tt)*] $options:tt) => {
         $crate::generate_world!(@with [$($rest)*] [$($with)*
             "paddock:plugin/task-logs@0.1.0": ::paddock_guest_core::__bindings::paddock::plugin::task_logs,
+        ] $options);
+    };
+    (@with [variables $($rest:ident)*] [$($with:tt)*] $options:tt) => {
+        $crate::generate_world!(@with [$($rest)*] [$($with)*
+            "paddock:plugin/variables@0.1.0": ::paddock_guest_core::__bindings::paddock::plugin::variables,
         ] $options);
     };
     (@with [$unknown:ident $($rest:ident)*] $with:tt $options:tt) => {

@@ -36,7 +36,7 @@ pub use paddock_guest_core::__wit_bindgen::rt as __rt;
 #[allow(missing_docs)]
 pub mod __bindings {
     paddock_guest_core::generate_world! {
-        imports: [log, config, env, devices, timer],
+        imports: [log, config, env, devices, timer, variables],
         options: {
             path: "../../wit",
             world: "hook",
@@ -52,7 +52,9 @@ pub mod __bindings {
 use __bindings::exports::paddock::plugin::task_hook as wit;
 
 pub use __bindings::paddock::plugin::types::{FieldError, TaskResources};
-pub use paddock_guest_core::{DeviceNode, ExitResult, LogLevel, Mount, PluginInfo, StringMap};
+pub use paddock_guest_core::{
+    DeviceNode, ExitResult, HostError, LogLevel, Mount, PluginInfo, StringMap,
+};
 pub use wit::{HookError, PrestartRequest, PrestartResponse, TaskInfo, Template};
 
 impl Default for PrestartResponse {

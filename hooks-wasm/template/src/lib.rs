@@ -15,16 +15,32 @@
 //! }
 //! ```
 //!
-//! The language is in [`render`]. Values come from the task's environment through the host
-//! `env` interface; files are written through WASI into the task dir (`/task`) or the
-//! allocation's shared dir (`/alloc`), which the host preopens only when the operator grants
-//! them:
+//! Nomad Variables are read as in Nomad, within what the task's workload identity may read
+//! (its job's `nomad/jobs/<job>[/<group>[/<task>]]` and `nomad/jobs`):
+//!
+//! ```hcl
+//! template {
+//!   data        = <<EOT
+//! {{ with nomadVar "nomad/jobs/web" }}password={{ .password }}{{ else }}no password yet{{ end }}
+//! {{ range $k, $v := nomadVar "nomad/jobs/web/g" }}{{ $k }}={{ $v }}
+//! {{ end }}{{ range nomadVarList "nomad/jobs" }}{{ .Path }} {{ end }}
+//! EOT
+//!   destination = "secrets/app.conf"
+//! }
+//! ```
+//!
+//! The language is in [`render`] (parsed by [`parse`]). Values come from the task's
+//! environment through the host `env` interface and from the host `variables` interface; a
+//! variable the task may not read fails the task with the host's answer, which names the
+//! path. Files are written through WASI into the task dir (`/task`) or the allocation's
+//! shared dir (`/alloc`), which the host preopens only when the operator grants them:
 //!
 //! ```hcl
 //! plugin "template" {
 //!   grant {
-//!     env      = true
-//!     task_dir = true
+//!     env       = true
+//!     task_dir  = true
+//!     variables = true
 //!   }
 //! }
 //! ```
@@ -36,9 +52,12 @@
 //! default mode. On `update` the templates are rendered again in place; `change_mode`
 //! restart and signal are not acted on yet.
 
+mod parse;
 mod render;
 
-use paddock_hook_sdk::host::{env, log};
+use std::collections::BTreeMap;
+
+use paddock_hook_sdk::host::{env, log, variables};
 use paddock_hook_sdk::{
     Hook, HookError, PluginInfo, PrestartRequest, PrestartResponse, TaskInfo, Template,
 };
@@ -111,13 +130,12 @@ fn render_one(
             HookError::Failed(format!("{name}: reading source {:?}: {e}", t.source_path))
         })?
     };
-    let lookup = |key: &str| env::get(key).ok().flatten();
     let text = render::render(
         &source,
         &t.left_delim,
         &t.right_delim,
         t.err_missing_key,
-        &lookup,
+        &Host,
     )
     .map_err(|e| refuse(e.to_string()))?;
     let env = if t.envvars {
@@ -126,6 +144,47 @@ fn render_one(
         Vec::new()
     };
     Ok(Rendered { dest, text, env })
+}
+
+/// Template values from the host: the task's environment and the variables it may read.
+struct Host;
+
+impl render::Source for Host {
+    fn env(&self, name: &str) -> Option<String> {
+        env::get(name).ok().flatten()
+    }
+
+    fn var(&self, path: &str) -> Result<Option<BTreeMap<String, String>>, String> {
+        variables::get(path)
+            .map(|items| items.map(|i| i.into_iter().collect()))
+            .map_err(host_error)
+    }
+
+    fn var_list(&self, prefix: &str) -> Result<Vec<render::VarMeta>, String> {
+        Ok(variables::list(prefix)
+            .map_err(host_error)?
+            .into_iter()
+            .map(|m| render::VarMeta {
+                namespace: m.namespace,
+                path: m.path,
+                create_index: m.create_index,
+                modify_index: m.modify_index,
+                create_time: m.create_time,
+                modify_time: m.modify_time,
+            })
+            .collect())
+    }
+}
+
+/// A host error as a template error's text.
+fn host_error(e: paddock_hook_sdk::HostError) -> String {
+    use paddock_hook_sdk::HostError as E;
+    match e {
+        E::Denied(m) => format!("denied: {m}"),
+        E::NotFound(m) => format!("not found: {m}"),
+        E::Invalid(m) => format!("invalid: {m}"),
+        E::Failed(m) => format!("failed: {m}"),
+    }
 }
 
 /// Write `text` to `dest` atomically; returns whether the content changed.

@@ -1,12 +1,26 @@
 //! The template language: text with actions between delimiters (`{{` `}}` by default), a
-//! small, exact subset of Go's text/template as Nomad jobs use it:
+//! small, exact subset of Go's text/template with the functions Nomad jobs use:
 //!
 //! - `{{ env "NAME" }}`: the task's environment variable (empty when unset, or an error
 //!   with `error_on_missing_key`);
+//! - `{{ with nomadVar "nomad/jobs/web" }}{{ .key }}{{ else }}...{{ end }}`: a Nomad
+//!   Variable's items by key (`index . "a-key"` for keys that are not identifiers); a
+//!   variable that does not exist is empty, so `else` runs;
+//! - `{{ range $k, $v := nomadVar "path" }}{{ $k }}={{ $v }}{{ end }}`: its items in key
+//!   order;
+//! - `{{ range nomadVarList "prefix" }}{{ .Path }}{{ end }}`: the variables the task may
+//!   read under a prefix (`Namespace`, `Path`, `CreateIndex`, `ModifyIndex`, `CreateTime`,
+//!   `ModifyTime`), with `$i, $m :=` for the index;
 //! - `{{- ... -}}`: trims the whitespace before / after the action;
 //! - `{{/* comment */}}`: nothing.
 //!
-//! Anything else is an error that quotes the action, so a job never renders half-understood.
+//! Anything else is an error that names the line and quotes the action, so a job never
+//! renders half-understood; so is a variable the task may not read (the host's answer
+//! names the path).
+
+use std::collections::BTreeMap;
+
+use crate::parse::{Action, Expr, Node, Range};
 
 /// A template that cannot be rendered.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -23,82 +37,255 @@ impl std::fmt::Display for RenderError {
     }
 }
 
-/// Render `text` with the given delimiters; `lookup` answers `env "NAME"`.
+/// A variable as `nomadVarList` lists it.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct VarMeta {
+    pub namespace: String,
+    pub path: String,
+    pub create_index: u64,
+    pub modify_index: u64,
+    pub create_time: i64,
+    pub modify_time: i64,
+}
+
+/// Where a template's values come from (the host, in the hook).
+pub trait Source {
+    /// `env "NAME"`.
+    fn env(&self, name: &str) -> Option<String>;
+    /// `nomadVar "path"`: the items, `None` when there is no such variable; `Err` says why
+    /// it cannot be read.
+    fn var(&self, path: &str) -> Result<Option<BTreeMap<String, String>>, String>;
+    /// `nomadVarList "prefix"`.
+    fn var_list(&self, prefix: &str) -> Result<Vec<VarMeta>, String>;
+}
+
+/// A value while rendering.
+#[derive(Debug, Clone)]
+enum Value {
+    /// No value: the top-level dot, a missing key, a variable that does not exist.
+    Nothing,
+    Str(String),
+    /// A variable's items.
+    Items(BTreeMap<String, String>),
+    Meta(VarMeta),
+    List(Vec<VarMeta>),
+}
+
+impl Value {
+    /// Go's truth: empty values are false.
+    fn truthy(&self) -> bool {
+        match self {
+            Value::Nothing => false,
+            Value::Str(s) => !s.is_empty(),
+            Value::Items(m) => !m.is_empty(),
+            Value::Meta(_) => true,
+            Value::List(l) => !l.is_empty(),
+        }
+    }
+
+    fn kind(&self) -> &'static str {
+        match self {
+            Value::Nothing => "nothing",
+            Value::Str(_) => "a string",
+            Value::Items(_) => "a variable's items",
+            Value::Meta(_) => "a variable's metadata",
+            Value::List(_) => "a list of variables",
+        }
+    }
+}
+
+/// Render `text` with the given delimiters, values from `source`.
 pub fn render(
     text: &str,
     left: &str,
     right: &str,
     err_missing_key: bool,
-    lookup: &dyn Fn(&str) -> Option<String>,
+    source: &dyn Source,
 ) -> Result<String, RenderError> {
+    let nodes = crate::parse::parse(text, left, right)?;
+    let mut eval = Eval {
+        source,
+        err_missing_key,
+        vars: Vec::new(),
+    };
     let mut out = String::with_capacity(text.len());
-    let mut rest = text;
-    let mut consumed = 0usize;
-    while let Some(start) = rest.find(left) {
-        let line = line_at(text, consumed + start);
-        let mut before = &rest[..start];
-        let after_left = &rest[start + left.len()..];
-        let Some(end) = after_left.find(right) else {
-            return Err(RenderError {
-                line,
-                message: format!("unclosed action: no {right:?} after {left:?}"),
-            });
-        };
-        let mut action = &after_left[..end];
-        if let Some(a) = action
-            .strip_prefix('-')
-            .filter(|a| a.starts_with(char::is_whitespace))
-        {
-            before = before.trim_end();
-            action = a;
-        }
-        let mut trim_after = false;
-        if let Some(a) = action
-            .strip_suffix('-')
-            .filter(|a| a.ends_with(char::is_whitespace))
-        {
-            trim_after = true;
-            action = a;
-        }
-        out.push_str(before);
-        out.push_str(&eval(action.trim(), line, err_missing_key, lookup)?);
-        let next = &after_left[end + right.len()..];
-        let next = if trim_after { next.trim_start() } else { next };
-        consumed = text.len() - next.len();
-        rest = next;
-    }
-    out.push_str(rest);
+    eval.nodes(&nodes, &Value::Nothing, &mut out)?;
     Ok(out)
 }
 
-fn line_at(text: &str, offset: usize) -> usize {
-    text[..offset].matches('\n').count() + 1
+struct Eval<'a> {
+    source: &'a dyn Source,
+    err_missing_key: bool,
+    /// Declared `$variables`, innermost last.
+    vars: Vec<(String, Value)>,
 }
 
-fn eval(
-    action: &str,
-    line: usize,
-    err_missing_key: bool,
-    lookup: &dyn Fn(&str) -> Option<String>,
-) -> Result<String, RenderError> {
-    let err = |message: String| RenderError { line, message };
-    if action.starts_with("/*") && action.ends_with("*/") {
-        return Ok(String::new());
+impl Eval<'_> {
+    fn nodes(&mut self, nodes: &[Node], dot: &Value, out: &mut String) -> Result<(), RenderError> {
+        for n in nodes {
+            match n {
+                Node::Text(t) => out.push_str(t),
+                Node::Output(a, e) => {
+                    let v = self.expr(a, e, dot)?;
+                    out.push_str(&print(a, v)?);
+                }
+                Node::With(a, e, body, otherwise) => {
+                    let v = self.expr(a, e, dot)?;
+                    if v.truthy() {
+                        self.nodes(body, &v, out)?;
+                    } else {
+                        self.nodes(otherwise, dot, out)?;
+                    }
+                }
+                Node::Range(a, r, body, otherwise) => {
+                    self.range(a, r, body, otherwise, dot, out)?
+                }
+            }
+        }
+        Ok(())
     }
-    let Some(arg) = action.strip_prefix("env").map(str::trim_start) else {
-        return Err(err(format!(
-            "unsupported action {action:?}: this hook renders `env \"NAME\"` and comments"
-        )));
-    };
-    let name = arg
-        .strip_prefix('"')
-        .and_then(|a| a.strip_suffix('"'))
-        .filter(|n| !n.is_empty() && !n.contains('"'))
-        .ok_or_else(|| err(format!("expected env \"NAME\", found {action:?}")))?;
-    match lookup(name) {
-        Some(v) => Ok(v),
-        None if err_missing_key => Err(err(format!("env {name:?} is not set"))),
-        None => Ok(String::new()),
+
+    fn range(
+        &mut self,
+        a: &Action,
+        r: &Range,
+        body: &[Node],
+        otherwise: &[Node],
+        dot: &Value,
+        out: &mut String,
+    ) -> Result<(), RenderError> {
+        let elems: Vec<(Value, Value)> = match self.expr(a, &r.expr, dot)? {
+            Value::Nothing => Vec::new(),
+            Value::Items(m) => m
+                .into_iter()
+                .map(|(k, v)| (Value::Str(k), Value::Str(v)))
+                .collect(),
+            Value::List(l) => l
+                .into_iter()
+                .enumerate()
+                .map(|(i, m)| (Value::Str(i.to_string()), Value::Meta(m)))
+                .collect(),
+            v => return Err(a.error(format!("cannot range over {} in {:?}", v.kind(), a.text))),
+        };
+        if elems.is_empty() {
+            return self.nodes(otherwise, dot, out);
+        }
+        for (key, elem) in elems {
+            let scope = self.vars.len();
+            if let Some(k) = &r.key {
+                self.vars.push((k.clone(), key));
+            }
+            if let Some(v) = &r.value {
+                self.vars.push((v.clone(), elem.clone()));
+            }
+            let done = self.nodes(body, &elem, out);
+            self.vars.truncate(scope);
+            done?;
+        }
+        Ok(())
+    }
+
+    fn expr(&mut self, a: &Action, e: &Expr, dot: &Value) -> Result<Value, RenderError> {
+        Ok(match e {
+            Expr::Env(name) => match self.source.env(name) {
+                Some(v) => Value::Str(v),
+                None if self.err_missing_key => {
+                    return Err(a.error(format!("env {name:?} is not set")));
+                }
+                None => Value::Str(String::new()),
+            },
+            Expr::NomadVar(path) => match self.source.var(path) {
+                Ok(Some(items)) => Value::Items(items),
+                Ok(None) => Value::Nothing,
+                Err(e) => return Err(a.error(format!("nomadVar {path:?}: {e}"))),
+            },
+            Expr::NomadVarList(prefix) => match self.source.var_list(prefix) {
+                Ok(l) => Value::List(l),
+                Err(e) => return Err(a.error(format!("nomadVarList {prefix:?}: {e}"))),
+            },
+            Expr::Index(term, key) => {
+                let v = self.expr(a, term, dot)?;
+                match v {
+                    Value::Items(_) => self.field(a, v, key)?,
+                    v => {
+                        return Err(a.error(format!("cannot index {} in {:?}", v.kind(), a.text)));
+                    }
+                }
+            }
+            Expr::Dot(fields) => self.fields(a, dot.clone(), fields)?,
+            Expr::Var(name, fields) => {
+                let v = if name == "$" {
+                    Value::Nothing
+                } else {
+                    self.vars
+                        .iter()
+                        .rev()
+                        .find(|(n, _)| n == name)
+                        .map(|(_, v)| v.clone())
+                        .ok_or_else(|| {
+                            a.error(format!("undefined variable {name} in {:?}", a.text))
+                        })?
+                };
+                self.fields(a, v, fields)?
+            }
+            Expr::Str(s) => Value::Str(s.clone()),
+        })
+    }
+
+    fn fields(&self, a: &Action, mut v: Value, fields: &[String]) -> Result<Value, RenderError> {
+        for f in fields {
+            v = self.field(a, v, f)?;
+        }
+        Ok(v)
+    }
+
+    fn field(&self, a: &Action, v: Value, name: &str) -> Result<Value, RenderError> {
+        Ok(match v {
+            Value::Items(mut m) => match m.remove(name) {
+                Some(s) => Value::Str(s),
+                None if self.err_missing_key => {
+                    return Err(a.error(format!(
+                        "the variable has no key {name:?} (in {:?})",
+                        a.text
+                    )));
+                }
+                None => Value::Nothing,
+            },
+            Value::Meta(m) => match name {
+                "Namespace" => Value::Str(m.namespace),
+                "Path" => Value::Str(m.path),
+                "CreateIndex" => Value::Str(m.create_index.to_string()),
+                "ModifyIndex" => Value::Str(m.modify_index.to_string()),
+                "CreateTime" => Value::Str(m.create_time.to_string()),
+                "ModifyTime" => Value::Str(m.modify_time.to_string()),
+                _ => {
+                    return Err(a.error(format!(
+                        "a variable's metadata has no field {name} (in {:?}; it has Namespace, Path, CreateIndex, ModifyIndex, CreateTime, ModifyTime)",
+                        a.text
+                    )));
+                }
+            },
+            v => {
+                return Err(a.error(format!(
+                    "cannot read field {name} of {} in {:?}",
+                    v.kind(),
+                    a.text
+                )));
+            }
+        })
+    }
+}
+
+/// What an output action writes.
+fn print(a: &Action, v: Value) -> Result<String, RenderError> {
+    match v {
+        Value::Nothing => Ok(String::new()),
+        Value::Str(s) => Ok(s),
+        v => Err(a.error(format!(
+            "cannot print {} in {:?}: print its keys or fields (.key, .Path), or range over it",
+            v.kind(),
+            a.text
+        ))),
     }
 }
 
@@ -139,16 +326,55 @@ pub fn parse_env(text: &str) -> Result<Vec<(String, String)>, RenderError> {
 mod tests {
     use super::*;
 
-    fn env(name: &str) -> Option<String> {
-        match name {
-            "NOMAD_TASK_NAME" => Some("web".into()),
-            "PORT" => Some("8080".into()),
-            _ => None,
+    /// The task `t` of job `web`: two environment variables, and the variables it may
+    /// read; `nomad/jobs/other` is another job's.
+    struct Fake;
+
+    impl Source for Fake {
+        fn env(&self, name: &str) -> Option<String> {
+            match name {
+                "NOMAD_TASK_NAME" => Some("web".into()),
+                "PORT" => Some("8080".into()),
+                _ => None,
+            }
+        }
+
+        fn var(&self, path: &str) -> Result<Option<BTreeMap<String, String>>, String> {
+            match path {
+                "nomad/jobs/web" => Ok(Some(
+                    [
+                        ("user", "admin"),
+                        ("pass", "s3cret"),
+                        ("db-host", "10.0.0.1"),
+                    ]
+                    .map(|(k, v)| (k.to_string(), v.to_string()))
+                    .into(),
+                )),
+                "nomad/jobs/other" => Err(format!(
+                    "denied: Permission denied: may not read variable {path:?}"
+                )),
+                _ => Ok(None),
+            }
+        }
+
+        fn var_list(&self, prefix: &str) -> Result<Vec<VarMeta>, String> {
+            Ok(["nomad/jobs", "nomad/jobs/web"]
+                .iter()
+                .filter(|p| p.starts_with(prefix))
+                .enumerate()
+                .map(|(i, p)| VarMeta {
+                    namespace: "default".into(),
+                    path: p.to_string(),
+                    create_index: 10 + i as u64,
+                    modify_index: 20 + i as u64,
+                    ..Default::default()
+                })
+                .collect())
         }
     }
 
     fn r(text: &str) -> Result<String, RenderError> {
-        render(text, "{{", "}}", false, &env)
+        render(text, "{{", "}}", false, &Fake)
     }
 
     #[test]
@@ -163,7 +389,7 @@ mod tests {
     #[test]
     fn missing_keys_are_empty_or_errors() {
         assert_eq!(r("[{{ env \"NOPE\" }}]").unwrap(), "[]");
-        let e = render("a\n{{ env \"NOPE\" }}", "{{", "}}", true, &env).unwrap_err();
+        let e = render("a\n{{ env \"NOPE\" }}", "{{", "}}", true, &Fake).unwrap_err();
         assert_eq!(e.line, 2);
         assert!(e.message.contains("NOPE"), "{e}");
     }
@@ -173,7 +399,7 @@ mod tests {
         assert_eq!(r("a  {{- env \"PORT\" -}}  b").unwrap(), "a8080b");
         assert_eq!(r("x{{/* note */}}y").unwrap(), "xy");
         assert_eq!(
-            render("<< env \"PORT\" >> {{ literal }}", "<<", ">>", false, &env).unwrap(),
+            render("<< env \"PORT\" >> {{ literal }}", "<<", ">>", false, &Fake).unwrap(),
             "8080 {{ literal }}"
         );
     }
@@ -210,5 +436,85 @@ mod tests {
         );
         assert_eq!(parse_env("A=1\nnot a pair").unwrap_err().line, 2);
         assert!(parse_env("A-B=1").is_err());
+    }
+
+    #[test]
+    fn nomad_var_items_by_key_with_an_else_for_a_missing_variable() {
+        assert_eq!(
+            r("{{ with nomadVar \"nomad/jobs/web\" }}{{ .user }}:{{ .pass }}@{{ index . \"db-host\" }}{{ end }}")
+                .unwrap(),
+            "admin:s3cret@10.0.0.1"
+        );
+        assert_eq!(
+            r("{{ with nomadVar \"nomad/jobs/web/g\" }}{{ .user }}{{ else }}no var{{ end }}")
+                .unwrap(),
+            "no var"
+        );
+        // Inside `with`, env still works and a missing key is empty (or an error on demand).
+        assert_eq!(
+            r("{{ with nomadVar \"nomad/jobs/web\" }}{{ env \"PORT\" }}[{{ .nope }}]{{ end }}")
+                .unwrap(),
+            "8080[]"
+        );
+        let e = render(
+            "{{ with nomadVar \"nomad/jobs/web\" }}{{ .nope }}{{ end }}",
+            "{{",
+            "}}",
+            true,
+            &Fake,
+        )
+        .unwrap_err();
+        assert!(e.message.contains("no key \"nope\""), "{e}");
+    }
+
+    #[test]
+    fn ranges_over_items_and_lists() {
+        assert_eq!(
+            r("{{ range $k, $v := nomadVar \"nomad/jobs/web\" }}{{ $k }}={{ $v }};{{ end }}")
+                .unwrap(),
+            "db-host=10.0.0.1;pass=s3cret;user=admin;"
+        );
+        assert_eq!(
+            r("{{ range nomadVarList \"nomad/jobs\" }}{{ .Path }}@{{ .ModifyIndex }} {{ end }}")
+                .unwrap(),
+            "nomad/jobs@20 nomad/jobs/web@21 "
+        );
+        assert_eq!(
+            r("{{ range $i, $m := nomadVarList }}\n{{ $i }}:{{ $m.Namespace }}/{{ $m.Path }}{{ end }}")
+                .unwrap(),
+            "\n0:default/nomad/jobs\n1:default/nomad/jobs/web"
+        );
+        assert_eq!(
+            r("{{ range nomadVarList \"none/\" }}x{{ else }}empty{{ end }}").unwrap(),
+            "empty"
+        );
+        // A range's variables end with it.
+        let e = r("{{ range $v := nomadVarList }}{{ end }}{{ $v }}").unwrap_err();
+        assert!(e.message.contains("undefined variable $v"), "{e}");
+    }
+
+    #[test]
+    fn a_variable_the_task_may_not_read_fails_naming_the_path() {
+        let e = r("ok\n{{ with nomadVar \"nomad/jobs/other\" }}{{ .x }}{{ end }}").unwrap_err();
+        assert_eq!(e.line, 2);
+        assert!(
+            e.message
+                .starts_with("nomadVar \"nomad/jobs/other\": denied: Permission denied"),
+            "{e}"
+        );
+    }
+
+    #[test]
+    fn values_that_cannot_be_printed_or_read_are_errors_quoting_the_action() {
+        let e = r("{{ nomadVar \"nomad/jobs/web\" }}").unwrap_err();
+        assert!(
+            e.message
+                .contains("cannot print a variable's items in \"nomadVar \\\"nomad/jobs/web\\\"\""),
+            "{e}"
+        );
+        let e = r("{{ range nomadVarList }}{{ .Nope }}{{ end }}").unwrap_err();
+        assert!(e.message.contains("no field Nope"), "{e}");
+        let e = r("{{ range env \"PORT\" }}{{ end }}").unwrap_err();
+        assert!(e.message.contains("cannot range over a string"), "{e}");
     }
 }

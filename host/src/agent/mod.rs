@@ -38,6 +38,7 @@ mod ops;
 mod periodic;
 mod plan;
 mod register;
+mod vars;
 mod views;
 
 pub use jobs::{ChildrenSummary, GroupSummary, JobSummary};
@@ -53,6 +54,9 @@ pub use ops::{AllocActionError, AllocStats, ClientStats, TaskUsage, Validation};
 pub use periodic::PeriodicError;
 pub use plan::{DesiredUpdates, JobPlan};
 pub use register::{RegisterError, RegisterOptions};
+pub use vars::{
+    InvalidVariable, Namespaces, VarError, VarStore, VarWrite, may_read, validate_path,
+};
 pub use views::{ComponentView, NodeResourcesView, NodeView};
 
 /// How to start an agent.
@@ -104,6 +108,8 @@ pub struct Agent {
     /// Evaluations, for tools that follow them.
     evals: crate::evals::EvalBook,
     changes: Arc<Changes>,
+    /// Nomad Variables (the API's `/v1/var`, tasks' `variables`).
+    vars: Arc<vars::VarStore>,
     data_dir: PathBuf,
     /// Components refused at start, with reasons.
     refusals: Vec<String>,
@@ -174,7 +180,19 @@ impl Agent {
             .processes
             .restore(db.processes().context("reading process records")?)
             .await;
+        // Variables are loaded before anything takes a change index: the index starts past
+        // theirs.
+        let changes = Arc::new(Changes::new(
+            opts.config
+                .server
+                .event_buffer_size
+                .unwrap_or(crate::events::DEFAULT_BUFFER_SIZE),
+        ));
+        let vars = vars::VarStore::load(db.clone(), changes.clone())
+            .context("reading variables from the state DB")?;
         let components = opts.config.component_settings(&opts.config_file)?;
+        let mut host_services = services.host_services();
+        host_services.variables = Some(vars.clone());
         let runtime = Runtime::new(RuntimeOptions {
             cache_dir: Some(
                 opts.cache_dir
@@ -183,7 +201,7 @@ impl Agent {
             ),
             components,
             dev: opts.dev,
-            services: services.host_services(),
+            services: host_services,
             ..Default::default()
         })?;
         let mut refusals: Vec<Refusal> = load_builtins(&runtime).await;
@@ -246,12 +264,8 @@ impl Agent {
             devices,
             db,
             evals: Default::default(),
-            changes: Arc::new(Changes::new(
-                opts.config
-                    .server
-                    .event_buffer_size
-                    .unwrap_or(crate::events::DEFAULT_BUFFER_SIZE),
-            )),
+            changes,
+            vars,
             alloc_root: data_dir.join("alloc"),
             data_dir,
             refusals: refusals.iter().map(|r| r.to_string()).collect(),

@@ -1,7 +1,8 @@
 //! `GET /v1/event/stream`: newline-delimited JSON, one `{"Index": N, "Events": [...]}`
 //! per change, `{}` as a heartbeat every 10 s. `topic=Topic:Key` (repeatable; either part
 //! `*`; default every topic) and `namespace` (default `default`, `*` for all) filter it.
-//! Topics with events here: `Job`, `Allocation`, `Evaluation`, `Node`; Nomad's other topics
+//! Topics with events here: `Job`, `Allocation`, `Evaluation`, `Node`, `Variables` (metadata
+//! only); Nomad's other topics
 //! (`Deployment`, `Service`, ...) are accepted and stay quiet. The stream starts with the
 //! kept events (the newest 100, see [`crate::events`]) at or after `index` (all of them
 //! for 0, the default, as Nomad does), then goes on live.
@@ -25,6 +26,7 @@ const TOPICS: &[&str] = &[
     "Allocation",
     "Evaluation",
     "Node",
+    "Variables",
     "NodePool",
     "Deployment",
     "Service",

@@ -15,6 +15,7 @@ mod metrics;
 mod node;
 mod scale;
 mod search;
+mod vars;
 
 use std::sync::Arc;
 
@@ -44,6 +45,7 @@ pub fn router(agent: Arc<Agent>) -> Router {
         .merge(events::routes())
         .merge(cluster::routes())
         .merge(scale::routes())
+        .merge(vars::routes())
         .fallback(unknown_path)
         .method_not_allowed_fallback(wrong_method)
         .layer(axum::extract::DefaultBodyLimit::max(MAX_BODY))

@@ -53,12 +53,13 @@ impl DriverServices {
         Arc::default()
     }
 
-    /// The runtime's view of these services.
+    /// The runtime's view of these services (variables are the agent's to add).
     pub fn host_services(&self) -> HostServices {
         HostServices {
             processes: Some(self.processes.clone()),
             task_logs: Some(self.task_logs.clone()),
             events: Some(self.events.clone()),
+            variables: None,
         }
     }
 }

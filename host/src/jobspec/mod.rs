@@ -516,6 +516,16 @@ pub struct Lifecycle {
 }
 
 impl Job {
+    /// The job id its tasks' workload identity carries (Nomad's `GetIDforWorkloadIdentity`):
+    /// a periodic or dispatched child acts as its parent job.
+    pub fn id_for_workload_identity(&self) -> &str {
+        if self.parent_id.is_empty() {
+            &self.id
+        } else {
+            &self.parent_id
+        }
+    }
+
     /// How many allocations of `group` this node runs: its `count`, or one for a system or
     /// sysbatch job, whose `count` Nomad ignores.
     pub fn placed_count(&self, group: &TaskGroup) -> u32 {

@@ -12,7 +12,7 @@ use super::{
     ProcessRecord, RedbBackend, StateDb, StateError, commit, tables,
 };
 use crate::jobspec::Job;
-use crate::structs::{Allocation, TaskState};
+use crate::structs::{Allocation, TaskState, Variable};
 
 /// The typed state layer over a backend; writes go through the committer (group commit
 /// and de-duplication, see [`commit`]).
@@ -101,6 +101,12 @@ fn version_key(job_key: &str, version: u64) -> String {
 
 fn task_key(alloc_id: &str, task: &str) -> String {
     format!("{alloc_id}/{task}")
+}
+
+/// A variable's key. Namespace names hold no `/` (the agent refuses such a namespace for a
+/// variable), so the key is unique and one namespace's variables are one prefix.
+fn variable_key(namespace: &str, path: &str) -> String {
+    format!("{namespace}/{path}")
 }
 
 impl<B: Backend + 'static> KvState<B> {
@@ -328,6 +334,29 @@ impl<B: Backend + 'static> StateDb for KvState<B> {
             .scan(tables::PROCESSES, "")?
             .into_iter()
             .map(|(k, v)| decode(tables::PROCESSES, &k, &v))
+            .collect()
+    }
+
+    fn put_variable(&self, var: &Variable) -> Result<(), StateError> {
+        self.commit.write(vec![Op::Put(
+            tables::VARIABLES,
+            variable_key(&var.meta.namespace, &var.meta.path),
+            encode(var),
+        )])
+    }
+
+    fn delete_variable(&self, namespace: &str, path: &str) -> Result<(), StateError> {
+        self.commit.write(vec![Op::Delete(
+            tables::VARIABLES,
+            variable_key(namespace, path),
+        )])
+    }
+
+    fn variables(&self) -> Result<Vec<Variable>, StateError> {
+        self.backend
+            .scan(tables::VARIABLES, "")?
+            .into_iter()
+            .map(|(k, v)| decode(tables::VARIABLES, &k, &v))
             .collect()
     }
 }

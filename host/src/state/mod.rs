@@ -1,6 +1,6 @@
 //! The agent's local state: jobs, allocations, task states, per-task local state (driver
-//! handle, hook state), node identity, and the driver and device managers' last view of
-//! their plugins.
+//! handle, hook state), node identity, the driver and device managers' last view of
+//! their plugins, and Nomad Variables.
 //!
 //! [`StateDb`] is the interface the rest of the agent uses. Both implementations share one
 //! typed layer ([`KvState`]) over a small ordered key-value [`Backend`]:
@@ -27,7 +27,7 @@ pub use redb_backend::RedbBackend;
 
 pub use crate::executor::processes::ProcessRecord;
 use crate::jobspec::Job;
-use crate::structs::{Allocation, TaskState};
+use crate::structs::{Allocation, TaskState, Variable};
 
 /// Schema version this agent writes. Older files are upgraded at open; newer ones refused.
 ///
@@ -35,7 +35,8 @@ use crate::structs::{Allocation, TaskState};
 /// - 2: adds `processes` (host processes started through the executor, for reattaching).
 /// - 3: adds `job_versions` (the last [`JOB_VERSIONS_KEPT`] versions of each job); jobs carry
 ///   their version, indexes and status beside their spec.
-pub const SCHEMA_VERSION: u64 = 3;
+/// - 4: adds `variables` (Nomad Variables, keyed `<namespace>/<path>`).
+pub const SCHEMA_VERSION: u64 = 4;
 
 /// Versions of a job kept for `/v1/job/{id}/versions` and revert (Nomad keeps six).
 pub const JOB_VERSIONS_KEPT: u64 = 6;
@@ -182,6 +183,12 @@ pub trait StateDb: Send + Sync {
         &self,
         manager: &str,
     ) -> Result<BTreeMap<String, serde_json::Value>, StateError>;
+    /// Store (or replace) a variable.
+    fn put_variable(&self, var: &Variable) -> Result<(), StateError>;
+    /// Remove a variable; removing one that does not exist is not an error.
+    fn delete_variable(&self, namespace: &str, path: &str) -> Result<(), StateError>;
+    /// Every variable.
+    fn variables(&self) -> Result<Vec<Variable>, StateError>;
 }
 
 /// Table names.
@@ -194,6 +201,7 @@ pub(crate) mod tables {
     pub const NODE: &str = "node";
     pub const PROCESSES: &str = "processes";
     pub const JOB_VERSIONS: &str = "job_versions";
+    pub const VARIABLES: &str = "variables";
     pub const ALL: &[&str] = &[
         META,
         JOBS,
@@ -203,6 +211,7 @@ pub(crate) mod tables {
         NODE,
         PROCESSES,
         JOB_VERSIONS,
+        VARIABLES,
     ];
 }
 

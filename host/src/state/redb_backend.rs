@@ -209,8 +209,9 @@ mod tests {
         {
             let db = RedbState::open(&path).unwrap();
             assert_eq!(db.node_identity().unwrap().unwrap()["id"], "node-1");
-            // The table schema 2 added is there.
+            // The tables later schemas added are there.
             assert!(db.processes().unwrap().is_empty());
+            assert!(db.variables().unwrap().is_empty());
         }
         assert_eq!(version(&path), SCHEMA_VERSION);
     }

@@ -113,6 +113,8 @@ impl TaskRunner {
             // Drivers reach the task's files through the paths in the task config and the
             // host's process capability, not preopens: their stores stay reusable.
             files: None,
+            // Drivers do not import `variables`.
+            workload: None,
         });
         let inv = Arc::new(inv);
         *self.last.lock().unwrap() = Some(inv.clone());

@@ -16,16 +16,19 @@ pub mod log;
 pub mod process;
 pub mod task_logs;
 pub mod timer;
+pub mod variables;
 
 use std::sync::Arc;
 
 use events::EventSink;
 use process::ProcessHost;
 use task_logs::TaskLogHost;
+use variables::VariableHost;
 
 /// Long-lived services of the embedder that host interfaces call: where processes are
-/// started, where task logs are written, where driver events go. A service left `None`
-/// makes its interface answer `failed` ("not available in this runtime").
+/// started, where task logs are written, where driver events go, where variables are read.
+/// A service left `None` makes its interface answer `failed` ("not available in this
+/// runtime").
 #[derive(Clone, Default)]
 pub struct HostServices {
     /// Host processes for `process`.
@@ -34,6 +37,8 @@ pub struct HostServices {
     pub task_logs: Option<Arc<dyn TaskLogHost>>,
     /// Driver events for `events`.
     pub events: Option<Arc<dyn EventSink>>,
+    /// Nomad Variables for `variables`.
+    pub variables: Option<Arc<dyn VariableHost>>,
 }
 
 impl std::fmt::Debug for HostServices {
@@ -42,6 +47,7 @@ impl std::fmt::Debug for HostServices {
             .field("processes", &self.processes.is_some())
             .field("task_logs", &self.task_logs.is_some())
             .field("events", &self.events.is_some())
+            .field("variables", &self.variables.is_some())
             .finish()
     }
 }

@@ -295,6 +295,7 @@ async fn node_and_component_commands() {
         .map(|g| g.as_str().unwrap())
         .collect();
     assert!(grants.contains(&"task_dir"), "{v:#}");
+    assert!(grants.contains(&"variables"), "{v:#}");
     assert!(!grants.contains(&"process"), "{v:#}");
     let out = cli(&t, &["component", "inspect", "no-such-thing"]).await;
     assert_eq!(out.code, 1, "{out:?}");

@@ -2,9 +2,10 @@
 //! shared by all tests so each component is compiled once per test run.
 
 use std::collections::BTreeMap;
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Stdio};
 use std::sync::{Arc, OnceLock};
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use paddock::agent::{Agent, AgentOptions};
 use paddock::config::AgentConfig;
@@ -12,6 +13,7 @@ use paddock::drivermanager::{DriverManager, DriverServices};
 use paddock::runtime::{
     ComponentSettings, ComponentSource, Grants, LoadedComponent, Runtime, RuntimeOptions,
 };
+use serde_json::{Value, json};
 
 /// One compile cache dir for the whole test binary.
 pub fn shared_cache_dir() -> PathBuf {
@@ -264,4 +266,149 @@ pub fn fixture_env_dir() -> tempfile::TempDir {
     let a = guest_artifacts::FIXTURE_ENV_HOOK;
     std::fs::write(dir.path().join(a.file_name), a.bytes).unwrap();
     dir
+}
+
+/// The real agent binary on a fixed port and data dir (`<dir>/data`, its log in
+/// `<dir>/agent.log`), restartable: for what must survive the process.
+pub struct AgentProcess {
+    pub dir: PathBuf,
+    pub port: u16,
+    /// Extra arguments of `agent run`.
+    pub args: Vec<String>,
+    child: Option<Child>,
+    pub http: reqwest::Client,
+}
+
+impl AgentProcess {
+    pub fn new(dir: &Path) -> Self {
+        let port = std::net::TcpListener::bind(("127.0.0.1", 0))
+            .unwrap()
+            .local_addr()
+            .unwrap()
+            .port();
+        Self {
+            dir: dir.to_path_buf(),
+            port,
+            args: Vec::new(),
+            child: None,
+            http: reqwest::Client::new(),
+        }
+    }
+
+    pub async fn start(&mut self) {
+        let log = std::fs::OpenOptions::new()
+            .create(true)
+            .append(true)
+            .open(self.dir.join("agent.log"))
+            .unwrap();
+        let child = Command::new(agent_bin())
+            .args(["run", "--dev", "--data-dir"])
+            .arg(self.dir.join("data"))
+            .args(["--bind", &format!("127.0.0.1:{}", self.port)])
+            .args(&self.args)
+            .stdin(Stdio::null())
+            .stdout(log.try_clone().unwrap())
+            .stderr(log)
+            .spawn()
+            .unwrap();
+        self.child = Some(child);
+        let deadline = Instant::now() + Duration::from_secs(120);
+        loop {
+            if let Ok(r) = self.http.get(self.url("/v1/agent/health")).send().await
+                && r.status().is_success()
+            {
+                return;
+            }
+            assert!(
+                Instant::now() < deadline,
+                "the agent did not come up: {}",
+                self.log()
+            );
+            tokio::time::sleep(Duration::from_millis(50)).await;
+        }
+    }
+
+    pub fn kill9(&mut self) {
+        let mut c = self.child.take().expect("running");
+        c.kill().unwrap(); // SIGKILL
+        c.wait().unwrap();
+    }
+
+    /// A graceful stop (SIGINT, as Ctrl-C or `systemctl stop` with KillMode=process).
+    pub fn interrupt(&mut self) {
+        let mut c = self.child.take().expect("running");
+        let pid = rustix_pid(c.id());
+        let _ = std::process::Command::new("kill")
+            .args(["-INT", &pid])
+            .status();
+        let deadline = Instant::now() + Duration::from_secs(20);
+        while c.try_wait().unwrap().is_none() {
+            assert!(
+                Instant::now() < deadline,
+                "the agent did not stop on SIGINT"
+            );
+            std::thread::sleep(Duration::from_millis(20));
+        }
+    }
+
+    pub fn log(&self) -> String {
+        std::fs::read_to_string(self.dir.join("agent.log")).unwrap_or_default()
+    }
+
+    pub fn url(&self, path: &str) -> String {
+        format!("http://127.0.0.1:{}{path}", self.port)
+    }
+
+    pub async fn get(&self, path: &str) -> Value {
+        self.http
+            .get(self.url(path))
+            .send()
+            .await
+            .unwrap()
+            .json()
+            .await
+            .unwrap()
+    }
+
+    pub async fn post_job(&self, job: Value) {
+        let r = self
+            .http
+            .post(self.url("/v1/jobs"))
+            .json(&json!({ "Job": job }))
+            .send()
+            .await
+            .unwrap();
+        assert!(r.status().is_success(), "{}", r.text().await.unwrap());
+    }
+
+    /// Poll the job's allocations until `done`.
+    pub async fn wait_allocs(&self, job: &str, done: impl Fn(&[Value]) -> bool) -> Vec<Value> {
+        let deadline = Instant::now() + Duration::from_secs(60);
+        loop {
+            let v = self.get(&format!("/v1/job/{job}/allocations")).await;
+            let allocs = v.as_array().cloned().unwrap_or_default();
+            if done(&allocs) {
+                return allocs;
+            }
+            assert!(Instant::now() < deadline, "timed out on {job}: {allocs:#?}");
+            tokio::time::sleep(Duration::from_millis(100)).await;
+        }
+    }
+
+    pub async fn alloc(&self, id: &str) -> Value {
+        self.get(&format!("/v1/allocation/{id}")).await
+    }
+}
+
+impl Drop for AgentProcess {
+    fn drop(&mut self) {
+        if let Some(mut c) = self.child.take() {
+            let _ = c.kill();
+            let _ = c.wait();
+        }
+    }
+}
+
+fn rustix_pid(pid: u32) -> String {
+    pid.to_string()
 }

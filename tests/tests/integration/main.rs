@@ -22,3 +22,4 @@ mod restore;
 mod runtime;
 mod state;
 mod telemetry;
+mod vars;

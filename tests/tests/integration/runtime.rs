@@ -144,6 +144,7 @@ async fn each_world_loads_and_answers() {
         env,
         reservations: vec![],
         files: None,
+        workload: None,
     });
     let resp = hooks(&rt)
         .prestart(&hook.name, &task_info(), Some(ctx), &BTreeMap::new())

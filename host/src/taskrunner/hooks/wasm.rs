@@ -10,7 +10,7 @@ use futures::future::BoxFuture;
 
 use crate::drivermanager::types::TaskResources;
 use crate::hookmanager::{HookError, HookManager, HookTask};
-use crate::runtime::{TaskContext, TaskFiles};
+use crate::runtime::{TaskContext, TaskFiles, WorkloadIdentity};
 use crate::taskrunner::interfaces::{
     ExitedRequest, HookFailure, HookResult, Invocation, PoststartRequest, PrestartRequest,
     PrestartResponse, StopRequest, TaskHook, TaskView, UpdateRequest,
@@ -54,16 +54,24 @@ pub fn hook_task(view: TaskView<'_>, inv: Option<&Invocation>) -> HookTask {
     }
 }
 
-/// What the hook's host calls see of the task: its environment so far, its devices and
-/// its directories (preopened with the `task_dir` grant).
-fn context(inv: Option<&Invocation>) -> Option<Arc<TaskContext>> {
+/// What the hook's host calls see of the task: its environment so far, its devices, its
+/// directories (preopened with the `task_dir` grant) and its workload identity (which
+/// variables it may read).
+fn context(view: TaskView<'_>, inv: Option<&Invocation>) -> Option<Arc<TaskContext>> {
     let inv = inv?;
+    let job = &view.alloc.job;
     Some(Arc::new(TaskContext {
         env: inv.env.build(),
         reservations: inv.reservations.clone(),
         files: Some(TaskFiles {
             task_dir: inv.dirs.task_dir.clone(),
             alloc_dir: inv.dirs.alloc_dir.clone(),
+        }),
+        workload: Some(WorkloadIdentity {
+            namespace: job.namespace.clone(),
+            job_id: job.id_for_workload_identity().to_string(),
+            group: view.group.name.clone(),
+            task: view.task.name.clone(),
         }),
     }))
 }
@@ -90,7 +98,12 @@ impl TaskHook for WasmHook {
             let task = hook_task(req.view, Some(inv));
             let answer = self
                 .hooks
-                .prestart(&self.name, &task, context(Some(inv)), &req.previous.data)
+                .prestart(
+                    &self.name,
+                    &task,
+                    context(req.view, Some(inv)),
+                    &req.previous.data,
+                )
                 .await
                 .map_err(failure)?;
             Ok(PrestartResponse {
@@ -105,7 +118,7 @@ impl TaskHook for WasmHook {
         Box::pin(async move {
             let task = hook_task(req.view, Some(req.invocation));
             self.hooks
-                .poststart(&self.name, &task, context(Some(req.invocation)))
+                .poststart(&self.name, &task, context(req.view, Some(req.invocation)))
                 .await
                 .map_err(failure)
         })
@@ -115,7 +128,12 @@ impl TaskHook for WasmHook {
         Box::pin(async move {
             let task = hook_task(req.view, Some(req.invocation));
             self.hooks
-                .exited(&self.name, &task, req.exit, context(Some(req.invocation)))
+                .exited(
+                    &self.name,
+                    &task,
+                    req.exit,
+                    context(req.view, Some(req.invocation)),
+                )
                 .await
                 .map_err(failure)
         })
@@ -125,7 +143,12 @@ impl TaskHook for WasmHook {
         Box::pin(async move {
             let task = hook_task(req.view, req.invocation);
             self.hooks
-                .stop(&self.name, &task, &req.state.data, context(req.invocation))
+                .stop(
+                    &self.name,
+                    &task,
+                    &req.state.data,
+                    context(req.view, req.invocation),
+                )
                 .await
                 .map_err(failure)
         })
@@ -135,7 +158,7 @@ impl TaskHook for WasmHook {
         Box::pin(async move {
             let task = hook_task(req.view, req.invocation);
             self.hooks
-                .update(&self.name, &task, context(req.invocation))
+                .update(&self.name, &task, context(req.view, req.invocation))
                 .await
                 .map_err(failure)
         })

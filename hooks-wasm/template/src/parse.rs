@@ -1,0 +1,465 @@
+//! Template text into a tree: text and actions between delimiters, `{{-`/`-}}` trimming
+//! applied to the neighbouring text, `with`/`range` blocks with their `else` and `end`
+//! matched up. Every error names the line and quotes the action.
+
+use crate::render::RenderError;
+
+/// What an action computes.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Expr {
+    /// `env "NAME"`.
+    Env(String),
+    /// `nomadVar "path"`: the variable's items.
+    NomadVar(String),
+    /// `nomadVarList ["prefix"]`: metadata of the variables the task may read.
+    NomadVarList(String),
+    /// `index TERM "key"`: one item, for keys that are not identifiers.
+    Index(Box<Expr>, String),
+    /// `.`, `.a.b`: the dot and fields of it.
+    Dot(Vec<String>),
+    /// `$`, `$x`, `$x.a`: a variable (`$` is the top-level dot) and fields of it.
+    Var(String, Vec<String>),
+    /// A string literal.
+    Str(String),
+}
+
+/// A parsed template.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Node {
+    /// Text, already trimmed by its neighbours' `-`.
+    Text(String),
+    /// `{{ expr }}`: prints the value.
+    Output(Action, Expr),
+    /// `{{ with expr }}body{{ else }}otherwise{{ end }}`: the body with the dot set to the
+    /// value when it is not empty, else `otherwise`.
+    With(Action, Expr, Vec<Node>, Vec<Node>),
+    /// `{{ range [$k[, $v] :=] expr }}body{{ else }}otherwise{{ end }}`.
+    Range(Action, Range, Vec<Node>, Vec<Node>),
+}
+
+/// Where an action is and what it says, for errors.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Action {
+    /// 1-based line.
+    pub line: usize,
+    /// The action's text, delimiters and trim markers left out.
+    pub text: String,
+}
+
+impl Action {
+    /// An error about this action.
+    pub fn error(&self, message: impl Into<String>) -> RenderError {
+        RenderError {
+            line: self.line,
+            message: message.into(),
+        }
+    }
+}
+
+/// What a `range` declares and ranges over.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Range {
+    /// `$k` of `$k, $v :=` (the key or index), when two are declared.
+    pub key: Option<String>,
+    /// `$v` of `$v :=` or `$k, $v :=` (the element).
+    pub value: Option<String>,
+    pub expr: Expr,
+}
+
+/// One piece of the template between delimiters or outside them.
+enum Token {
+    Text(String),
+    Action(Action),
+}
+
+/// Split `text` into text and actions, applying trim markers.
+fn tokens(text: &str, left: &str, right: &str) -> Result<Vec<Token>, RenderError> {
+    let mut out = Vec::new();
+    let mut rest = text;
+    let mut trim_next = false;
+    while let Some(start) = rest.find(left) {
+        let line = text[..text.len() - rest.len() + start]
+            .matches('\n')
+            .count()
+            + 1;
+        let mut before = &rest[..start];
+        if trim_next {
+            before = before.trim_start();
+        }
+        let after_left = &rest[start + left.len()..];
+        let Some(end) = find_right(after_left, right) else {
+            return Err(RenderError {
+                line,
+                message: format!("unclosed action: no {right:?} after {left:?}"),
+            });
+        };
+        let mut action = &after_left[..end];
+        if let Some(a) = action
+            .strip_prefix('-')
+            .filter(|a| a.starts_with(char::is_whitespace))
+        {
+            before = before.trim_end();
+            action = a;
+        }
+        trim_next = false;
+        if let Some(a) = action
+            .strip_suffix('-')
+            .filter(|a| a.ends_with(char::is_whitespace))
+        {
+            trim_next = true;
+            action = a;
+        }
+        out.push(Token::Text(before.to_string()));
+        out.push(Token::Action(Action {
+            line,
+            text: action.trim().to_string(),
+        }));
+        rest = &after_left[end + right.len()..];
+    }
+    out.push(Token::Text(
+        if trim_next { rest.trim_start() } else { rest }.to_string(),
+    ));
+    Ok(out)
+}
+
+/// Where `right` first appears outside a string literal.
+fn find_right(s: &str, right: &str) -> Option<usize> {
+    let mut quote: Option<char> = None;
+    let mut escaped = false;
+    for (i, c) in s.char_indices() {
+        match quote {
+            Some('"') if escaped => escaped = false,
+            Some('"') if c == '\\' => escaped = true,
+            Some(q) if c == q => quote = None,
+            Some(_) => {}
+            None if s[i..].starts_with(right) => return Some(i),
+            None if c == '"' || c == '`' => quote = Some(c),
+            None => {}
+        }
+    }
+    None
+}
+
+/// The words of an action.
+#[derive(Debug, Clone, PartialEq, Eq)]
+enum Word {
+    Ident(String),
+    Str(String),
+    Dot(Vec<String>),
+    Var(String, Vec<String>),
+    Declare,
+    Comma,
+}
+
+fn words(a: &Action) -> Result<Vec<Word>, RenderError> {
+    let text = &a.text;
+    let mut out = Vec::new();
+    let mut chars = text.char_indices().peekable();
+    let ident = |c: char| c.is_ascii_alphanumeric() || c == '_';
+    while let Some(&(i, c)) = chars.peek() {
+        if c.is_whitespace() {
+            chars.next();
+        } else if c == '"' || c == '`' {
+            chars.next();
+            let mut s = String::new();
+            let mut closed = false;
+            while let Some((_, d)) = chars.next() {
+                match d {
+                    d if d == c => {
+                        closed = true;
+                        break;
+                    }
+                    '\\' if c == '"' => match chars.next().map(|(_, e)| e) {
+                        Some('n') => s.push('\n'),
+                        Some('t') => s.push('\t'),
+                        Some(e @ ('"' | '\\')) => s.push(e),
+                        other => {
+                            return Err(a.error(format!(
+                                "unsupported escape \\{} in {text:?}",
+                                other.map(String::from).unwrap_or_default()
+                            )));
+                        }
+                    },
+                    d => s.push(d),
+                }
+            }
+            if !closed {
+                return Err(a.error(format!("unterminated string in {text:?}")));
+            }
+            out.push(Word::Str(s));
+        } else if text[i..].starts_with(":=") {
+            chars.next();
+            chars.next();
+            out.push(Word::Declare);
+        } else if c == ',' {
+            chars.next();
+            out.push(Word::Comma);
+        } else if c == '.' || c == '$' || ident(c) {
+            let mut j = i;
+            while let Some(&(k, d)) = chars.peek() {
+                if ident(d) || d == '.' || (k == i && d == '$') {
+                    j = k + d.len_utf8();
+                    chars.next();
+                } else {
+                    break;
+                }
+            }
+            out.push(
+                chain(&text[i..j])
+                    .ok_or_else(|| a.error(format!("bad name {:?} in {text:?}", &text[i..j])))?,
+            );
+        } else {
+            return Err(a.error(format!("unexpected {c:?} in {text:?}")));
+        }
+    }
+    Ok(out)
+}
+
+/// `.a.b`, `$x.a` or a bare identifier as a word.
+fn chain(w: &str) -> Option<Word> {
+    let fields = |s: &str| -> Option<Vec<String>> {
+        if s.is_empty() {
+            return Some(Vec::new());
+        }
+        let rest = s.strip_prefix('.')?;
+        let parts: Vec<String> = rest.split('.').map(str::to_string).collect();
+        parts.iter().all(|p| !p.is_empty()).then_some(parts)
+    };
+    if w == "." {
+        return Some(Word::Dot(Vec::new()));
+    }
+    if w.starts_with('.') {
+        return fields(w).map(Word::Dot);
+    }
+    if let Some(v) = w.strip_prefix('$') {
+        let (name, rest) = v.find('.').map_or((v, ""), |k| (&v[..k], &v[k..]));
+        return fields(rest).map(|f| Word::Var(format!("${name}"), f));
+    }
+    (!w.contains('.')).then(|| Word::Ident(w.to_string()))
+}
+
+/// What one action is.
+enum Parsed {
+    Comment,
+    Output(Expr),
+    With(Expr),
+    Range(Range),
+    Else,
+    End,
+}
+
+fn parse_action(a: &Action) -> Result<Parsed, RenderError> {
+    if a.text.starts_with("/*") && a.text.ends_with("*/") {
+        return Ok(Parsed::Comment);
+    }
+    let w = words(a)?;
+    match w.as_slice() {
+        [Word::Ident(k)] if k == "else" => Ok(Parsed::Else),
+        [Word::Ident(k)] if k == "end" => Ok(Parsed::End),
+        [Word::Ident(k), rest @ ..] if k == "with" => Ok(Parsed::With(expr(a, rest)?)),
+        [Word::Ident(k), rest @ ..] if k == "range" => {
+            let bad = || {
+                a.error(format!(
+                    "expected range $value := ..., or range $key, $value := ..., found {:?}",
+                    a.text
+                ))
+            };
+            let var = |w: &Word| match w {
+                Word::Var(n, f) if f.is_empty() && n != "$" => Ok(n.clone()),
+                _ => Err(bad()),
+            };
+            let (key, value, rest) = match rest {
+                [v, Word::Declare, rest @ ..] => (None, Some(var(v)?), rest),
+                [k, Word::Comma, v, Word::Declare, rest @ ..] => {
+                    (Some(var(k)?), Some(var(v)?), rest)
+                }
+                rest if rest
+                    .iter()
+                    .any(|w| matches!(w, Word::Declare | Word::Comma)) =>
+                {
+                    return Err(bad());
+                }
+                rest => (None, None, rest),
+            };
+            Ok(Parsed::Range(Range {
+                key,
+                value,
+                expr: expr(a, rest)?,
+            }))
+        }
+        _ => Ok(Parsed::Output(expr(a, &w)?)),
+    }
+}
+
+fn expr(a: &Action, w: &[Word]) -> Result<Expr, RenderError> {
+    let text = &a.text;
+    let string_arg = |name: &str, args: &[Word]| match args {
+        [Word::Str(s)] if !s.is_empty() => Ok(s.clone()),
+        _ => Err(a.error(format!("expected {name} \"...\", found {text:?}"))),
+    };
+    match w {
+        [] => Err(a.error(format!("missing value in {text:?}"))),
+        [Word::Ident(f), args @ ..] if f == "env" => match args {
+            [Word::Str(s)] if !s.is_empty() => Ok(Expr::Env(s.clone())),
+            _ => Err(a.error(format!("expected env \"NAME\", found {text:?}"))),
+        },
+        [Word::Ident(f), args @ ..] if f == "nomadVar" => {
+            Ok(Expr::NomadVar(string_arg("nomadVar", args)?))
+        }
+        [Word::Ident(f), args @ ..] if f == "nomadVarList" => match args {
+            [] => Ok(Expr::NomadVarList(String::new())),
+            [Word::Str(s)] => Ok(Expr::NomadVarList(s.clone())),
+            _ => Err(a.error(format!("expected nomadVarList or nomadVarList \"prefix\", found {text:?}"))),
+        },
+        [Word::Ident(f), args @ ..] if f == "index" => match args {
+            [t, Word::Str(k)] => Ok(Expr::Index(Box::new(expr(a, std::slice::from_ref(t))?), k.clone())),
+            _ => Err(a.error(format!("expected index . \"key\", found {text:?}"))),
+        },
+        [Word::Dot(f)] => Ok(Expr::Dot(f.clone())),
+        [Word::Var(n, f)] => Ok(Expr::Var(n.clone(), f.clone())),
+        [Word::Str(s)] => Ok(Expr::Str(s.clone())),
+        [Word::Ident(_), ..] => Err(a.error(format!(
+            "unsupported action {text:?}: this hook renders env, nomadVar, nomadVarList, index, with, range and comments"
+        ))),
+        _ => Err(a.error(format!("unexpected words in {text:?}"))),
+    }
+}
+
+/// Parse a whole template.
+pub fn parse(text: &str, left: &str, right: &str) -> Result<Vec<Node>, RenderError> {
+    let mut toks = tokens(text, left, right)?.into_iter();
+    match block(&mut toks, None)? {
+        (_, Close::Else(a) | Close::End(a)) => {
+            Err(a.error(format!("unexpected {{{{{}}}}}", a.text)))
+        }
+        (nodes, Close::Eof) => Ok(nodes),
+    }
+}
+
+/// What ends a block.
+enum Close {
+    Else(Action),
+    End(Action),
+    /// The end of the text.
+    Eof,
+}
+
+/// Nodes up to the `else` or `end` that closes `opener` (or the end of the text when there
+/// is no opener), and what closed them.
+fn block(
+    toks: &mut impl Iterator<Item = Token>,
+    opener: Option<&Action>,
+) -> Result<(Vec<Node>, Close), RenderError> {
+    let mut out = Vec::new();
+    while let Some(t) = toks.next() {
+        let a = match t {
+            Token::Text(s) if s.is_empty() => continue,
+            Token::Text(s) => {
+                out.push(Node::Text(s));
+                continue;
+            }
+            Token::Action(a) => a,
+        };
+        match parse_action(&a)? {
+            Parsed::Comment => {}
+            Parsed::Output(e) => out.push(Node::Output(a, e)),
+            Parsed::Else => return Ok((out, Close::Else(a))),
+            Parsed::End => return Ok((out, Close::End(a))),
+            Parsed::With(e) => {
+                let (body, otherwise) = branches(toks, &a)?;
+                out.push(Node::With(a, e, body, otherwise));
+            }
+            Parsed::Range(r) => {
+                let (body, otherwise) = branches(toks, &a)?;
+                out.push(Node::Range(a, r, body, otherwise));
+            }
+        }
+    }
+    match opener {
+        Some(o) => Err(o.error(format!("{{{{{}}}}} has no {{{{end}}}}", o.text))),
+        None => Ok((out, Close::Eof)),
+    }
+}
+
+/// The body and `else` branch of a `with` or `range` opened by `opener`.
+fn branches(
+    toks: &mut impl Iterator<Item = Token>,
+    opener: &Action,
+) -> Result<(Vec<Node>, Vec<Node>), RenderError> {
+    let (body, close) = block(toks, Some(opener))?;
+    let Close::Else(_) = close else {
+        return Ok((body, Vec::new()));
+    };
+    let (otherwise, close) = block(toks, Some(opener))?;
+    match close {
+        Close::Else(a) => Err(a.error(format!("a second {{{{else}}}} in {{{{{}}}}}", opener.text))),
+        _ => Ok((body, otherwise)),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn p(text: &str) -> Result<Vec<Node>, RenderError> {
+        parse(text, "{{", "}}")
+    }
+
+    #[test]
+    fn blocks_nest_with_their_else_branches() {
+        let nodes = p("a{{ with nomadVar \"x\" }}{{ .k }}{{ else }}none{{ end }}b").unwrap();
+        let Node::With(_, Expr::NomadVar(path), body, otherwise) = &nodes[1] else {
+            panic!("{nodes:?}")
+        };
+        assert_eq!(path, "x");
+        assert!(matches!(&body[0], Node::Output(_, Expr::Dot(f)) if f == &["k"]));
+        assert_eq!(otherwise, &[Node::Text("none".into())]);
+        assert_eq!(nodes[2], Node::Text("b".into()));
+    }
+
+    #[test]
+    fn range_declarations() {
+        let r = |t: &str| match p(t).unwrap().remove(0) {
+            Node::Range(_, r, ..) => r,
+            n => panic!("{n:?}"),
+        };
+        let two = r("{{ range $k, $v := nomadVar \"p\" }}{{ end }}");
+        assert_eq!(
+            (two.key.as_deref(), two.value.as_deref()),
+            (Some("$k"), Some("$v"))
+        );
+        let one = r("{{ range $m := nomadVarList }}{{ end }}");
+        assert_eq!((one.key, one.value.as_deref()), (None, Some("$m")));
+        assert_eq!(one.expr, Expr::NomadVarList(String::new()));
+        let none = r("{{ range nomadVarList \"nomad/jobs\" }}{{ end }}");
+        assert_eq!((none.key, none.value), (None, None));
+        assert!(p("{{ range $k, := nomadVarList }}{{ end }}").is_err());
+    }
+
+    #[test]
+    fn structure_errors_name_the_line_and_the_action() {
+        let e = p("x\n{{ with nomadVar \"a\" }}").unwrap_err();
+        assert_eq!(e.line, 2);
+        assert!(
+            e.message.contains("{{with nomadVar \"a\"}} has no {{end}}"),
+            "{e}"
+        );
+        let e = p("{{ end }}").unwrap_err();
+        assert!(e.message.contains("unexpected {{end}}"), "{e}");
+        let e = p("{{ else }}").unwrap_err();
+        assert!(e.message.contains("unexpected {{else}}"), "{e}");
+        let e = p("{{ with . }}{{ else }}{{ else }}{{ end }}").unwrap_err();
+        assert!(e.message.contains("a second {{else}}"), "{e}");
+        let e = p("{{ nomadVar x }}").unwrap_err();
+        assert!(e.message.contains("expected nomadVar"), "{e}");
+        let e = p("{{ env \"A\" | lower }}").unwrap_err();
+        assert!(e.message.contains("unexpected '|'"), "{e}");
+    }
+
+    #[test]
+    fn strings_may_hold_the_right_delimiter_and_escapes() {
+        let nodes = p("{{ \"a}}b\\\"c\" }}{{ `raw\\n` }}").unwrap();
+        assert!(matches!(&nodes[0], Node::Output(_, Expr::Str(s)) if s == "a}}b\"c"));
+        assert!(matches!(&nodes[1], Node::Output(_, Expr::Str(s)) if s == "raw\\n"));
+    }
+}

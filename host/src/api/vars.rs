@@ -1,0 +1,195 @@
+//! `/v1/vars` and `/v1/var/{path}`: Nomad Variables, in Nomad's wire shape. A list shows
+//! metadata only; a read, a write and a CAS conflict (409) answer with the whole variable;
+//! a delete answers 204 with no body. `?namespace=` picks the namespace (`default` when
+//! absent; `*` lists every namespace); a write's body may name its own `Namespace`, which
+//! wins, as in Nomad.
+
+use std::collections::BTreeMap;
+
+use axum::Router;
+use axum::body::Bytes;
+use axum::extract::{Path, Query, State};
+use axum::http::{HeaderMap, HeaderValue, StatusCode};
+use axum::response::{IntoResponse, Response};
+use axum::routing::get;
+use serde::Deserialize;
+use serde_json::json;
+
+use super::{ApiError, AppState, QueryOptions, with_index};
+use crate::agent::{InvalidVariable, Namespaces, VarError, VarWrite};
+
+pub(super) fn routes() -> Router<AppState> {
+    Router::new()
+        .route("/v1/vars", get(list))
+        .route(
+            "/v1/var/{*path}",
+            get(read).put(write).post(write).delete(delete),
+        )
+        .route(
+            "/v1/var/",
+            get(no_path).put(no_path).post(no_path).delete(no_path),
+        )
+}
+
+/// `?namespace=` and `?cas=` of a write or delete.
+#[derive(Debug, Default, Deserialize)]
+struct WriteQuery {
+    namespace: Option<String>,
+    cas: Option<String>,
+}
+
+impl WriteQuery {
+    /// `?cas=`, as Nomad parses it: absent or empty is no check.
+    fn cas(&self) -> Result<Option<u64>, ApiError> {
+        match self.cas.as_deref() {
+            None | Some("") => Ok(None),
+            Some(c) => c
+                .parse()
+                .map(Some)
+                .map_err(|e| ApiError::bad_request(format!("can not parse cas: {c:?}: {e}"))),
+        }
+    }
+
+    fn namespace(&self) -> String {
+        self.namespace
+            .clone()
+            .filter(|n| !n.is_empty())
+            .unwrap_or_else(|| "default".into())
+    }
+}
+
+/// A variable as a write's body gives it; other fields (indexes, times) are ignored, as
+/// Nomad ignores them.
+#[derive(Debug, Deserialize)]
+struct VarBody {
+    #[serde(rename = "Namespace", default)]
+    namespace: Option<String>,
+    #[serde(rename = "Path", default)]
+    path: Option<String>,
+    #[serde(rename = "Items", default)]
+    items: Option<BTreeMap<String, String>>,
+}
+
+/// `GET /v1/vars?prefix=&namespace=`: metadata, ordered by namespace then path.
+async fn list(State(agent): State<AppState>, Query(q): Query<QueryOptions>) -> Response {
+    let index = q.block(&agent).await;
+    let ns = q.namespace();
+    let which = if ns == "*" {
+        Namespaces::All
+    } else {
+        Namespaces::One(&ns)
+    };
+    let prefix = q.prefix.clone().unwrap_or_default();
+    with_index(index, &agent.variables(which, &prefix))
+}
+
+/// `/v1/var/` without a path (Nomad's 400).
+async fn no_path() -> ApiError {
+    ApiError::bad_request("missing variable path")
+}
+
+/// `GET /v1/var/{path}`: the variable, or 404 "variable not found".
+async fn read(
+    State(agent): State<AppState>,
+    Path(path): Path<String>,
+    Query(q): Query<QueryOptions>,
+) -> Response {
+    let index = q.block(&agent).await;
+    match agent.variable(&q.namespace(), &path) {
+        Some(v) => with_index(index, &v),
+        None => (
+            StatusCode::NOT_FOUND,
+            index_header(index),
+            "variable not found",
+        )
+            .into_response(),
+    }
+}
+
+/// `PUT /v1/var/{path}?cas=`: write the variable; answers it as stored.
+async fn write(
+    State(agent): State<AppState>,
+    Path(path): Path<String>,
+    Query(q): Query<WriteQuery>,
+    body: Bytes,
+) -> Result<Response, ApiError> {
+    let cas = q.cas()?;
+    let body: VarBody = serde_json::from_slice(&body)
+        .map_err(|e| ApiError::bad_request(format!("invalid variable: {e}")))?;
+    let items = body
+        .items
+        .filter(|i| !i.is_empty())
+        .ok_or_else(|| ApiError::bad_request(InvalidVariable::NoItems.to_string()))?;
+    if let Some(given) = body.path.filter(|p| !p.is_empty() && *p != path) {
+        return Err(ApiError::bad_request(
+            InvalidVariable::PathMismatch {
+                body: given,
+                url: path,
+            }
+            .to_string(),
+        ));
+    }
+    let namespace = body
+        .namespace
+        .filter(|n| !n.is_empty())
+        .unwrap_or_else(|| q.namespace());
+    match agent.put_variable(VarWrite {
+        namespace,
+        path,
+        items,
+        cas,
+    }) {
+        Ok(v) => Ok(with_index(v.meta.modify_index, &v)),
+        Err(e) => refused(e),
+    }
+}
+
+/// `DELETE /v1/var/{path}?cas=`: 204 with the change index, as Nomad answers.
+async fn delete(
+    State(agent): State<AppState>,
+    Path(path): Path<String>,
+    Query(q): Query<WriteQuery>,
+) -> Result<Response, ApiError> {
+    let cas = q.cas()?;
+    match agent.delete_variable(&q.namespace(), &path, cas) {
+        Ok(index) => Ok((StatusCode::NO_CONTENT, index_header(index)).into_response()),
+        Err(e) => refused(e),
+    }
+}
+
+/// A write or delete that did not happen: a CAS conflict is Nomad's 409 with the variable
+/// as it is (only its namespace and path when there is none) and its index; an invalid
+/// request a 400 naming the problem.
+fn refused(e: VarError) -> Result<Response, ApiError> {
+    match e {
+        VarError::Conflict {
+            namespace,
+            path,
+            current,
+            ..
+        } => {
+            let (index, body) = match current {
+                Some(v) => (
+                    v.meta.modify_index,
+                    serde_json::to_value(&v).unwrap_or_default(),
+                ),
+                None => (
+                    0,
+                    json!({
+                        "Namespace": namespace, "Path": path, "CreateIndex": 0, "CreateTime": 0,
+                        "ModifyIndex": 0, "ModifyTime": 0, "Items": null,
+                    }),
+                ),
+            };
+            Ok((StatusCode::CONFLICT, index_header(index), axum::Json(body)).into_response())
+        }
+        VarError::Invalid(bad) => Err(ApiError::bad_request(bad.to_string())),
+        e @ VarError::State(_) => Err(ApiError::internal(e)),
+    }
+}
+
+fn index_header(index: u64) -> HeaderMap {
+    let mut h = HeaderMap::new();
+    h.insert("X-Nomad-Index", HeaderValue::from(index));
+    h
+}
