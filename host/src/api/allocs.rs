@@ -21,7 +21,7 @@ pub(super) fn stub(a: &Allocation) -> serde_json::Value {
     json!({
         "ID": a.id, "EvalID": a.eval_id, "Name": a.name, "Namespace": a.namespace,
         "NodeID": a.node_id, "NodeName": a.node_name, "JobID": a.job_id, "JobType": a.job.job_type,
-        "JobVersion": 0, "TaskGroup": a.task_group, "DesiredStatus": a.desired_status,
+        "JobVersion": a.job.state.version, "TaskGroup": a.task_group, "DesiredStatus": a.desired_status,
         "DesiredDescription": a.desired_description, "ClientStatus": a.client_status,
         "ClientDescription": a.client_description, "TaskStates": a.task_states,
         "CreateIndex": a.create_index, "ModifyIndex": a.modify_index,
