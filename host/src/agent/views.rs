@@ -50,6 +50,20 @@ pub struct ComponentView {
 }
 
 impl Agent {
+    /// Record the address the HTTP API serves on (the first one given is kept).
+    pub fn set_http_addr(&self, addr: std::net::SocketAddr) {
+        let _ = self.http_addr.set(addr);
+    }
+
+    /// The address the HTTP API serves on, `ip:port` (Nomad's `Node.HTTPAddr`); empty
+    /// while it serves nowhere.
+    pub fn http_addr(&self) -> String {
+        self.http_addr
+            .get()
+            .map(|a| a.to_string())
+            .unwrap_or_default()
+    }
+
     /// Every loaded component, by world and name.
     pub fn components(&self) -> Vec<ComponentView> {
         self.runtime

@@ -2,6 +2,8 @@
 //! `/v1/status/peers`, `/v1/regions`, and Paddock's own
 //! `/v1/components` (each component's world, version hash, grants and load time).
 
+use std::collections::BTreeMap;
+
 use axum::Router;
 use axum::extract::{Path, State};
 use axum::response::Response;
@@ -59,12 +61,58 @@ fn node_json(agent: &AppState) -> serde_json::Value {
         "ID": n.id, "Name": n.name, "Datacenter": n.datacenter, "NodeClass": n.class, "NodePool": "default",
         "Attributes": n.attributes, "Meta": n.meta, "Drivers": drivers, "Events": agent.node_events(), "Status": "ready",
         "SchedulingEligibility": "eligible", "Drain": false,
-        "NodeResources": {
-            "Cpu": { "CpuShares": n.attributes.get("cpu.totalcompute").and_then(|v| v.parse::<u64>().ok()).unwrap_or(0) },
-            "Memory": { "MemoryMB": n.attributes.get("memory.totalbytes").and_then(|v| v.parse::<u64>().ok()).unwrap_or(0) >> 20 },
-            "Devices": agent.node_devices(),
-        },
+        "HTTPAddr": agent.http_addr(),
+        "NodeResources": node_resources(agent, &n.attributes),
+        "Resources": legacy_resources(&n.attributes), "Reserved": legacy_reserved(),
+        "ReservedResources": reserved_resources(),
     })
+}
+
+/// A fingerprinted attribute as a number (0 if missing).
+fn attr(attributes: &BTreeMap<String, String>, key: &str) -> u64 {
+    attributes
+        .get(key)
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(0)
+}
+
+/// Nomad's `NodeResources`: CPU and memory of the host, the data dir's free disk (as
+/// Nomad's storage fingerprint counts it), devices, and the dynamic port range.
+fn node_resources(agent: &AppState, attributes: &BTreeMap<String, String>) -> serde_json::Value {
+    json!({
+        "Cpu": {
+            "CpuShares": attr(attributes, "cpu.totalcompute"),
+            "TotalCpuCores": attr(attributes, "cpu.numcores"),
+        },
+        "Memory": { "MemoryMB": attr(attributes, "memory.totalbytes") >> 20 },
+        "Disk": { "DiskMB": attr(attributes, "unique.storage.bytesfree") >> 20 },
+        "Devices": agent.node_devices(),
+        "MinDynamicPort": crate::ports::MIN_DYNAMIC,
+        "MaxDynamicPort": crate::ports::MAX_DYNAMIC,
+    })
+}
+
+/// The same totals in Nomad's older `Resources` (which Nomad clients still set, and
+/// older `nomad node status` reads).
+fn legacy_resources(attributes: &BTreeMap<String, String>) -> serde_json::Value {
+    json!({
+        "CPU": attr(attributes, "cpu.totalcompute"), "Cores": 0,
+        "MemoryMB": attr(attributes, "memory.totalbytes") >> 20, "MemoryMaxMB": 0,
+        "DiskMB": attr(attributes, "unique.storage.bytesfree") >> 20,
+    })
+}
+
+/// Nothing is reserved for the host: the agent config has no `reserved` block.
+fn reserved_resources() -> serde_json::Value {
+    json!({
+        "Cpu": { "CpuShares": 0 }, "Memory": { "MemoryMB": 0 }, "Disk": { "DiskMB": 0 },
+        "Networks": { "ReservedHostPorts": "" },
+    })
+}
+
+/// [`reserved_resources`] in Nomad's older `Resources` shape (`Node.Reserved`).
+fn legacy_reserved() -> serde_json::Value {
+    json!({ "CPU": 0, "Cores": 0, "MemoryMB": 0, "MemoryMaxMB": 0, "DiskMB": 0 })
 }
 
 async fn nodes(State(agent): State<AppState>) -> Response {
