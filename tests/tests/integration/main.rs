@@ -9,6 +9,8 @@ mod cli;
 mod client;
 mod devices;
 mod fs;
+mod gocheck;
+mod gotypes;
 mod hooks;
 mod jobs;
 mod lifecycle;
