@@ -29,7 +29,8 @@ pub struct Evaluation {
     pub job_id: String,
     /// The job's modify index when it was evaluated.
     pub job_modify_index: u64,
-    /// This node.
+    /// The node a node-update evaluation is about; empty for the others (Nomad sets it
+    /// on those alone).
     #[serde(rename = "NodeID")]
     pub node_id: String,
     /// Always complete: placement is immediate.
@@ -116,7 +117,7 @@ pub struct EvalRequest<'a> {
     pub triggered_by: Trigger,
     /// The change index.
     pub index: u64,
-    /// This node (empty for a job's evaluation, as Nomad leaves it).
+    /// This node (kept only by a node-update evaluation).
     pub node_id: &'a str,
     /// Allocations that could not be placed, per group.
     pub failed: &'a BTreeMap<String, u64>,
@@ -154,7 +155,10 @@ impl EvalBook {
             triggered_by: r.triggered_by.as_str().to_string(),
             job_id: r.job_id.to_string(),
             job_modify_index: r.index,
-            node_id: r.node_id.to_string(),
+            node_id: match r.triggered_by {
+                Trigger::NodeUpdate => r.node_id.to_string(),
+                _ => String::new(),
+            },
             status: "complete".into(),
             status_description: String::new(),
             failed_tg_allocs: None,
@@ -316,5 +320,14 @@ mod tests {
         assert_eq!(book.get(&e.blocked_eval).unwrap().status, "complete");
         assert!(book.unblock("default", "a", "complete", 10).is_empty());
         assert!(book.queued("default", "a").is_empty());
+    }
+
+    #[test]
+    fn only_a_node_update_evaluation_names_the_node() {
+        let book = EvalBook::default();
+        assert_eq!(book.record(req("a", "j")).node_id, "");
+        let mut r = req("b", "j");
+        r.triggered_by = Trigger::NodeUpdate;
+        assert_eq!(book.record(r).node_id, "n");
     }
 }

@@ -1,1 +1,5 @@
-//! Integration tests live in tests/integration/.
+//! Paddock's integration tests live in tests/integration/ (one binary). This library holds
+//! what they share beyond the harness: [`gotypes`], Go-typed mirrors of Nomad's API
+//! answers, which the `gotypes` test decodes every endpoint's answer into.
+
+pub mod gotypes;

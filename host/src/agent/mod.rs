@@ -131,6 +131,8 @@ pub struct Agent {
     restored: RwLock<BTreeMap<String, Allocation>>,
     /// Launch timers of periodic jobs.
     periodic: periodic::PeriodicTimers,
+    /// The address the HTTP API serves on, once it does (the node's `HTTPAddr`).
+    http_addr: std::sync::OnceLock<std::net::SocketAddr>,
     alloc_root: PathBuf,
     _tempdir: Option<tempfile::TempDir>,
 }
@@ -287,6 +289,7 @@ impl Agent {
             allocs: RwLock::new(BTreeMap::new()),
             restored: RwLock::new(BTreeMap::new()),
             periodic: Default::default(),
+            http_addr: Default::default(),
             _tempdir: tempdir,
         });
         agent.restore()?;

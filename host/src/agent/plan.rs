@@ -12,7 +12,7 @@ use serde::Serialize;
 use super::Agent;
 use crate::allocrunner::AllocRunner;
 use crate::jobspec::{Job, JobspecError, TaskGroup};
-use crate::structs::{AllocatedPort, AllocatedTaskResources, Allocation};
+use crate::structs::{AllocatedResources, Allocation};
 
 /// A live allocation the plan keeps.
 pub(super) struct Kept {
@@ -27,8 +27,8 @@ pub(super) struct Kept {
 pub(super) struct Placement {
     pub group: String,
     pub index: u32,
-    pub ports: Vec<AllocatedPort>,
-    pub tasks: BTreeMap<String, AllocatedTaskResources>,
+    /// What it holds: every task's CPU and memory, its ports and devices.
+    pub resources: AllocatedResources,
 }
 
 /// What registering a job would do.
@@ -46,6 +46,8 @@ pub(super) struct Plan {
     /// Allocations that cannot be placed, per group: the node is not eligible for
     /// scheduling. They wait in a blocked evaluation.
     pub blocked: BTreeMap<String, u64>,
+    /// When planning began (the placements' `AllocationTime` counts from it).
+    pub started: std::time::Instant,
 }
 
 /// What a plan would do (the body of Nomad's `JobPlanResponse`).
@@ -168,6 +170,7 @@ impl Agent {
             stop: Vec::new(),
             place: Vec::new(),
             blocked: BTreeMap::new(),
+            started: std::time::Instant::now(),
         };
         // A stopped job, or one whose children do the work, runs nothing of its own.
         if plan.job.stop || plan.job.is_parent() {
@@ -255,12 +258,12 @@ impl Agent {
                 }
                 let path = format!("Job.TaskGroups[{gi}]");
                 let ports = crate::ports::assign(&path, group, &self.host_ip, &mut held)?;
-                let tasks = self.assign_devices(&path, group, &mut held_devices)?;
+                let mut resources = AllocatedResources::of(group, ports);
+                self.assign_devices(&path, group, &mut resources, &mut held_devices)?;
                 plan.place.push(Placement {
                     group: group.name.clone(),
                     index: i,
-                    ports,
-                    tasks,
+                    resources,
                 });
             }
         }
@@ -315,22 +318,23 @@ impl Agent {
         })
     }
 
+    /// Assign each task of `group` the device instances it asks for, into `resources`.
     fn assign_devices(
         &self,
         path: &str,
         group: &TaskGroup,
+        resources: &mut AllocatedResources,
         held: &mut BTreeMap<String, String>,
-    ) -> Result<BTreeMap<String, AllocatedTaskResources>, JobspecError> {
-        let mut tasks = BTreeMap::new();
+    ) -> Result<(), JobspecError> {
         for (ti, task) in group.tasks.iter().enumerate() {
             let devices = self
                 .devices
                 .assign(&format!("{path}.Tasks[{ti}]"), task, held)?;
-            if !devices.is_empty() {
-                tasks.insert(task.name.clone(), AllocatedTaskResources { devices });
+            if let Some(t) = resources.tasks.get_mut(&task.name) {
+                t.devices = devices;
             }
         }
-        Ok(tasks)
+        Ok(())
     }
 
     /// Ports held by live allocations, other than those of job `except` (which a

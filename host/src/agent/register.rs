@@ -13,7 +13,7 @@ use crate::allocrunner::AllocRunner;
 use crate::evals::Trigger;
 use crate::jobspec::{Job, JobspecError};
 use crate::state::StateError;
-use crate::structs::{Allocation, ClientStatus, DesiredStatus};
+use crate::structs::{AllocMetric, Allocation, ClientStatus, DesiredStatus};
 
 /// Why a job was not registered.
 #[derive(Debug, thiserror::Error)]
@@ -177,6 +177,7 @@ impl Agent {
             stop,
             place,
             blocked,
+            started,
         } = plan;
         let index = self.changes.bump();
         let now = crate::util::now_nanos();
@@ -258,7 +259,12 @@ impl Agent {
         let config = self.runner_config();
         let node = &config.node;
         let mut placed = Vec::new();
+        let metrics = AllocMetric::single_node(
+            &node.datacenter,
+            u64::try_from(started.elapsed().as_nanos()).unwrap_or(u64::MAX),
+        );
         for p in place {
+            let (resources, task_resources) = p.resources.legacy();
             let alloc = Allocation {
                 id: uuid::Uuid::new_v4().to_string(),
                 namespace: job.namespace.clone(),
@@ -275,10 +281,10 @@ impl Agent {
                 client_status: ClientStatus::Pending,
                 client_description: String::new(),
                 task_states: BTreeMap::new(),
-                allocated_resources: crate::structs::AllocatedResources {
-                    shared: crate::structs::AllocatedSharedResources { ports: p.ports },
-                    tasks: p.tasks,
-                },
+                resources,
+                task_resources,
+                allocated_resources: p.resources,
+                metrics: metrics.clone(),
                 create_index: index,
                 modify_index: index,
                 create_time: now,

@@ -75,18 +75,39 @@ pub struct NodeView {
     pub drain: bool,
     pub drain_strategy: Option<DrainStrategy>,
     pub last_drain: Option<DrainMetadata>,
+    /// The address the HTTP API serves on (`ip:port`).
+    #[serde(rename = "HTTPAddr")]
+    pub http_addr: String,
     pub node_resources: NodeResourcesView,
+    /// The same totals in Nomad's older `Resources` shape (which older `nomad node
+    /// status` reads).
+    pub resources: serde_json::Value,
+    /// Nothing is reserved: in the older shape (`Node.Reserved`).
+    pub reserved: serde_json::Value,
+    pub reserved_resources: serde_json::Value,
     pub create_index: u64,
     pub modify_index: u64,
 }
 
-/// Nomad's `NodeResources`.
+/// Nomad's `NodeResources`: CPU and memory of the host, the data dir's free disk (as
+/// Nomad's storage fingerprint counts it), devices, and the dynamic port range.
 #[derive(Debug, Clone, Serialize)]
 #[serde(rename_all = "PascalCase")]
 pub struct NodeResourcesView {
     pub cpu: serde_json::Value,
     pub memory: serde_json::Value,
+    pub disk: serde_json::Value,
     pub devices: Vec<NodeDeviceResource>,
+    pub min_dynamic_port: u16,
+    pub max_dynamic_port: u16,
+}
+
+/// Nothing is reserved for the host: the agent config has no `reserved` block.
+fn reserved_resources() -> serde_json::Value {
+    serde_json::json!({
+        "Cpu": { "CpuShares": 0 }, "Memory": { "MemoryMB": 0 }, "Disk": { "DiskMB": 0 },
+        "Networks": { "ReservedHostPorts": "" },
+    })
 }
 
 impl Agent {
@@ -101,11 +122,25 @@ impl Agent {
                 .unwrap_or(0)
         };
         NodeView {
+            http_addr: self.http_addr(),
             node_resources: NodeResourcesView {
-                cpu: serde_json::json!({ "CpuShares": attr("cpu.totalcompute") }),
+                cpu: serde_json::json!({
+                    "CpuShares": attr("cpu.totalcompute"),
+                    "TotalCpuCores": attr("cpu.numcores"),
+                }),
                 memory: serde_json::json!({ "MemoryMB": attr("memory.totalbytes") >> 20 }),
+                disk: serde_json::json!({ "DiskMB": attr("unique.storage.bytesfree") >> 20 }),
                 devices: self.node_devices(),
+                min_dynamic_port: crate::ports::MIN_DYNAMIC,
+                max_dynamic_port: crate::ports::MAX_DYNAMIC,
             },
+            resources: serde_json::json!({
+                "CPU": attr("cpu.totalcompute"), "Cores": 0,
+                "MemoryMB": attr("memory.totalbytes") >> 20, "MemoryMaxMB": 0,
+                "DiskMB": attr("unique.storage.bytesfree") >> 20,
+            }),
+            reserved: serde_json::json!({ "CPU": 0, "Cores": 0, "MemoryMB": 0, "MemoryMaxMB": 0, "DiskMB": 0 }),
+            reserved_resources: reserved_resources(),
             id: n.id,
             name: n.name,
             datacenter: n.datacenter,
@@ -124,6 +159,20 @@ impl Agent {
             create_index: 1,
             modify_index: s.modify_index.max(1),
         }
+    }
+
+    /// Record the address the HTTP API serves on (the first one given is kept).
+    pub fn set_http_addr(&self, addr: std::net::SocketAddr) {
+        let _ = self.http_addr.set(addr);
+    }
+
+    /// The address the HTTP API serves on, `ip:port` (Nomad's `Node.HTTPAddr`); empty
+    /// while it serves nowhere.
+    pub fn http_addr(&self) -> String {
+        self.http_addr
+            .get()
+            .map(|a| a.to_string())
+            .unwrap_or_default()
     }
 
     /// Every loaded component, by world and name.

@@ -100,8 +100,17 @@ async fn join(Query(q): Query<Vec<(String, String)>>) -> Result<Response, ApiErr
 
 /// `POST /v1/agent/force-leave?node=`: there is no other member to remove; Nomad answers
 /// 200 with an empty body for a name it does not know, and so does this agent.
-async fn force_leave() -> Response {
-    axum::response::IntoResponse::into_response(())
+async fn force_leave(State(agent): State<AppState>) -> Response {
+    empty(agent.index())
+}
+
+/// 200 with no body and the write meta header Go's client parses (`X-Nomad-Index`), as
+/// Nomad answers a write that returns nothing.
+fn empty(index: u64) -> Response {
+    let mut r = axum::response::IntoResponse::into_response(());
+    r.headers_mut()
+        .insert("X-Nomad-Index", axum::http::HeaderValue::from(index));
+    r
 }
 
 /// `GET /v1/operator/raft/configuration`: Nomad's `RaftConfiguration`, this agent the one
@@ -146,13 +155,13 @@ async fn scheduler_configuration(State(agent): State<AppState>) -> Response {
 /// `PUT /v1/system/gc`: collect every finished allocation and dead job now.
 async fn system_gc(State(agent): State<AppState>) -> Result<Response, ApiError> {
     agent.system_gc().await.map_err(ApiError::internal)?;
-    Ok(axum::response::IntoResponse::into_response(()))
+    Ok(empty(agent.index()))
 }
 
 /// `PUT /v1/system/reconcile/summaries`: job summaries are computed from the allocations
 /// on every read, so there is nothing to reconcile.
-async fn reconcile_summaries() -> Response {
-    axum::response::IntoResponse::into_response(())
+async fn reconcile_summaries(State(agent): State<AppState>) -> Response {
+    empty(agent.index())
 }
 
 /// `GET /v1/scaling/policies`: none are kept.

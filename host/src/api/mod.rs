@@ -142,6 +142,7 @@ pub async fn serve(
     listener: tokio::net::TcpListener,
     shutdown: impl std::future::Future<Output = ()> + Send + 'static,
 ) -> std::io::Result<()> {
+    agent.set_http_addr(listener.local_addr()?);
     axum::serve(listener, router(agent))
         .with_graceful_shutdown(shutdown)
         .await

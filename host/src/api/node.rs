@@ -92,10 +92,7 @@ async fn nodes(
     });
     if fields.resources {
         stub["NodeResources"] = json!(n.node_resources);
-        stub["ReservedResources"] = json!({
-            "Cpu": { "CpuShares": 0 }, "Memory": { "MemoryMB": 0 }, "Disk": { "DiskMB": 0 },
-            "Networks": { "ReservedHostPorts": "" },
-        });
+        stub["ReservedResources"] = n.reserved_resources.clone();
     }
     if fields.os {
         let os = n.attributes.get("os.name").cloned().unwrap_or_default();

@@ -2,7 +2,7 @@
 //! deployments endpoints. A single node runs no deployment watcher: registering a job
 //! replaces its allocations at once (see `agent/plan.rs`), so there is never a deployment,
 //! and these endpoints say so as Nomad does for a job without one: an empty list, `null`
-//! for a job's latest deployment, 404 for a deployment id.
+//! for a job's latest deployment, 404 for a deployment id (and no allocations for one).
 
 use axum::Router;
 use axum::body::Bytes;
@@ -23,7 +23,10 @@ pub(super) fn routes() -> Router<AppState> {
         .route("/v1/job/{id}/deployments", get(job_deployments))
         .route("/v1/job/{id}/deployment", get(job_deployment))
         .route("/v1/deployment/{id}", get(deployment))
-        .route("/v1/deployment/allocations/{id}", get(deployment))
+        .route(
+            "/v1/deployment/allocations/{id}",
+            get(deployment_allocations),
+        )
 }
 
 /// `GET /v1/job/{id}/scale`: Nomad's `JobScaleStatusResponse`.
@@ -153,6 +156,12 @@ async fn job_deployment(
 ) -> Result<Response, ApiError> {
     let (index, _, _) = q.job(&agent, &id).await?;
     Ok(with_index(index, &Value::Null))
+}
+
+/// `GET /v1/deployment/allocations/{id}`: the allocations of a deployment, none (Nomad
+/// answers an empty list for a deployment id it does not know).
+async fn deployment_allocations(State(agent): State<AppState>) -> Response {
+    with_index(agent.index(), &Vec::<()>::new())
 }
 
 /// `GET /v1/deployment/{id}`: there are none to find.

@@ -134,7 +134,8 @@ pub struct DeviceStats {
     pub summary: StatValue,
     /// Every statistic.
     pub stats: StatObject,
-    /// Sample time, ns.
+    /// Sample time, ns; RFC 3339 on the wire (Go's `time.Time`).
+    #[serde(with = "crate::util::go_time_serde")]
     pub timestamp: u64,
 }
 

@@ -2,7 +2,8 @@
 //!
 //! Field names on the wire are Nomad's (`ID`, `TaskGroups`, `MemoryMB`, durations in ns).
 //! Errors name the path of the bad field (`Job.TaskGroups[0].Tasks[1].Resources.MemoryMB`).
-//! Cluster-only fields Nomad's tools send (constraints, update, ...) are accepted and
+//! Cluster-only blocks Nomad's tools send (constraints, update, services, ...) are kept as
+//! given, unused, so a job reads back as it was registered; server-set fields are
 //! ignored; any other unknown field is an error, so a typo never silently does nothing.
 
 mod hcl;
@@ -122,7 +123,14 @@ pub struct Job {
     /// What the agent keeps about the job beside its spec.
     #[serde(flatten, default)]
     pub state: JobState,
+    /// Nomad blocks nothing on one node acts on (constraints, update, ...), as given.
+    #[serde(flatten, default)]
+    pub kept: Kept,
 }
+
+/// Nomad fields Paddock accepts and does not act on, by name, as the job gave them: kept
+/// so that a job reads back as it was registered (and a change to them is a new version).
+pub type Kept = BTreeMap<String, serde_json::Value>;
 
 /// The fields of a job the agent sets, not the job file (Nomad's server-set job fields).
 /// They are left out when two versions of a job are compared ([`Job::spec_eq`]).
@@ -282,6 +290,9 @@ pub struct TaskGroup {
     /// The group's `network` block (host mode): the ports to reserve.
     #[serde(rename = "Networks", default)]
     pub networks: Vec<Network>,
+    /// Its blocks nothing here acts on (services, reschedule policy, ...), as given.
+    #[serde(flatten, default)]
+    pub kept: Kept,
 }
 
 /// A group's `network` block. Paddock runs tasks in the host's network namespace (Nomad's
@@ -372,6 +383,9 @@ pub struct Task {
     /// Where a dispatched job's payload is written.
     #[serde(rename = "DispatchPayload", default)]
     pub dispatch_payload: Option<DispatchPayloadConfig>,
+    /// Its blocks nothing here acts on (services, vault, artifacts, ...), as given.
+    #[serde(flatten, default)]
+    pub kept: Kept,
 }
 
 /// Task resources.
@@ -386,6 +400,10 @@ pub struct Resources {
     /// Memory ceiling, MB (0 = none).
     #[serde(rename = "MemoryMaxMB")]
     pub memory_max_mb: u32,
+    /// Nomad's task-level disk, MB: deprecated (a group's disk is its `EphemeralDisk`),
+    /// kept as given (0 when not) because Nomad sends it back.
+    #[serde(rename = "DiskMB", default)]
+    pub disk_mb: u32,
     /// Requested devices.
     #[serde(rename = "Devices")]
     pub devices: Vec<DeviceRequest>,

@@ -9,7 +9,8 @@ use super::obj::Obj;
 use super::task::task_from_value;
 use crate::jobspec::*;
 
-const IGNORED_GROUP: &[&str] = &[
+/// A group's cluster-only blocks, kept as given (see the job's).
+const KEPT_GROUP: &[&str] = &[
     "Constraints",
     "Affinities",
     "Spreads",
@@ -91,7 +92,8 @@ pub(super) fn group_from_value(path: &str, v: &Value, job_type: JobType) -> R<Ta
             "a group needs at least one task",
         ));
     }
-    o.finish(IGNORED_GROUP)?;
+    let kept = o.kept(KEPT_GROUP);
+    o.finish(&[])?;
     let mut tasks = Vec::new();
     let mut names = BTreeSet::new();
     for (i, t) in tasks_v.into_iter().enumerate() {
@@ -119,6 +121,7 @@ pub(super) fn group_from_value(path: &str, v: &Value, job_type: JobType) -> R<Ta
         ephemeral_disk,
         shutdown_delay,
         networks,
+        kept,
     })
 }
 

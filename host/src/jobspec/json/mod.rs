@@ -17,7 +17,7 @@ use obj::Obj;
 
 type R<T> = Result<T, JobspecError>;
 
-/// Cluster-only or server-side fields accepted and ignored, per object kind.
+/// Server-set fields of a job: accepted and ignored (the agent sets its own).
 const IGNORED_JOB: &[&str] = &[
     "ParentID",
     "Dispatched",
@@ -36,6 +36,12 @@ const IGNORED_JOB: &[&str] = &[
     "CreateIndex",
     "ModifyIndex",
     "JobModifyIndex",
+    "VersionTag",
+];
+
+/// A job's cluster-only blocks: nothing on one node acts on them, but they are part of
+/// the job, so they are kept as given and come back when the job is read.
+const KEPT_JOB: &[&str] = &[
     "AllAtOnce",
     "NodePool",
     "Constraints",
@@ -46,7 +52,6 @@ const IGNORED_JOB: &[&str] = &[
     "Reschedule",
     "Migrate",
     "UI",
-    "VersionTag",
 ];
 
 /// A register request (`PUT /v1/jobs`, Nomad's `JobRegisterRequest`): the job and the
@@ -179,6 +184,7 @@ pub(super) fn job_from_value(v: &Value) -> R<Job> {
             "a job needs at least one task group",
         ));
     }
+    let kept = o.kept(KEPT_JOB);
     o.finish(IGNORED_JOB)?;
     let mut task_groups = Vec::new();
     let mut names = BTreeSet::new();
@@ -210,6 +216,7 @@ pub(super) fn job_from_value(v: &Value) -> R<Job> {
         dispatch_idempotency_token: String::new(),
         payload: Vec::new(),
         state: JobState::default(),
+        kept,
     })
 }
 

@@ -139,6 +139,13 @@ impl<'a> Obj<'a> {
         self.get(key).map(|v| Obj::new(path, v)).transpose()
     }
 
+    /// The non-null values of `keys`, marked read: Nomad fields kept as given.
+    pub(super) fn kept(&mut self, keys: &[&'static str]) -> BTreeMap<String, Value> {
+        keys.iter()
+            .filter_map(|k| self.get(k).map(|v| (k.to_string(), v.clone())))
+            .collect()
+    }
+
     /// Every key must have been read or be in `ignored`.
     pub(super) fn finish(self, ignored: &[&str]) -> R<()> {
         for k in self.map.keys() {

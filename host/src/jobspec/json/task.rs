@@ -7,7 +7,8 @@ use super::group::restart_from;
 use super::obj::{Obj, kind};
 use crate::jobspec::*;
 
-const IGNORED_TASK: &[&str] = &[
+/// A task's blocks nothing here acts on, kept as given (see the job's).
+const KEPT_TASK: &[&str] = &[
     "Constraints",
     "Affinities",
     "Services",
@@ -53,6 +54,7 @@ pub(super) fn task_from_value(path: &str, v: &Value, group_restart: &RestartPoli
             cpu: 100,
             memory_mb: 300,
             memory_max_mb: 0,
+            disk_mb: 0,
             devices: Vec::new(),
         },
         Some(mut r) => {
@@ -60,6 +62,7 @@ pub(super) fn task_from_value(path: &str, v: &Value, group_restart: &RestartPoli
             let cpu = r.u32("CPU")?.unwrap_or(100);
             let memory_mb = r.u32("MemoryMB")?.unwrap_or(300);
             let memory_max_mb = r.u32("MemoryMaxMB")?.unwrap_or(0);
+            let disk_mb = r.u32("DiskMB")?.unwrap_or(0);
             if memory_max_mb != 0 && memory_max_mb < memory_mb {
                 return Err(JobspecError::new(
                     format!("{rpath}.MemoryMaxMB"),
@@ -75,11 +78,12 @@ pub(super) fn task_from_value(path: &str, v: &Value, group_restart: &RestartPoli
                 });
                 d.finish(&["Constraints", "Affinities"])?;
             }
-            r.finish(&["Cores", "DiskMB", "IOPS", "Networks", "NUMA", "SecretsMB"])?;
+            r.finish(&["Cores", "IOPS", "Networks", "NUMA", "SecretsMB"])?;
             Resources {
                 cpu,
                 memory_mb,
                 memory_max_mb,
+                disk_mb,
                 devices,
             }
         }
@@ -138,7 +142,8 @@ pub(super) fn task_from_value(path: &str, v: &Value, group_restart: &RestartPoli
             (!file.is_empty()).then_some(DispatchPayloadConfig { file })
         }
     };
-    o.finish(IGNORED_TASK)?;
+    let kept = o.kept(KEPT_TASK);
+    o.finish(&[])?;
     Ok(Task {
         name,
         driver,
@@ -156,6 +161,7 @@ pub(super) fn task_from_value(path: &str, v: &Value, group_restart: &RestartPoli
         shutdown_delay,
         templates,
         dispatch_payload,
+        kept,
     })
 }
 

@@ -45,6 +45,31 @@ fn nulls_and_ignored_fields_are_accepted() {
 }
 
 #[test]
+fn cluster_only_blocks_are_kept_as_given_and_read_back() {
+    let services = serde_json::json!([{"Name": "web", "PortLabel": "http"}]);
+    let j = parse(
+        serde_json::json!({"Job": {"ID": "a", "Update": {"Stagger": 1}, "Status": "x",
+        "TaskGroups": [{"Name": "g", "Services": services, "ReschedulePolicy": {"Attempts": 1},
+            "Tasks": [{"Name": "t", "Driver": "mock", "Vault": null}]}]}}),
+    )
+    .unwrap();
+    assert_eq!(j.kept["Update"], serde_json::json!({"Stagger": 1}));
+    assert!(
+        !j.kept.contains_key("Status"),
+        "server-set fields are not kept"
+    );
+    assert!(
+        j.task_groups[0].tasks[0].kept.is_empty(),
+        "null is not kept"
+    );
+    let wire = serde_json::to_value(&j).unwrap();
+    assert_eq!(wire["TaskGroups"][0]["Services"], services);
+    assert_eq!(wire["TaskGroups"][0]["ReschedulePolicy"]["Attempts"], 1);
+    let back: Job = serde_json::from_value(wire).unwrap();
+    assert_eq!(back, j);
+}
+
+#[test]
 fn task_restart_policy_merges_over_group() {
     let j = parse(serde_json::json!({"Job": {"ID": "a", "Type": "batch", "TaskGroups": [{"Name": "g", "RestartPolicy": {"Attempts": 7}, "Tasks": [{"Name": "t", "Driver": "mock", "RestartPolicy": {"Mode": "delay"}}]}]}})).unwrap();
     let p = &j.task_groups[0].tasks[0].restart_policy;

@@ -102,6 +102,7 @@ mod tests {
                     name: "a100".into(),
                     device_ids: vec!["g0".into()],
                 }],
+                ..Default::default()
             },
         );
         let group = a.group().unwrap();

@@ -7,6 +7,10 @@ use serde::{Deserialize, Serialize};
 
 use crate::jobspec::Job;
 
+mod resources;
+
+pub use resources::*;
+
 /// Defines an enum whose variants serialize as the strings Nomad uses, with `as_str`.
 macro_rules! wire_enum {
     ($(#[$doc:meta])* $name:ident { $($(#[$vdoc:meta])* $variant:ident = $wire:literal,)* }) => {
@@ -265,62 +269,6 @@ pub fn derive_client_status<'a>(states: impl IntoIterator<Item = &'a TaskState>)
     }
 }
 
-/// What an allocation holds on this node (Nomad's `AllocatedResources`).
-#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
-#[serde(rename_all = "PascalCase")]
-pub struct AllocatedResources {
-    /// Resources shared by the group's tasks.
-    pub shared: AllocatedSharedResources,
-    /// Per-task resources, by task name.
-    #[serde(default)]
-    pub tasks: BTreeMap<String, AllocatedTaskResources>,
-}
-
-/// What one task holds (Nomad's `AllocatedTaskResources`).
-#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
-#[serde(rename_all = "PascalCase")]
-pub struct AllocatedTaskResources {
-    /// Device instances assigned to the task.
-    pub devices: Vec<AllocatedDeviceResource>,
-}
-
-/// Device instances of one group assigned to a task (Nomad's `AllocatedDeviceResource`).
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-#[serde(rename_all = "PascalCase")]
-pub struct AllocatedDeviceResource {
-    pub vendor: String,
-    #[serde(rename = "Type")]
-    pub device_type: String,
-    /// Model name.
-    pub name: String,
-    /// Instance ids.
-    #[serde(rename = "DeviceIDs")]
-    pub device_ids: Vec<String>,
-}
-
-/// Group-level resources.
-#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
-#[serde(rename_all = "PascalCase")]
-pub struct AllocatedSharedResources {
-    /// The group's ports, static and dynamic.
-    pub ports: Vec<AllocatedPort>,
-}
-
-/// A port reserved for an allocation.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(rename_all = "PascalCase")]
-pub struct AllocatedPort {
-    /// The port's label.
-    pub label: String,
-    /// Host port.
-    pub value: u16,
-    /// Port inside the task, when it differs; 0 = same.
-    pub to: i32,
-    /// Host IP the port is on.
-    #[serde(rename = "HostIP")]
-    pub host_ip: String,
-}
-
 /// An allocation: one instance of a task group on this node.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(rename_all = "PascalCase")]
@@ -358,9 +306,18 @@ pub struct Allocation {
     pub client_description: String,
     /// Task states by task name.
     pub task_states: BTreeMap<String, TaskState>,
-    /// What the client reserved for it (ports).
+    /// What it holds: every task's CPU, memory and devices, the group's disk and ports.
     #[serde(default)]
     pub allocated_resources: AllocatedResources,
+    /// The same, in Nomad's older view: the total ...
+    #[serde(default)]
+    pub resources: LegacyResources,
+    /// ... and each task's.
+    #[serde(default)]
+    pub task_resources: BTreeMap<String, LegacyResources>,
+    /// How it was placed.
+    #[serde(default)]
+    pub metrics: AllocMetric,
     /// Raft-like index of creation.
     pub create_index: u64,
     /// Index of the last change.
