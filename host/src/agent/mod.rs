@@ -314,6 +314,16 @@ impl Agent {
     fn restore(self: &Arc<Self>) -> anyhow::Result<()> {
         let jobs = self.db.jobs()?;
         let allocs = self.db.allocs()?;
+        // The change index goes on from where the stored state left it, so an index a
+        // client saw before the restart (a blocking query's, an EnforceIndex) is never
+        // handed out again for another change.
+        let stored = jobs
+            .iter()
+            .map(|j| j.state.modify_index.max(j.state.job_modify_index))
+            .chain(allocs.iter().map(|a| a.modify_index))
+            .max()
+            .unwrap_or(0);
+        self.changes.raise_to(stored);
         let index = self.changes.bump();
         let config = self.runner_config();
         let mut restored = 0;

@@ -149,6 +149,7 @@ async fn a_task_that_exits_while_the_agent_is_down_reports_its_real_exit_code() 
         assert!(Instant::now() < deadline);
         tokio::time::sleep(Duration::from_millis(50)).await;
     };
+    let before_kill = index_of(&agent).await;
     agent.kill9();
     std::fs::write(td.join("local/go"), "").unwrap();
     let deadline = Instant::now() + Duration::from_secs(10);
@@ -162,6 +163,12 @@ async fn a_task_that_exits_while_the_agent_is_down_reports_its_real_exit_code() 
             a.len() == 1 && a[0]["ClientStatus"] == "failed"
         })
         .await;
+    // The change index goes on past every index handed out before the restart.
+    let index = index_of(&agent).await;
+    assert!(
+        index > before_kill,
+        "X-Nomad-Index {index} after the restart is not past {before_kill}, the index before it"
+    );
     let a = agent.alloc(allocs[0]["ID"].as_str().unwrap()).await;
     let events = a["TaskStates"]["t"]["Events"].as_array().unwrap();
     let terminated = events
@@ -428,4 +435,13 @@ plugin "mock-device" {
     assert_eq!(node_events(&agent, "Driver").await, Vec::<String>::new());
     assert_eq!(node_events(&agent, "Device").await, Vec::<String>::new());
     agent.interrupt();
+}
+
+/// The agent's change index (`X-Nomad-Index` of a read).
+async fn index_of(agent: &AgentProcess) -> u64 {
+    reqwest::get(agent.url("/v1/jobs")).await.unwrap().headers()["X-Nomad-Index"]
+        .to_str()
+        .unwrap()
+        .parse()
+        .unwrap()
 }
