@@ -28,6 +28,7 @@ const ARTIFACTS: &[&str] = &[
     "policy_hook",
     "template_hook",
     "fixture_env_hook",
+    "fixture_versioned_hook",
 ];
 
 fn main() {

@@ -57,6 +57,11 @@ artifact!(
     /// Test fixture: the `fixture-env` hook, a second env-setting hook that counts its runs.
     FIXTURE_ENV_HOOK, "PADDOCK_GUEST_FIXTURE_ENV_HOOK", "fixture_env_hook.wasm");
 
+artifact!(
+    /// Test fixture: the `versioned` hook, which puts its build stamp in the task's env as
+    /// `PADDOCK_HOOK_BUILD` (or traps on every call but `info`); see [`restamp`].
+    FIXTURE_VERSIONED_HOOK, "PADDOCK_GUEST_FIXTURE_VERSIONED_HOOK", "fixture_versioned_hook.wasm");
+
 /// The components built into the agent binary.
 pub const BUILT_IN: &[Artifact] = &[
     MOCK_DRIVER,
@@ -66,3 +71,41 @@ pub const BUILT_IN: &[Artifact] = &[
     POLICY_HOOK,
     TEMPLATE_HOOK,
 ];
+
+/// The prefix of the build stamp a guest reads with `paddock_guest_core::stamp::Stamp`.
+const STAMP_PREFIX: &[u8] = b"paddock-stamp:";
+
+/// A copy of a built component whose build stamp says `build` (at most 99999), handle format
+/// `handle_format` (at most 9999) and `mode` (`ok` or `trap`): a distinct version of the same
+/// code, with its own sha256, made without a compile. `None` when `bytes` holds no stamp
+/// (only components that read theirs keep one: the `raw_exec` driver and the `versioned`
+/// hook).
+pub fn restamp(bytes: &[u8], build: u32, handle_format: u32, mode: &str) -> Option<Vec<u8>> {
+    assert!(build <= 99_999 && handle_format <= 9_999 && mode.len() <= 4);
+    let at = bytes
+        .windows(STAMP_PREFIX.len())
+        .position(|w| w == STAMP_PREFIX)?;
+    let stamp = format!("b{build:05}:f{handle_format:04}:m{mode:-<4}");
+    let mut out = bytes.to_vec();
+    out[at + STAMP_PREFIX.len()..at + STAMP_PREFIX.len() + stamp.len()]
+        .copy_from_slice(stamp.as_bytes());
+    Some(out)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn restamping_changes_only_the_stamp() {
+        let a = FIXTURE_VERSIONED_HOOK.bytes;
+        let b = restamp(a, 42, 3, "trap").unwrap();
+        assert_eq!(a.len(), b.len());
+        let diff: Vec<usize> = (0..a.len()).filter(|&i| a[i] != b[i]).collect();
+        assert!(!diff.is_empty() && diff.len() <= 18, "{diff:?}");
+        let text = String::from_utf8_lossy(&b);
+        assert!(text.contains("paddock-stamp:b00042:f0003:mtrap"));
+        assert!(restamp(RAW_EXEC_DRIVER.bytes, 1, 1, "ok").is_some());
+        assert!(restamp(MOCK_DRIVER.bytes, 1, 1, "ok").is_none());
+    }
+}

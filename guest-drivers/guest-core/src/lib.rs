@@ -12,6 +12,7 @@
 //! still imports only what its code calls: binding them all here adds nothing to its imports.
 
 pub mod host;
+pub mod stamp;
 mod types;
 
 #[doc(hidden)]

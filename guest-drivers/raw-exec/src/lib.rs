@@ -21,12 +21,16 @@
 //! Task config: `command` (string, required), `args` (list of strings). Stdout and stderr
 //! go to the task's rotated log files; stop sends the task's kill signal and SIGKILL after
 //! its kill timeout; stats come from the host.
+//!
+//! Its handles carry driver-state format [`Stamp::handle_format`] (1 as built) and it reads
+//! only that format: a version stamped with another format refuses older handles in
+//! `recover`, which keeps those tasks on the version that started them after a hot swap.
 
 mod config;
 
 use paddock_driver_sdk::host::{config as plugin_config, process};
 use paddock_driver_sdk::{
-    Capabilities, Driver, DriverError, Fingerprint, HostError, PluginInfo, ResourceUsage,
+    Capabilities, Driver, DriverError, Fingerprint, HostError, PluginInfo, ResourceUsage, Stamp,
     TaskConfig, TaskHandle, TaskState, TaskStatus, WaitStatus,
 };
 use serde::{Deserialize, Serialize};
@@ -55,7 +59,7 @@ fn not_found(handle: &TaskHandle, e: HostError) -> DriverError {
 
 impl Driver for RawExec {
     fn info() -> PluginInfo {
-        PluginInfo::new("raw_exec", env!("CARGO_PKG_VERSION"))
+        PluginInfo::new("raw_exec", Stamp::get().version(env!("CARGO_PKG_VERSION")))
     }
 
     fn capabilities() -> Capabilities {
@@ -110,10 +114,11 @@ impl Driver for RawExec {
             started_at: paddock_driver_sdk::host::timer::now(),
             completed_at: 0,
         };
-        TaskHandle::new(cfg.id, &state)
+        TaskHandle::with_format(cfg.id, Stamp::get().handle_format, &state)
     }
 
     fn recover(handle: TaskHandle) -> Result<TaskHandle, DriverError> {
+        handle.require_format(&[Stamp::get().handle_format])?;
         let s: State = handle.state()?;
         process::status(s.process).map_err(|e| not_found(&handle, e))?;
         Ok(handle)

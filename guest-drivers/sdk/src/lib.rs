@@ -34,6 +34,7 @@ pub mod duration;
 pub mod host;
 mod types;
 
+pub use paddock_guest_core::stamp::Stamp;
 pub use types::DEFAULT_STATE_VERSION;
 
 #[doc(hidden)]

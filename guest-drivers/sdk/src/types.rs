@@ -87,6 +87,29 @@ impl TaskHandle {
         handle.set_state(state)?;
         Ok(handle)
     }
+    /// A handle in driver-state format `format` (see [`TaskHandle::require_format`]).
+    pub fn with_format(
+        task_id: impl Into<String>,
+        format: u32,
+        state: &impl Serialize,
+    ) -> Result<Self, DriverError> {
+        let mut handle = Self::new(task_id, state)?;
+        handle.version = format;
+        Ok(handle)
+    }
+    /// The handle-compatibility rule of the contract: a driver names its driver-state format
+    /// in `version`, and a version that cannot read a handle's format refuses it with
+    /// `not-supported` (so `recover` after a hot swap leaves that task on the driver version
+    /// that wrote it). `readable` are the formats this driver reads.
+    pub fn require_format(&self, readable: &[u32]) -> Result<(), DriverError> {
+        if readable.contains(&self.version) {
+            return Ok(());
+        }
+        Err(DriverError::NotSupported(format!(
+            "handle format {} of task {} is not readable by this driver version (it reads {:?})",
+            self.version, self.task_id, readable
+        )))
+    }
     /// Decodes the driver state; a state that does not decode means the handle is not ours.
     pub fn state<T: DeserializeOwned>(&self) -> Result<T, DriverError> {
         serde_json::from_slice(&self.driver_state).map_err(|e| {
@@ -206,6 +229,17 @@ mod tests {
         assert!(
             matches!(handle.state::<State>(), Err(DriverError::TaskNotFound(m)) if m.contains("task t"))
         );
+    }
+
+    #[test]
+    fn a_handle_of_another_format_is_not_supported() {
+        let handle = TaskHandle::with_format("t", 2, &State { pid: 7 }).unwrap();
+        assert_eq!(handle.version, 2);
+        assert!(handle.require_format(&[2, 3]).is_ok());
+        assert!(matches!(
+            handle.require_format(&[1]),
+            Err(DriverError::NotSupported(m)) if m.contains("handle format 2 of task t")
+        ));
     }
 
     #[test]

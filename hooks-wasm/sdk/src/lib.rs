@@ -52,6 +52,7 @@ pub mod __bindings {
 use __bindings::exports::paddock::plugin::task_hook as wit;
 
 pub use __bindings::paddock::plugin::types::{FieldError, TaskResources};
+pub use paddock_guest_core::stamp::Stamp;
 pub use paddock_guest_core::{
     DeviceNode, ExitResult, HostError, LogLevel, Mount, PluginInfo, StringMap,
 };
