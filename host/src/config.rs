@@ -129,6 +129,45 @@ pub struct PluginBlock {
     pub limits: Limits,
     /// Free-form config handed to the component.
     pub config: Option<hcl::Value>,
+    /// When a new version of the component is rolled back to the one it replaced.
+    pub auto_revert: AutoRevertBlock,
+}
+
+/// A plugin's `auto_revert` block (Nomad's deployment `auto_revert`, for component
+/// versions): a new version whose first calls fail (trap, run out of memory or miss their
+/// deadline) more than `max_failures` times within its first `calls` calls, before
+/// `window` has passed, is rolled back to the version it replaced.
+#[derive(Debug, Clone, Default, PartialEq, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct AutoRevertBlock {
+    /// Watch new versions at all (default true).
+    pub enabled: Option<bool>,
+    /// How many of a new version's first calls are watched (default 20).
+    pub calls: Option<u64>,
+    /// Failures among them that are tolerated (default 3; one more rolls back).
+    pub max_failures: Option<u64>,
+    /// How long a new version is watched at most (default "10m").
+    pub window: Option<String>,
+}
+
+/// [`AutoRevertBlock`] with its defaults applied.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct AutoRevert {
+    pub enabled: bool,
+    pub calls: u64,
+    pub max_failures: u64,
+    pub window: std::time::Duration,
+}
+
+impl Default for AutoRevert {
+    fn default() -> Self {
+        Self {
+            enabled: true,
+            calls: 20,
+            max_failures: 3,
+            window: std::time::Duration::from_secs(600),
+        }
+    }
 }
 
 /// A plugin's `limits` block.
@@ -160,6 +199,34 @@ impl AgentConfig {
             message: e.to_string(),
         })?;
         Self::parse(&text, &file)
+    }
+
+    /// Each plugin's auto-revert policy (defaults for plugins without a block).
+    pub fn auto_revert(&self, file: &str) -> Result<BTreeMap<String, AutoRevert>, ConfigError> {
+        let mut out = BTreeMap::new();
+        for (name, block) in &self.plugin {
+            let b = &block.auto_revert;
+            let d = AutoRevert::default();
+            let window = match &b.window {
+                None => d.window,
+                Some(s) => crate::util::parse_duration(s).ok_or_else(|| ConfigError {
+                    file: file.to_string(),
+                    message: format!(
+                        "plugin \"{name}\".auto_revert.window: invalid duration {s:?}"
+                    ),
+                })?,
+            };
+            out.insert(
+                name.clone(),
+                AutoRevert {
+                    enabled: b.enabled.unwrap_or(d.enabled),
+                    calls: b.calls.unwrap_or(d.calls).max(1),
+                    max_failures: b.max_failures.unwrap_or(d.max_failures),
+                    window,
+                },
+            );
+        }
+        Ok(out)
     }
 
     /// Component settings for the runtime.

@@ -31,6 +31,9 @@ pub enum Payload {
     Evaluation(Box<crate::evals::Evaluation>),
     /// The node as the API shows it.
     Node(Box<Value>),
+    /// A component version (`Name`, `World`, `SHA256`, `PreviousSHA256`, `Source`,
+    /// `Reason`), or a refused file (`File`, `Reason`).
+    Component(Box<Value>),
     /// A variable's metadata (never its items).
     Variable(Box<crate::structs::VariableMetadata>),
 }
@@ -62,6 +65,7 @@ impl Event {
             Payload::Job(j) => json!({ "Job": j }),
             Payload::Evaluation(e) => json!({ "Evaluation": e }),
             Payload::Node(n) => json!({ "Node": n }),
+            Payload::Component(c) => json!({ "Component": c }),
             Payload::Variable(v) => json!({ "Variable": v }),
         };
         json!({

@@ -9,6 +9,8 @@
 //!   signal, stats, gc, metrics); [`config`] is its HCL config;
 //! - [`allocrunner`]: one allocation, its lifecycle order, its record; above
 //! - [`taskrunner`]: one task, its hook phases and built-in hooks, its restarts;
+//! - [`swap`]: the component lifecycle (load, hot swap, refuse, revert, unload, config
+//!   reload), over the managers below;
 //! - the plugin edge, the only code that sees versioned bindings: [`drivermanager`],
 //!   [`devicemanager`], [`hookmanager`], with [`pluginbook`] (what the managers know of
 //!   their plugins) and [`node`] (identity, fingerprint, node events);
@@ -45,6 +47,7 @@ pub mod pluginbook;
 pub mod ports;
 pub mod state;
 pub mod structs;
+pub mod swap;
 pub mod taskenv;
 pub mod taskrunner;
 pub mod util;

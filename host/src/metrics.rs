@@ -102,6 +102,22 @@ pub const HELP: &[(&str, &str)] = &[
     ),
     ("paddock.components.loaded", "Components loaded, by world"),
     (
+        "paddock.component.swaps",
+        "Component versions installed over a running version (hot swaps)",
+    ),
+    (
+        "paddock.component.refusals",
+        "Component files refused (the running version stayed)",
+    ),
+    (
+        "paddock.component.reverts",
+        "Component versions rolled back by auto_revert",
+    ),
+    (
+        "paddock.component.swap_first_call_seconds",
+        "Time from a component file's event to the first call on the version it made, seconds",
+    ),
+    (
         "paddock.compile_cache.hits",
         "Component loads served by the compile cache",
     ),

@@ -62,7 +62,8 @@ impl OpMetrics {
             .fetch_add(elapsed.as_nanos() as u64, Ordering::Relaxed);
     }
 
-    fn snapshot(&self) -> OpSnapshot {
+    /// A copy of the counters, buckets made cumulative.
+    pub fn snapshot(&self) -> OpSnapshot {
         let get = |a: &AtomicU64| a.load(Ordering::Relaxed);
         OpSnapshot {
             calls: get(&self.calls),

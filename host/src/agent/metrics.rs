@@ -137,6 +137,26 @@ impl Agent {
                 n as f64,
             ));
         }
+        let swaps = self.swap_metrics();
+        for (name, v) in [
+            ("paddock.component.swaps", &swaps.swaps),
+            ("paddock.component.refusals", &swaps.refusals),
+            ("paddock.component.reverts", &swaps.reverts),
+        ] {
+            out.push(Metric::Counter(
+                name,
+                Vec::new(),
+                v.load(std::sync::atomic::Ordering::Relaxed) as f64,
+            ));
+        }
+        let first = swaps.first_call.snapshot();
+        out.push(Metric::Histogram(
+            "paddock.component.swap_first_call_seconds",
+            Vec::new(),
+            first.buckets,
+            first.calls,
+            first.sum_seconds,
+        ));
         let (hits, misses) = rt.metrics.cache();
         out.push(Metric::Counter(
             "paddock.compile_cache.hits",

@@ -24,7 +24,7 @@ use crate::devicemanager::DeviceManager;
 use crate::drivermanager::{DriverManager, DriverServices};
 use crate::hookmanager::HookManager;
 use crate::jobspec::Job;
-use crate::runtime::{ComponentSource, Refusal, Runtime, RuntimeOptions};
+use crate::runtime::{Runtime, RuntimeOptions};
 use crate::state::{MemState, RedbState, StateDb};
 use crate::structs::{Allocation, DesiredStatus};
 use crate::taskenv::NodeInfo;
@@ -57,7 +57,7 @@ pub use register::{RegisterError, RegisterOptions};
 pub use vars::{
     InvalidVariable, Namespaces, VarError, VarStore, VarWrite, may_read, validate_path,
 };
-pub use views::{ComponentView, NodeResourcesView, NodeView};
+pub use views::{NodeResourcesView, NodeView};
 
 /// How to start an agent.
 #[derive(Debug, Clone, Default)]
@@ -111,8 +111,12 @@ pub struct Agent {
     /// Nomad Variables (the API's `/v1/var`, tasks' `variables`).
     vars: Arc<vars::VarStore>,
     data_dir: PathBuf,
-    /// Components refused at start, with reasons.
-    refusals: Vec<String>,
+    /// The component lifecycle: loads, swaps, refuses, reverts, unloads.
+    swapper: Arc<crate::swap::Swapper>,
+    /// The components folders' watch, once started.
+    watch: std::sync::Mutex<Option<crate::swap::watch::FolderWatch>>,
+    /// The config file, for reloads (`<none>` when there is none).
+    config_file: String,
     /// The API token every request must carry, if set (`acl { token = ... }`).
     acl_token: Option<String>,
     node: RwLock<NodeInfo>,
@@ -206,18 +210,10 @@ impl Agent {
             services: host_services,
             ..Default::default()
         })?;
-        let mut refusals: Vec<Refusal> = load_builtins(&runtime).await;
         let mut dirs = opts.components.clone();
         dirs.extend(opts.config.components.iter().cloned());
         if let Some(h) = opts.hooks.as_ref().or(opts.config.hooks.as_ref()) {
             dirs.push(h.clone());
-        }
-        for dir in &dirs {
-            let (_, refused) = runtime
-                .load_dir(dir)
-                .await
-                .with_context(|| format!("reading components folder {}", dir.display()))?;
-            refusals.extend(refused);
         }
 
         // Both managers start from their state of the last run, so a change that happened
@@ -230,6 +226,20 @@ impl Agent {
             Some(db.clone()),
         );
         let devices = DeviceManager::new(runtime.clone(), node_events.clone(), Some(db.clone()));
+        let hooks = HookManager::new(runtime.clone(), &opts.config.hook);
+        // The built-in components, then every file of the components folders.
+        let swapper = crate::swap::Swapper::start(crate::swap::SwapperParts {
+            runtime: runtime.clone(),
+            drivers: drivers.clone(),
+            devices: devices.clone(),
+            hooks: hooks.clone(),
+            node_events: node_events.clone(),
+            changes: changes.clone(),
+            dirs,
+            auto_revert: opts.config.auto_revert(&opts.config_file)?,
+        })
+        .await
+        .context("reading a components folder")?;
         drivers.fingerprint_all().await;
         devices.fingerprint_all().await;
         let interval = opts.fingerprint_interval.unwrap_or(Duration::from_secs(30));
@@ -258,7 +268,6 @@ impl Agent {
             meta: opts.config.client.meta.clone(),
         };
 
-        let hooks = HookManager::new(runtime.clone(), &opts.config.hook);
         let agent = Arc::new(Self {
             hooks,
             runtime,
@@ -270,7 +279,9 @@ impl Agent {
             vars,
             alloc_root: data_dir.join("alloc"),
             data_dir,
-            refusals: refusals.iter().map(|r| r.to_string()).collect(),
+            swapper,
+            watch: std::sync::Mutex::new(None),
+            config_file: opts.config_file.clone(),
             acl_token: opts.config.acl.token.clone().filter(|t| !t.is_empty()),
             node: RwLock::new(node),
             node_events,
@@ -453,8 +464,8 @@ impl Agent {
     }
 
     /// Components refused at start, with reasons.
-    pub fn refusals(&self) -> &[String] {
-        &self.refusals
+    pub fn refusals(&self) -> Vec<String> {
+        self.swapper.refusals()
     }
 
     /// The API token every request must carry, if one is set (`acl { token = ... }`).
@@ -483,17 +494,4 @@ impl Agent {
         let _ = tokio::time::timeout(timeout, rx.wait_for(|i| *i > index)).await;
         self.changes.index()
     }
-}
-
-/// Load the components embedded in the binary; a refused one is logged and returned.
-async fn load_builtins(runtime: &Runtime) -> Vec<Refusal> {
-    let mut refused = Vec::new();
-    for a in guest_artifacts::BUILT_IN {
-        let source = ComponentSource::BuiltIn(a.file_name.to_string());
-        if let Err(r) = runtime.load(source, Arc::from(a.bytes)).await {
-            tracing::error!("{r}");
-            refused.push(r);
-        }
-    }
-    refused
 }

@@ -10,47 +10,6 @@ use super::drain::{DrainMetadata, DrainStrategy};
 use crate::devicemanager::NodeDeviceResource;
 use crate::drivermanager::DriverInfo;
 use crate::node::NodeEvent;
-use crate::runtime::inspect::grants_used;
-
-/// A loaded component as the API shows it (`/v1/components`).
-#[derive(Debug, Clone, Serialize)]
-#[serde(rename_all = "PascalCase")]
-pub struct ComponentView {
-    /// Name from its `info()`.
-    pub name: String,
-    /// World: driver, hook or device-plugin.
-    pub world: String,
-    /// Contract version it was built against.
-    pub contract_version: String,
-    /// The plugin's own version.
-    pub plugin_version: String,
-    /// sha256 of its bytes.
-    #[serde(rename = "SHA256")]
-    pub sha256: String,
-    /// Where it came from.
-    pub source: String,
-    /// When it was loaded, ns.
-    pub loaded_at: u64,
-    /// `Hit` or `Miss`.
-    pub compile_cache: crate::runtime::CacheOutcome,
-    /// Time to compile or deserialize and pre-link, ms.
-    pub load_millis: f64,
-    /// Granted capabilities.
-    pub grants: Vec<String>,
-    /// Memory cap, MiB.
-    #[serde(rename = "MemoryMB")]
-    pub memory_mb: usize,
-    /// Call deadline, ms.
-    pub call_timeout_millis: u64,
-    /// Calls per warm instance.
-    pub instance_reuse: u32,
-    /// Idle warm instances.
-    pub warm_idle: usize,
-    /// What it imports.
-    pub imports: Vec<String>,
-    /// The grants those imports can use.
-    pub grants_used: Vec<&'static str>,
-}
 
 /// The node as the API shows it (Nomad's `Node`).
 #[derive(Debug, Clone, Serialize)]
@@ -175,31 +134,41 @@ impl Agent {
             .unwrap_or_default()
     }
 
-    /// Every loaded component, by world and name.
-    pub fn components(&self) -> Vec<ComponentView> {
-        self.runtime
-            .registry
-            .list()
-            .iter()
-            .map(|c| ComponentView {
-                name: c.name.clone(),
-                world: c.world.to_string(),
-                contract_version: c.contract_version.clone(),
-                plugin_version: c.plugin_version.clone(),
-                sha256: c.sha256.clone(),
-                source: c.source.to_string(),
-                loaded_at: c.loaded_at,
-                compile_cache: c.cache,
-                load_millis: c.load_time.as_secs_f64() * 1e3,
-                grants: c.grants().summary(),
-                memory_mb: c.limits().memory_bytes >> 20,
-                call_timeout_millis: c.limits().call_timeout.as_millis() as u64,
-                instance_reuse: c.limits().instance_reuse,
-                warm_idle: c.warm_idle(),
-                imports: c.imports.clone(),
-                grants_used: grants_used(&c.imports),
-            })
-            .collect()
+    /// Every component version (active, draining) and refused file.
+    pub fn components(&self) -> Vec<crate::swap::ComponentStatus> {
+        self.swapper.status()
+    }
+
+    /// Hot-swap counters.
+    pub fn swap_metrics(&self) -> &crate::swap::SwapMetrics {
+        &self.swapper.metrics
+    }
+
+    /// Watch the components folders from now on: each complete change is applied while
+    /// the agent runs (`agent run` starts this; tests may not).
+    pub fn watch_components(&self) -> anyhow::Result<()> {
+        let w = crate::swap::watch::start(&self.swapper)?;
+        *self.watch.lock().unwrap() = Some(w);
+        Ok(())
+    }
+
+    /// Look at the components folders now (`POST /v1/components/reload`).
+    pub async fn rescan_components(&self) -> Vec<(std::path::PathBuf, crate::swap::Applied)> {
+        self.swapper.rescan().await
+    }
+
+    /// Re-read the config file and apply its `plugin` and `hook` blocks (SIGHUP, `POST
+    /// /v1/agent/reload`); a config that does not parse changes nothing.
+    pub async fn reload_config(
+        &self,
+    ) -> Result<Vec<(String, crate::swap::Applied)>, crate::config::ConfigError> {
+        let path = std::path::Path::new(&self.config_file);
+        let config = if self.config_file == "<none>" || self.config_file.is_empty() {
+            crate::config::AgentConfig::default()
+        } else {
+            crate::config::AgentConfig::load(path)?
+        };
+        self.swapper.reload_config(&config, &self.config_file).await
     }
 
     /// Each driver's health and attributes, by name.

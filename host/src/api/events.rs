@@ -29,6 +29,7 @@ const TOPICS: &[&str] = &[
     "Variables",
     "NodePool",
     "Deployment",
+    "Component",
     "Service",
     "Operator",
     "HostVolume",

@@ -5,6 +5,7 @@
 mod allocs;
 mod client;
 mod cluster;
+mod components;
 mod evals;
 mod events;
 mod fs;
@@ -44,6 +45,7 @@ pub fn router(agent: Arc<Agent>) -> Router {
         .merge(search::routes())
         .merge(events::routes())
         .merge(cluster::routes())
+        .merge(components::routes())
         .merge(scale::routes())
         .merge(vars::routes())
         .fallback(unknown_path)

@@ -1,7 +1,6 @@
 //! `/v1/agent/self`, `/v1/agent/health`, `/v1/nodes` (`?resources`, `?os`),
 //! `/v1/node/{id}` with its `allocations`, `drain`, `eligibility` and `evaluate`,
-//! `/v1/status/leader`, `/v1/status/peers`, `/v1/regions`, and Paddock's own
-//! `/v1/components` (each component's world, version hash, grants and load time).
+//! `/v1/status/leader`, `/v1/status/peers`, `/v1/regions`.
 
 use axum::Router;
 use axum::body::Bytes;
@@ -25,7 +24,6 @@ pub(super) fn routes() -> Router<AppState> {
             post(eligibility).put(eligibility),
         )
         .route("/v1/node/{id}/evaluate", post(evaluate).put(evaluate))
-        .route("/v1/components", get(components))
         .route("/v1/status/leader", get(leader))
         .route("/v1/status/peers", get(peers))
         .route("/v1/regions", get(regions))
@@ -229,11 +227,4 @@ async fn node_allocations(
 ) -> Result<Response, ApiError> {
     this_node(&agent, &id)?;
     Ok(with_index(agent.index(), &agent.allocations()))
-}
-
-async fn components(State(agent): State<AppState>) -> Response {
-    with_index(
-        agent.index(),
-        &json!({ "Components": agent.components(), "Refused": agent.refusals() }),
-    )
 }

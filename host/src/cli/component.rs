@@ -1,4 +1,4 @@
-//! `agent component list|inspect|validate`.
+//! `agent component list|status|reload|inspect|validate`.
 
 use std::path::PathBuf;
 use std::sync::Arc;
@@ -11,6 +11,25 @@ use crate::runtime::{ComponentSource, Runtime, RuntimeOptions};
 pub enum ComponentCommand {
     /// List the components a running agent has loaded.
     List {
+        /// API address and token.
+        #[command(flatten)]
+        api: ApiArgs,
+    },
+    /// One loaded component: every version of it (active, draining), where it came from,
+    /// the version it replaced, its calls and errors, and the tasks each version serves.
+    Status {
+        /// API address and token.
+        #[command(flatten)]
+        api: ApiArgs,
+        /// Print JSON.
+        #[arg(long)]
+        json: bool,
+        /// The component's name.
+        name: String,
+    },
+    /// Look at the components folders now and apply what changed (for setups where file
+    /// events are not delivered).
+    Reload {
         /// API address and token.
         #[command(flatten)]
         api: ApiArgs,
@@ -37,31 +56,107 @@ pub enum ComponentCommand {
 pub(super) async fn run(cmd: ComponentCommand) -> anyhow::Result<i32> {
     match cmd {
         ComponentCommand::List { api } => {
+            let v = api.get("/v1/components").await?;
+            println!(
+                "{:<16} {:<14} {:<9} {:<9} {:<14} {:>7} {:>6} {:>5}  Source",
+                "Name", "World", "Contract", "State", "SHA256", "Calls", "Errors", "Tasks"
+            );
+            for c in v["Components"].as_array().cloned().unwrap_or_default() {
+                let sha = c["SHA256"].as_str().unwrap_or("");
+                let state = c["State"].as_str().unwrap_or("");
+                let source = if state == "refused" {
+                    format!(
+                        "{} ({})",
+                        c["Source"].as_str().unwrap_or(""),
+                        c["Reason"].as_str().unwrap_or("")
+                    )
+                } else {
+                    c["Source"].as_str().unwrap_or("").to_string()
+                };
+                println!(
+                    "{:<16} {:<14} {:<9} {:<9} {:<14} {:>7} {:>6} {:>5}  {}",
+                    c["Name"].as_str().unwrap_or("-"),
+                    c["World"].as_str().unwrap_or(""),
+                    c["ContractVersion"].as_str().unwrap_or(""),
+                    state,
+                    &sha[..12.min(sha.len())],
+                    c["Calls"].as_u64().unwrap_or(0),
+                    c["Errors"].as_u64().unwrap_or(0),
+                    c["Tasks"].as_array().map(|t| t.len()).unwrap_or(0),
+                    source
+                );
+            }
+            Ok(0)
+        }
+        ComponentCommand::Status { api, json, name } => {
+            let v = api.get("/v1/components").await?;
+            let versions: Vec<serde_json::Value> = v["Components"]
+                .as_array()
+                .cloned()
+                .unwrap_or_default()
+                .into_iter()
+                .filter(|c| c["Name"] == name.as_str())
+                .collect();
+            if versions.is_empty() {
+                anyhow::bail!("no component {name:?} is loaded (see `component list`)");
+            }
+            if json {
+                super::print_json(&serde_json::json!(versions));
+                return Ok(0);
+            }
+            for c in &versions {
+                let s = |k: &str| c[k].as_str().unwrap_or_default().to_string();
+                println!("{} {} ({})", s("Name"), s("State"), s("World"));
+                for (label, key) in [
+                    ("SHA256", "SHA256"),
+                    ("Previous", "PreviousSHA256"),
+                    ("Version", "PluginVersion"),
+                    ("Contract", "ContractVersion"),
+                    ("Source", "Source"),
+                ] {
+                    println!("  {label:<10} = {}", s(key));
+                }
+                println!(
+                    "  {:<10} = {} ({} errors)",
+                    "Calls",
+                    c["Calls"].as_u64().unwrap_or(0),
+                    c["Errors"].as_u64().unwrap_or(0)
+                );
+                let tasks: Vec<String> = c["Tasks"]
+                    .as_array()
+                    .map(|t| {
+                        t.iter()
+                            .filter_map(|x| x.as_str().map(str::to_string))
+                            .collect()
+                    })
+                    .unwrap_or_default();
+                println!("  {:<10} = {}", "Tasks", tasks.len());
+                for t in tasks {
+                    println!("    {t}");
+                }
+            }
+            Ok(0)
+        }
+        ComponentCommand::Reload { api } => {
             let v: serde_json::Value = api
                 .client()?
-                .get(api.url("/v1/components"))
+                .post(api.url("/v1/components/reload"))
                 .send()
                 .await?
                 .error_for_status()?
                 .json()
                 .await?;
-            println!(
-                "{:<16} {:<14} {:<9} {:<14} Source",
-                "Name", "World", "Contract", "SHA256"
-            );
-            for c in v["Components"].as_array().cloned().unwrap_or_default() {
-                let sha = c["SHA256"].as_str().unwrap_or("");
-                println!(
-                    "{:<16} {:<14} {:<9} {:<14} {}",
-                    c["Name"].as_str().unwrap_or(""),
-                    c["World"].as_str().unwrap_or(""),
-                    c["ContractVersion"].as_str().unwrap_or(""),
-                    &sha[..12.min(sha.len())],
-                    c["Source"].as_str().unwrap_or("")
-                );
+            let changes = v["Changes"].as_array().cloned().unwrap_or_default();
+            if changes.is_empty() {
+                println!("no change");
             }
-            for r in v["Refused"].as_array().cloned().unwrap_or_default() {
-                println!("refused: {}", r.as_str().unwrap_or(""));
+            for c in changes {
+                println!(
+                    "{}: {} {}",
+                    c["Target"].as_str().unwrap_or_default(),
+                    c["Outcome"].as_str().unwrap_or_default(),
+                    c["Detail"].as_str().unwrap_or_default()
+                );
             }
             Ok(0)
         }

@@ -79,6 +79,26 @@ pub(super) async fn run(args: RunArgs) -> anyhow::Result<i32> {
     for r in agent.refusals() {
         tracing::warn!("{r}");
     }
+    // Component files that change from now on are swapped in while tasks run.
+    if let Err(e) = agent.watch_components() {
+        tracing::error!(error = %e, "watching the components folders failed: use `agent component reload` (POST /v1/components/reload) to apply file changes");
+    }
+    // SIGHUP re-reads the config's plugin and hook blocks.
+    let reloader = agent.clone();
+    tokio::spawn(async move {
+        let Ok(mut hup) = tokio::signal::unix::signal(tokio::signal::unix::SignalKind::hangup())
+        else {
+            return;
+        };
+        while hup.recv().await.is_some() {
+            match reloader.reload_config().await {
+                Ok(changes) => tracing::info!(changed = changes.len(), "SIGHUP: config reloaded"),
+                Err(e) => {
+                    tracing::error!(error = %e, "SIGHUP: config not reloaded; the running config stays")
+                }
+            }
+        }
+    });
     for job in jobs {
         let r = agent.register_job(job)?;
         tracing::info!(eval_id = %r.eval_id, allocs = ?r.allocs, "job from --job registered");

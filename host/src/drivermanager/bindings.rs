@@ -123,6 +123,17 @@ impl Bindings {
         b
     }
 
+    /// Every live binding.
+    pub fn all(&self) -> Vec<Arc<TaskBinding>> {
+        self.0
+            .tasks
+            .lock()
+            .unwrap()
+            .values()
+            .filter_map(Weak::upgrade)
+            .collect()
+    }
+
     /// The live bindings of driver `name`.
     pub fn of_driver(&self, name: &str) -> Vec<Arc<TaskBinding>> {
         self.0

@@ -23,25 +23,36 @@ use crate::runtime::Runtime;
 /// Job meta key listing hooks a job asks for.
 pub const JOB_META_KEY: &str = "paddock.hooks";
 
+/// Attachments by run order: `order`, then name.
+fn ordered(attach: &BTreeMap<String, HookAttach>) -> Vec<(String, HookAttach)> {
+    let mut list: Vec<(String, HookAttach)> =
+        attach.iter().map(|(k, v)| (k.clone(), v.clone())).collect();
+    list.sort_by(|a, b| (a.1.order, &a.0).cmp(&(b.1.order, &b.0)));
+    list
+}
+
 /// The hook that renders `template` blocks; attached to every task that has one.
 pub const TEMPLATE_HOOK: &str = "template";
 
 /// The hook components and their configured attachments.
 pub struct HookManager {
     runtime: Arc<Runtime>,
-    attach: Vec<(String, HookAttach)>,
+    /// By run order; replaced as a whole by a config reload.
+    attach: std::sync::RwLock<Vec<(String, HookAttach)>>,
 }
 
 impl HookManager {
     /// Hooks of `runtime`, attached per the agent config.
     pub fn new(runtime: Arc<Runtime>, attach: &BTreeMap<String, HookAttach>) -> Arc<Self> {
-        let mut list: Vec<(String, HookAttach)> =
-            attach.iter().map(|(k, v)| (k.clone(), v.clone())).collect();
-        list.sort_by(|a, b| (a.1.order, &a.0).cmp(&(b.1.order, &b.0)));
         Arc::new(Self {
             runtime,
-            attach: list,
+            attach: std::sync::RwLock::new(ordered(attach)),
         })
+    }
+
+    /// Replace the attachments (a config reload); tasks that start from now on get them.
+    pub fn set_attachments(&self, attach: &BTreeMap<String, HookAttach>) {
+        *self.attach.write().unwrap() = ordered(attach);
     }
 
     /// The hooks for a task, in run order.
@@ -60,6 +71,8 @@ impl HookManager {
             .unwrap_or_default();
         let mut out: Vec<String> = self
             .attach
+            .read()
+            .unwrap()
             .iter()
             .filter(|(name, a)| {
                 a.all_tasks || a.drivers.contains(&task.driver) || asked.contains(name)

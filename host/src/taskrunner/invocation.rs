@@ -150,8 +150,53 @@ impl TaskRunner {
             )));
         }
         let driver = inv.driver.clone();
+        let current = driver.current_sha256().unwrap_or_default();
+        let gone = (!stored.driver_sha256.is_empty() && stored.driver_sha256 != current)
+            .then(|| stored.driver_sha256.clone());
+        if let Some(gone) = &gone {
+            let message = format!(
+                "driver {:?} version {} that started this task is no longer loaded; its handle (format {}) is offered to version {}",
+                self.task.driver,
+                short(gone),
+                stored.version,
+                short(&current)
+            );
+            tracing::info!(task = %self.task.name, "{message}");
+            let mut ev = TaskEvent::new(TaskEventType::Driver, message.clone())
+                .detail("previous_sha256", gone)
+                .detail("sha256", &current);
+            ev.driver_message = message;
+            self.event(ev);
+        }
+        let format = stored.version;
+        let started_at = self
+            .handler
+            .task_state(&self.task.name)
+            .map(|s| s.started_at)
+            .unwrap_or_default();
         let handle = match driver.recover(stored.into()).await {
             Ok(h) => h,
+            // No loaded version can read the handle: the task may still run, but nothing
+            // can reach it. It is reported lost with what was last known, and not started
+            // again (a second copy could run beside the first).
+            Err(DriverCallError::Driver(DriverError::NotSupported(why))) => {
+                self.clear_handle();
+                let message = format!(
+                    "task lost: no loaded version of driver {:?} can read its handle (format {format}): {why}; last known state: running since {}",
+                    self.task.driver,
+                    crate::util::rfc3339(
+                        std::time::UNIX_EPOCH + std::time::Duration::from_nanos(started_at)
+                    )
+                );
+                tracing::error!(task = %self.task.name, "{message}");
+                let mut ev = TaskEvent::new(TaskEventType::FailedRestoring, message.clone())
+                    .detail("lost", "true");
+                if let Some(g) = &gone {
+                    ev = ev.detail("previous_sha256", g);
+                }
+                ev.driver_error = message;
+                return Err(RunEnd::Failed(Box::new(ev), false));
+            }
             Err(e) => {
                 self.clear_handle();
                 return Err(failed(format!("failed to recover task: {e}")));
@@ -287,4 +332,9 @@ impl TaskRunner {
             killed,
         })
     }
+}
+
+/// The first 12 characters of a sha256, for messages.
+fn short(sha: &str) -> &str {
+    &sha[..sha.len().min(12)]
 }
