@@ -305,6 +305,10 @@ async fn reads(c: &mut GoCheck<'_>, t: &TestAgent) {
         .await;
     // Paddock's own: no Go type, any JSON with Nomad's headers.
     c.json::<Value>(req("GET", "/v1/components")).await;
+    for m in ["POST", "PUT"] {
+        c.json::<Value>(req(m, "/v1/components/reload")).await;
+        c.json::<Value>(req(m, "/v1/agent/reload")).await;
+    }
     for (m, ctx) in [
         ("POST", "all"),
         ("PUT", "jobs"),

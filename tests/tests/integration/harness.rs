@@ -96,13 +96,17 @@ impl TestAgent {
     /// Start with a config (HCL) and component folders.
     pub async fn start(config_hcl: &str, components: Vec<PathBuf>) -> Self {
         let dir = tempfile::tempdir().unwrap();
+        // The config is a real file, so that a reload (SIGHUP, `POST /v1/agent/reload`)
+        // reads it again.
+        let config_file = dir.path().join("test.hcl");
+        std::fs::write(&config_file, config_hcl).unwrap();
         let config = AgentConfig::parse(config_hcl, "test.hcl").unwrap();
         let agent = Agent::start(AgentOptions {
             data_dir: Some(dir.path().to_path_buf()),
             components,
             dev: true,
             config,
-            config_file: "test.hcl".into(),
+            config_file: config_file.display().to_string(),
             cache_dir: Some(shared_cache_dir()),
             executor_program: Some(agent_bin()),
             ..Default::default()
@@ -349,6 +353,11 @@ impl AgentProcess {
             );
             std::thread::sleep(Duration::from_millis(20));
         }
+    }
+
+    /// The agent's process id.
+    pub fn pid(&self) -> u32 {
+        self.child.as_ref().expect("running").id()
     }
 
     pub fn log(&self) -> String {

@@ -24,5 +24,8 @@ mod raw_exec;
 mod restore;
 mod runtime;
 mod state;
+mod swap;
+mod swap_config;
+mod swap_drivers;
 mod telemetry;
 mod vars;
