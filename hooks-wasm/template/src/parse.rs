@@ -2,7 +2,20 @@
 //! applied to the neighbouring text, `with`/`range` blocks with their `else` and `end`
 //! matched up. Every error names the line and quotes the action.
 
-use crate::render::RenderError;
+/// A template that cannot be rendered (or parsed).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct RenderError {
+    /// 1-based line of the action.
+    pub line: usize,
+    /// What is wrong.
+    pub message: String,
+}
+
+impl std::fmt::Display for RenderError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "line {}: {}", self.line, self.message)
+    }
+}
 
 /// What an action computes.
 #[derive(Debug, Clone, PartialEq, Eq)]

@@ -20,22 +20,8 @@
 
 use std::collections::BTreeMap;
 
+pub use crate::parse::RenderError;
 use crate::parse::{Action, Expr, Node, Range};
-
-/// A template that cannot be rendered.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct RenderError {
-    /// 1-based line of the action.
-    pub line: usize,
-    /// What is wrong.
-    pub message: String,
-}
-
-impl std::fmt::Display for RenderError {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        write!(f, "line {}: {}", self.line, self.message)
-    }
-}
 
 /// A variable as `nomadVarList` lists it.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]

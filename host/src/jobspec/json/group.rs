@@ -6,7 +6,7 @@ use serde_json::Value;
 
 use super::R;
 use super::obj::Obj;
-use super::task::task_from_value;
+use super::task::{restart_from, task_from_value};
 use crate::jobspec::*;
 
 /// A group's cluster-only blocks, kept as given (see the job's).
@@ -27,36 +27,6 @@ const KEPT_GROUP: &[&str] = &[
     "Disconnect",
     "MaxRunDuration",
 ];
-
-pub(super) fn restart_from(o: Option<Obj<'_>>, base: &RestartPolicy) -> R<RestartPolicy> {
-    let Some(mut o) = o else {
-        return Ok(base.clone());
-    };
-    let path = o.path.clone();
-    let mut p = base.clone();
-    if let Some(v) = o.u32("Attempts")? {
-        p.attempts = v;
-    }
-    if let Some(v) = o.uint("Interval", u64::MAX)? {
-        p.interval = v;
-    }
-    if let Some(v) = o.uint("Delay", u64::MAX)? {
-        p.delay = v;
-    }
-    match o.string("Mode")?.as_deref() {
-        None => {}
-        Some("fail") => p.mode = RestartMode::Fail,
-        Some("delay") => p.mode = RestartMode::Delay,
-        Some(m) => {
-            return Err(JobspecError::new(
-                format!("{path}.Mode"),
-                format!("expected \"fail\" or \"delay\", found {m:?}"),
-            ));
-        }
-    }
-    o.finish(&["RenderTemplates"])?;
-    Ok(p)
-}
 
 pub(super) fn group_from_value(path: &str, v: &Value, job_type: JobType) -> R<TaskGroup> {
     let mut o = Obj::new(path.into(), v)?;

@@ -3,7 +3,6 @@
 use serde_json::{Map, Value};
 
 use super::R;
-use super::group::restart_from;
 use super::obj::{Obj, kind};
 use crate::jobspec::*;
 
@@ -237,4 +236,36 @@ fn templates_from(o: &mut Obj<'_>, path: &str) -> R<Vec<Template>> {
         });
     }
     Ok(out)
+}
+
+/// A `RestartPolicy` object over `base` (the group's policy for a task, the job type's
+/// default for a group).
+pub(super) fn restart_from(o: Option<Obj<'_>>, base: &RestartPolicy) -> R<RestartPolicy> {
+    let Some(mut o) = o else {
+        return Ok(base.clone());
+    };
+    let path = o.path.clone();
+    let mut p = base.clone();
+    if let Some(v) = o.u32("Attempts")? {
+        p.attempts = v;
+    }
+    if let Some(v) = o.uint("Interval", u64::MAX)? {
+        p.interval = v;
+    }
+    if let Some(v) = o.uint("Delay", u64::MAX)? {
+        p.delay = v;
+    }
+    match o.string("Mode")?.as_deref() {
+        None => {}
+        Some("fail") => p.mode = RestartMode::Fail,
+        Some("delay") => p.mode = RestartMode::Delay,
+        Some(m) => {
+            return Err(JobspecError::new(
+                format!("{path}.Mode"),
+                format!("expected \"fail\" or \"delay\", found {m:?}"),
+            ));
+        }
+    }
+    o.finish(&["RenderTemplates"])?;
+    Ok(p)
 }
