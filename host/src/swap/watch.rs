@@ -18,6 +18,10 @@ use super::Swapper;
 /// How long a closed file must be left alone before it is loaded.
 pub const DEBOUNCE: Duration = Duration::from_millis(250);
 
+/// How long after a rename into place the file is loaded: a rename is complete at once, so
+/// this only gathers the events of one burst (a deploy tool's rename and its neighbours).
+pub const RENAME_SETTLE: Duration = Duration::from_millis(5);
+
 /// What was seen of one file since it was last acted on.
 #[derive(Debug, Clone, Copy)]
 struct Pending {
@@ -104,10 +108,10 @@ fn note(pending: &mut HashMap<PathBuf, Pending>, ev: &notify::Event, now: Instan
         p.due = due;
     };
     match ev.kind {
-        // Renamed into place: complete now (a short wait lets a burst settle).
+        // Renamed into place: complete now.
         EventKind::Modify(ModifyKind::Name(RenameMode::To)) => {
             for p in ev.paths.iter().filter(|p| wasm(p)) {
-                touch(p, Some(now + DEBOUNCE / 5));
+                touch(p, Some(now + RENAME_SETTLE));
             }
         }
         EventKind::Modify(ModifyKind::Name(RenameMode::Both)) => {
@@ -116,7 +120,7 @@ fn note(pending: &mut HashMap<PathBuf, Pending>, ev: &notify::Event, now: Instan
                     touch(from, Some(now + DEBOUNCE));
                 }
                 if wasm(to) {
-                    touch(to, Some(now + DEBOUNCE / 5));
+                    touch(to, Some(now + RENAME_SETTLE));
                 }
             }
         }

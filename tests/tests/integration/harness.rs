@@ -272,6 +272,32 @@ pub fn fixture_env_dir() -> tempfile::TempDir {
     dir
 }
 
+/// Whether `pid` is a live (not zombie) process.
+pub fn alive(pid: u32) -> bool {
+    std::fs::read_to_string(format!("/proc/{pid}/stat"))
+        .ok()
+        .and_then(|s| {
+            s.rsplit_once(')')
+                .map(|(_, r)| !r.trim_start().starts_with('Z'))
+        })
+        .unwrap_or(false)
+}
+
+/// The pid a task wrote to `file`, once it is there.
+pub async fn pid_in(file: &Path) -> u32 {
+    let deadline = Instant::now() + Duration::from_secs(20);
+    loop {
+        if let Some(p) = std::fs::read_to_string(file)
+            .ok()
+            .and_then(|s| s.trim().parse::<u32>().ok())
+        {
+            return p;
+        }
+        assert!(Instant::now() < deadline, "no pid in {}", file.display());
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+}
+
 /// The real agent binary on a fixed port and data dir (`<dir>/data`, its log in
 /// `<dir>/agent.log`), restartable: for what must survive the process.
 pub struct AgentProcess {
@@ -406,6 +432,20 @@ impl AgentProcess {
 
     pub async fn alloc(&self, id: &str) -> Value {
         self.get(&format!("/v1/allocation/{id}")).await
+    }
+
+    /// What a task of allocation `alloc` wrote to stdout.
+    pub async fn stdout(&self, alloc: &str, task: &str) -> String {
+        self.http
+            .get(self.url(&format!(
+                "/v1/client/fs/logs/{alloc}?task={task}&type=stdout&plain=true"
+            )))
+            .send()
+            .await
+            .unwrap()
+            .text()
+            .await
+            .unwrap()
     }
 }
 

@@ -6,18 +6,7 @@ use std::time::{Duration, Instant};
 
 use serde_json::{Value, json};
 
-use crate::harness::AgentProcess;
-
-/// Whether `pid` is a live (not zombie) process.
-fn alive(pid: u32) -> bool {
-    std::fs::read_to_string(format!("/proc/{pid}/stat"))
-        .ok()
-        .and_then(|s| {
-            s.rsplit_once(')')
-                .map(|(_, r)| !r.trim_start().starts_with('Z'))
-        })
-        .unwrap_or(false)
-}
+use crate::harness::{AgentProcess, alive, pid_in};
 
 fn task_dir(dir: &Path, alloc: &str) -> PathBuf {
     dir.join("data/alloc").join(alloc).join("t")
@@ -42,18 +31,7 @@ async fn kill_9_ten_times_while_20_raw_exec_tasks_run_leaves_every_task_running(
         .collect();
     let mut pids = Vec::new();
     for id in &ids {
-        let f = task_dir(dir.path(), id).join("local/pid");
-        let deadline = Instant::now() + Duration::from_secs(20);
-        let pid = loop {
-            if let Some(p) = std::fs::read_to_string(&f)
-                .ok()
-                .and_then(|s| s.trim().parse::<u32>().ok())
-            {
-                break p;
-            }
-            assert!(Instant::now() < deadline, "no pid file for {id}");
-            tokio::time::sleep(Duration::from_millis(50)).await;
-        };
+        let pid = pid_in(&task_dir(dir.path(), id).join("local/pid")).await;
         pids.push(pid);
     }
 

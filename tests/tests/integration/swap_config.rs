@@ -25,18 +25,7 @@ async fn printed(agent: &AgentProcess, id: &str) -> String {
     let a = agent
         .wait_allocs(id, |a| a.len() == 1 && a[0]["ClientStatus"] == "complete")
         .await;
-    let alloc = a[0]["ID"].as_str().unwrap();
-    agent
-        .http
-        .get(agent.url(&format!(
-            "/v1/client/fs/logs/{alloc}?task=t&type=stdout&plain=true"
-        )))
-        .send()
-        .await
-        .unwrap()
-        .text()
-        .await
-        .unwrap()
+    agent.stdout(a[0]["ID"].as_str().unwrap(), "t").await
 }
 
 fn sighup(agent: &AgentProcess) {
@@ -228,6 +217,37 @@ async fn component_changes_are_events_a_rescan_finds_them_and_the_cli_shows_them
         .unwrap();
     let v = versions_of(&agent, "versioned").await;
     assert_eq!(active_version(&v).as_deref(), Some("0.1.0+b3"), "{r:#}");
+
+    // Refused beside a running version: a second file with the same component name, and a
+    // contract version the agent does not know. Neither touches build 3.
+    put(&hooks, "copy.wasm", &versioned(9, "ok"));
+    put(
+        &hooks,
+        "future.wasm",
+        guest_artifacts::FIXTURE_FUTURE_VERSION.bytes,
+    );
+    let deadline = Instant::now() + Duration::from_secs(20);
+    let refused = loop {
+        let r = agent.get("/v1/components").await["Refused"].clone();
+        if r.as_array().unwrap().len() == 2 {
+            break r;
+        }
+        assert!(Instant::now() < deadline, "{r:#}");
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    };
+    let text = refused.to_string();
+    assert!(
+        text.contains("copy.wasm") && text.contains("already served by"),
+        "{text}"
+    );
+    assert!(
+        text.contains("future.wasm") && text.contains("9.0.0"),
+        "{text}"
+    );
+    let v = versions_of(&agent, "versioned").await;
+    assert_eq!(active_version(&v).as_deref(), Some("0.1.0+b3"), "{v:#?}");
+    std::fs::remove_file(hooks.join("copy.wasm")).unwrap();
+    std::fs::remove_file(hooks.join("future.wasm")).unwrap();
 
     // The CLI: list, status and reload.
     let cli = |args: &[&str]| {

@@ -227,8 +227,36 @@ async fn a_driver_upgrade_moves_running_tasks_and_one_that_refuses_their_handles
         tokio::time::sleep(Duration::from_millis(100)).await;
     }
     untouched(&agent, &newer).await;
+
+    // Deleting the file: the built-in raw_exec serves again; it reads only format 1, so the
+    // two tasks of build 3 keep their version, draining, until they end.
+    std::fs::remove_file(comps.join("raw_exec.wasm")).unwrap();
+    let v = wait_versions(
+        &agent,
+        "raw_exec",
+        "built-in active, build 3 draining",
+        |v| {
+            active_version(v).as_deref() == Some("0.1.0")
+                && v.iter().any(|c| {
+                    c["State"] == "draining"
+                        && c["PluginVersion"] == "0.1.0+b3"
+                        && c["Tasks"].as_array().unwrap().len() == 2
+                })
+        },
+    )
+    .await;
+    assert_eq!(v.len(), 2, "{v:#?}");
+    untouched(&agent, &newer).await;
+    let r = agent
+        .http
+        .delete(agent.url("/v1/job/newer"))
+        .send()
+        .await
+        .unwrap();
+    assert!(r.status().is_success());
+    wait_versions(&agent, "raw_exec", "build 3 unloaded", |v| v.len() == 1).await;
     for (_, pid) in &newer {
-        kill(*pid);
+        assert!(!alive(*pid));
     }
 }
 
