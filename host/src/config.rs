@@ -118,6 +118,27 @@ pub struct ClientConfig {
     pub meta: BTreeMap<String, String>,
     /// Node class.
     pub node_class: Option<String>,
+    /// CPU the node offers, MHz, instead of the fingerprint's (Nomad's override for
+    /// machines whose fingerprint is wrong).
+    pub cpu_total_compute: Option<u64>,
+    /// Memory the node offers, MB, instead of the fingerprint's.
+    pub memory_total_mb: Option<u64>,
+    /// Disk the node offers, MB, instead of the data dir's free space.
+    pub disk_total_mb: Option<u64>,
+    /// What is kept back for the host and the agent.
+    pub reserved: Reserved,
+}
+
+/// The `client { reserved { ... } }` block: resources no allocation may use.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct Reserved {
+    /// CPU, MHz.
+    pub cpu: Option<u64>,
+    /// Memory, MB.
+    pub memory: Option<u64>,
+    /// Disk, MB.
+    pub disk: Option<u64>,
 }
 
 /// A `plugin "<name>"` block.

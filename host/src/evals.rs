@@ -36,7 +36,8 @@ pub struct Evaluation {
     /// Always complete: placement is immediate.
     pub status: String,
     pub status_description: String,
-    /// Groups that could not be placed (the node is not eligible), with Nomad's
+    /// Groups that could not be placed (the node is not eligible, filtered out, or out of a
+    /// resource), with Nomad's
     /// `AllocMetric` of the failure; `null` when everything was placed.
     #[serde(rename = "FailedTGAllocs")]
     pub failed_tg_allocs: Option<BTreeMap<String, serde_json::Value>>,
@@ -74,6 +75,8 @@ pub enum Trigger {
     JobEvaluate,
     /// The node changed (drain, eligibility, an evaluation of its jobs on request).
     NodeUpdate,
+    /// What blocked a job's allocations changed: they are tried again.
+    QueuedAllocs,
 }
 
 impl Trigger {
@@ -86,6 +89,7 @@ impl Trigger {
             Trigger::PeriodicJob => "periodic-job",
             Trigger::JobEvaluate => "job-register",
             Trigger::NodeUpdate => "node-update",
+            Trigger::QueuedAllocs => "queued-allocs",
         }
     }
 
@@ -97,7 +101,8 @@ impl Trigger {
             Trigger::AllocStop
             | Trigger::PeriodicJob
             | Trigger::JobEvaluate
-            | Trigger::NodeUpdate => None,
+            | Trigger::NodeUpdate
+            | Trigger::QueuedAllocs => None,
         }
     }
 }
@@ -120,21 +125,48 @@ pub struct EvalRequest<'a> {
     /// This node (kept only by a node-update evaluation).
     pub node_id: &'a str,
     /// Allocations that could not be placed, per group.
-    pub failed: &'a BTreeMap<String, u64>,
+    pub failed: &'a BTreeMap<String, Failed>,
     /// The node's datacenter (what a failure's metric names).
     pub datacenter: &'a str,
 }
 
-/// Nomad's `AllocMetric` of a group none of whose `count` allocations could be placed
-/// because the one node is not eligible: "No nodes were eligible for evaluation".
-pub fn ineligible_metric(datacenter: &str, count: u64) -> serde_json::Value {
+/// Why allocations of a group were not placed.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Unplaced {
+    /// The node is not eligible for scheduling (drain, or marked ineligible).
+    Ineligible,
+    /// The node was filtered out: a missing driver (`missing drivers`) or a constraint
+    /// that does not hold (as Nomad names it, `${attr.kernel.name} = windows`).
+    Filtered(String),
+    /// The node has too little left of a resource (`cpu`, `memory`, `disk`).
+    Exhausted(String),
+}
+
+/// A group's allocations that could not be placed, and why.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Failed {
+    pub count: u64,
+    pub why: Unplaced,
+}
+
+/// Nomad's `AllocMetric` of a group's failed placements on the one node.
+pub fn failure_metric(datacenter: &str, f: &Failed) -> serde_json::Value {
+    let (evaluated, filtered, exhausted, available) = match &f.why {
+        Unplaced::Ineligible => (0, 0, 0, 0),
+        Unplaced::Filtered(_) => (1, 1, 0, 1),
+        Unplaced::Exhausted(_) => (1, 0, 1, 1),
+    };
+    let one = |k: &str| serde_json::json!({ k: 1 });
     serde_json::json!({
-        "NodesEvaluated": 0, "NodesFiltered": 0, "NodesInPool": 1,
-        "NodesAvailable": { datacenter: 0 },
-        "ClassFiltered": null, "ConstraintFiltered": null, "NodesExhausted": 0,
-        "ClassExhausted": null, "DimensionExhausted": null, "QuotaExhausted": null,
-        "ResourcesExhausted": null, "Scores": null, "ScoreMetaData": null,
-        "AllocationTime": 0, "CoalescedFailures": count.saturating_sub(1),
+        "NodesEvaluated": evaluated, "NodesFiltered": filtered, "NodesInPool": 1,
+        "NodesAvailable": { datacenter: available },
+        "ClassFiltered": null,
+        "ConstraintFiltered": match &f.why { Unplaced::Filtered(c) => one(c), _ => serde_json::Value::Null },
+        "NodesExhausted": exhausted,
+        "ClassExhausted": null,
+        "DimensionExhausted": match &f.why { Unplaced::Exhausted(d) => one(d), _ => serde_json::Value::Null },
+        "QuotaExhausted": null, "ResourcesExhausted": null, "Scores": null, "ScoreMetaData": null,
+        "AllocationTime": 0, "CoalescedFailures": f.count.saturating_sub(1),
     })
 }
 
@@ -173,13 +205,13 @@ impl EvalBook {
         };
         let mut evals = self.0.write().unwrap();
         if !r.failed.is_empty() {
-            for (g, n) in r.failed {
-                eval.queued_allocations.insert(g.clone(), *n);
+            for (g, f) in r.failed {
+                eval.queued_allocations.insert(g.clone(), f.count);
             }
             eval.failed_tg_allocs = Some(
                 r.failed
                     .iter()
-                    .map(|(g, n)| (g.clone(), ineligible_metric(r.datacenter, *n)))
+                    .map(|(g, f)| (g.clone(), failure_metric(r.datacenter, f)))
                     .collect(),
             );
             let blocked = Evaluation {
@@ -231,6 +263,21 @@ impl EvalBook {
                 }
             }
         }
+        out
+    }
+
+    /// Jobs with a blocked evaluation, as (namespace, id).
+    pub fn blocked_jobs(&self) -> Vec<(String, String)> {
+        let mut out: Vec<(String, String)> = self
+            .0
+            .read()
+            .unwrap()
+            .iter()
+            .filter(|e| e.status == "blocked")
+            .map(|e| (e.namespace.clone(), e.job_id.clone()))
+            .collect();
+        out.sort();
+        out.dedup();
         out
     }
 
@@ -302,7 +349,13 @@ mod tests {
     #[test]
     fn unplaced_allocations_wait_in_a_blocked_evaluation_until_unblocked() {
         let book = EvalBook::default();
-        let failed = BTreeMap::from([("g".to_string(), 3u64)]);
+        let failed = BTreeMap::from([(
+            "g".to_string(),
+            Failed {
+                count: 3,
+                why: Unplaced::Ineligible,
+            },
+        )]);
         let e = book.record(EvalRequest {
             failed: &failed,
             ..req("e1", "a")
@@ -311,6 +364,24 @@ mod tests {
         let metric = &e.failed_tg_allocs.as_ref().unwrap()["g"];
         assert_eq!(metric["CoalescedFailures"], 2);
         assert_eq!(metric["NodesAvailable"]["dc1"], 0);
+        let exhausted = failure_metric(
+            "dc1",
+            &Failed {
+                count: 1,
+                why: Unplaced::Exhausted("memory".into()),
+            },
+        );
+        assert_eq!(exhausted["DimensionExhausted"]["memory"], 1);
+        assert_eq!(exhausted["NodesExhausted"], 1);
+        let filtered = failure_metric(
+            "dc1",
+            &Failed {
+                count: 2,
+                why: Unplaced::Filtered("missing drivers".into()),
+            },
+        );
+        assert_eq!(filtered["ConstraintFiltered"]["missing drivers"], 1);
+        assert_eq!(filtered["NodesFiltered"], 1);
         let blocked = book.get(&e.blocked_eval).unwrap();
         assert_eq!(blocked.status, "blocked");
         assert_eq!(blocked.previous_eval, "e1");

@@ -30,8 +30,10 @@ use crate::structs::{Allocation, DesiredStatus};
 use crate::taskenv::NodeInfo;
 use crate::taskrunner::interfaces::Plugins;
 
+mod blocked;
 mod dispatch;
 mod drain;
+mod feasible;
 mod jobs;
 mod metrics;
 mod ops;
@@ -120,6 +122,10 @@ pub struct Agent {
     /// The API token every request must carry, if set (`acl { token = ... }`).
     acl_token: Option<String>,
     node: RwLock<NodeInfo>,
+    /// The node as placement saw it when placement last failed (see `blocked.rs`).
+    blocked_at: std::sync::Mutex<Option<blocked::Snapshot>>,
+    /// The config's overrides of the node's resources and what it reserves.
+    resources: crate::config::ClientConfig,
     /// The node's recent events, shared with the driver and device managers.
     node_events: Arc<crate::node::NodeEvents>,
     /// Eligibility and drain.
@@ -284,6 +290,8 @@ impl Agent {
             config_file: opts.config_file.clone(),
             acl_token: opts.config.acl.token.clone().filter(|t| !t.is_empty()),
             node: RwLock::new(node),
+            resources: opts.config.client.clone(),
+            blocked_at: Default::default(),
             node_events,
             scheduling: RwLock::new(Default::default()),
             drain_generation: Default::default(),
@@ -304,6 +312,7 @@ impl Agent {
             _tempdir: tempdir,
         });
         agent.restore()?;
+        agent.spawn_unblocker();
         let scheduling = agent.load_scheduling();
         let draining = scheduling.drain.is_some();
         *agent.scheduling.write().unwrap() = scheduling;

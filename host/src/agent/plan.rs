@@ -10,7 +10,9 @@ use std::sync::Arc;
 use serde::Serialize;
 
 use super::Agent;
+use super::feasible::{self, Amounts};
 use crate::allocrunner::AllocRunner;
+use crate::evals::{Failed, Unplaced};
 use crate::jobspec::{Job, JobspecError, TaskGroup};
 use crate::structs::{AllocatedResources, Allocation};
 
@@ -43,9 +45,9 @@ pub(super) struct Plan {
     /// Stopped and not replaced.
     pub stop: Vec<Arc<AllocRunner>>,
     pub place: Vec<Placement>,
-    /// Allocations that cannot be placed, per group: the node is not eligible for
-    /// scheduling. They wait in a blocked evaluation.
-    pub blocked: BTreeMap<String, u64>,
+    /// Allocations that cannot be placed, per group, and why (the node is not eligible,
+    /// is filtered out, or is out of a resource). They wait in a blocked evaluation.
+    pub blocked: BTreeMap<String, Failed>,
     /// When planning began (the placements' `AllocationTime` counts from it).
     pub started: std::time::Instant,
 }
@@ -62,8 +64,8 @@ pub struct JobPlan {
     pub desired_updates: BTreeMap<String, DesiredUpdates>,
     /// A periodic job's next launch, ns since the epoch (0: none).
     pub next_periodic_launch: u64,
-    /// Groups with allocations that cannot be placed, and how many.
-    pub failed: BTreeMap<String, u64>,
+    /// Groups with allocations that cannot be placed, how many and why.
+    pub failed: BTreeMap<String, Failed>,
 }
 
 /// Per group, what a plan does (Nomad's `DesiredUpdates`).
@@ -118,7 +120,7 @@ impl Plan {
             out.entry(group_of(r)).or_default().stop += 1;
         }
         for (g, n) in &self.blocked {
-            out.entry(g.clone()).or_default().place += n;
+            out.entry(g.clone()).or_default().place += n.count;
         }
         // A destructive update re-places at the same index: count it once.
         for p in &self.place {
@@ -242,7 +244,19 @@ impl Agent {
             Vec::new()
         };
         let eligible = self.eligible();
+        // What the node has left: every live allocation counts but those this plan stops.
+        let mut capacity = self.capacity(&key);
+        for k in &plan.keep {
+            capacity.hold(
+                k.runner
+                    .shared()
+                    .peek(|a| Amounts::of(&a.allocated_resources)),
+            );
+        }
+        let node = self.node();
+        let healthy = self.healthy_drivers();
         for (gi, group) in plan.job.task_groups.iter().enumerate() {
+            let filtered = feasible::filter(&plan.job, group, &node, &healthy);
             for i in 0..plan.job.placed_count(group) {
                 if plan
                     .keep
@@ -252,13 +266,35 @@ impl Agent {
                 {
                     continue;
                 }
-                if !eligible {
-                    *plan.blocked.entry(group.name.clone()).or_default() += 1;
+                let why = if !eligible {
+                    Some(Unplaced::Ineligible)
+                } else {
+                    filtered.clone()
+                };
+                if let Some(why) = why {
+                    plan.blocked
+                        .entry(group.name.clone())
+                        .or_insert(Failed { count: 0, why })
+                        .count += 1;
                     continue;
                 }
                 let path = format!("Job.TaskGroups[{gi}]");
                 let ports = crate::ports::assign(&path, group, &self.host_ip, &mut held)?;
                 let mut resources = AllocatedResources::of(group, ports);
+                if let Err(dimension) = capacity.take(Amounts::of(&resources)) {
+                    // A count that fits in part places what fits.
+                    plan.blocked
+                        .entry(group.name.clone())
+                        .or_insert(Failed {
+                            count: 0,
+                            why: Unplaced::Exhausted(dimension.into()),
+                        })
+                        .count += 1;
+                    for p in &resources.shared.ports {
+                        held.remove(&p.value);
+                    }
+                    continue;
+                }
                 self.assign_devices(&path, group, &mut resources, &mut held_devices)?;
                 plan.place.push(Placement {
                     group: group.name.clone(),
@@ -335,6 +371,60 @@ impl Agent {
             }
         }
         Ok(())
+    }
+
+    /// What the node offers allocations, and what live allocations other than those of
+    /// job `except` (which a registration replaces) hold of it.
+    pub(super) fn capacity(&self, except: &(String, String)) -> feasible::Capacity {
+        let mut c = feasible::Capacity {
+            total: self.allocatable(),
+            ..Default::default()
+        };
+        for r in self.allocs.read().unwrap().values() {
+            r.shared().peek(|a| {
+                if a.is_terminal() || (a.namespace == except.0 && a.job_id == except.1) {
+                    return;
+                }
+                c.hold(Amounts::of(&a.allocated_resources));
+            });
+        }
+        c
+    }
+
+    /// What allocations may use of the node: its fingerprint, or the config's
+    /// `cpu_total_compute` and `memory_total_mb`, minus the config's `reserved` block.
+    pub fn allocatable(&self) -> Amounts {
+        let n = self.node();
+        let attr = |k: &str| {
+            n.attributes
+                .get(k)
+                .and_then(|v| v.parse::<u64>().ok())
+                .unwrap_or(0)
+        };
+        let r = &self.resources;
+        Amounts {
+            cpu: r
+                .cpu_total_compute
+                .unwrap_or_else(|| attr("cpu.totalcompute"))
+                .saturating_sub(r.reserved.cpu.unwrap_or(0)),
+            memory_mb: r
+                .memory_total_mb
+                .unwrap_or_else(|| attr("memory.totalbytes") >> 20)
+                .saturating_sub(r.reserved.memory.unwrap_or(0)),
+            disk_mb: r
+                .disk_total_mb
+                .unwrap_or_else(|| attr("unique.storage.bytesfree") >> 20)
+                .saturating_sub(r.reserved.disk.unwrap_or(0)),
+        }
+    }
+
+    /// Drivers detected and healthy now.
+    pub(super) fn healthy_drivers(&self) -> Vec<String> {
+        self.driver_infos()
+            .into_iter()
+            .filter(|(_, i)| i.detected && i.healthy)
+            .map(|(n, _)| n)
+            .collect()
     }
 
     /// Ports held by live allocations, other than those of job `except` (which a

@@ -63,8 +63,15 @@ impl Agent {
         job: &Job,
         trigger: Trigger,
         index: u64,
-        failed: &BTreeMap<String, u64>,
+        failed: &BTreeMap<String, crate::evals::Failed>,
     ) -> String {
+        // This evaluation takes over the job's blocked ones (stopping one allocation places
+        // nothing: blocked work stays blocked then).
+        let mut unblocked = Vec::new();
+        if trigger != Trigger::AllocStop {
+            let status = if job.stop { "canceled" } else { "complete" };
+            unblocked = self.evals.unblock(&job.namespace, &job.id, status, index);
+        }
         let node = self.node.read().unwrap();
         let eval = self.evals.record(crate::evals::EvalRequest {
             id: uuid::Uuid::new_v4().to_string(),
@@ -88,11 +95,8 @@ impl Agent {
         let mut changed = vec![eval.clone()];
         if !eval.blocked_eval.is_empty() {
             changed.extend(self.evals.get(&eval.blocked_eval));
-        } else if trigger != Trigger::AllocStop {
-            // (Stopping one allocation places nothing: blocked work stays blocked.)
-            let status = if job.stop { "canceled" } else { "complete" };
-            changed.extend(self.evals.unblock(&job.namespace, &job.id, status, index));
         }
+        changed.extend(unblocked);
         let id = eval.id.clone();
         let events = &self.changes.events;
         if events.wanted() {
@@ -253,6 +257,7 @@ impl Agent {
             Trigger::JobRegister
         };
         let eval_id = self.evaluate_placing(&job, trigger, index, &blocked);
+        let failed_placement = !blocked.is_empty();
         for k in keep.iter().filter(|k| k.in_place || spec_changed) {
             k.runner.update(job.clone(), &eval_id);
         }
@@ -299,6 +304,9 @@ impl Agent {
             tokio::spawn(runner.run());
             placed.push(id);
         }
+        if failed_placement {
+            self.placement_failed();
+        }
         tracing::info!(job = %job.id, namespace = %job.namespace, version = job.state.version, placed = placed.len(), kept = keep.len(), stopped = stop.len() + destructive.len(), "job registered");
         Ok(Registered {
             eval_id,
@@ -319,7 +327,7 @@ impl Agent {
     }
 
     /// [`Agent::evaluate_job`], saying what triggered it.
-    fn evaluate_job_with(
+    pub(super) fn evaluate_job_with(
         self: &Arc<Self>,
         namespace: &str,
         id: &str,

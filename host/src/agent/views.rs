@@ -41,7 +41,7 @@ pub struct NodeView {
     /// The same totals in Nomad's older `Resources` shape (which older `nomad node
     /// status` reads).
     pub resources: serde_json::Value,
-    /// Nothing is reserved: in the older shape (`Node.Reserved`).
+    /// What the config reserves, in the older shape (`Node.Reserved`).
     pub reserved: serde_json::Value,
     pub reserved_resources: serde_json::Value,
     pub create_index: u64,
@@ -61,10 +61,13 @@ pub struct NodeResourcesView {
     pub max_dynamic_port: u16,
 }
 
-/// Nothing is reserved for the host: the agent config has no `reserved` block.
-fn reserved_resources() -> serde_json::Value {
+/// What the config's `client { reserved { ... } }` block keeps back, in Nomad's
+/// `ReservedResources` shape.
+fn reserved_resources(r: &crate::config::Reserved) -> serde_json::Value {
     serde_json::json!({
-        "Cpu": { "CpuShares": 0 }, "Memory": { "MemoryMB": 0 }, "Disk": { "DiskMB": 0 },
+        "Cpu": { "CpuShares": r.cpu.unwrap_or(0) },
+        "Memory": { "MemoryMB": r.memory.unwrap_or(0) },
+        "Disk": { "DiskMB": r.disk.unwrap_or(0) },
         "Networks": { "ReservedHostPorts": "" },
     })
 }
@@ -80,26 +83,39 @@ impl Agent {
                 .and_then(|v| v.parse::<u64>().ok())
                 .unwrap_or(0)
         };
+        // The node's totals: the fingerprint, or the config's overrides.
+        let c = &self.resources;
+        let cpu = c
+            .cpu_total_compute
+            .unwrap_or_else(|| attr("cpu.totalcompute"));
+        let memory_mb = c
+            .memory_total_mb
+            .unwrap_or_else(|| attr("memory.totalbytes") >> 20);
+        let disk_mb = c
+            .disk_total_mb
+            .unwrap_or_else(|| attr("unique.storage.bytesfree") >> 20);
+        let r = &c.reserved;
         NodeView {
             http_addr: self.http_addr(),
             node_resources: NodeResourcesView {
                 cpu: serde_json::json!({
-                    "CpuShares": attr("cpu.totalcompute"),
+                    "CpuShares": cpu,
                     "TotalCpuCores": attr("cpu.numcores"),
                 }),
-                memory: serde_json::json!({ "MemoryMB": attr("memory.totalbytes") >> 20 }),
-                disk: serde_json::json!({ "DiskMB": attr("unique.storage.bytesfree") >> 20 }),
+                memory: serde_json::json!({ "MemoryMB": memory_mb }),
+                disk: serde_json::json!({ "DiskMB": disk_mb }),
                 devices: self.node_devices(),
                 min_dynamic_port: crate::ports::MIN_DYNAMIC,
                 max_dynamic_port: crate::ports::MAX_DYNAMIC,
             },
             resources: serde_json::json!({
-                "CPU": attr("cpu.totalcompute"), "Cores": 0,
-                "MemoryMB": attr("memory.totalbytes") >> 20, "MemoryMaxMB": 0,
-                "DiskMB": attr("unique.storage.bytesfree") >> 20,
+                "CPU": cpu, "Cores": 0, "MemoryMB": memory_mb, "MemoryMaxMB": 0, "DiskMB": disk_mb,
             }),
-            reserved: serde_json::json!({ "CPU": 0, "Cores": 0, "MemoryMB": 0, "MemoryMaxMB": 0, "DiskMB": 0 }),
-            reserved_resources: reserved_resources(),
+            reserved: serde_json::json!({
+                "CPU": r.cpu.unwrap_or(0), "Cores": 0, "MemoryMB": r.memory.unwrap_or(0),
+                "MemoryMaxMB": 0, "DiskMB": r.disk.unwrap_or(0),
+            }),
+            reserved_resources: reserved_resources(r),
             id: n.id,
             name: n.name,
             datacenter: n.datacenter,

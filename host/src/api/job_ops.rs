@@ -144,7 +144,7 @@ async fn plan(
     let failed = (!p.failed.is_empty()).then(|| {
         p.failed
             .iter()
-            .map(|(g, n)| (g.clone(), crate::evals::ineligible_metric(&datacenter, *n)))
+            .map(|(g, f)| (g.clone(), crate::evals::failure_metric(&datacenter, f)))
             .collect::<BTreeMap<_, _>>()
     });
     Ok(with_index(

@@ -164,12 +164,37 @@ pub async fn job_run(
     if detach {
         return Ok(0);
     }
+    let mut placement_failed = false;
     if let Ok(eval) = api.get(&format!("/v1/evaluation/{eval_id}")).await {
         println!(
             "==> Evaluation triggered by {} finished with status {:?}",
             eval["TriggeredBy"].as_str().unwrap_or(""),
             eval["Status"].as_str().unwrap_or("")
         );
+        if let Some(text) = placement_failure(&eval) {
+            println!(
+                "==> Evaluation {:?} finished with status {:?} but failed to place all allocations:",
+                eval["ID"].as_str().unwrap_or(""),
+                eval["Status"].as_str().unwrap_or("")
+            );
+            print!("{text}");
+            if let Some(b) = eval["BlockedEval"].as_str().filter(|b| !b.is_empty()) {
+                println!("==> Evaluation {b:?} waiting for additional capacity to place remainder");
+            }
+            placement_failed = true;
+            let wanted: u64 = job
+                .task_groups
+                .iter()
+                .map(|g| u64::from(job.placed_count(g)))
+                .sum();
+            let failed: u64 = eval["QueuedAllocations"]
+                .as_object()
+                .map(|m| m.values().filter_map(Value::as_u64).sum())
+                .unwrap_or(0);
+            if failed >= wanted {
+                return Ok(2);
+            }
+        }
     }
 
     // Per task, the time of the newest event printed: events are a ring of the newest 10,
@@ -240,12 +265,65 @@ pub async fn job_run(
                     a["ClientStatus"].as_str().unwrap_or("")
                 );
             }
-            return Ok(if failed.is_empty() { 0 } else { 2 });
+            return Ok(if failed.is_empty() && !placement_failed {
+                0
+            } else {
+                2
+            });
         }
         if !placed {
             tokio::time::sleep(Duration::from_millis(200)).await;
         }
     }
+}
+
+/// Nomad's "Placement Failure" section (as `nomad job status` prints it) for an
+/// evaluation that could not place everything, or `None` when it placed all.
+pub fn placement_failure(eval: &Value) -> Option<String> {
+    use std::fmt::Write;
+    let failed = eval["FailedTGAllocs"]
+        .as_object()
+        .filter(|m| !m.is_empty())?;
+    let mut out = String::from("Placement Failure\n");
+    for (group, m) in failed {
+        let n = m["CoalescedFailures"].as_u64().unwrap_or(0) + 1;
+        let _ = writeln!(
+            out,
+            "Task Group {group:?} (failed to place {n} allocation{}):",
+            if n == 1 { "" } else { "s" }
+        );
+        let each = |key: &str| {
+            m[key]
+                .as_object()
+                .map(|o| {
+                    o.iter()
+                        .map(|(k, v)| (k.clone(), v.as_u64().unwrap_or(0)))
+                        .collect::<Vec<_>>()
+                })
+                .unwrap_or_default()
+        };
+        if m["NodesEvaluated"].as_u64() == Some(0) {
+            let _ = writeln!(out, "  * No nodes were eligible for evaluation");
+        }
+        for (dc, available) in each("NodesAvailable") {
+            if available == 0 {
+                let _ = writeln!(out, "  * No nodes are available in datacenter {dc:?}");
+            }
+        }
+        for (class, num) in each("ClassFiltered") {
+            let _ = writeln!(out, "  * Class {class:?}: {num} nodes excluded by filter");
+        }
+        for (c, num) in each("ConstraintFiltered") {
+            let _ = writeln!(out, "  * Constraint {c:?}: {num} nodes excluded by filter");
+        }
+        if let Some(n) = m["NodesExhausted"].as_u64().filter(|n| *n > 0) {
+            let _ = writeln!(out, "  * Resources exhausted on {n} nodes");
+        }
+        for (d, num) in each("DimensionExhausted") {
+            let _ = writeln!(out, "  * Dimension {d:?} exhausted on {num} nodes");
+        }
+    }
+    Some(out)
 }
 
 /// Settled: every task is dead (the allocation finished), or, for a service job, every task
@@ -315,6 +393,15 @@ async fn job_status(api: &ApiArgs, id: Option<&str>, json: bool) -> anyhow::Resu
                 job["Priority"],
                 job["Status"].as_str().unwrap_or("")
             );
+            // As `nomad job status`: the newest evaluation's placement failures, if any.
+            if let Ok(evals) = api.get(&format!("/v1/job/{id}/evaluations")).await
+                && let Some(text) = evals
+                    .as_array()
+                    .and_then(|e| e.iter().find(|e| e["Status"] != "blocked"))
+                    .and_then(placement_failure)
+            {
+                print!("\n{text}");
+            }
             let allocs: Vec<Value> = client
                 .get(api.url(&format!("/v1/job/{id}/allocations")))
                 .send()

@@ -61,8 +61,9 @@ macro_rules! driver_call {
                 Box::pin(async move { $call.await })
             })
             .await;
-        if let Err(e) = &r {
-            $self.health.call_failed(&$self.name, e);
+        match &r {
+            Err(e) => $self.health.call_failed(&$self.name, e),
+            Ok(_) => $self.health.call_succeeded(&$self.name),
         }
         r
     }};

@@ -1,10 +1,16 @@
 //! Driver health and the node events its changes raise, kept in the shared
-//! [`PluginBook`]. Shared by the manager and every [`Driver`](super::Driver) it dispenses,
-//! so a failed call marks its driver unhealthy at once, and the next successful fingerprint
+//! [`PluginBook`]. Shared by the manager and every [`Driver`](super::Driver) it dispenses.
+//! Health comes from fingerprints, and from calls only through a circuit breaker: after
+//! [`TRIP_AFTER`] consecutive failed calls (trap, memory cap, deadline) the driver is marked
+//! unhealthy, so one task's bad luck is not every task's outage (an unhealthy driver is
+//! not placed on); a successful call resets the count, and the next successful fingerprint
 //! makes it healthy again.
 
 use std::collections::BTreeMap;
-use std::sync::Arc;
+use std::sync::{Arc, Mutex};
+
+/// Consecutive failed calls that mark a driver unhealthy.
+pub const TRIP_AFTER: u32 = 5;
 
 use serde::{Deserialize, Serialize};
 
@@ -32,6 +38,8 @@ pub struct DriverInfo {
 /// Driver infos by name.
 pub struct DriverHealth {
     book: PluginBook<DriverInfo>,
+    /// Consecutive failed calls, by driver.
+    failures: Mutex<BTreeMap<String, u32>>,
 }
 
 impl DriverHealth {
@@ -39,6 +47,7 @@ impl DriverHealth {
     pub fn new(events: Arc<NodeEvents>, db: Option<Arc<dyn StateDb>>) -> Self {
         Self {
             book: PluginBook::open("driver", "Driver", "driver", events, db),
+            failures: Mutex::default(),
         }
     }
 
@@ -53,9 +62,27 @@ impl DriverHealth {
         self.book.retain(loaded);
     }
 
-    /// A call into the driver's component failed (trap, memory, deadline): it is
-    /// unhealthy, with the reason, until a fingerprint succeeds again.
+    /// A call into the driver succeeded: the breaker's count starts again.
+    pub fn call_succeeded(&self, name: &str) {
+        let mut f = self.failures.lock().unwrap();
+        if f.get(name).is_some_and(|n| *n > 0) {
+            f.remove(name);
+        }
+    }
+
+    /// A call into the driver's component failed (trap, memory, deadline): after
+    /// [`TRIP_AFTER`] in a row it is unhealthy, with the reason, until a fingerprint
+    /// succeeds again.
     pub fn call_failed(&self, name: &str, error: &CallError) {
+        {
+            let mut f = self.failures.lock().unwrap();
+            let n = f.entry(name.to_string()).or_default();
+            *n += 1;
+            if *n < TRIP_AFTER {
+                return;
+            }
+            *n = 0;
+        }
         let attributes = self
             .book
             .read(|s| s.get(name).map(|i| i.attributes.clone()))
@@ -66,7 +93,9 @@ impl DriverHealth {
                 attributes,
                 detected: true,
                 healthy: false,
-                health_description: error.to_string(),
+                health_description: format!(
+                    "{TRIP_AFTER} calls in a row failed, the last: {error}"
+                ),
                 update_time: crate::util::now_nanos(),
             },
         );

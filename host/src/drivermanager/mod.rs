@@ -12,7 +12,7 @@
 mod bindings;
 mod driver;
 mod events;
-mod health;
+pub mod health;
 pub mod types;
 
 pub use bindings::{Bindings, Handoff, PersistHandle, TaskBinding};

@@ -19,6 +19,7 @@ mod lifecycle;
 mod mock;
 mod network;
 mod node;
+mod placement;
 mod python;
 mod raw_exec;
 mod restore;

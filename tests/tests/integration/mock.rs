@@ -222,20 +222,28 @@ async fn a_driver_whose_fingerprint_loops_is_unhealthy_and_the_agent_runs_on() {
             .contains("fingerprint"),
         "{d:#}"
     );
-    // Unhealthy is advisory, as in Nomad: tasks still run on the driver's other calls.
-    t.post_job(crate::harness::mock_job(
-        "still",
-        json!({"run_for": "10ms"}),
-    ))
-    .await;
-    let allocs = t
-        .wait_allocs(
+    // As in Nomad's scheduler, an unhealthy driver is filtered out: the job is accepted,
+    // not placed ("missing drivers"), and the agent runs on.
+    let r = t
+        .post_job(crate::harness::mock_job(
             "still",
-            Duration::from_secs(20),
-            crate::harness::all_terminal,
-        )
+            json!({"run_for": "10ms"}),
+        ))
         .await;
-    assert_eq!(allocs[0]["ClientStatus"], "complete");
+    assert_eq!(r.status(), 200);
+    let body: serde_json::Value = r.json().await.unwrap();
+    let eval = t
+        .get(&format!(
+            "/v1/evaluation/{}",
+            body["EvalID"].as_str().unwrap()
+        ))
+        .await;
+    assert_eq!(
+        eval["FailedTGAllocs"]["g"]["ConstraintFiltered"]["missing drivers"], 1,
+        "{eval:#}"
+    );
+    assert_eq!(t.get("/v1/job/still/allocations").await, json!([]));
+    assert_eq!(t.get("/v1/agent/health").await["client"]["ok"], true);
 }
 
 #[tokio::test]

@@ -477,7 +477,7 @@ async fn raw_exec_signals_and_stats_go_through_the_host() {
 }
 
 #[tokio::test]
-async fn a_driver_whose_call_traps_is_unhealthy_until_it_fingerprints_again() {
+async fn a_driver_whose_calls_trap_in_a_row_is_unhealthy_until_it_fingerprints_again() {
     let mut s = BTreeMap::new();
     s.insert(
         "mock".to_string(),
@@ -489,15 +489,31 @@ async fn a_driver_whose_call_traps_is_unhealthy_until_it_fingerprints_again() {
     dm.fingerprint_all().await;
     assert!(dm.infos()["mock"].healthy);
     let d = dm.dispense("mock").unwrap();
-    d.start(
-        task_config(
-            "t",
-            serde_json::json!({"misbehave": {"op": "start", "kind": "trap"}}),
-        ),
-        None,
-    )
-    .await
-    .unwrap_err();
+    let trap = || {
+        d.start(
+            task_config(
+                "t",
+                serde_json::json!({"misbehave": {"op": "start", "kind": "trap"}}),
+            ),
+            None,
+        )
+    };
+    // The circuit breaker: failures short of the limit, or broken by a success, leave the
+    // driver healthy.
+    let limit = paddock::drivermanager::health::TRIP_AFTER;
+    for _ in 1..limit {
+        trap().await.unwrap_err();
+    }
+    assert!(dm.infos()["mock"].healthy, "tripped early");
+    d.capabilities().await.unwrap();
+    for _ in 1..limit {
+        trap().await.unwrap_err();
+    }
+    assert!(
+        dm.infos()["mock"].healthy,
+        "a success did not reset the count"
+    );
+    trap().await.unwrap_err();
     let info = &dm.infos()["mock"];
     assert!(
         !info.healthy && info.health_description.contains("trapped"),

@@ -320,6 +320,38 @@ impl Conv<'_> {
         Ok(Value::Object(out))
     }
 
+    /// A `constraint` block as Nomad's JSON has it (`LTarget`, `Operand`, `RTarget`):
+    /// `attribute`, `operator` (default `=`) and `value`, or the shorthands `regexp`,
+    /// `version`, `semver`, `set_contains` and `distinct_hosts`, as Nomad's HCL takes them.
+    fn constraint(&mut self, b: &Block, hcl: &str) -> R<Value> {
+        let v = self.body_value(&b.body, hcl)?;
+        let text = |k: &str| match v.get(k) {
+            Some(Value::String(s)) => s.clone(),
+            Some(Value::Null) | None => String::new(),
+            Some(other) => other.to_string(),
+        };
+        let mut operand = match text("operator") {
+            o if o.is_empty() => "=".to_string(),
+            o => o,
+        };
+        let mut rtarget = text("value");
+        for short in ["regexp", "version", "semver", "set_contains"] {
+            if v.get(short).is_some() {
+                operand = short.to_string();
+                rtarget = text(short);
+            }
+        }
+        if v.get("distinct_hosts").is_some() {
+            operand = "distinct_hosts".into();
+            rtarget = text("distinct_hosts");
+        }
+        Ok(serde_json::json!({
+            "LTarget": text("attribute"),
+            "RTarget": rtarget,
+            "Operand": operand,
+        }))
+    }
+
     /// An attribute (renamed by `names`), or a `meta`/`env` block, or something ignored or
     /// unknown (passed on under its HCL name so the checker reports it at its place).
     pub(super) fn common(
@@ -334,6 +366,16 @@ impl Conv<'_> {
             Structure::Attribute(a) => (a.key.as_str().to_string(), a.span()),
             Structure::Block(b) => (b.ident.as_str().to_string(), b.span()),
         };
+        if let ("constraint", Structure::Block(b)) = (name.as_str(), item) {
+            let c = self.constraint(b, &format!("{hcl}.constraint"))?;
+            match out.get_mut("Constraints") {
+                Some(Value::Array(a)) => a.push(c),
+                _ => {
+                    out.insert("Constraints".into(), Value::Array(vec![c]));
+                }
+            }
+            return Ok(());
+        }
         if IGNORED.contains(&name.as_str()) {
             tracing::debug!(field = %format!("{hcl}.{name}"), "ignored on a single node");
             return Ok(());

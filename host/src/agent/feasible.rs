@@ -1,0 +1,355 @@
+//! Whether an allocation can be placed on this node, as Nomad's scheduler decides it for
+//! one node: first the feasibility checks that filter a node out (the task's driver is
+//! detected and healthy, the job's, group's and task's `constraint`s hold on the node's
+//! attributes), then the fit of its resources (CPU, memory, disk) in what the node has
+//! left once every live allocation is counted. What does not pass is reported in Nomad's
+//! words: `missing drivers` or the constraint (`ConstraintFiltered`), or the exhausted
+//! dimension (`DimensionExhausted`: `cpu`, `memory`, `disk`).
+
+use std::collections::BTreeMap;
+
+use serde_json::Value;
+
+use crate::evals::Unplaced;
+use crate::jobspec::{Job, TaskGroup};
+use crate::structs::AllocatedResources;
+use crate::taskenv::NodeInfo;
+
+/// CPU (MHz), memory and disk (MB).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct Amounts {
+    pub cpu: u64,
+    pub memory_mb: u64,
+    pub disk_mb: u64,
+}
+
+impl Amounts {
+    /// What an allocation holds: its tasks' CPU and memory (not `memory_max`, which is
+    /// oversubscription), its group's disk.
+    pub fn of(r: &AllocatedResources) -> Self {
+        Self {
+            cpu: r.tasks.values().map(|t| t.cpu.cpu_shares).sum(),
+            memory_mb: r.tasks.values().map(|t| t.memory.memory_mb).sum(),
+            disk_mb: r.shared.disk_mb,
+        }
+    }
+
+    fn add(&mut self, o: Amounts) {
+        self.cpu += o.cpu;
+        self.memory_mb += o.memory_mb;
+        self.disk_mb += o.disk_mb;
+    }
+}
+
+/// What the node offers to allocations: its fingerprint (or the config's overrides)
+/// minus the config's `reserved` block, and what live allocations hold of it.
+#[derive(Debug, Clone, Default)]
+pub struct Capacity {
+    /// What allocations may use in all.
+    pub total: Amounts,
+    /// What they use now.
+    pub used: Amounts,
+}
+
+impl Capacity {
+    /// Hold `a` if it fits; otherwise the first dimension it exhausts, in Nomad's order.
+    pub fn take(&mut self, a: Amounts) -> Result<(), &'static str> {
+        let free = |total: u64, used: u64| total.saturating_sub(used);
+        if a.cpu > free(self.total.cpu, self.used.cpu) {
+            return Err("cpu");
+        }
+        if a.memory_mb > free(self.total.memory_mb, self.used.memory_mb) {
+            return Err("memory");
+        }
+        if a.disk_mb > free(self.total.disk_mb, self.used.disk_mb) {
+            return Err("disk");
+        }
+        self.used.add(a);
+        Ok(())
+    }
+
+    /// Count what a live allocation holds.
+    pub fn hold(&mut self, a: Amounts) {
+        self.used.add(a);
+    }
+}
+
+/// One `constraint` (Nomad's `Constraint`: `LTarget`, `Operand`, `RTarget`).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Constraint {
+    pub ltarget: String,
+    pub operand: String,
+    pub rtarget: String,
+}
+
+impl Constraint {
+    /// How Nomad names it in `ConstraintFiltered`.
+    pub fn describe(&self) -> String {
+        format!("{} {} {}", self.ltarget, self.operand, self.rtarget)
+    }
+
+    /// Whether it holds on `node` (keys as [`NodeInfo::keys`] gives them).
+    pub fn holds(&self, keys: &BTreeMap<String, String>) -> bool {
+        let l = resolve(&self.ltarget, keys);
+        let r = resolve(&self.rtarget, keys);
+        match self.operand.as_str() {
+            "" | "=" | "==" | "is" => l.is_some() && l == r,
+            "!=" | "not" => l != r,
+            "is_set" => l.is_some(),
+            "is_not_set" => l.is_none(),
+            "regexp" => match (l, r) {
+                (Some(l), Some(r)) => regex::Regex::new(&r).is_ok_and(|re| re.is_match(&l)),
+                _ => false,
+            },
+            "version" | "semver" => match (l, r) {
+                (Some(l), Some(r)) => version_matches(&l, &r),
+                _ => false,
+            },
+            op @ ("<" | "<=" | ">" | ">=") => match (l, r) {
+                (Some(l), Some(r)) => {
+                    let ord = match (l.parse::<f64>(), r.parse::<f64>()) {
+                        (Ok(a), Ok(b)) => a.partial_cmp(&b),
+                        _ => Some(l.cmp(&r)),
+                    };
+                    ord.is_some_and(|o| match op {
+                        "<" => o.is_lt(),
+                        "<=" => o.is_le(),
+                        ">" => o.is_gt(),
+                        _ => o.is_ge(),
+                    })
+                }
+                _ => false,
+            },
+            "set_contains" | "set_contains_all" => match (l, r) {
+                (Some(l), Some(r)) => {
+                    let have: Vec<&str> = l.split(',').map(str::trim).collect();
+                    r.split(',').map(str::trim).all(|x| have.contains(&x))
+                }
+                _ => false,
+            },
+            "set_contains_any" => match (l, r) {
+                (Some(l), Some(r)) => {
+                    let have: Vec<&str> = l.split(',').map(str::trim).collect();
+                    r.split(',').map(str::trim).any(|x| have.contains(&x))
+                }
+                _ => false,
+            },
+            // `distinct_hosts`, `distinct_property`: one node holds them trivially.
+            "distinct_hosts" | "distinct_property" => true,
+            _ => false,
+        }
+    }
+}
+
+/// A target's value: `${key}` looked up on the node (absent: `None`), anything else
+/// literal.
+fn resolve(target: &str, keys: &BTreeMap<String, String>) -> Option<String> {
+    match target
+        .trim()
+        .strip_prefix("${")
+        .and_then(|t| t.strip_suffix('}'))
+    {
+        Some(key) => keys.get(key).cloned(),
+        None => Some(target.to_string()),
+    }
+}
+
+/// Numeric parts of a version, as far as they go (`5.10.0-28-amd64` is 5.10.0).
+fn version_parts(v: &str) -> Vec<u64> {
+    v.trim()
+        .trim_start_matches('v')
+        .split(['.', '-', '+'])
+        .map_while(|p| p.parse().ok())
+        .collect()
+}
+
+/// Whether `version` meets every comparison of `req` (go-version's syntax: `>= 1.2, < 2`;
+/// a bare version is `=`). Lenient as go-version is, where the `semver` crate is strict.
+fn version_matches(version: &str, req: &str) -> bool {
+    let have = version_parts(version);
+    if have.is_empty() {
+        return false;
+    }
+    req.split(',').all(|c| {
+        let c = c.trim();
+        let (op, v) = ["~>", ">=", "<=", "!=", ">", "<", "="]
+            .iter()
+            .find_map(|op| c.strip_prefix(op).map(|v| (*op, v.trim())))
+            .unwrap_or(("=", c));
+        let want = version_parts(v);
+        let n = have.len().max(want.len());
+        let pad = |v: &[u64]| {
+            (0..n)
+                .map(|i| v.get(i).copied().unwrap_or(0))
+                .collect::<Vec<_>>()
+        };
+        let (a, b) = (pad(&have), pad(&want));
+        match op {
+            "=" => a == b,
+            "!=" => a != b,
+            ">" => a > b,
+            ">=" => a >= b,
+            "<" => a < b,
+            "<=" => a <= b,
+            // Pessimistic: >= the version, below the next release of its second-last part.
+            _ => {
+                let mut upper = want.clone();
+                if upper.len() > 1 {
+                    upper.pop();
+                }
+                if let Some(last) = upper.last_mut() {
+                    *last += 1;
+                }
+                a >= b && a < pad(&upper)
+            }
+        }
+    })
+}
+
+/// The `Constraints` a job, group or task carries (kept from its JSON).
+fn constraints_of(kept: &crate::jobspec::Kept) -> Vec<Constraint> {
+    let Some(Value::Array(list)) = kept.get("Constraints") else {
+        return Vec::new();
+    };
+    list.iter()
+        .map(|c| {
+            let s = |k: &str| {
+                c.get(k)
+                    .and_then(Value::as_str)
+                    .unwrap_or_default()
+                    .to_string()
+            };
+            Constraint {
+                ltarget: s("LTarget"),
+                operand: s("Operand"),
+                rtarget: s("RTarget"),
+            }
+        })
+        .collect()
+}
+
+/// Why `group` of `job` cannot run on this node at all, if it cannot: a task's driver
+/// missing or unhealthy, or a constraint that does not hold.
+pub fn filter(
+    job: &Job,
+    group: &TaskGroup,
+    node: &NodeInfo,
+    healthy_drivers: &[String],
+) -> Option<Unplaced> {
+    if group
+        .tasks
+        .iter()
+        .any(|t| !healthy_drivers.contains(&t.driver))
+    {
+        return Some(Unplaced::Filtered("missing drivers".into()));
+    }
+    let keys = node.keys();
+    let all = constraints_of(&job.kept)
+        .into_iter()
+        .chain(constraints_of(&group.kept))
+        .chain(group.tasks.iter().flat_map(|t| constraints_of(&t.kept)));
+    for c in all {
+        if !c.holds(&keys) {
+            return Some(Unplaced::Filtered(c.describe()));
+        }
+    }
+    None
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn keys() -> BTreeMap<String, String> {
+        BTreeMap::from([
+            ("attr.kernel.name".to_string(), "linux".to_string()),
+            (
+                "attr.kernel.version".to_string(),
+                "5.10.0-28-amd64".to_string(),
+            ),
+            ("attr.cpu.numcores".to_string(), "2".to_string()),
+            ("node.class".to_string(), "batch".to_string()),
+            ("meta.rack".to_string(), "r1".to_string()),
+            ("meta.tags".to_string(), "a,b,c".to_string()),
+        ])
+    }
+
+    fn c(l: &str, op: &str, r: &str) -> bool {
+        Constraint {
+            ltarget: l.into(),
+            operand: op.into(),
+            rtarget: r.into(),
+        }
+        .holds(&keys())
+    }
+
+    #[test]
+    fn constraints_hold_as_nomads_operators_say() {
+        assert!(c("${attr.kernel.name}", "=", "linux"));
+        assert!(!c("${attr.kernel.name}", "=", "windows"));
+        assert!(c("${attr.kernel.name}", "!=", "windows"));
+        assert!(c("${node.class}", "", "batch"));
+        assert!(c("${meta.rack}", "regexp", "^r[0-9]$"));
+        assert!(!c("${meta.rack}", "regexp", "^x"));
+        assert!(c("${meta.rack}", "is_set", ""));
+        assert!(!c("${meta.nope}", "is_set", ""));
+        assert!(c("${meta.nope}", "is_not_set", ""));
+        assert!(
+            !c("${meta.nope}", "=", "${meta.nope2}"),
+            "unset is never equal"
+        );
+        assert!(c("${attr.kernel.version}", "version", ">= 5.4, < 6"));
+        assert!(!c("${attr.kernel.version}", "version", ">= 6.1"));
+        assert!(c("${attr.kernel.version}", "version", "~> 5.10"));
+        assert!(c("${attr.cpu.numcores}", ">=", "2"));
+        assert!(!c("${attr.cpu.numcores}", ">", "2"));
+        assert!(c("${meta.tags}", "set_contains", "a,c"));
+        assert!(!c("${meta.tags}", "set_contains", "a,d"));
+        assert!(c("${meta.tags}", "set_contains_any", "d,b"));
+        assert!(!c("${meta.rack}", "unknown-op", "r1"));
+    }
+
+    #[test]
+    fn what_does_not_fit_names_the_dimension_and_holds_nothing() {
+        let mut cap = Capacity {
+            total: Amounts {
+                cpu: 1000,
+                memory_mb: 512,
+                disk_mb: 1000,
+            },
+            used: Amounts::default(),
+        };
+        let a = Amounts {
+            cpu: 400,
+            memory_mb: 256,
+            disk_mb: 300,
+        };
+        assert_eq!(cap.take(a), Ok(()));
+        assert_eq!(cap.take(a), Ok(()));
+        assert_eq!(cap.take(a), Err("cpu"));
+        assert_eq!(
+            cap.take(Amounts {
+                cpu: 100,
+                memory_mb: 1,
+                disk_mb: 0
+            }),
+            Err("memory")
+        );
+        assert_eq!(
+            cap.take(Amounts {
+                cpu: 0,
+                memory_mb: 0,
+                disk_mb: 401
+            }),
+            Err("disk")
+        );
+        assert_eq!(
+            cap.used,
+            Amounts {
+                cpu: 800,
+                memory_mb: 512,
+                disk_mb: 600
+            }
+        );
+    }
+}
