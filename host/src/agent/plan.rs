@@ -12,6 +12,7 @@ use serde::Serialize;
 use super::Agent;
 use super::feasible::{self, Amounts};
 use crate::allocrunner::AllocRunner;
+use crate::devicemanager::DeviceShortage;
 use crate::evals::{Failed, Unplaced};
 use crate::jobspec::{Job, JobspecError, TaskGroup};
 use crate::structs::{AllocatedResources, Allocation};
@@ -279,23 +280,39 @@ impl Agent {
                     continue;
                 }
                 let path = format!("Job.TaskGroups[{gi}]");
-                let ports = crate::ports::assign(&path, group, &self.host_ip, &mut held)?;
-                let mut resources = AllocatedResources::of(group, ports);
-                if let Err(dimension) = capacity.take(Amounts::of(&resources)) {
-                    // A count that fits in part places what fits.
-                    plan.blocked
-                        .entry(group.name.clone())
-                        .or_insert(Failed {
-                            count: 0,
-                            why: Unplaced::Exhausted(dimension.into()),
-                        })
-                        .count += 1;
-                    for p in &resources.shared.ports {
-                        held.remove(&p.value);
+                // What this allocation takes is given back when it cannot be placed after all.
+                let (ports_before, devices_before) = (held.clone(), held_devices.clone());
+                let placed = crate::ports::assign(&path, group, &self.host_ip, &mut held)
+                    .map_err(|e| Unplaced::Exhausted(format!("network: {}", e.message)))
+                    .and_then(|ports| {
+                        let mut resources = AllocatedResources::of(group, ports);
+                        self.assign_devices(&path, group, &mut resources, &mut held_devices)
+                            .map_err(|e| match e {
+                                DeviceShortage::Missing(_) => {
+                                    Unplaced::Filtered("missing devices".into())
+                                }
+                                DeviceShortage::Busy(e) => Unplaced::Exhausted(format!(
+                                    "devices: no devices match request ({})",
+                                    e.message
+                                )),
+                            })?;
+                        capacity
+                            .take(Amounts::of(&resources))
+                            .map_err(|d| Unplaced::Exhausted(d.into()))?;
+                        Ok(resources)
+                    });
+                let resources = match placed {
+                    Ok(r) => r,
+                    Err(why) => {
+                        // A count that fits in part places what fits.
+                        (held, held_devices) = (ports_before, devices_before);
+                        plan.blocked
+                            .entry(group.name.clone())
+                            .or_insert(Failed { count: 0, why })
+                            .count += 1;
+                        continue;
                     }
-                    continue;
-                }
-                self.assign_devices(&path, group, &mut resources, &mut held_devices)?;
+                };
                 plan.place.push(Placement {
                     group: group.name.clone(),
                     index: i,
@@ -361,7 +378,7 @@ impl Agent {
         group: &TaskGroup,
         resources: &mut AllocatedResources,
         held: &mut BTreeMap<String, String>,
-    ) -> Result<(), JobspecError> {
+    ) -> Result<(), DeviceShortage> {
         for (ti, task) in group.tasks.iter().enumerate() {
             let devices = self
                 .devices

@@ -18,8 +18,8 @@ use crate::structs::{AllocMetric, Allocation, ClientStatus, DesiredStatus};
 /// Why a job was not registered.
 #[derive(Debug, thiserror::Error)]
 pub enum RegisterError {
-    /// The job cannot be placed as written (a port or device another job holds, a device
-    /// this node lacks); the error names the field.
+    /// The job is invalid as written (what cannot be placed *now* is not an error: it
+    /// waits in a blocked evaluation); the error names the field.
     #[error(transparent)]
     Invalid(#[from] JobspecError),
     /// `EnforceIndex` was asked and the job's modify index is not the one given (Nomad's

@@ -1,6 +1,9 @@
 //! Assigning device instances to a task's `device` requests when its allocation is placed,
 //! as Nomad's scheduler does: healthy instances no live allocation holds, all from one
-//! group; an impossible request is an error naming the request's field and who holds what.
+//! group. A request no device on the node matches is [`DeviceShortage::Missing`]; one whose
+//! instances are all held or unhealthy is [`DeviceShortage::Busy`], naming who holds what.
+//! Placement reports both as Nomad does (`missing devices`, `devices: no devices match
+//! request`).
 
 use std::collections::BTreeMap;
 
@@ -8,6 +11,17 @@ use super::DeviceManager;
 use super::types::{NodeDevice, NodeDeviceResource};
 use crate::jobspec::{JobspecError, Task};
 use crate::structs::AllocatedDeviceResource;
+
+/// Why a task's device request cannot be met on this node now.
+#[derive(Debug, Clone, thiserror::Error)]
+pub enum DeviceShortage {
+    /// No device on the node matches the request.
+    #[error(transparent)]
+    Missing(JobspecError),
+    /// Devices match, but too few instances are free and healthy.
+    #[error(transparent)]
+    Busy(JobspecError),
+}
 
 impl DeviceManager {
     /// Choose instances for each of `task`'s device requests: healthy, not in `held`
@@ -19,7 +33,7 @@ impl DeviceManager {
         path: &str,
         task: &Task,
         held: &mut BTreeMap<String, String>,
-    ) -> Result<Vec<AllocatedDeviceResource>, JobspecError> {
+    ) -> Result<Vec<AllocatedDeviceResource>, DeviceShortage> {
         let groups = self.node_devices();
         let mut out = Vec::new();
         for (i, req) in task.resources.devices.iter().enumerate() {
@@ -28,7 +42,7 @@ impl DeviceManager {
                 groups.iter().filter(|g| g.matches(&req.name)).collect();
             if matching.is_empty() {
                 let known: Vec<String> = groups.iter().map(NodeDeviceResource::id).collect();
-                return Err(JobspecError::new(
+                return Err(DeviceShortage::Missing(JobspecError::new(
                     field,
                     format!(
                         "no device on this node matches {:?} (devices here: {})",
@@ -39,7 +53,7 @@ impl DeviceManager {
                             known.join(", ")
                         }
                     ),
-                ));
+                )));
             }
             let mut why = Vec::new();
             let mut chosen = None;
@@ -76,7 +90,7 @@ impl DeviceManager {
                 ));
             }
             let Some((g, free)) = chosen else {
-                return Err(JobspecError::new(
+                return Err(DeviceShortage::Busy(JobspecError::new(
                     field,
                     format!(
                         "{} instance(s) of {:?} requested, not available: {}",
@@ -84,7 +98,7 @@ impl DeviceManager {
                         req.name,
                         why.join("; ")
                     ),
-                ));
+                )));
             };
             let gid = g.id();
             let ids: Vec<String> = free.iter().map(|d| d.id.clone()).collect();

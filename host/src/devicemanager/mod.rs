@@ -17,6 +17,7 @@ mod assign;
 mod plugin;
 pub mod types;
 
+pub use assign::DeviceShortage;
 pub use plugin::{DevicePlugin, PluginCallError};
 pub use types::{
     DeviceAttribute, DeviceGroupStats, DeviceLocality, NodeDevice, NodeDeviceResource,

@@ -1,6 +1,7 @@
 //! The device manager: the built-in `mock-device` plugin's devices on the node, device
-//! requests assigned at registration (a conflict is a 400 naming the field), reserved at
-//! start (the plugin's env reaches the task), and freed when the allocation stops.
+//! requests assigned at placement (too few free is a placement failure naming who holds
+//! them, retried when one is freed), reserved at start (the plugin's env reaches the task),
+//! and freed when the allocation stops.
 
 use std::time::Duration;
 
@@ -129,28 +130,40 @@ async fn device_requests_are_assigned_reserved_into_the_task_env_and_freed_on_st
         "the allocation's total lists its tasks' devices"
     );
 
-    // A third finds none free: a 400 naming the request and who holds the devices, and
-    // nothing is placed.
+    // A third finds none free: accepted, not placed, and the placement failure says who
+    // holds the devices.
     let (status, body) = register(&t, device_job("third", "paddock/mock/mock-device", 1)).await;
-    assert_eq!(status, 400, "{body}");
+    assert_eq!(status, 200, "{body}");
+    let eval_id = serde_json::from_str::<Value>(&body).unwrap()["EvalID"]
+        .as_str()
+        .unwrap()
+        .to_string();
+    let eval = t.get(&format!("/v1/evaluation/{eval_id}")).await;
+    let dims = eval["FailedTGAllocs"]["g"]["DimensionExhausted"]
+        .as_object()
+        .unwrap_or_else(|| panic!("{eval:#}"))
+        .clone();
+    let dim = dims.keys().next().unwrap();
     assert!(
-        body.contains("Job.TaskGroups[0].Tasks[0].Resources.Devices[0]"),
-        "{body}"
+        dim.starts_with("devices: no devices match request") && dim.contains("held by allocation"),
+        "{dim}"
     );
-    assert!(body.contains("held by allocation"), "{body}");
-    let r = t.http.get(t.url("/v1/job/third")).send().await.unwrap();
-    assert_eq!(r.status(), 404, "a refused job is not stored");
+    assert_eq!(t.get("/v1/job/third/allocations").await, json!([]));
 
-    // A device the node does not have, and more instances than it has.
+    // A device the node does not have: filtered out, as Nomad's "missing devices".
     let (status, body) = register(&t, device_job("gpu", "nvidia/gpu", 1)).await;
-    assert_eq!(status, 400, "{body}");
-    assert!(
-        body.contains("no device on this node matches \"nvidia/gpu\""),
-        "{body}"
+    assert_eq!(status, 200, "{body}");
+    let eval_id = serde_json::from_str::<Value>(&body).unwrap()["EvalID"]
+        .as_str()
+        .unwrap()
+        .to_string();
+    let eval = t.get(&format!("/v1/evaluation/{eval_id}")).await;
+    assert_eq!(
+        eval["FailedTGAllocs"]["g"]["ConstraintFiltered"]["missing devices"], 1,
+        "{eval:#}"
     );
-    assert!(body.contains("paddock/mock/mock-device"), "{body}");
 
-    // Stopping the first job frees its instance for the third.
+    // Stopping the first job frees its instance: the blocked third is placed with it.
     let r = t.http.delete(t.url("/v1/job/first")).send().await.unwrap();
     assert!(r.status().is_success());
     t.wait_allocs(
@@ -159,13 +172,11 @@ async fn device_requests_are_assigned_reserved_into_the_task_env_and_freed_on_st
         crate::harness::all_terminal,
     )
     .await;
-    let (status, body) = register(&t, device_job("third", "paddock/mock/mock-device", 1)).await;
-    assert_eq!(status, 200, "{body}");
     let (written_c, assigned_c) = ids_of(&t, "third").await;
     assert_eq!(assigned_c, assigned_a, "the freed instance is reused");
     assert_eq!(written_c, format!("ids={}", assigned_c.join(",")));
 
-    for job in ["second", "third"] {
+    for job in ["second", "third", "gpu"] {
         t.http
             .delete(t.url(&format!("/v1/job/{job}")))
             .send()

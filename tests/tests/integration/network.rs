@@ -55,25 +55,37 @@ async fn static_and_dynamic_ports_reach_the_task_env_and_the_allocation() {
 }
 
 #[tokio::test]
-async fn a_static_port_held_by_another_job_refuses_the_job_naming_the_field() {
+async fn a_static_port_held_by_another_job_is_a_placement_failure_naming_the_holder() {
     let t = TestAgent::start("", vec![]).await;
     let http = free_port();
     let r = t.post_job(port_job("holder", http, "sleep 30")).await;
     assert!(r.status().is_success());
     let r = t.post_job(port_job("clash", http, "true")).await;
-    assert_eq!(r.status(), 400);
-    let body = r.text().await.unwrap();
+    assert_eq!(r.status(), 200);
+    let body: serde_json::Value = r.json().await.unwrap();
+    let eval = t
+        .get(&format!(
+            "/v1/evaluation/{}",
+            body["EvalID"].as_str().unwrap()
+        ))
+        .await;
+    let dims = eval["FailedTGAllocs"]["g"]["DimensionExhausted"]
+        .as_object()
+        .unwrap_or_else(|| panic!("{eval:#}"))
+        .clone();
+    let dim = dims.keys().next().unwrap();
     assert!(
-        body.contains("Job.TaskGroups[0].Networks[0].ReservedPorts[0].Value")
-            && body.contains(&format!("static port {http}"))
-            && body.contains("job \"holder\""),
-        "{body}"
+        dim.starts_with("network: ")
+            && dim.contains(&format!("static port {http}"))
+            && dim.contains("job \"holder\""),
+        "{dim}"
     );
-    // Nothing of the refused job was stored.
-    let r = t.http.get(t.url("/v1/job/clash")).send().await.unwrap();
-    assert_eq!(r.status(), 404);
+    assert_eq!(t.get("/v1/job/clash/allocations").await, json!([]));
     // Re-registering the holder itself may keep its port.
     let mut changed = port_job("holder", http, "sleep 31");
     changed["Priority"] = json!(60);
     assert!(t.post_job(changed).await.status().is_success());
+    for job in ["holder", "clash"] {
+        let _ = t.http.delete(t.url(&format!("/v1/job/{job}"))).send().await;
+    }
 }
