@@ -233,6 +233,7 @@ pub fn prepare(
                 .map_err(step(format!("mkdir {}", proc_dir.display())))?;
             p.proc_dir = Some(cstr(&proc_dir)?);
         }
+        give_dirs(&root, &binds, uid, gid)?;
         p.root = Some(cstr(&root)?);
     } else if !cwd.is_empty() {
         p.cwd = cstr(Path::new(cwd))?;
@@ -247,6 +248,48 @@ pub fn prepare(
     }
     p.cgroup = Some(cg);
     Ok(p)
+}
+
+/// The task's user owns what it writes to, as Nomad drops a chrooted task dir's
+/// permissions: the dirs directly under the chroot (`local`, `secrets`, `tmp`, …, not the
+/// binds, `dev` or `proc`) and directly under each writable bind (the alloc dir's `data`,
+/// `tmp`, `logs`). Without it an unprivileged task could not write a file of its own.
+fn give_dirs(
+    root: &Path,
+    binds: &[crate::runtime::types::Mount],
+    uid: u32,
+    gid: u32,
+) -> Result<(), IsolateError> {
+    let mut dirs = Vec::new();
+    let mounted: Vec<PathBuf> = binds
+        .iter()
+        .map(|b| root.join(b.task_path.trim_start_matches('/')))
+        .collect();
+    let children = |d: &Path| -> Vec<PathBuf> {
+        std::fs::read_dir(d)
+            .map(|rd| {
+                rd.flatten()
+                    .filter(|e| e.file_type().is_ok_and(|t| t.is_dir()))
+                    .map(|e| e.path())
+                    .collect()
+            })
+            .unwrap_or_default()
+    };
+    for d in children(root) {
+        let reserved = d.ends_with("dev") || d.ends_with("proc");
+        if !reserved && !mounted.iter().any(|m| m.starts_with(&d)) {
+            dirs.push(d);
+        }
+    }
+    for b in binds.iter().filter(|b| !b.read_only) {
+        dirs.push(PathBuf::from(&b.host_path));
+        dirs.extend(children(Path::new(&b.host_path)));
+    }
+    for d in dirs {
+        std::os::unix::fs::chown(&d, Some(uid), Some(gid))
+            .map_err(step(format!("chown {}", d.display())))?;
+    }
+    Ok(())
 }
 
 fn pipe() -> Result<(OwnedFd, OwnedFd), IsolateError> {
