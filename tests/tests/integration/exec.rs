@@ -5,7 +5,7 @@ use std::time::Duration;
 
 use serde_json::json;
 
-use crate::harness::TestAgent;
+use crate::harness::{AgentProcess, TestAgent};
 
 fn job(id: &str, memory_mb: u32, args: &[&str]) -> serde_json::Value {
     json!({ "ID": id, "Type": "batch", "TaskGroups": [{ "Name": "g", "RestartPolicy": { "Attempts": 0 },
@@ -46,7 +46,8 @@ async fn an_exec_task_is_pid_1_runs_as_nobody_and_sees_only_its_chroot() {
     let script = format!(
         "echo pid=$$; echo uid=$(id -u); echo procs=$(ls /proc | grep -c '^[0-9]'); \
          cat {} || echo secret-unreadable; ls {} || echo data-dir-unreadable; \
-         echo dir=$NOMAD_TASK_DIR; echo hi > /dev/null && echo devnull-ok",
+         echo dir=$NOMAD_TASK_DIR; echo hi > /dev/null && echo devnull-ok; \
+         echo mine > /local/f && echo local-write-ok; echo ours > /alloc/data/f && echo alloc-write-ok",
         secret.display(),
         data_state.display()
     );
@@ -77,6 +78,76 @@ async fn an_exec_task_is_pid_1_runs_as_nobody_and_sees_only_its_chroot() {
     assert!(lines.contains(&"data-dir-unreadable"), "{out}");
     assert!(lines.contains(&"dir=/local"), "{out}");
     assert!(lines.contains(&"devnull-ok"), "{out}");
+    assert!(lines.contains(&"local-write-ok"), "{out}");
+    assert!(lines.contains(&"alloc-write-ok"), "{out}");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_exec_task_outlives_kill_9_of_the_agent_and_reports_its_exit_after() {
+    let dir = tempfile::tempdir().unwrap();
+    let mut agent = AgentProcess::new(dir.path());
+    agent.start().await;
+    agent
+        .post_job(job(
+            "survivor",
+            64,
+            &[
+                "-c",
+                "while [ ! -f /local/go ]; do sleep 0.05; done; exit 3",
+            ],
+        ))
+        .await;
+    let allocs = agent
+        .wait_allocs("survivor", |a| {
+            a.len() == 1 && a[0]["TaskStates"]["t"]["State"] == "running"
+        })
+        .await;
+    let id = allocs[0]["ID"].as_str().unwrap().to_string();
+    let data = dir.path().join("data");
+    let procs = || -> Vec<String> {
+        let mut out = Vec::new();
+        for e in std::fs::read_dir(data.join("executor")).unwrap().flatten() {
+            if e.path().extension().is_some_and(|x| x == "cgroups") {
+                for d in std::fs::read_to_string(e.path()).unwrap().lines().skip(1) {
+                    let p = std::path::Path::new(d).join("cgroup.procs");
+                    out.extend(
+                        std::fs::read_to_string(p)
+                            .unwrap_or_default()
+                            .lines()
+                            .map(String::from),
+                    );
+                }
+            }
+        }
+        out
+    };
+    let before = procs();
+    assert!(!before.is_empty(), "the task's cgroup holds no process");
+    agent.kill9();
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    // The task's shell (its first process) is still there; its `sleep`s come and go.
+    assert!(
+        procs().contains(&before[0]),
+        "the task did not outlive the agent: {before:?}"
+    );
+    agent.start().await;
+    let a = agent.alloc(&id).await;
+    assert_eq!(a["TaskStates"]["t"]["State"], "running", "{a:#}");
+    std::fs::write(data.join("alloc").join(&id).join("t/local/go"), "").unwrap();
+    agent
+        .wait_allocs("survivor", |a| {
+            a.len() == 1 && a[0]["ClientStatus"] == "failed"
+        })
+        .await;
+    let a = agent.alloc(&id).await;
+    assert_eq!(terminated(&a)["ExitCode"], 3, "{a:#}");
+    let started = a["TaskStates"]["t"]["Events"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|e| e["Type"] == "Started")
+        .count();
+    assert_eq!(started, 1, "started again instead of reattached: {a:#}");
 }
 
 #[tokio::test]
@@ -90,6 +161,15 @@ async fn a_task_past_its_memory_is_oom_killed_alone_and_its_terminated_event_say
             a.len() == 1 && a[0]["ClientStatus"] == "running"
         })
         .await;
+    // Its cgroup, as the executor recorded it, holds it, and is gone once it is released.
+    let cgroups = cgroup_dirs(&t);
+    assert!(
+        cgroups
+            .iter()
+            .any(|d| d.join("memory.limit_in_bytes").exists() || d.join("memory.max").exists()),
+        "no memory cgroup recorded: {cgroups:?}"
+    );
+    assert!(cgroups.iter().all(|d| d.exists()), "{cgroups:?}");
     // `tail` keeps a line it has not ended yet: 200 MB of zeros against a 32 MB limit.
     t.post_job(job(
         "hog",
@@ -138,6 +218,28 @@ async fn a_task_past_its_memory_is_oom_killed_alone_and_its_terminated_event_say
         .send(reqwest::Method::DELETE, "/v1/job/bystander", None)
         .await;
     assert_eq!(status, 200);
+    let deadline = std::time::Instant::now() + Duration::from_secs(20);
+    while cgroups.iter().any(|d| d.exists()) {
+        assert!(
+            std::time::Instant::now() < deadline,
+            "the stopped task's cgroup is still there: {cgroups:?}"
+        );
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+}
+
+/// The cgroup dirs of the isolated processes the executor runs for `t` (its
+/// `<id>.cgroups` records: a version line, then one dir a line).
+fn cgroup_dirs(t: &TestAgent) -> Vec<std::path::PathBuf> {
+    let dir = t.agent.data_dir().join("executor");
+    let mut out = Vec::new();
+    for e in std::fs::read_dir(dir).unwrap().flatten() {
+        if e.path().extension().is_some_and(|x| x == "cgroups") {
+            let text = std::fs::read_to_string(e.path()).unwrap();
+            out.extend(text.lines().skip(1).map(std::path::PathBuf::from));
+        }
+    }
+    out
 }
 
 #[tokio::test]
