@@ -316,4 +316,49 @@ mod tests {
             Err(WitHostError::Failed(m)) if m.contains("not available")
         ));
     }
+
+    #[test]
+    fn isolation_needs_its_own_grant_besides_process() {
+        let host = Recorder::default();
+        let mut component = ComponentContext {
+            name: "exec".into(),
+            grants: crate::Grants {
+                process: vec!["*".into()],
+                ..Default::default()
+            },
+            plugin_config: "{}".into(),
+            limits: Default::default(),
+        };
+        let iso = || WitIsolation {
+            pid_namespace: true,
+            ipc_namespace: true,
+            uts_namespace: true,
+            chroot: String::new(),
+            binds: vec![],
+            user: String::new(),
+            no_new_privs: true,
+            memory_bytes: 32 << 20,
+            memory_max_bytes: 0,
+            cpu_shares: 100,
+            cpuset_cpus: String::new(),
+        };
+        let mut view = Process::new(&component, Some(&host));
+        let denied = futures::executor::block_on(view.spawn_isolated(command("true"), iso()));
+        assert!(
+            matches!(&denied, Err(WitHostError::Denied(m)) if m.contains("`isolation` grant") && m.contains("isolation = true")),
+            "{denied:?}"
+        );
+        assert!(matches!(
+            futures::executor::block_on(view.isolation_support()),
+            Err(WitHostError::Denied(_))
+        ));
+        component.grants.isolation = true;
+        let mut view = Process::new(&component, Some(&host));
+        // Granted: the host's answer (this one cannot isolate), not a denial.
+        assert!(matches!(
+            futures::executor::block_on(view.spawn_isolated(command("true"), iso())),
+            Err(WitHostError::Failed(m)) if m.contains("cannot isolate")
+        ));
+        assert!(host.0.lock().unwrap().is_empty());
+    }
 }

@@ -93,7 +93,7 @@ async fn an_exec_task_outlives_kill_9_of_the_agent_and_reports_its_exit_after() 
             64,
             &[
                 "-c",
-                "while [ ! -f /local/go ]; do sleep 0.05; done; exit 3",
+                "i=0; while [ ! -f /local/go ] && [ $i -lt 400 ]; do sleep 0.05; i=$((i+1)); done; exit 3",
             ],
         ))
         .await;
