@@ -262,3 +262,17 @@ async fn without_the_isolation_grant_exec_is_undetected() {
     );
     assert!(node["Attributes"].get("driver.exec").is_none());
 }
+
+#[tokio::test]
+async fn a_command_outside_the_chroot_fails_the_task_saying_so() {
+    let outside = tempfile::tempdir().unwrap();
+    let t = TestAgent::start("", vec![]).await;
+    let mut j = job("outside", 64, &[]);
+    j["TaskGroups"][0]["Tasks"][0]["Config"]["command"] =
+        json!(outside.path().join("run.sh").display().to_string());
+    t.post_job(j).await;
+    let a = t.finished_alloc("outside").await;
+    assert_eq!(a["ClientStatus"], "failed", "{a:#}");
+    let events = a["TaskStates"]["t"]["Events"].to_string();
+    assert!(events.contains("neither in the chroot"), "{a:#}");
+}
