@@ -317,6 +317,7 @@ impl ProcessTable {
             ));
         }
         let id = self.new_id();
+        let isolated = isolation.is_some();
         let spawn = SpawnCommand {
             path: cmd.path.clone(),
             args: cmd.args,
@@ -346,6 +347,18 @@ impl ProcessTable {
                 return Err(HostError::Failed(e.to_string()));
             }
         };
+        // An executor started by an agent from before isolation ignores the request and
+        // runs the task unconfined; only one that made the cgroup (and recorded it before
+        // answering) isolated it.
+        if isolated && Cgroup::load(&b.executor.dir, id).is_none() {
+            let _ = send_signal(pid, "SIGKILL");
+            forget(&self.procs);
+            return Err(HostError::Failed(
+                "the running task executor cannot isolate processes (it predates isolation): \
+                 stop it once its tasks are done so the agent starts a current one"
+                    .into(),
+            ));
+        }
         if let Some(p) = self.procs.lock().unwrap().get_mut(&id) {
             p.pid = pid;
         }
