@@ -35,6 +35,17 @@ plugin "raw_exec" {
   }
 }
 
+# Isolated tasks: namespaces, a chroot, nobody, cgroup limits (needs root and cgroups).
+plugin "exec" {
+  grant {
+    process   = ["/usr/bin/*", "/bin/*"]
+    isolation = true
+  }
+  config {
+    default_user = "nobody"
+  }
+}
+
 plugin "env-inject" {
   grant {
     env = true

@@ -20,6 +20,7 @@ const GUEST_DIRS: &[&str] = &["guest-drivers", "hooks-wasm"];
 const ARTIFACTS: &[&str] = &[
     "mock_driver",
     "raw_exec_driver",
+    "exec_driver",
     "mock_device",
     "fixture_future_version",
     "fixture_unknown_world",

@@ -32,6 +32,10 @@ artifact!(
     /// The `raw_exec` driver: commands as host processes, through the `process` grant.
     RAW_EXEC_DRIVER, "PADDOCK_GUEST_RAW_EXEC_DRIVER", "raw_exec_driver.wasm");
 artifact!(
+    /// The `exec` driver: commands isolated in namespaces, a chroot and a cgroup, through
+    /// the `process` and `isolation` grants.
+    EXEC_DRIVER, "PADDOCK_GUEST_EXEC_DRIVER", "exec_driver.wasm");
+artifact!(
     /// The `mock-device` device plugin.
     MOCK_DEVICE, "PADDOCK_GUEST_MOCK_DEVICE", "mock_device.wasm");
 artifact!(
@@ -66,6 +70,7 @@ artifact!(
 pub const BUILT_IN: &[Artifact] = &[
     MOCK_DRIVER,
     RAW_EXEC_DRIVER,
+    EXEC_DRIVER,
     MOCK_DEVICE,
     ENV_INJECT_HOOK,
     POLICY_HOOK,

@@ -6,6 +6,12 @@
 //!   bare spawn-and-wait; `raw_exec/component_executor` is the agent's path, through the task
 //!   executor with the process recorded in a state DB.
 //!
+//! - `isolation/raw_exec` vs `isolation/exec` vs `isolation/std`: `/bin/true` from start to
+//!   exit through the task executor, plain (raw_exec) and isolated (exec: PID, IPC, UTS and
+//!   mount namespaces, chroot with the default chroot_env, nobody, a cgroup with limits,
+//!   released after), beside a bare spawn-and-wait: the cost of isolation. Needs root and
+//!   cgroups; skipped otherwise.
+//!
 //! Run: `cargo bench -p paddock --bench drivers`. Quote medians and ratios.
 
 use std::collections::BTreeMap;
@@ -140,6 +146,18 @@ fn load_drivers(tokio: &tokio::runtime::Runtime, reuse: Option<u32>) -> Arc<Driv
         },
     );
     settings.insert(
+        "exec".to_string(),
+        ComponentSettings {
+            grants: Grants {
+                process: vec!["*".into()],
+                isolation: true,
+                ..Default::default()
+            },
+            instance_reuse: reuse,
+            ..Default::default()
+        },
+    );
+    settings.insert(
         "mock".to_string(),
         ComponentSettings {
             instance_reuse: reuse,
@@ -157,6 +175,7 @@ fn load_drivers(tokio: &tokio::runtime::Runtime, reuse: Option<u32>) -> Arc<Driv
         for a in [
             guest_artifacts::MOCK_DRIVER,
             guest_artifacts::RAW_EXEC_DRIVER,
+            guest_artifacts::EXEC_DRIVER,
         ] {
             rt.load(
                 ComponentSource::BuiltIn(a.file_name.into()),
@@ -243,6 +262,46 @@ fn benches(c: &mut Criterion) {
             let r = run_to_exit(&dm_exec, &raw_exec, &h).await;
             raw_exec.destroy(h, false).await.unwrap();
             assert_eq!(r.exit_code, 0);
+        })
+    });
+    g.bench_function("std", |b| {
+        b.to_async(&tokio).iter(|| async {
+            let status = tokio::process::Command::new("/bin/true")
+                .status()
+                .await
+                .unwrap();
+            assert!(status.success());
+        })
+    });
+    g.finish();
+
+    // Plain vs isolated, both through the executor, beside a bare spawn.
+    if !rustix::process::geteuid().is_root() {
+        eprintln!("isolation/*: skipped, isolation needs root");
+        return;
+    }
+    let mut g = c.benchmark_group("isolation");
+    g.bench_function("raw_exec", |b| {
+        b.to_async(&tokio).iter(|| async {
+            let h = raw_exec.start(cfg.clone(), None).await.unwrap();
+            let r = run_to_exit(&dm_exec, &raw_exec, &h).await;
+            raw_exec.destroy(h, false).await.unwrap();
+            assert_eq!(r.exit_code, 0);
+        })
+    });
+    let exec = dm_exec.dispense("exec").unwrap();
+    let mut exec_cfg = cfg.clone();
+    exec_cfg.task_dir = format!("{dir_s}/t");
+    exec_cfg.alloc_dir = format!("{dir_s}/alloc");
+    for d in [&exec_cfg.task_dir, &exec_cfg.alloc_dir] {
+        std::fs::create_dir_all(d).unwrap();
+    }
+    g.bench_function("exec", |b| {
+        b.to_async(&tokio).iter(|| async {
+            let h = exec.start(exec_cfg.clone(), None).await.unwrap();
+            let r = run_to_exit(&dm_exec, &exec, &h).await;
+            exec.destroy(h, false).await.unwrap();
+            assert_eq!(r.exit_code, 0, "{r:?}");
         })
     });
     g.bench_function("std", |b| {

@@ -160,6 +160,24 @@ pub mod v0_1_0 {
             }
         }
 
+        impl From<process::Isolation> for types::Isolation {
+            fn from(i: process::Isolation) -> Self {
+                Self {
+                    pid_namespace: i.pid_namespace,
+                    ipc_namespace: i.ipc_namespace,
+                    uts_namespace: i.uts_namespace,
+                    chroot: i.chroot,
+                    binds: i.binds.into_iter().map(Into::into).collect(),
+                    user: i.user,
+                    no_new_privs: i.no_new_privs,
+                    memory_bytes: i.memory_bytes,
+                    memory_max_bytes: i.memory_max_bytes,
+                    cpu_shares: i.cpu_shares,
+                    cpuset_cpus: i.cpuset_cpus,
+                }
+            }
+        }
+
         impl From<process::Command> for types::Command {
             fn from(c: process::Command) -> Self {
                 Self {

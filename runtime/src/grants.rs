@@ -23,6 +23,10 @@ pub struct Grants {
     /// Read the Nomad Variables the current task's workload identity may read, through
     /// `variables` (what the `template` hook's `nomadVar` needs).
     pub variables: bool,
+    /// Confine the processes it starts with `process.spawn-isolated` (namespaces, chroot,
+    /// another user, cgroup limits): what the `exec` driver needs. Only with `process`,
+    /// which still decides which commands may run.
+    pub isolation: bool,
 }
 
 impl Grants {
@@ -35,6 +39,7 @@ impl Grants {
             process: vec!["*".into()],
             task_dir: true,
             variables: true,
+            isolation: true,
         }
     }
 
@@ -65,6 +70,9 @@ impl Grants {
         }
         if self.variables {
             v.push("variables".into());
+        }
+        if self.isolation {
+            v.push("isolation".into());
         }
         if !self.process.is_empty() {
             v.push(format!("process({})", self.process.join(",")));

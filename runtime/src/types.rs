@@ -269,6 +269,36 @@ pub struct Command {
     pub user: String,
 }
 
+/// How an isolated process is confined (`process.spawn-isolated`); the fields are the
+/// contract's `isolation` record. Serializable because the agent hands it to the task
+/// executor, which carries it out.
+#[derive(Debug, Clone, PartialEq, Eq, Default, Serialize, Deserialize)]
+#[serde(default)]
+pub struct Isolation {
+    /// A new PID namespace.
+    pub pid_namespace: bool,
+    /// A new IPC namespace.
+    pub ipc_namespace: bool,
+    /// A new UTS namespace.
+    pub uts_namespace: bool,
+    /// The new root; empty for none.
+    pub chroot: String,
+    /// Host paths bound read-only (unless `read_only` is false) into the chroot.
+    pub binds: Vec<Mount>,
+    /// User to run as; empty for `nobody`.
+    pub user: String,
+    /// Set no_new_privs.
+    pub no_new_privs: bool,
+    /// Memory limit, bytes; 0 for none.
+    pub memory_bytes: u64,
+    /// Memory ceiling, bytes; above `memory_bytes` it is the hard limit.
+    pub memory_max_bytes: u64,
+    /// cgroup v1 CPU shares; 0 for the default.
+    pub cpu_shares: u64,
+    /// cpuset list; empty for any CPU.
+    pub cpuset_cpus: String,
+}
+
 /// A process's state as the host sees it.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum ProcessStatus {

@@ -65,7 +65,8 @@ pub mod devices {
 /// Host processes, which the agent owns: spawn, signal, stop, poll and release them.
 pub mod process {
     pub use crate::__bindings::paddock::plugin::process::{
-        Command, ProcessStatus as Status, release, signal, spawn, stats, status, stop,
+        Command, Isolation, ProcessStatus as Status, isolation_support, release, signal, spawn,
+        spawn_isolated, stats, status, stop,
     };
 }
 

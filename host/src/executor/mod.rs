@@ -20,10 +20,14 @@
 //! Files: `server.rs` (the executor process), `client.rs` (the agent's end of the socket),
 //! `processes.rs` (the process table: what the runtime's `process` interface calls, with
 //! the records that let processes outlive the agent), `children.rs` (processes as children
-//! of this process, for a runtime without an executor), `os.rs` (signals, `/proc`).
+//! of this process, for a runtime without an executor), `os.rs` (signals, `/proc`),
+//! `isolate.rs` (namespaces, chroot, user for `spawn-isolated`), `cgroup.rs` (a cgroup per
+//! isolated process: limits, OOM, stats).
 
+pub mod cgroup;
 mod children;
 pub mod client;
+pub mod isolate;
 mod os;
 pub mod processes;
 pub mod server;
@@ -46,6 +50,10 @@ pub struct SpawnCommand {
     pub stderr: String,
     /// Rotation: (max files, max bytes per file); `None` appends to the paths as given.
     pub rotate: Option<(u32, u64)>,
+    /// Confine the process (`process.spawn-isolated`); absent for a plain spawn, which is
+    /// also what an executor from before isolation reads.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub isolation: Option<crate::runtime::types::Isolation>,
 }
 
 /// How a process exited.
@@ -55,6 +63,9 @@ pub struct Exit {
     pub exit_code: i32,
     /// Signal number, 0 if none.
     pub signal: i32,
+    /// Its cgroup's OOM killer killed it or one of its processes.
+    #[serde(default)]
+    pub oom_killed: bool,
 }
 
 /// A message on the executor socket.

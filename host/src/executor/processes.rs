@@ -20,11 +20,14 @@ use futures::future::BoxFuture;
 use serde::{Deserialize, Serialize};
 use tokio::sync::watch;
 
+use super::cgroup::Cgroup;
 use super::client::{ExecutorClient, ExecutorConfig, ExitSink};
 use super::os::{read_usage, send_signal, start_ticks};
 use super::{Exit, SpawnCommand};
 use crate::runtime::host_api::process::ProcessHost;
-use crate::runtime::types::{Command, ExitResult, HostError, ProcessStatus, ResourceUsage};
+use crate::runtime::types::{
+    Command, ExitResult, HostError, Isolation, ProcessStatus, ResourceUsage,
+};
 
 pub(super) struct Proc {
     pub(super) pid: u32,
@@ -144,8 +147,9 @@ impl ExitSink for Sink {
             ExitResult {
                 exit_code: exit.exit_code,
                 signal: exit.signal,
-                oom_killed: false,
-                err: None,
+                oom_killed: exit.oom_killed,
+                // As Nomad's drivers word it, so the Terminated event says why.
+                err: exit.oom_killed.then(|| "OOM Killed".to_string()),
             },
         );
     }
@@ -259,17 +263,42 @@ impl ProcessTable {
         }
     }
 
-    async fn spawn_process(&self, owner: &str, cmd: Command) -> Result<u64, HostError> {
-        if !cmd.user.is_empty() {
+    async fn spawn_process(
+        &self,
+        owner: &str,
+        cmd: Command,
+        isolation: Option<Isolation>,
+    ) -> Result<u64, HostError> {
+        if !cmd.user.is_empty() && isolation.is_none() {
             return Err(HostError::Invalid(format!(
                 "user: running as {:?} is not supported yet",
                 cmd.user
             )));
         }
-        match self.backend.get() {
-            Some(b) => self.spawn_with_executor(b, owner, cmd).await,
-            None => self.spawn_child(owner, cmd).await,
+        match (self.backend.get(), isolation) {
+            (Some(b), isolation) => self.spawn_with_executor(b, owner, cmd, isolation).await,
+            (None, None) => self.spawn_child(owner, cmd).await,
+            // Only the executor's tasks outlive the agent, and a confined task must not
+            // die with it: no isolation without one.
+            (None, Some(_)) => Err(HostError::Failed(
+                "isolation needs the task executor, which this runtime has none of".into(),
+            )),
         }
+    }
+
+    /// Whether isolated processes can be started here.
+    fn can_isolate(&self) -> Result<(), HostError> {
+        if self.backend.get().is_none() {
+            return Err(HostError::Failed(
+                "no task executor to parent isolated processes".into(),
+            ));
+        }
+        if !rustix::process::geteuid().is_root() {
+            return Err(HostError::Failed(
+                "isolation needs root: the agent does not run as root".into(),
+            ));
+        }
+        super::cgroup::support().map_err(|e| HostError::Failed(e.to_string()))
     }
 
     async fn spawn_with_executor(
@@ -277,8 +306,18 @@ impl ProcessTable {
         b: &Backend,
         owner: &str,
         cmd: Command,
+        isolation: Option<Isolation>,
     ) -> Result<u64, HostError> {
+        if let Some(iso) = &isolation
+            && iso.user.is_empty()
+            && !cmd.user.is_empty()
+        {
+            return Err(HostError::Invalid(
+                "user: give the user in the isolation, not the command".into(),
+            ));
+        }
         let id = self.new_id();
+        let isolated = isolation.is_some();
         let spawn = SpawnCommand {
             path: cmd.path.clone(),
             args: cmd.args,
@@ -287,6 +326,7 @@ impl ProcessTable {
             stdout: cmd.stdout_path,
             stderr: cmd.stderr_path,
             rotate: cmd.logs.map(|l| (l.max_files, l.max_bytes())),
+            isolation,
         };
         // In the table before the request, so an exit that comes before the answer lands.
         self.procs.lock().unwrap().insert(id, Proc::new(0, owner));
@@ -307,6 +347,18 @@ impl ProcessTable {
                 return Err(HostError::Failed(e.to_string()));
             }
         };
+        // An executor started by an agent from before isolation ignores the request and
+        // runs the task unconfined; only one that made the cgroup (and recorded it before
+        // answering) isolated it.
+        if isolated && Cgroup::load(&b.executor.dir, id).is_none() {
+            let _ = send_signal(pid, "SIGKILL");
+            forget(&self.procs);
+            return Err(HostError::Failed(
+                "the running task executor cannot isolate processes (it predates isolation): \
+                 stop it once its tasks are done so the agent starts a current one"
+                    .into(),
+            ));
+        }
         if let Some(p) = self.procs.lock().unwrap().get_mut(&id) {
             p.pid = pid;
         }
@@ -334,13 +386,42 @@ impl ProcessTable {
                 tracing::warn!(id, error = %e, "removing a process record failed");
             }
             let _ = std::fs::remove_file(crate::executor::exit_path(&b.executor.dir, id));
+            if let Some(cg) = Cgroup::load(&b.executor.dir, id) {
+                let record = Cgroup::record_path(&b.executor.dir, id);
+                // Off the guest's call path: removal waits for the last process to go.
+                std::thread::spawn(move || {
+                    cg.remove();
+                    let _ = std::fs::remove_file(record);
+                });
+            }
         }
+    }
+
+    /// Process `id`'s cgroup, when it is isolated.
+    fn cgroup(&self, id: u64) -> Option<Cgroup> {
+        Cgroup::load(&self.backend.get()?.executor.dir, id)
     }
 }
 
 impl ProcessHost for ProcessTable {
     fn spawn<'a>(&'a self, owner: &'a str, cmd: Command) -> BoxFuture<'a, Result<u64, HostError>> {
-        Box::pin(self.spawn_process(owner, cmd))
+        Box::pin(self.spawn_process(owner, cmd, None))
+    }
+
+    fn spawn_isolated<'a>(
+        &'a self,
+        owner: &'a str,
+        cmd: Command,
+        iso: Isolation,
+    ) -> BoxFuture<'a, Result<u64, HostError>> {
+        Box::pin(async move {
+            self.can_isolate()?;
+            self.spawn_process(owner, cmd, Some(iso)).await
+        })
+    }
+
+    fn isolation_support(&self) -> Result<(), HostError> {
+        self.can_isolate()
     }
 
     fn signal(&self, owner: &str, id: u64, signal: &str) -> Result<(), HostError> {
@@ -378,6 +459,10 @@ impl ProcessHost for ProcessTable {
 
     fn stats(&self, owner: &str, id: u64) -> Result<ResourceUsage, HostError> {
         let (pid, _) = self.lookup(id, owner)?;
+        // An isolated task's processes are all in its cgroup, which counts them all.
+        if let Some(usage) = self.cgroup(id).and_then(|cg| cg.usage()) {
+            return Ok(usage);
+        }
         read_usage(pid)
     }
 

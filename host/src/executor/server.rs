@@ -10,7 +10,7 @@ use std::process::Stdio;
 use std::sync::{Arc, Mutex, mpsc};
 use std::time::{Duration, Instant};
 
-use super::{Exit, Message, SpawnCommand, exit_path};
+use super::{Exit, Message, SpawnCommand, exit_path, isolate};
 use crate::logmon::RotatingFile;
 
 /// How long the executor lingers with no task and no agent before it exits.
@@ -165,7 +165,16 @@ fn output(
 fn spawn(id: u64, cmd: &SpawnCommand, shared: &Shared, dir: &Path) -> std::io::Result<u32> {
     let (out, out_log) = output(&cmd.stdout, cmd.rotate)?;
     let (err, err_log) = output(&cmd.stderr, cmd.rotate)?;
-    let mut c = std::process::Command::new(&cmd.path);
+    let prepared = match &cmd.isolation {
+        None => None,
+        Some(iso) => Some(Arc::new(
+            isolate::prepare(id, &cmd.path, &cmd.cwd, iso).map_err(std::io::Error::other)?,
+        )),
+    };
+    let program = prepared
+        .as_ref()
+        .map_or_else(|| PathBuf::from(&cmd.path), |p| p.program.clone());
+    let mut c = std::process::Command::new(&program);
     c.args(&cmd.args)
         .env_clear()
         .envs(cmd.env.iter().map(|(k, v)| (k, v)))
@@ -174,10 +183,39 @@ fn spawn(id: u64, cmd: &SpawnCommand, shared: &Shared, dir: &Path) -> std::io::R
         .stderr(err)
         // The task leads its own group: a stop signal reaches its children too.
         .process_group(0);
-    if !cmd.cwd.is_empty() {
-        c.current_dir(&cmd.cwd);
+    let cgroup = prepared.as_ref().and_then(|p| p.cgroup.clone());
+    let mut child = match &prepared {
+        None => {
+            if !cmd.cwd.is_empty() {
+                c.current_dir(&cmd.cwd);
+            }
+            c.spawn()?
+        }
+        Some(p) => {
+            // The child changes into its cwd itself, after the chroot.
+            p.clone().apply(&mut c);
+            let spawned = isolate::spawn_in(p.pid_namespace(), || c.spawn());
+            drop(c);
+            match spawned {
+                Ok(child) => child,
+                Err(e) => {
+                    if let Some(cg) = &cgroup {
+                        cg.remove();
+                    }
+                    return Err(match p.failed_step() {
+                        Some(s) => std::io::Error::new(e.kind(), format!("isolating it, {s}: {e}")),
+                        None => e,
+                    });
+                }
+            }
+        }
+    };
+    drop(prepared);
+    if let Some(cg) = &cgroup
+        && let Err(e) = cg.save(dir, id)
+    {
+        tracing::warn!(id, error = %e, "recording a task cgroup failed");
     }
-    let mut child = c.spawn()?;
     let pid = child.id();
     shared.lock().unwrap().procs.insert(id, None);
     let (done_tx, done_rx) = mpsc::channel::<()>();
@@ -197,10 +235,12 @@ fn spawn(id: u64, cmd: &SpawnCommand, shared: &Shared, dir: &Path) -> std::io::R
             Ok(status) => Exit {
                 exit_code: status.code().unwrap_or(0),
                 signal: status.signal().unwrap_or(0),
+                oom_killed: cgroup.as_ref().is_some_and(|cg| cg.oom_killed()),
             },
             Err(_) => Exit {
                 exit_code: -1,
                 signal: 0,
+                oom_killed: false,
             },
         };
         // Let the logs drain, but never wait on a grandchild that keeps a pipe open.

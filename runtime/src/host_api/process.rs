@@ -14,11 +14,11 @@ use futures::future::BoxFuture;
 use wasmtime::component::{HasData, Linker};
 
 use crate::bindings::v0_1_0::process::{
-    self as wit, Command as WitCommand, Host, ProcessStatus as WitStatus,
+    self as wit, Command as WitCommand, Host, Isolation as WitIsolation, ProcessStatus as WitStatus,
 };
 use crate::bindings::v0_1_0::types::{HostError as WitHostError, ResourceUsage as WitUsage};
 use crate::context::ComponentContext;
-use crate::types::{Command, HostError, ProcessStatus, ResourceUsage};
+use crate::types::{Command, HostError, Isolation, ProcessStatus, ResourceUsage};
 
 /// Runs processes for drivers. `owner` is the calling component: a process is reachable
 /// only by the component that started it (`not-found` otherwise). Calls other than `spawn`
@@ -36,6 +36,26 @@ pub trait ProcessHost: Send + Sync {
     fn stats(&self, owner: &str, id: u64) -> Result<ResourceUsage, HostError>;
     /// Forget the process, killing it first if it still runs.
     fn release(&self, owner: &str, id: u64) -> Result<(), HostError>;
+    /// Start `cmd` confined as `iso` asks; the grants are checked. A host that cannot
+    /// isolate keeps this default, which refuses.
+    fn spawn_isolated<'a>(
+        &'a self,
+        _owner: &'a str,
+        _cmd: Command,
+        _iso: Isolation,
+    ) -> BoxFuture<'a, Result<u64, HostError>> {
+        Box::pin(async {
+            Err(HostError::Failed(
+                "this host cannot isolate processes".into(),
+            ))
+        })
+    }
+    /// Whether `spawn_isolated` can work here (cheap; starts nothing).
+    fn isolation_support(&self) -> Result<(), HostError> {
+        Err(HostError::Failed(
+            "this host cannot isolate processes".into(),
+        ))
+    }
 }
 
 /// The `process` view: the calling component (for its grant) and the embedder's host.
@@ -62,21 +82,55 @@ impl<'a> Process<'a> {
         self.host
             .ok_or_else(|| crate::types::HostError::unavailable(what))
     }
-}
 
-impl Host for Process<'_> {
-    async fn spawn(&mut self, cmd: WitCommand) -> Result<u64, WitHostError> {
-        let host = self.granted("process.spawn")?;
+    /// The command with its path resolved, once the grant allows that path.
+    fn allowed(&self, cmd: WitCommand) -> Result<Command, HostError> {
         let mut cmd = Command::from(cmd);
         cmd.path = resolve_program(&cmd.path, &cmd.env, &cmd.cwd)?;
         if !self.component.grants.allows_command(&cmd.path) {
             return Err(HostError::Denied(format!(
                 "component {:?} may not run {:?}: allowed commands are {:?}",
                 self.component.name, cmd.path, self.component.grants.process
-            ))
-            .into());
+            )));
         }
+        Ok(cmd)
+    }
+
+    /// The host, once both the `process` and the `isolation` grants are checked.
+    fn isolating(&self, what: &str) -> Result<&'a dyn ProcessHost, HostError> {
+        let host = self.granted(what)?;
+        if !self.component.grants.isolation {
+            return Err(HostError::Denied(format!(
+                "component {name:?} has no `isolation` grant ({what}): plugin {name:?} {{ grant {{ isolation = true }} }}",
+                name = self.component.name
+            )));
+        }
+        Ok(host)
+    }
+}
+
+impl Host for Process<'_> {
+    async fn spawn(&mut self, cmd: WitCommand) -> Result<u64, WitHostError> {
+        let host = self.granted("process.spawn")?;
+        let cmd = self.allowed(cmd)?;
         Ok(host.spawn(&self.component.name, cmd).await?)
+    }
+
+    async fn spawn_isolated(
+        &mut self,
+        cmd: WitCommand,
+        iso: WitIsolation,
+    ) -> Result<u64, WitHostError> {
+        let host = self.isolating("process.spawn-isolated")?;
+        let cmd = self.allowed(cmd)?;
+        Ok(host
+            .spawn_isolated(&self.component.name, cmd, iso.into())
+            .await?)
+    }
+
+    async fn isolation_support(&mut self) -> Result<(), WitHostError> {
+        let host = self.isolating("process.isolation-support")?;
+        Ok(host.isolation_support()?)
     }
 
     async fn signal(&mut self, id: u64, signal: String) -> Result<(), WitHostError> {
@@ -261,5 +315,50 @@ mod tests {
             futures::executor::block_on(no_host.status(1)),
             Err(WitHostError::Failed(m)) if m.contains("not available")
         ));
+    }
+
+    #[test]
+    fn isolation_needs_its_own_grant_besides_process() {
+        let host = Recorder::default();
+        let mut component = ComponentContext {
+            name: "exec".into(),
+            grants: crate::Grants {
+                process: vec!["*".into()],
+                ..Default::default()
+            },
+            plugin_config: "{}".into(),
+            limits: Default::default(),
+        };
+        let iso = || WitIsolation {
+            pid_namespace: true,
+            ipc_namespace: true,
+            uts_namespace: true,
+            chroot: String::new(),
+            binds: vec![],
+            user: String::new(),
+            no_new_privs: true,
+            memory_bytes: 32 << 20,
+            memory_max_bytes: 0,
+            cpu_shares: 100,
+            cpuset_cpus: String::new(),
+        };
+        let mut view = Process::new(&component, Some(&host));
+        let denied = futures::executor::block_on(view.spawn_isolated(command("true"), iso()));
+        assert!(
+            matches!(&denied, Err(WitHostError::Denied(m)) if m.contains("`isolation` grant") && m.contains("isolation = true")),
+            "{denied:?}"
+        );
+        assert!(matches!(
+            futures::executor::block_on(view.isolation_support()),
+            Err(WitHostError::Denied(_))
+        ));
+        component.grants.isolation = true;
+        let mut view = Process::new(&component, Some(&host));
+        // Granted: the host's answer (this one cannot isolate), not a denial.
+        assert!(matches!(
+            futures::executor::block_on(view.spawn_isolated(command("true"), iso())),
+            Err(WitHostError::Failed(m)) if m.contains("cannot isolate")
+        ));
+        assert!(host.0.lock().unwrap().is_empty());
     }
 }

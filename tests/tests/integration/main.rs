@@ -8,6 +8,7 @@ mod bad_input;
 mod cli;
 mod client;
 mod devices;
+mod exec;
 mod fs;
 mod gocheck;
 mod gotypes;

@@ -1,0 +1,246 @@
+//! The `exec` task driver (Nomad's exec): runs a task's `command` with `args` confined —
+//! PID, IPC, UTS and mount namespaces, a chroot of the task dir with read-only binds of
+//! the host's `chroot_env`, as an unprivileged user with no_new_privs, in a cgroup that
+//! enforces the task's `resources` (memory as the hard limit, or the soft one under a
+//! larger `memory_max`; CPU shares from `cpu` MHz).
+//!
+//! The driver is policy only: it decides what confinement a task gets from its config and
+//! resources; the host's `process.spawn-isolated` carries it out, only with the operator's
+//! `isolation` grant (and `process`, which still decides which commands may run):
+//!
+//! ```hcl
+//! plugin "exec" {
+//!   grant {
+//!     process   = ["*"]
+//!     isolation = true
+//!   }
+//!   config {
+//!     chroot_env   = { "/bin" = "/bin", "/usr" = "/usr", "/etc" = "/etc" }  # or a list of paths
+//!     default_user = "nobody"
+//!   }
+//! }
+//! ```
+//!
+//! Without the grants, or on a host that cannot isolate (not root, no cgroup memory
+//! controller), it fingerprints as undetected and says why.
+//!
+//! Task config: `command` (required), `args`, `pid_mode` and `ipc_mode` (`"private"`, the
+//! default, or `"host"`). `cap_add` and `cap_drop` are refused: tasks hold no capabilities.
+//! Inside the task, the task dir is `/`, the allocation's shared dir `/alloc`, and the
+//! `NOMAD_*_DIR` variables say so.
+
+mod config;
+
+use paddock_driver_sdk::host::{config as plugin_config, process};
+use paddock_driver_sdk::{
+    Capabilities, Driver, DriverError, Fingerprint, FsIsolation, HostError, Mount, PluginInfo,
+    ResourceUsage, TaskConfig, TaskHandle, TaskState, TaskStatus, WaitStatus,
+};
+use serde::{Deserialize, Serialize};
+
+/// Layout of [`State`] in handles.
+const HANDLE_FORMAT: u32 = 1;
+
+/// What the driver remembers about a task, in its handle.
+#[derive(Debug, Serialize, Deserialize)]
+struct State {
+    /// Host process id.
+    process: u64,
+    /// Start time, ns since the epoch.
+    started_at: u64,
+}
+
+/// The exec driver.
+pub struct Exec;
+
+fn not_found(handle: &TaskHandle, e: HostError) -> DriverError {
+    match e {
+        HostError::NotFound(m) => DriverError::TaskNotFound(format!("{}: {m}", handle.task_id)),
+        other => DriverError::from(other),
+    }
+}
+
+/// A host path as the task sees it: the task dir is `/`, the shared alloc dir `/alloc`.
+fn task_view(value: &str, cfg: &TaskConfig) -> String {
+    let rebase = |base: &str, to: &str| -> Option<String> {
+        let rest = value.strip_prefix(base.trim_end_matches('/'))?;
+        (rest.is_empty() || rest.starts_with('/')).then(|| {
+            let joined = format!("{to}{rest}");
+            if joined.is_empty() {
+                "/".into()
+            } else {
+                joined
+            }
+        })
+    };
+    rebase(&cfg.alloc_dir, "/alloc")
+        .or_else(|| rebase(&cfg.task_dir, ""))
+        .unwrap_or_else(|| value.to_string())
+}
+
+impl Driver for Exec {
+    fn info() -> PluginInfo {
+        PluginInfo::new("exec", env!("CARGO_PKG_VERSION"))
+    }
+
+    fn capabilities() -> Capabilities {
+        Capabilities {
+            send_signals: true,
+            exec: false,
+            fs_isolation: FsIsolation::Chroot,
+        }
+    }
+
+    fn fingerprint() -> Fingerprint {
+        match config::plugin(&plugin_config::raw()) {
+            Err(e) => return Fingerprint::unhealthy(format!("invalid plugin config: {e}")),
+            Ok(c) if c.enabled == Some(false) => {
+                return Fingerprint::undetected("disabled by the plugin config (enabled = false)");
+            }
+            Ok(_) => {}
+        }
+        match process::isolation_support() {
+            Ok(()) => Fingerprint::healthy().with_attribute("version", env!("CARGO_PKG_VERSION")),
+            Err(HostError::Denied(m)) => Fingerprint::undetected(format!(
+                "exec needs the `process` and `isolation` grants (plugin \"exec\" {{ grant {{ process = [...] isolation = true }} }}): {m}"
+            )),
+            Err(e) => Fingerprint::undetected(format!("this host cannot isolate tasks: {e}")),
+        }
+    }
+
+    fn validate_config(config: &str) -> Result<(), DriverError> {
+        config::task(config).map(|_| ())
+    }
+
+    fn start(cfg: TaskConfig) -> Result<TaskHandle, DriverError> {
+        let task = config::task(&cfg.driver_config)?;
+        let plugin = config::plugin(&plugin_config::raw()).map_err(DriverError::failed)?;
+        let mut binds: Vec<Mount> = plugin
+            .chroot_env
+            .iter()
+            .map(|(host, inside)| Mount {
+                task_path: inside.clone(),
+                host_path: host.clone(),
+                read_only: true,
+            })
+            .collect();
+        binds.push(Mount {
+            task_path: "/alloc".into(),
+            host_path: cfg.alloc_dir.clone(),
+            read_only: false,
+        });
+        let env = cfg
+            .env
+            .iter()
+            .map(|(k, v)| {
+                let v = if k.starts_with("NOMAD_") && k.ends_with("_DIR") {
+                    task_view(v, &cfg)
+                } else {
+                    v.clone()
+                };
+                (k.clone(), v)
+            })
+            .collect();
+        let cmd = process::Command {
+            path: task.command,
+            args: task.args,
+            env,
+            cwd: cfg.task_dir.clone(),
+            stdout_path: cfg.stdout_path.clone(),
+            stderr_path: cfg.stderr_path.clone(),
+            user: String::new(),
+            logs: Some(cfg.logs),
+        };
+        let r = &cfg.resources;
+        let iso = process::Isolation {
+            pid_namespace: task.private_pid,
+            ipc_namespace: task.private_ipc,
+            uts_namespace: true,
+            chroot: cfg.task_dir.clone(),
+            binds,
+            user: if cfg.user.is_empty() {
+                plugin.default_user
+            } else {
+                cfg.user.clone()
+            },
+            no_new_privs: true,
+            memory_bytes: u64::from(r.memory_mb) << 20,
+            memory_max_bytes: u64::from(r.memory_max_mb) << 20,
+            cpu_shares: u64::from(r.cpu_mhz),
+            cpuset_cpus: String::new(),
+        };
+        let id = process::spawn_isolated(&cmd, &iso).map_err(|e| match e {
+            HostError::Denied(m) => DriverError::Denied(m),
+            other => DriverError::failed(other.to_string()),
+        })?;
+        let state = State {
+            process: id,
+            started_at: paddock_driver_sdk::host::timer::now(),
+        };
+        TaskHandle::with_format(cfg.id, HANDLE_FORMAT, &state)
+    }
+
+    fn recover(handle: TaskHandle) -> Result<TaskHandle, DriverError> {
+        handle.require_format(&[HANDLE_FORMAT])?;
+        let s: State = handle.state()?;
+        process::status(s.process).map_err(|e| not_found(&handle, e))?;
+        Ok(handle)
+    }
+
+    fn wait(handle: TaskHandle) -> Result<WaitStatus, DriverError> {
+        let s: State = handle.state()?;
+        match process::status(s.process).map_err(|e| not_found(&handle, e))? {
+            process::Status::Running => Ok(WaitStatus::on_exit_of(vec![s.process])),
+            process::Status::Exited(r) => Ok(WaitStatus::Exited(r)),
+        }
+    }
+
+    fn stop(handle: TaskHandle, timeout_ns: u64, signal: &str) -> Result<TaskHandle, DriverError> {
+        let s: State = handle.state()?;
+        let signal = if signal.is_empty() { "SIGTERM" } else { signal };
+        process::stop(s.process, signal, timeout_ns).map_err(|e| not_found(&handle, e))?;
+        Ok(handle)
+    }
+
+    fn destroy(handle: TaskHandle, force: bool) -> Result<(), DriverError> {
+        let s: State = handle.state()?;
+        match process::status(s.process) {
+            Ok(process::Status::Running) if !force => Err(DriverError::failed(
+                "task is still running; stop it first or destroy with force",
+            )),
+            // Release also removes the task's cgroup.
+            Ok(_) => process::release(s.process).map_err(|e| not_found(&handle, e)),
+            Err(HostError::NotFound(_)) => Ok(()),
+            Err(e) => Err(e.into()),
+        }
+    }
+
+    fn inspect(handle: TaskHandle) -> Result<TaskStatus, DriverError> {
+        let s: State = handle.state()?;
+        let (state, exit) = match process::status(s.process).map_err(|e| not_found(&handle, e))? {
+            process::Status::Running => (TaskState::Running, None),
+            process::Status::Exited(r) => (TaskState::Exited, Some(r)),
+        };
+        Ok(TaskStatus {
+            id: handle.task_id.clone(),
+            state,
+            started_at: s.started_at,
+            completed_at: 0,
+            exit_result: exit,
+            attributes: vec![("process".to_string(), s.process.to_string())],
+        })
+    }
+
+    fn signal(handle: TaskHandle, signal: &str) -> Result<TaskHandle, DriverError> {
+        let s: State = handle.state()?;
+        process::signal(s.process, signal).map_err(|e| not_found(&handle, e))?;
+        Ok(handle)
+    }
+
+    fn stats(handle: TaskHandle) -> Result<ResourceUsage, DriverError> {
+        let s: State = handle.state()?;
+        process::stats(s.process).map_err(|e| not_found(&handle, e))
+    }
+}
+
+paddock_driver_sdk::export_driver!(Exec);
