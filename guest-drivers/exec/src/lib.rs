@@ -34,31 +34,14 @@ mod config;
 use paddock_driver_sdk::host::{config as plugin_config, process};
 use paddock_driver_sdk::{
     Capabilities, Driver, DriverError, Fingerprint, FsIsolation, HostError, Mount, PluginInfo,
-    ResourceUsage, TaskConfig, TaskHandle, TaskState, TaskStatus, WaitStatus,
+    ProcessTask, ResourceUsage, TaskConfig, TaskHandle, TaskStatus, WaitStatus,
 };
-use serde::{Deserialize, Serialize};
 
-/// Layout of [`State`] in handles.
+/// Format of the driver state ([`ProcessTask`]) in handles.
 const HANDLE_FORMAT: u32 = 1;
-
-/// What the driver remembers about a task, in its handle.
-#[derive(Debug, Serialize, Deserialize)]
-struct State {
-    /// Host process id.
-    process: u64,
-    /// Start time, ns since the epoch.
-    started_at: u64,
-}
 
 /// The exec driver.
 pub struct Exec;
-
-fn not_found(handle: &TaskHandle, e: HostError) -> DriverError {
-    match e {
-        HostError::NotFound(m) => DriverError::TaskNotFound(format!("{}: {m}", handle.task_id)),
-        other => DriverError::from(other),
-    }
-}
 
 /// A host path as the task sees it: the task dir is `/`, the shared alloc dir `/alloc`.
 fn task_view(value: &str, cfg: &TaskConfig) -> String {
@@ -173,73 +156,35 @@ impl Driver for Exec {
             HostError::Denied(m) => DriverError::Denied(m),
             other => DriverError::failed(other.to_string()),
         })?;
-        let state = State {
-            process: id,
-            started_at: paddock_driver_sdk::host::timer::now(),
-        };
-        TaskHandle::with_format(cfg.id, HANDLE_FORMAT, &state)
+        ProcessTask::started(id).handle(cfg.id, HANDLE_FORMAT)
     }
 
     fn recover(handle: TaskHandle) -> Result<TaskHandle, DriverError> {
-        handle.require_format(&[HANDLE_FORMAT])?;
-        let s: State = handle.state()?;
-        process::status(s.process).map_err(|e| not_found(&handle, e))?;
-        Ok(handle)
+        ProcessTask::recover(handle, &[HANDLE_FORMAT])
     }
 
     fn wait(handle: TaskHandle) -> Result<WaitStatus, DriverError> {
-        let s: State = handle.state()?;
-        match process::status(s.process).map_err(|e| not_found(&handle, e))? {
-            process::Status::Running => Ok(WaitStatus::on_exit_of(vec![s.process])),
-            process::Status::Exited(r) => Ok(WaitStatus::Exited(r)),
-        }
+        ProcessTask::wait(&handle)
     }
 
     fn stop(handle: TaskHandle, timeout_ns: u64, signal: &str) -> Result<TaskHandle, DriverError> {
-        let s: State = handle.state()?;
-        let signal = if signal.is_empty() { "SIGTERM" } else { signal };
-        process::stop(s.process, signal, timeout_ns).map_err(|e| not_found(&handle, e))?;
-        Ok(handle)
+        ProcessTask::stop(handle, timeout_ns, signal)
     }
 
     fn destroy(handle: TaskHandle, force: bool) -> Result<(), DriverError> {
-        let s: State = handle.state()?;
-        match process::status(s.process) {
-            Ok(process::Status::Running) if !force => Err(DriverError::failed(
-                "task is still running; stop it first or destroy with force",
-            )),
-            // Release also removes the task's cgroup.
-            Ok(_) => process::release(s.process).map_err(|e| not_found(&handle, e)),
-            Err(HostError::NotFound(_)) => Ok(()),
-            Err(e) => Err(e.into()),
-        }
+        ProcessTask::destroy(&handle, force)
     }
 
     fn inspect(handle: TaskHandle) -> Result<TaskStatus, DriverError> {
-        let s: State = handle.state()?;
-        let (state, exit) = match process::status(s.process).map_err(|e| not_found(&handle, e))? {
-            process::Status::Running => (TaskState::Running, None),
-            process::Status::Exited(r) => (TaskState::Exited, Some(r)),
-        };
-        Ok(TaskStatus {
-            id: handle.task_id.clone(),
-            state,
-            started_at: s.started_at,
-            completed_at: 0,
-            exit_result: exit,
-            attributes: vec![("process".to_string(), s.process.to_string())],
-        })
+        ProcessTask::inspect(&handle)
     }
 
     fn signal(handle: TaskHandle, signal: &str) -> Result<TaskHandle, DriverError> {
-        let s: State = handle.state()?;
-        process::signal(s.process, signal).map_err(|e| not_found(&handle, e))?;
-        Ok(handle)
+        ProcessTask::signal(handle, signal)
     }
 
     fn stats(handle: TaskHandle) -> Result<ResourceUsage, DriverError> {
-        let s: State = handle.state()?;
-        process::stats(s.process).map_err(|e| not_found(&handle, e))
+        ProcessTask::stats(&handle)
     }
 }
 

@@ -30,32 +30,12 @@ mod config;
 
 use paddock_driver_sdk::host::{config as plugin_config, process};
 use paddock_driver_sdk::{
-    Capabilities, Driver, DriverError, Fingerprint, HostError, PluginInfo, ResourceUsage, Stamp,
-    TaskConfig, TaskHandle, TaskState, TaskStatus, WaitStatus,
+    Capabilities, Driver, DriverError, Fingerprint, HostError, PluginInfo, ProcessTask,
+    ResourceUsage, Stamp, TaskConfig, TaskHandle, TaskStatus, WaitStatus,
 };
-use serde::{Deserialize, Serialize};
-
-/// What the driver remembers about a task, in its handle.
-#[derive(Debug, Serialize, Deserialize)]
-struct State {
-    /// Host process id.
-    process: u64,
-    /// Start time, ns since the epoch.
-    started_at: u64,
-    /// Exit time, ns, once seen.
-    #[serde(default)]
-    completed_at: u64,
-}
 
 /// The raw_exec driver.
 pub struct RawExec;
-
-fn not_found(handle: &TaskHandle, e: HostError) -> DriverError {
-    match e {
-        HostError::NotFound(m) => DriverError::TaskNotFound(format!("{}: {m}", handle.task_id)),
-        other => DriverError::from(other),
-    }
-}
 
 impl Driver for RawExec {
     fn info() -> PluginInfo {
@@ -109,73 +89,35 @@ impl Driver for RawExec {
             // a retry either.
             other => DriverError::failed(other.to_string()),
         })?;
-        let state = State {
-            process: id,
-            started_at: paddock_driver_sdk::host::timer::now(),
-            completed_at: 0,
-        };
-        TaskHandle::with_format(cfg.id, Stamp::get().handle_format, &state)
+        ProcessTask::started(id).handle(cfg.id, Stamp::get().handle_format)
     }
 
     fn recover(handle: TaskHandle) -> Result<TaskHandle, DriverError> {
-        handle.require_format(&[Stamp::get().handle_format])?;
-        let s: State = handle.state()?;
-        process::status(s.process).map_err(|e| not_found(&handle, e))?;
-        Ok(handle)
+        ProcessTask::recover(handle, &[Stamp::get().handle_format])
     }
 
     fn wait(handle: TaskHandle) -> Result<WaitStatus, DriverError> {
-        let s: State = handle.state()?;
-        match process::status(s.process).map_err(|e| not_found(&handle, e))? {
-            process::Status::Running => Ok(WaitStatus::on_exit_of(vec![s.process])),
-            process::Status::Exited(r) => Ok(WaitStatus::Exited(r)),
-        }
+        ProcessTask::wait(&handle)
     }
 
     fn stop(handle: TaskHandle, timeout_ns: u64, signal: &str) -> Result<TaskHandle, DriverError> {
-        let s: State = handle.state()?;
-        let signal = if signal.is_empty() { "SIGTERM" } else { signal };
-        process::stop(s.process, signal, timeout_ns).map_err(|e| not_found(&handle, e))?;
-        Ok(handle)
+        ProcessTask::stop(handle, timeout_ns, signal)
     }
 
     fn destroy(handle: TaskHandle, force: bool) -> Result<(), DriverError> {
-        let s: State = handle.state()?;
-        match process::status(s.process) {
-            Ok(process::Status::Running) if !force => Err(DriverError::failed(
-                "task is still running; stop it first or destroy with force",
-            )),
-            Ok(_) => process::release(s.process).map_err(|e| not_found(&handle, e)),
-            Err(HostError::NotFound(_)) => Ok(()),
-            Err(e) => Err(e.into()),
-        }
+        ProcessTask::destroy(&handle, force)
     }
 
     fn inspect(handle: TaskHandle) -> Result<TaskStatus, DriverError> {
-        let s: State = handle.state()?;
-        let (state, exit) = match process::status(s.process).map_err(|e| not_found(&handle, e))? {
-            process::Status::Running => (TaskState::Running, None),
-            process::Status::Exited(r) => (TaskState::Exited, Some(r)),
-        };
-        Ok(TaskStatus {
-            id: handle.task_id.clone(),
-            state,
-            started_at: s.started_at,
-            completed_at: s.completed_at,
-            exit_result: exit,
-            attributes: vec![("process".to_string(), s.process.to_string())],
-        })
+        ProcessTask::inspect(&handle)
     }
 
     fn signal(handle: TaskHandle, signal: &str) -> Result<TaskHandle, DriverError> {
-        let s: State = handle.state()?;
-        process::signal(s.process, signal).map_err(|e| not_found(&handle, e))?;
-        Ok(handle)
+        ProcessTask::signal(handle, signal)
     }
 
     fn stats(handle: TaskHandle) -> Result<ResourceUsage, DriverError> {
-        let s: State = handle.state()?;
-        process::stats(s.process).map_err(|e| not_found(&handle, e))
+        ProcessTask::stats(&handle)
     }
 }
 

@@ -32,9 +32,11 @@ extern crate self as paddock_driver_sdk;
 
 pub mod duration;
 pub mod host;
+pub mod process_task;
 mod types;
 
 pub use paddock_guest_core::stamp::Stamp;
+pub use process_task::ProcessTask;
 pub use types::DEFAULT_STATE_VERSION;
 
 #[doc(hidden)]

@@ -1,0 +1,158 @@
+//! The lifecycle of a task that is one host process (as `raw_exec` and `exec` run them):
+//! the handle's driver state names the process the host's `process` interface started,
+//! and every later call — recover, wait, stop, destroy, inspect, signal, stats — is the
+//! same few host calls over it. A driver starts the process its own way, then hands the
+//! rest to [`ProcessTask`]:
+//!
+//! ```ignore
+//! fn start(cfg: TaskConfig) -> Result<TaskHandle, DriverError> {
+//!     let id = process::spawn(&command).map_err(...)?;
+//!     ProcessTask::started(id).handle(cfg.id, FORMAT)
+//! }
+//! fn wait(handle: TaskHandle) -> Result<WaitStatus, DriverError> {
+//!     ProcessTask::wait(&handle)
+//! }
+//! ```
+
+use serde::{Deserialize, Serialize};
+
+use crate::host::{process, timer};
+use crate::{DriverError, HostError, ResourceUsage, TaskHandle, TaskState, TaskStatus, WaitStatus};
+
+/// What a process task's handle keeps (the driver state, as JSON).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ProcessTask {
+    /// Host process id.
+    pub process: u64,
+    /// Start time, ns since the epoch.
+    pub started_at: u64,
+    /// Exit time, ns, once seen (0 until then).
+    #[serde(default)]
+    pub completed_at: u64,
+}
+
+/// A host error about the task's process: "not found" means the task is gone.
+pub fn not_found(handle: &TaskHandle, e: HostError) -> DriverError {
+    match e {
+        HostError::NotFound(m) => DriverError::TaskNotFound(format!("{}: {m}", handle.task_id)),
+        other => DriverError::from(other),
+    }
+}
+
+impl ProcessTask {
+    /// The host process `process`, started now.
+    pub fn started(process: u64) -> Self {
+        Self {
+            process,
+            started_at: timer::now(),
+            completed_at: 0,
+        }
+    }
+
+    /// Its handle for task `task_id`, in driver-state format `format`.
+    pub fn handle(
+        &self,
+        task_id: impl Into<String>,
+        format: u32,
+    ) -> Result<TaskHandle, DriverError> {
+        TaskHandle::with_format(task_id, format, self)
+    }
+
+    /// `recover`: a handle of one of `formats` whose process the host still knows.
+    pub fn recover(handle: TaskHandle, formats: &[u32]) -> Result<TaskHandle, DriverError> {
+        handle.require_format(formats)?;
+        let s: Self = handle.state()?;
+        process::status(s.process).map_err(|e| not_found(&handle, e))?;
+        Ok(handle)
+    }
+
+    /// `wait`: the exit, or wake on the process's exit.
+    pub fn wait(handle: &TaskHandle) -> Result<WaitStatus, DriverError> {
+        let s: Self = handle.state()?;
+        match process::status(s.process).map_err(|e| not_found(handle, e))? {
+            process::Status::Running => Ok(WaitStatus::on_exit_of(vec![s.process])),
+            process::Status::Exited(r) => Ok(WaitStatus::Exited(r)),
+        }
+    }
+
+    /// `stop`: `signal` (SIGTERM when empty), then SIGKILL after `timeout_ns`; the host
+    /// escalates.
+    pub fn stop(
+        handle: TaskHandle,
+        timeout_ns: u64,
+        signal: &str,
+    ) -> Result<TaskHandle, DriverError> {
+        let s: Self = handle.state()?;
+        let signal = if signal.is_empty() { "SIGTERM" } else { signal };
+        process::stop(s.process, signal, timeout_ns).map_err(|e| not_found(&handle, e))?;
+        Ok(handle)
+    }
+
+    /// `destroy`: release the process (the host removes what it set up for it, a cgroup
+    /// included); a running one is refused unless `force`, as the contract says.
+    pub fn destroy(handle: &TaskHandle, force: bool) -> Result<(), DriverError> {
+        let s: Self = handle.state()?;
+        match process::status(s.process) {
+            Ok(process::Status::Running) if !force => Err(DriverError::failed(
+                "task is still running; stop it first or destroy with force",
+            )),
+            Ok(_) => process::release(s.process).map_err(|e| not_found(handle, e)),
+            Err(HostError::NotFound(_)) => Ok(()),
+            Err(e) => Err(e.into()),
+        }
+    }
+
+    /// `inspect`: running or exited, with the process id as an attribute.
+    pub fn inspect(handle: &TaskHandle) -> Result<TaskStatus, DriverError> {
+        let s: Self = handle.state()?;
+        let (state, exit) = match process::status(s.process).map_err(|e| not_found(handle, e))? {
+            process::Status::Running => (TaskState::Running, None),
+            process::Status::Exited(r) => (TaskState::Exited, Some(r)),
+        };
+        Ok(TaskStatus {
+            id: handle.task_id.clone(),
+            state,
+            started_at: s.started_at,
+            completed_at: s.completed_at,
+            exit_result: exit,
+            attributes: vec![("process".to_string(), s.process.to_string())],
+        })
+    }
+
+    /// `signal`: send `signal` to the process.
+    pub fn signal(handle: TaskHandle, signal: &str) -> Result<TaskHandle, DriverError> {
+        let s: Self = handle.state()?;
+        process::signal(s.process, signal).map_err(|e| not_found(&handle, e))?;
+        Ok(handle)
+    }
+
+    /// `stats`: the process's usage as the host measures it.
+    pub fn stats(handle: &TaskHandle) -> Result<ResourceUsage, DriverError> {
+        let s: Self = handle.state()?;
+        process::stats(s.process).map_err(|e| not_found(handle, e))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_handle_without_completed_at_still_reads() {
+        // What exec wrote before this module: no `completed_at`.
+        let handle = TaskHandle {
+            version: 1,
+            task_id: "t".into(),
+            driver_state: br#"{"process":7,"started_at":9}"#.to_vec(),
+        };
+        let s: ProcessTask = handle.state().unwrap();
+        assert_eq!(
+            s,
+            ProcessTask {
+                process: 7,
+                started_at: 9,
+                completed_at: 0
+            }
+        );
+    }
+}
