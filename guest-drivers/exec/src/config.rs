@@ -70,40 +70,7 @@ pub fn task(json: &str) -> Result<TaskConfig, DriverError> {
         DriverError::InvalidConfig(vec![field("", format!("not a JSON object: {e}"))])
     })?;
     let mut errors = Vec::new();
-    let command = match map.get("command") {
-        Some(Value::String(s)) if !s.trim().is_empty() => s.clone(),
-        Some(Value::String(_)) => {
-            errors.push(field("command", "must not be empty"));
-            String::new()
-        }
-        None | Some(Value::Null) => {
-            errors.push(field("command", "missing required field"));
-            String::new()
-        }
-        Some(other) => {
-            errors.push(field("command", format!("expected a string, got {other}")));
-            String::new()
-        }
-    };
-    let mut args = Vec::new();
-    match map.get("args") {
-        None | Some(Value::Null) => {}
-        Some(Value::Array(a)) => {
-            for (i, v) in a.iter().enumerate() {
-                match v {
-                    Value::String(s) => args.push(s.clone()),
-                    other => errors.push(field(
-                        &format!("args[{i}]"),
-                        format!("expected a string, got {other}"),
-                    )),
-                }
-            }
-        }
-        Some(other) => errors.push(field(
-            "args",
-            format!("expected a list of strings, got {other}"),
-        )),
-    }
+    let (command, args) = paddock_driver_sdk::process_task::command_and_args(&map, &mut errors);
     let private_pid = mode(&map, "pid_mode", &mut errors);
     let private_ipc = mode(&map, "ipc_mode", &mut errors);
     for key in ["cap_add", "cap_drop"] {

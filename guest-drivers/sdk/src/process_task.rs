@@ -17,7 +17,57 @@
 use serde::{Deserialize, Serialize};
 
 use crate::host::{process, timer};
-use crate::{DriverError, HostError, ResourceUsage, TaskHandle, TaskState, TaskStatus, WaitStatus};
+use crate::{
+    DriverError, FieldError, HostError, ResourceUsage, TaskHandle, TaskState, TaskStatus,
+    WaitStatus,
+};
+
+/// The `command` (required, not empty) and `args` (a list of strings) of a process task's
+/// config object, every bad field added to `errors` (an empty command when it is bad).
+pub fn command_and_args(
+    map: &serde_json::Map<String, serde_json::Value>,
+    errors: &mut Vec<FieldError>,
+) -> (String, Vec<String>) {
+    use serde_json::Value;
+    let command = match map.get("command") {
+        Some(Value::String(s)) if !s.trim().is_empty() => s.clone(),
+        Some(Value::String(_)) => {
+            errors.push(FieldError::new("command", "must not be empty"));
+            String::new()
+        }
+        None | Some(Value::Null) => {
+            errors.push(FieldError::new("command", "missing required field"));
+            String::new()
+        }
+        Some(other) => {
+            errors.push(FieldError::new(
+                "command",
+                format!("expected a string, got {other}"),
+            ));
+            String::new()
+        }
+    };
+    let mut args = Vec::new();
+    match map.get("args") {
+        None | Some(Value::Null) => {}
+        Some(Value::Array(a)) => {
+            for (i, v) in a.iter().enumerate() {
+                match v {
+                    Value::String(s) => args.push(s.clone()),
+                    other => errors.push(FieldError::new(
+                        format!("args[{i}]"),
+                        format!("expected a string, got {other}"),
+                    )),
+                }
+            }
+        }
+        Some(other) => errors.push(FieldError::new(
+            "args",
+            format!("expected a list of strings, got {other}"),
+        )),
+    }
+    (command, args)
+}
 
 /// What a process task's handle keeps (the driver state, as JSON).
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
