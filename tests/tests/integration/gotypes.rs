@@ -148,9 +148,12 @@ async fn every_endpoint_decodes_as_nomads_go_client_decodes_it() {
             .await;
     }
     let tmp_id = tmp[0]["ID"].as_str().unwrap();
+    // Both stops before any gc: a gc between them could collect the stopped allocation.
     for m in ["POST", "PUT"] {
         c.json::<go::AllocStopResponse>(req(m, "/v1/allocation/{id}/stop").arg(tmp_id))
             .await;
+    }
+    for m in ["POST", "PUT"] {
         c.json::<go::EmptyResponse>(req(m, "/v1/client/gc")).await;
     }
     c.json::<go::EmptyResponse>(req("GET", "/v1/client/gc"))
