@@ -50,12 +50,31 @@ pub struct Cgroup {
     v2: bool,
 }
 
+/// Whether the host has the unified hierarchy (read once: it does not change under a
+/// running executor).
 fn is_v2() -> bool {
-    Path::new(ROOT).join("cgroup.controllers").exists()
+    static V2: std::sync::OnceLock<bool> = std::sync::OnceLock::new();
+    *V2.get_or_init(|| Path::new(ROOT).join("cgroup.controllers").exists())
 }
 
-/// The v1 hierarchy dir holding `controller`, with this process's place in it.
+/// The v1 hierarchy dir holding `controller`, with this process's place in it. Looked up
+/// once per controller: a task start would otherwise read `/proc/self/cgroup` and resolve
+/// the mount for each one.
 fn v1_own(controller: &str) -> Option<PathBuf> {
+    type Seen = std::sync::Mutex<std::collections::HashMap<String, Option<PathBuf>>>;
+    static SEEN: std::sync::OnceLock<Seen> = std::sync::OnceLock::new();
+    let seen = SEEN.get_or_init(Default::default);
+    if let Some(found) = seen.lock().unwrap().get(controller) {
+        return found.clone();
+    }
+    let found = v1_lookup(controller);
+    seen.lock()
+        .unwrap()
+        .insert(controller.to_string(), found.clone());
+    found
+}
+
+fn v1_lookup(controller: &str) -> Option<PathBuf> {
     let mount = std::fs::canonicalize(Path::new(ROOT).join(controller)).ok()?;
     let own = std::fs::read_to_string("/proc/self/cgroup").ok()?;
     let path = own.lines().find_map(|l| {
@@ -207,13 +226,20 @@ impl Cgroup {
         Ok(cg)
     }
 
-    /// Each dir's `cgroup.procs`, open for the child to write "0" (itself) into before it
-    /// execs, so that not one allocation of the task happens outside its limit.
+    /// The file of each dir that the child writes "0" (itself) into before it execs, so
+    /// that not one allocation of the task happens outside its limit.
+    ///
+    /// On v1 that is `tasks`, which moves one thread: the forked child has only the one,
+    /// so it is the whole process, and the kernel moves the current thread without the
+    /// global threadgroup lock that `cgroup.procs` takes (a write lock that waits for an
+    /// RCU grace period: about a millisecond per task start on this machine's kernel). On
+    /// v2, whose `cgroup.threads` works only in threaded cgroups, `cgroup.procs`.
     pub fn procs_files(&self) -> Result<Vec<std::fs::File>, CgroupError> {
+        let file = if self.v2 { "cgroup.procs" } else { "tasks" };
         self.dirs
             .iter()
             .map(|d| {
-                let p = d.join("cgroup.procs");
+                let p = d.join(file);
                 std::fs::OpenOptions::new()
                     .write(true)
                     .open(&p)
