@@ -10,7 +10,8 @@
 //!   exit through the task executor, plain (raw_exec) and isolated (exec: PID, IPC, UTS and
 //!   mount namespaces, chroot with the default chroot_env, nobody, a cgroup with limits,
 //!   released after), beside a bare spawn-and-wait: the cost of isolation. Needs root and
-//!   cgroups; skipped otherwise.
+//!   cgroups; skipped otherwise. `isolation/start/raw_exec` vs `isolation/start/exec`: the
+//!   same, timing start→running only (until `start` returns with the process running).
 //!
 //! Run: `cargo bench -p paddock --bench drivers`. Quote medians and ratios.
 
@@ -313,7 +314,67 @@ fn benches(c: &mut Criterion) {
             assert!(status.success());
         })
     });
+    // Start→running alone: the clock stops when `start` returns, once the process runs
+    // (exec'd, confined); waiting for the exit and destroying are not timed.
+    for (name, d, c) in [
+        ("start/raw_exec", &raw_exec, &cfg),
+        ("start/exec", &exec, &exec_cfg),
+    ] {
+        let dm = &dm_exec;
+        g.bench_function(name, |b| {
+            b.to_async(&tokio).iter_custom(|iters| async move {
+                let mut timed = Duration::ZERO;
+                for _ in 0..iters {
+                    let t = std::time::Instant::now();
+                    let h = d.start(c.clone(), None).await.unwrap();
+                    timed += t.elapsed();
+                    let r = run_to_exit(dm, d, &h).await;
+                    d.destroy(h, false).await.unwrap();
+                    assert_eq!(r.exit_code, 0, "{r:?}");
+                }
+                timed
+            })
+        });
+    }
     g.finish();
+    compare_isolation(&tokio, &dm_exec, [(&raw_exec, &cfg), (&exec, &exec_cfg)]);
+}
+
+/// raw_exec and exec alternated, one task each per round, so that both see the same
+/// machine (a shared one is noisy over the seconds between two criterion groups): median
+/// start→running and start→exit of each, and their ratio.
+fn compare_isolation(
+    tokio: &tokio::runtime::Runtime,
+    dm: &DriverManager,
+    drivers: [(&Driver, &TaskConfig); 2],
+) {
+    const ROUNDS: usize = 400;
+    let mut times = [[Vec::new(), Vec::new()], [Vec::new(), Vec::new()]];
+    tokio.block_on(async {
+        for _ in 0..ROUNDS {
+            for (i, (d, c)) in drivers.iter().enumerate() {
+                let t = std::time::Instant::now();
+                let h = d.start((*c).clone(), None).await.unwrap();
+                times[i][0].push(t.elapsed());
+                let r = run_to_exit(dm, d, &h).await;
+                times[i][1].push(t.elapsed());
+                d.destroy(h, false).await.unwrap();
+                assert_eq!(r.exit_code, 0, "{r:?}");
+            }
+        }
+    });
+    let median = |v: &mut Vec<Duration>| {
+        v.sort();
+        v[v.len() / 2]
+    };
+    for (phase, what) in ["start→running", "start→exit"].iter().enumerate() {
+        let raw = median(&mut times[0][phase]);
+        let exec = median(&mut times[1][phase]);
+        eprintln!(
+            "isolation/compare {what}: raw_exec {raw:?}, exec {exec:?}, exec/raw_exec {:.2}x (medians of {ROUNDS} alternated rounds)",
+            exec.as_secs_f64() / raw.as_secs_f64()
+        );
+    }
 }
 
 /// The same `/bin/true` as a whole task through the agent: alloc runner, task runner,

@@ -1,25 +1,24 @@
 //! Confining a task process (the `exec` driver's isolation): namespaces, a chroot of the
 //! task dir with read-only binds of the host's `chroot_env`, a minimal `/dev`, another
-//! user, no_new_privs and a cgroup, all set up in the child between fork and exec.
+//! user, no_new_privs and a cgroup, all set up in the child between its clone and its
+//! exec (see `clone.rs`).
 //!
 //! Everything that allocates or can fail with a useful message (users, paths, mount
-//! points, the cgroup) is done before the fork, in [`prepare`]; the child ([`Prepared::
+//! points, the cgroup) is done before the clone, in [`prepare`]; the child ([`Prepared::
 //! enter`]) only makes syscalls on what was prepared. They go through `rustix`, which is
 //! already the executor's OS layer: raw syscalls on `&CStr`s, so nothing in the child
-//! allocates or takes a libc lock (nix and libc wrappers would go through libc, whose
-//! `setuid` and friends broadcast to threads that no longer exist after the fork).
+//! allocates or takes a libc lock (libc's `setuid` and friends would broadcast to the
+//! executor's other threads, whose memory the child shares).
 //!
-//! A PID namespace takes effect for the children of whoever unshares it, so the executor
-//! forks the task from a short-lived thread that unshared it first ([`spawn_in`]); the
-//! task is PID 1 of its namespace, which the kernel tears down when it exits. As every PID
+//! The namespaces are clone flags ([`Prepared::clone_flags`]): the task is born in them,
+//! PID 1 of its own PID namespace, which the kernel tears down when it exits. As every PID
 //! 1, the task ignores signals it has no handler for, except SIGKILL: a stop escalates to
 //! SIGKILL after the kill timeout.
 
 use std::ffi::CString;
 use std::io;
-use std::os::fd::{AsFd, OwnedFd};
+use std::os::fd::OwnedFd;
 use std::os::unix::ffi::OsStrExt;
-use std::os::unix::process::CommandExt;
 use std::path::{Path, PathBuf};
 
 use rustix::fs::{CWD, FileType, Mode};
@@ -71,7 +70,6 @@ const DEV_NODES: &[(&str, u32, u32)] = &[
 /// What the child does, prepared by the parent.
 pub struct Prepared {
     flags: UnshareFlags,
-    pid_ns: bool,
     root: Option<CString>,
     /// (host source, mount point under the root, read-only).
     binds: Vec<(CString, CString, bool)>,
@@ -84,10 +82,6 @@ pub struct Prepared {
     gid: u32,
     no_new_privs: bool,
     cgroup_procs: Vec<OwnedFd>,
-    /// Where the child says which step failed (the spawn error carries only an errno).
-    report: OwnedFd,
-    /// The parent's end of `report`.
-    pub report_read: OwnedFd,
     /// The program as the child execs it (inside the chroot).
     pub program: PathBuf,
     /// The process's cgroup.
@@ -144,10 +138,11 @@ pub fn prepare(
     if iso.uts_namespace {
         flags |= UnshareFlags::NEWUTS;
     }
-    let (report_read, report) = pipe()?;
+    if iso.pid_namespace {
+        flags |= UnshareFlags::NEWPID;
+    }
     let mut p = Prepared {
         flags,
-        pid_ns: iso.pid_namespace,
         root: None,
         binds: Vec::new(),
         dev: None,
@@ -159,8 +154,6 @@ pub fn prepare(
         gid,
         no_new_privs: iso.no_new_privs,
         cgroup_procs: Vec::new(),
-        report,
-        report_read,
         program: PathBuf::from(program),
         cgroup: None,
     };
@@ -292,36 +285,20 @@ fn give_dirs(
     Ok(())
 }
 
-fn pipe() -> Result<(OwnedFd, OwnedFd), IsolateError> {
-    let (r, w) = rustix::pipe::pipe_with(rustix::pipe::PipeFlags::CLOEXEC).map_err(|e| {
-        IsolateError::Io {
-            what: "pipe".into(),
-            source: e.into(),
-        }
-    })?;
-    rustix::fs::fcntl_setfl(&r, rustix::fs::OFlags::NONBLOCK).map_err(|e| IsolateError::Io {
-        what: "pipe".into(),
-        source: e.into(),
-    })?;
-    Ok((r, w))
-}
-
 impl Prepared {
-    /// In the child, after fork and before exec: join the cgroup, unshare, build the
-    /// chroot, enter it, drop to the user. Syscalls on prepared data only.
-    fn enter(&self) -> io::Result<()> {
-        let fail = |what: &'static str| {
-            let report = &self.report;
-            move |e: rustix::io::Errno| {
-                let _ = rustix::io::write(report, what.as_bytes());
-                io::Error::from(e)
-            }
-        };
+    /// The namespaces to clone the child into.
+    pub fn clone_flags(&self) -> i32 {
+        self.flags.bits() as i32
+    }
+
+    /// In the child, born in its namespaces, before exec: join the cgroup, build the
+    /// chroot, enter it, drop to the user. Syscalls on prepared data only; an error names
+    /// the step.
+    pub fn enter(&self) -> Result<(), (&'static str, rustix::io::Errno)> {
+        let fail = |what: &'static str| move |e: rustix::io::Errno| (what, e);
         for fd in &self.cgroup_procs {
             rustix::io::write(fd, b"0").map_err(fail("joining the cgroup"))?;
         }
-        // SAFETY: no FILES flag: the fd table stays shared as it was.
-        unsafe { rustix::thread::unshare_unsafe(self.flags) }.map_err(fail("unshare"))?;
         if let Some(root) = &self.root {
             // Nothing mounted here reaches the host, nor the host's later mounts here.
             rustix::mount::mount_change(
@@ -399,46 +376,4 @@ impl Prepared {
         }
         Ok(())
     }
-
-    /// Set `c` up to run confined: the program inside the chroot, and the child's steps.
-    pub fn apply(self: std::sync::Arc<Self>, c: &mut std::process::Command) {
-        let p = self.clone();
-        // SAFETY: `enter` makes syscalls only, on data prepared before the fork.
-        unsafe {
-            c.pre_exec(move || p.enter());
-        }
-    }
-
-    /// Whether the child gets a PID namespace of its own (see [`spawn_in`]).
-    pub fn pid_namespace(&self) -> bool {
-        self.pid_ns
-    }
-
-    /// The step the child reported failing, if any.
-    pub fn failed_step(&self) -> Option<String> {
-        let mut buf = [0u8; 128];
-        let n = rustix::io::read(self.report_read.as_fd(), &mut buf).ok()?;
-        (n > 0).then(|| String::from_utf8_lossy(&buf[..n]).into_owned())
-    }
-}
-
-/// Run `spawn` (a fork) from a thread that unshared the PID namespace, when `pid_ns`: its
-/// child is PID 1 of a namespace of its own.
-pub fn spawn_in<T: Send>(
-    pid_ns: bool,
-    spawn: impl FnOnce() -> io::Result<T> + Send,
-) -> io::Result<T> {
-    if !pid_ns {
-        return spawn();
-    }
-    std::thread::scope(|s| {
-        s.spawn(|| {
-            // SAFETY: NEWPID only changes where this thread's children are born.
-            unsafe { rustix::thread::unshare_unsafe(UnshareFlags::NEWPID) }
-                .map_err(|e| io::Error::other(format!("unshare(CLONE_NEWPID): {e}")))?;
-            spawn()
-        })
-        .join()
-        .unwrap_or_else(|_| Err(io::Error::other("the spawning thread panicked")))
-    })
 }

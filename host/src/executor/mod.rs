@@ -21,12 +21,14 @@
 //! `processes.rs` (the process table: what the runtime's `process` interface calls, with
 //! the records that let processes outlive the agent), `children.rs` (processes as children
 //! of this process, for a runtime without an executor), `os.rs` (signals, `/proc`),
-//! `isolate.rs` (namespaces, chroot, user for `spawn-isolated`), `cgroup.rs` (a cgroup per
+//! `isolate.rs` (namespaces, chroot, user for `spawn-isolated`), `clone.rs` (starting an
+//! isolated process without fork), `cgroup.rs` (a cgroup per
 //! isolated process: limits, OOM, stats).
 
 pub mod cgroup;
 mod children;
 pub mod client;
+mod clone;
 pub mod isolate;
 mod os;
 pub mod processes;

@@ -3,6 +3,7 @@
 
 use std::collections::HashMap;
 use std::io::{BufRead, BufReader, Read, Write};
+use std::os::fd::OwnedFd;
 use std::os::unix::net::{UnixListener, UnixStream};
 use std::os::unix::process::{CommandExt, ExitStatusExt};
 use std::path::{Path, PathBuf};
@@ -10,7 +11,7 @@ use std::process::Stdio;
 use std::sync::{Arc, Mutex, mpsc};
 use std::time::{Duration, Instant};
 
-use super::{Exit, Message, SpawnCommand, exit_path, isolate};
+use super::{Exit, Message, SpawnCommand, clone, exit_path, isolate};
 use crate::logmon::RotatingFile;
 
 /// How long the executor lingers with no task and no agent before it exits.
@@ -139,18 +140,26 @@ fn read_exit(dir: &Path, id: u64) -> Option<Exit> {
     serde_json::from_slice(&std::fs::read(exit_path(dir, id)).ok()?).ok()
 }
 
-fn output(
-    path: &str,
-    rotate: Option<(u32, u64)>,
-) -> std::io::Result<(Stdio, Option<RotatingFile>)> {
+/// Where a task's stream goes: the fd the child gets, and for rotated logs the pipe's
+/// read end with the file it is pumped into.
+type Output = (OwnedFd, Option<(std::fs::File, RotatingFile)>);
+
+fn output(path: &str, rotate: Option<(u32, u64)>) -> std::io::Result<Output> {
     if path.is_empty() {
-        return Ok((Stdio::null(), None));
+        return Ok((
+            std::fs::File::options()
+                .write(true)
+                .open("/dev/null")?
+                .into(),
+            None,
+        ));
     }
     match rotate {
-        Some((files, bytes)) => Ok((
-            Stdio::piped(),
-            Some(RotatingFile::open(Path::new(path), files, bytes)?),
-        )),
+        Some((files, bytes)) => {
+            let (r, w) = rustix::pipe::pipe_with(rustix::pipe::PipeFlags::CLOEXEC)?;
+            let log = RotatingFile::open(Path::new(path), files, bytes)?;
+            Ok((w, Some((r.into(), log))))
+        }
         None => Ok((
             std::fs::OpenOptions::new()
                 .create(true)
@@ -165,52 +174,42 @@ fn output(
 fn spawn(id: u64, cmd: &SpawnCommand, shared: &Shared, dir: &Path) -> std::io::Result<u32> {
     let (out, out_log) = output(&cmd.stdout, cmd.rotate)?;
     let (err, err_log) = output(&cmd.stderr, cmd.rotate)?;
-    let prepared = match &cmd.isolation {
-        None => None,
-        Some(iso) => Some(Arc::new(
-            isolate::prepare(id, &cmd.path, &cmd.cwd, iso).map_err(std::io::Error::other)?,
-        )),
-    };
-    let program = prepared
-        .as_ref()
-        .map_or_else(|| PathBuf::from(&cmd.path), |p| p.program.clone());
-    let mut c = std::process::Command::new(&program);
-    c.args(&cmd.args)
-        .env_clear()
-        .envs(cmd.env.iter().map(|(k, v)| (k, v)))
-        .stdin(Stdio::null())
-        .stdout(out)
-        .stderr(err)
-        // The task leads its own group: a stop signal reaches its children too.
-        .process_group(0);
-    let cgroup = prepared.as_ref().and_then(|p| p.cgroup.clone());
-    let mut child = match &prepared {
+    let (child, cgroup) = match &cmd.isolation {
         None => {
+            let mut c = std::process::Command::new(&cmd.path);
+            c.args(&cmd.args)
+                .env_clear()
+                .envs(cmd.env.iter().map(|(k, v)| (k, v)))
+                .stdin(Stdio::null())
+                .stdout(out)
+                .stderr(err)
+                // The task leads its own group: a stop signal reaches its children too.
+                .process_group(0);
             if !cmd.cwd.is_empty() {
                 c.current_dir(&cmd.cwd);
             }
-            c.spawn()?
+            // Dropping `c` closes the parent's copies of the write ends.
+            (Child::Std(c.spawn()?), None)
         }
-        Some(p) => {
-            // The child changes into its cwd itself, after the chroot.
-            p.clone().apply(&mut c);
-            let spawned = isolate::spawn_in(p.pid_namespace(), || c.spawn());
-            drop(c);
+        Some(iso) => {
+            let p =
+                isolate::prepare(id, &cmd.path, &cmd.cwd, iso).map_err(std::io::Error::other)?;
+            let stdin: OwnedFd = std::fs::File::open("/dev/null")?.into();
+            let program = std::ffi::CString::new(p.program.as_os_str().as_encoded_bytes())
+                .map_err(|_| std::io::Error::other("a NUL byte in the command"))?;
+            let spawned = clone::spawn(&p, &program, &cmd.args, &cmd.env, [&stdin, &out, &err]);
+            drop((out, err));
             match spawned {
-                Ok(child) => child,
+                Ok(child) => (Child::Cloned(child), p.cgroup),
                 Err(e) => {
-                    if let Some(cg) = &cgroup {
+                    if let Some(cg) = &p.cgroup {
                         cg.remove();
                     }
-                    return Err(match p.failed_step() {
-                        Some(s) => std::io::Error::new(e.kind(), format!("isolating it, {s}: {e}")),
-                        None => e,
-                    });
+                    return Err(e);
                 }
             }
         }
     };
-    drop(prepared);
     if let Some(cg) = &cgroup
         && let Err(e) = cg.save(dir, id)
     {
@@ -220,11 +219,7 @@ fn spawn(id: u64, cmd: &SpawnCommand, shared: &Shared, dir: &Path) -> std::io::R
     shared.lock().unwrap().procs.insert(id, None);
     let (done_tx, done_rx) = mpsc::channel::<()>();
     let mut pumps = 0;
-    if let (Some(log), Some(pipe)) = (out_log, child.stdout.take()) {
-        pumps += 1;
-        pump(pipe, log, done_tx.clone());
-    }
-    if let (Some(log), Some(pipe)) = (err_log, child.stderr.take()) {
+    for (pipe, log) in [out_log, err_log].into_iter().flatten() {
         pumps += 1;
         pump(pipe, log, done_tx.clone());
     }
@@ -232,9 +227,9 @@ fn spawn(id: u64, cmd: &SpawnCommand, shared: &Shared, dir: &Path) -> std::io::R
     let (shared, dir) = (shared.clone(), dir.to_path_buf());
     std::thread::spawn(move || {
         let exit = match child.wait() {
-            Ok(status) => Exit {
-                exit_code: status.code().unwrap_or(0),
-                signal: status.signal().unwrap_or(0),
+            Ok((exit_code, signal)) => Exit {
+                exit_code,
+                signal,
                 oom_killed: cgroup.as_ref().is_some_and(|cg| cg.oom_killed()),
             },
             Err(_) => Exit {
@@ -254,6 +249,32 @@ fn spawn(id: u64, cmd: &SpawnCommand, shared: &Shared, dir: &Path) -> std::io::R
         record_exit(&shared, &dir, id, exit);
     });
     Ok(pid)
+}
+
+/// A task process: plain ones come from `std`, isolated ones from [`clone::spawn`].
+enum Child {
+    Std(std::process::Child),
+    Cloned(clone::Child),
+}
+
+impl Child {
+    fn id(&self) -> u32 {
+        match self {
+            Child::Std(c) => c.id(),
+            Child::Cloned(c) => c.pid,
+        }
+    }
+
+    /// (exit code, signal).
+    fn wait(self) -> std::io::Result<(i32, i32)> {
+        match self {
+            Child::Std(mut c) => {
+                let st = c.wait()?;
+                Ok((st.code().unwrap_or(0), st.signal().unwrap_or(0)))
+            }
+            Child::Cloned(c) => c.wait(),
+        }
+    }
 }
 
 fn pump(mut pipe: impl Read + Send + 'static, mut log: RotatingFile, done: mpsc::Sender<()>) {

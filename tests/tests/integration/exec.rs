@@ -276,3 +276,20 @@ async fn a_command_outside_the_chroot_fails_the_task_saying_so() {
     let events = a["TaskStates"]["t"]["Events"].to_string();
     assert!(events.contains("neither in the chroot"), "{a:#}");
 }
+
+#[tokio::test]
+async fn a_step_that_fails_in_the_confined_child_fails_the_task_naming_the_step() {
+    // /etc/passwd is inside the chroot (chroot_env binds /etc) but cannot be executed: the
+    // child gets as far as its exec, which fails after every other step succeeded.
+    let t = TestAgent::start("", vec![]).await;
+    let mut j = job("noexec", 64, &[]);
+    j["TaskGroups"][0]["Tasks"][0]["Config"]["command"] = json!("/etc/passwd");
+    t.post_job(j).await;
+    let a = t.finished_alloc("noexec").await;
+    assert_eq!(a["ClientStatus"], "failed", "{a:#}");
+    let events = a["TaskStates"]["t"]["Events"].to_string();
+    assert!(
+        events.contains("isolating it, exec") && events.contains("ermission denied"),
+        "{a:#}"
+    );
+}
