@@ -150,7 +150,14 @@ impl Driver for Exec {
             memory_bytes: u64::from(r.memory_mb) << 20,
             memory_max_bytes: u64::from(r.memory_max_mb) << 20,
             cpu_shares: u64::from(r.cpu_mhz),
-            cpuset_cpus: String::new(),
+            // The cores placement reserved for the task (its `cores`), as Nomad's exec
+            // driver pins them.
+            cpuset_cpus: cfg
+                .env
+                .iter()
+                .find(|(k, _)| k == "NOMAD_CPU_CORES")
+                .map(|(_, v)| v.clone())
+                .unwrap_or_default(),
         };
         let id = process::spawn_isolated(&cmd, &iso).map_err(|e| match e {
             HostError::Denied(m) => DriverError::Denied(m),

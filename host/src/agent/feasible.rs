@@ -4,9 +4,10 @@
 //! attributes), then the fit of its resources (CPU, memory, disk) in what the node has
 //! left once every live allocation is counted. What does not pass is reported in Nomad's
 //! words: `missing drivers` or the constraint (`ConstraintFiltered`), or the exhausted
-//! dimension (`DimensionExhausted`: `cpu`, `memory`, `disk`).
+//! dimension (`DimensionExhausted`: `cores`, `cpu`, `memory`, `disk`). A task asking for
+//! `cores` gets whole cores that no other task holds, and their MHz count as its CPU.
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, BTreeSet};
 
 use serde_json::Value;
 
@@ -49,6 +50,12 @@ pub struct Capacity {
     pub total: Amounts,
     /// What they use now.
     pub used: Amounts,
+    /// Core ids that tasks may reserve.
+    pub cores: Vec<u16>,
+    /// MHz of one core.
+    pub mhz_per_core: u64,
+    /// Core ids reserved now.
+    pub cores_used: BTreeSet<u16>,
 }
 
 impl Capacity {
@@ -68,9 +75,51 @@ impl Capacity {
         Ok(())
     }
 
-    /// Count what a live allocation holds.
-    pub fn hold(&mut self, a: Amounts) {
-        self.used.add(a);
+    /// Count what a live allocation holds, its reserved cores included.
+    pub fn hold(&mut self, r: &AllocatedResources) {
+        self.used.add(Amounts::of(r));
+        self.cores_used.extend(
+            r.tasks
+                .values()
+                .flat_map(|t| t.cpu.reserved_cores.iter().copied()),
+        );
+    }
+
+    /// Place an allocation of `group` holding `r`: each task that asks for `cores` gets
+    /// that many free cores, lowest ids first, and their MHz as its CPU; then all of it is
+    /// held if it fits. Otherwise the first dimension it exhausts, and nothing is held.
+    pub fn place(
+        &mut self,
+        group: &TaskGroup,
+        r: &mut AllocatedResources,
+    ) -> Result<(), &'static str> {
+        let mut free = self
+            .cores
+            .iter()
+            .copied()
+            .filter(|c| !self.cores_used.contains(c));
+        let mut picked = Vec::new();
+        for task in &group.tasks {
+            let n = task.resources.cores as usize;
+            if n == 0 {
+                continue;
+            }
+            let ids: Vec<u16> = free.by_ref().take(n).collect();
+            if ids.len() < n {
+                return Err("cores");
+            }
+            picked.push((task.name.as_str(), ids));
+        }
+        for (name, ids) in &picked {
+            if let Some(t) = r.tasks.get_mut(*name) {
+                t.cpu.cpu_shares = ids.len() as u64 * self.mhz_per_core;
+                t.cpu.reserved_cores = ids.clone();
+            }
+        }
+        self.take(Amounts::of(r))?;
+        self.cores_used
+            .extend(picked.into_iter().flat_map(|(_, ids)| ids));
+        Ok(())
     }
 }
 
@@ -317,7 +366,7 @@ mod tests {
                 memory_mb: 512,
                 disk_mb: 1000,
             },
-            used: Amounts::default(),
+            ..Default::default()
         };
         let a = Amounts {
             cpu: 400,
@@ -351,5 +400,44 @@ mod tests {
                 disk_mb: 600
             }
         );
+    }
+
+    #[test]
+    fn cores_are_whole_free_ones_and_count_as_their_mhz() {
+        let job = crate::jobspec::parse_job_json(
+            br#"{"ID":"c","TaskGroups":[{"Name":"g","Tasks":[
+                {"Name":"a","Driver":"mock","Resources":{"Cores":2,"MemoryMB":10}},
+                {"Name":"b","Driver":"mock","Resources":{"CPU":100,"MemoryMB":10}}]}]}"#,
+        )
+        .unwrap();
+        let group = &job.task_groups[0];
+        let mut cap = Capacity {
+            total: Amounts {
+                cpu: 12_000,
+                memory_mb: 1000,
+                disk_mb: 1000,
+            },
+            cores: (0..4).collect(),
+            mhz_per_core: 3000,
+            ..Default::default()
+        };
+        let mut first = AllocatedResources::of(group, Vec::new());
+        // Core 0 is held by a live allocation.
+        first.tasks.get_mut("a").unwrap().cpu.reserved_cores = vec![0];
+        cap.hold(&first);
+        let mut r = AllocatedResources::of(group, Vec::new());
+        assert_eq!(cap.place(group, &mut r), Ok(()));
+        assert_eq!(r.tasks["a"].cpu.reserved_cores, vec![1, 2]);
+        assert_eq!(r.tasks["a"].cpu.cpu_shares, 6000);
+        assert!(r.tasks["b"].cpu.reserved_cores.is_empty());
+        let mut again = AllocatedResources::of(group, Vec::new());
+        assert_eq!(cap.place(group, &mut again), Err("cores"));
+        assert_eq!(cap.cores_used, BTreeSet::from([0, 1, 2]));
+    }
+
+    #[test]
+    fn cpuset_lists_are_ranges() {
+        assert_eq!(crate::taskenv::cpuset_list(&[3, 0, 1, 2, 5]), "0-3,5");
+        assert_eq!(crate::taskenv::cpuset_list(&[1]), "1");
     }
 }

@@ -248,11 +248,9 @@ impl Agent {
         // What the node has left: every live allocation counts but those this plan stops.
         let mut capacity = self.capacity(&key);
         for k in &plan.keep {
-            capacity.hold(
-                k.runner
-                    .shared()
-                    .peek(|a| Amounts::of(&a.allocated_resources)),
-            );
+            k.runner
+                .shared()
+                .peek(|a| capacity.hold(&a.allocated_resources));
         }
         let node = self.node();
         let healthy = self.healthy_drivers();
@@ -297,7 +295,7 @@ impl Agent {
                                 )),
                             })?;
                         capacity
-                            .take(Amounts::of(&resources))
+                            .place(group, &mut resources)
                             .map_err(|d| Unplaced::Exhausted(d.into()))?;
                         Ok(resources)
                     });
@@ -393,8 +391,22 @@ impl Agent {
     /// What the node offers allocations, and what live allocations other than those of
     /// job `except` (which a registration replaces) hold of it.
     pub(super) fn capacity(&self, except: &(String, String)) -> feasible::Capacity {
+        let n = self.node();
+        let attr = |k: &str| {
+            n.attributes
+                .get(k)
+                .and_then(|v| v.parse::<u64>().ok())
+                .unwrap_or(0)
+        };
+        let cores = attr("cpu.numcores").clamp(1, u64::from(u16::MAX));
+        let compute = self
+            .resources
+            .cpu_total_compute
+            .unwrap_or_else(|| attr("cpu.totalcompute"));
         let mut c = feasible::Capacity {
             total: self.allocatable(),
+            cores: (0..cores as u16).collect(),
+            mhz_per_core: compute / cores,
             ..Default::default()
         };
         for r in self.allocs.read().unwrap().values() {
@@ -402,7 +414,7 @@ impl Agent {
                 if a.is_terminal() || (a.namespace == except.0 && a.job_id == except.1) {
                     return;
                 }
-                c.hold(Amounts::of(&a.allocated_resources));
+                c.hold(&a.allocated_resources);
             });
         }
         c

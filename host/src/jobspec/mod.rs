@@ -404,6 +404,11 @@ pub struct Resources {
     /// kept as given (0 when not) because Nomad sends it back.
     #[serde(rename = "DiskMB", default)]
     pub disk_mb: u32,
+    /// Whole CPU cores reserved for the task alone (Nomad's `cores`), instead of `cpu`:
+    /// placement picks free cores, the task gets them as `NOMAD_CPU_CORES` and, under the
+    /// `exec` driver, as its cpuset. 0 = none.
+    #[serde(rename = "Cores", default)]
+    pub cores: u32,
     /// Requested devices.
     #[serde(rename = "Devices")]
     pub devices: Vec<DeviceRequest>,

@@ -41,6 +41,7 @@ impl AllocatedTaskResources {
         Self {
             cpu: AllocatedCpuResources {
                 cpu_shares: u64::from(r.cpu),
+                reserved_cores: Vec::new(),
             },
             memory: AllocatedMemoryResources {
                 memory_mb: u64::from(r.memory_mb),
@@ -55,8 +56,11 @@ impl AllocatedTaskResources {
 #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "PascalCase")]
 pub struct AllocatedCpuResources {
-    /// MHz.
+    /// MHz: the task's `cpu`, or its reserved cores times the MHz of one.
     pub cpu_shares: u64,
+    /// Core ids reserved for the task alone (its `cores`); empty when it asked for MHz.
+    #[serde(default)]
+    pub reserved_cores: Vec<u16>,
 }
 
 /// A task's memory (Nomad's `AllocatedMemoryResources`).
@@ -116,7 +120,7 @@ pub struct AllocatedPort {
 pub struct LegacyResources {
     #[serde(rename = "CPU")]
     pub cpu: u64,
-    /// Reserved cores: none here.
+    /// Reserved cores, how many.
     #[serde(rename = "Cores")]
     pub cores: u64,
     #[serde(rename = "MemoryMB")]
@@ -168,6 +172,7 @@ impl AllocatedResources {
             .map(|(name, t)| {
                 let r = LegacyResources {
                     cpu: t.cpu.cpu_shares,
+                    cores: t.cpu.reserved_cores.len() as u64,
                     memory_mb: t.memory.memory_mb,
                     memory_max_mb: t.memory.memory_max_mb,
                     ..Default::default()
@@ -225,7 +230,10 @@ mod tests {
     #[test]
     fn legacy_view_sums_tasks_and_adds_the_groups_disk() {
         let task = |cpu, mem, max| AllocatedTaskResources {
-            cpu: AllocatedCpuResources { cpu_shares: cpu },
+            cpu: AllocatedCpuResources {
+                cpu_shares: cpu,
+                reserved_cores: Vec::new(),
+            },
             memory: AllocatedMemoryResources {
                 memory_mb: mem,
                 memory_max_mb: max,

@@ -79,6 +79,8 @@ pub struct EnvRequest<'a> {
     pub node: &'a NodeInfo,
     /// The allocation's ports.
     pub ports: &'a [crate::structs::AllocatedPort],
+    /// The CPU placement gave the task, when placed (its reserved cores).
+    pub cpu: Option<&'a crate::structs::AllocatedCpuResources>,
 }
 
 /// A task invocation's environment as the prestart hooks build it up: the base from the
@@ -123,6 +125,28 @@ impl EnvBuilder {
     }
 }
 
+/// Core ids in cpuset list notation, as Nomad writes `NOMAD_CPU_CORES`: `0-2,5`.
+pub fn cpuset_list(cores: &[u16]) -> String {
+    let mut ids = cores.to_vec();
+    ids.sort_unstable();
+    ids.dedup();
+    let mut out: Vec<String> = Vec::new();
+    let mut i = 0;
+    while i < ids.len() {
+        let mut j = i;
+        while j + 1 < ids.len() && ids[j + 1] == ids[j] + 1 {
+            j += 1;
+        }
+        out.push(if i == j {
+            ids[i].to_string()
+        } else {
+            format!("{}-{}", ids[i], ids[j])
+        });
+        i = j + 1;
+    }
+    out.join(",")
+}
+
 /// A task's environment before device and hook env, in Nomad's precedence: built-in
 /// `NOMAD_*`, then meta, then the task's `env` block (interpolated against what came
 /// before).
@@ -136,6 +160,7 @@ fn base(r: EnvRequest<'_>) -> TaskEnv {
         dirs,
         node,
         ports,
+        cpu,
     } = r;
     let mut env = BTreeMap::new();
     let mut set = |k: &str, v: String| {
@@ -159,7 +184,15 @@ fn base(r: EnvRequest<'_>) -> TaskEnv {
     set("NOMAD_ALLOC_DIR", dirs.alloc_dir.clone());
     set("NOMAD_TASK_DIR", dirs.local_dir.clone());
     set("NOMAD_SECRETS_DIR", dirs.secrets_dir.clone());
-    set("NOMAD_CPU_LIMIT", task.resources.cpu.to_string());
+    match cpu {
+        Some(c) => {
+            set("NOMAD_CPU_LIMIT", c.cpu_shares.to_string());
+            if !c.reserved_cores.is_empty() {
+                set("NOMAD_CPU_CORES", cpuset_list(&c.reserved_cores));
+            }
+        }
+        None => set("NOMAD_CPU_LIMIT", task.resources.cpu.to_string()),
+    }
     set("NOMAD_MEMORY_LIMIT", task.resources.memory_mb.to_string());
     if task.resources.memory_max_mb > 0 {
         set(
@@ -256,6 +289,7 @@ mod tests {
             dirs: &dirs,
             node: &node,
             ports: &[],
+            cpu: None,
         });
         let env = b.build();
         assert_eq!(env.get("WHO"), Some("t@linux"));

@@ -39,6 +39,12 @@ impl TaskRunner {
             dirs: &dirs,
             node: view.node,
             ports: &view.alloc.allocated_resources.shared.ports,
+            cpu: view
+                .alloc
+                .allocated_resources
+                .tasks
+                .get(&view.task.name)
+                .map(|t| &t.cpu),
         });
         env.set_hook_env(self.hook_env());
         Invocation {

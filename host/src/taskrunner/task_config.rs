@@ -35,7 +35,15 @@ impl TaskRunner {
                 .collect(),
             user: task.user.clone(),
             resources: TaskResources {
-                cpu_mhz: task.resources.cpu,
+                // What placement gave: a task's reserved cores count as their MHz.
+                cpu_mhz: view
+                    .alloc
+                    .allocated_resources
+                    .tasks
+                    .get(&task.name)
+                    .map_or(task.resources.cpu, |t| {
+                        u32::try_from(t.cpu.cpu_shares).unwrap_or(u32::MAX)
+                    }),
                 memory_mb: task.resources.memory_mb,
                 memory_max_mb: task.resources.memory_max_mb,
             },

@@ -125,6 +125,7 @@ pub(crate) fn invocation(plugins: &Plugins, dir: &AllocDir, a: &Allocation) -> I
         dirs: &dirs,
         node: &NodeInfo::default(),
         ports: &[],
+        cpu: None,
     });
     Invocation {
         task_id: format!("{}/{}/00000000", a.id, task.name),

@@ -293,3 +293,75 @@ async fn a_step_that_fails_in_the_confined_child_fails_the_task_naming_the_step(
         "{a:#}"
     );
 }
+
+#[tokio::test]
+async fn cores_are_reserved_whole_pinned_by_cpuset_and_not_given_twice() {
+    // The test machine has 2 cores: a task reserves one, a job then asking for two waits.
+    let t = TestAgent::start("", vec![]).await;
+    let mut j = job(
+        "pinned",
+        64,
+        &[
+            "-c",
+            "grep Cpus_allowed_list /proc/self/status; echo cores=$NOMAD_CPU_CORES limit=$NOMAD_CPU_LIMIT; sleep 30",
+        ],
+    );
+    j["TaskGroups"][0]["Tasks"][0]["Resources"] = json!({ "Cores": 1, "MemoryMB": 64 });
+    assert_eq!(t.post_job(j).await.status(), 200);
+    let allocs = t
+        .wait_allocs("pinned", Duration::from_secs(20), |a| {
+            a.iter().any(|a| a["ClientStatus"] == "running")
+        })
+        .await;
+    let id = allocs[0]["ID"].as_str().unwrap();
+    let a = t.get(&format!("/v1/allocation/{id}")).await;
+    let cpu = &a["AllocatedResources"]["Tasks"]["t"]["Cpu"];
+    assert_eq!(cpu["ReservedCores"], json!([0]), "{a:#}");
+    let node = t.get("/v1/node/self").await;
+    let per_core = node["Attributes"]["cpu.totalcompute"]
+        .as_str()
+        .and_then(|v| v.parse::<u64>().ok())
+        .unwrap()
+        / 2;
+    assert_eq!(cpu["CpuShares"], per_core, "{a:#}");
+
+    // Its output: the kernel's view of the cpuset and the env it was given.
+    let deadline = std::time::Instant::now() + Duration::from_secs(10);
+    let out = loop {
+        let out = stdout(&t, &a);
+        if out.contains("cores=") || std::time::Instant::now() > deadline {
+            break out;
+        }
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    };
+    let allowed = out
+        .lines()
+        .find_map(|l| l.strip_prefix("Cpus_allowed_list:"))
+        .map(str::trim);
+    assert_eq!(allowed, Some("0"), "not pinned to its core: {out}");
+    assert!(out.contains(&format!("cores=0 limit={per_core}")), "{out}");
+
+    // Two more cores do not exist while it holds one: the job is blocked on `cores`.
+    let mut two = job("two-cores", 64, &["-c", "true"]);
+    two["TaskGroups"][0]["Tasks"][0]["Resources"] = json!({ "Cores": 2, "MemoryMB": 64 });
+    let r = t.post_job(two).await;
+    let body: serde_json::Value = r.json().await.unwrap();
+    let eval = t
+        .get(&format!(
+            "/v1/evaluation/{}",
+            body["EvalID"].as_str().unwrap()
+        ))
+        .await;
+    assert_eq!(
+        eval["FailedTGAllocs"]["g"]["DimensionExhausted"]["cores"], 1,
+        "{eval:#}"
+    );
+
+    // Asking for both is refused, naming the field.
+    let mut both = job("both", 64, &["-c", "true"]);
+    both["TaskGroups"][0]["Tasks"][0]["Resources"] = json!({ "Cores": 1, "CPU": 100 });
+    let r = t.post_job(both).await;
+    assert_eq!(r.status(), 400);
+    let text = r.text().await.unwrap();
+    assert!(text.contains("Resources.Cores"), "{text}");
+}

@@ -54,11 +54,20 @@ pub(super) fn task_from_value(path: &str, v: &Value, group_restart: &RestartPoli
             memory_mb: 300,
             memory_max_mb: 0,
             disk_mb: 0,
+            cores: 0,
             devices: Vec::new(),
         },
         Some(mut r) => {
             let rpath = r.path.clone();
-            let cpu = r.u32("CPU")?.unwrap_or(100);
+            let cores = r.u32("Cores")?.unwrap_or(0);
+            // Nomad's defaults: 100 MHz unless whole cores are asked for instead.
+            let cpu = r.u32("CPU")?.unwrap_or(if cores > 0 { 0 } else { 100 });
+            if cores > 0 && cpu > 0 {
+                return Err(JobspecError::new(
+                    format!("{rpath}.Cores"),
+                    "a task asks for either CPU or Cores, not both",
+                ));
+            }
             let memory_mb = r.u32("MemoryMB")?.unwrap_or(300);
             let memory_max_mb = r.u32("MemoryMaxMB")?.unwrap_or(0);
             let disk_mb = r.u32("DiskMB")?.unwrap_or(0);
@@ -77,9 +86,10 @@ pub(super) fn task_from_value(path: &str, v: &Value, group_restart: &RestartPoli
                 });
                 d.finish(&["Constraints", "Affinities"])?;
             }
-            r.finish(&["Cores", "IOPS", "Networks", "NUMA", "SecretsMB"])?;
+            r.finish(&["IOPS", "Networks", "NUMA", "SecretsMB"])?;
             Resources {
                 cpu,
+                cores,
                 memory_mb,
                 memory_max_mb,
                 disk_mb,
