@@ -28,9 +28,16 @@ pub enum DriverCallError {
 }
 
 impl DriverCallError {
-    /// Whether trying again may help (a recoverable driver failure).
+    /// Whether trying again may help: a driver failure it says is recoverable, or a
+    /// missed deadline, which may be the agent's load rather than the driver's fault (the
+    /// restart policy decides, as for Nomad's recoverable driver errors). A trap or a
+    /// memory cap is the component's own doing and would happen again.
     pub fn recoverable(&self) -> bool {
-        matches!(self, DriverCallError::Driver(DriverError::Failed(f)) if f.recoverable)
+        match self {
+            DriverCallError::Driver(DriverError::Failed(f)) => f.recoverable,
+            DriverCallError::Driver(_) => false,
+            DriverCallError::Component(e) => e.kind == CallFailure::Deadline,
+        }
     }
 }
 

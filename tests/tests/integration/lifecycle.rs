@@ -355,3 +355,53 @@ async fn a_job_update_that_no_task_sees_is_applied_in_place_and_reaches_update_h
     let old = after.iter().find(|a| a["ID"] == id0.as_str()).unwrap();
     assert_eq!(old["DesiredStatus"], "stop", "{old:#}");
 }
+
+#[tokio::test]
+async fn a_start_that_misses_its_deadline_restarts_per_the_policy_and_a_trap_does_not() {
+    let t = TestAgent::start(
+        "plugin \"mock\" {\n limits {\n call_timeout = \"300ms\"\n }\n}",
+        vec![],
+    )
+    .await;
+    let job = |id: &str, kind: &str| {
+        json!({ "ID": id, "Type": "batch",
+            "TaskGroups": [{ "Name": "g",
+                "RestartPolicy": { "Attempts": 1, "Delay": 100_000_000u64, "Interval": 3_600_000_000_000u64, "Mode": "fail" },
+                "Tasks": [{ "Name": "t", "Driver": "mock",
+                    "Config": { "misbehave": { "op": "start", "kind": kind } } }] }] })
+    };
+    t.post_job(job("slow", "loop")).await;
+    t.post_job(job("broken", "trap")).await;
+    let events = |a: &serde_json::Value| -> Vec<(String, String)> {
+        a["TaskStates"]["t"]["Events"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|e| {
+                (
+                    e["Type"].as_str().unwrap_or("").to_string(),
+                    e["DisplayMessage"].as_str().unwrap_or("").to_string(),
+                )
+            })
+            .collect()
+    };
+    // A missed deadline may be load: the policy's one restart is used, then it gives up
+    // because the attempts ran out, not because the error was unrecoverable.
+    let slow = events(&t.finished_alloc("slow").await);
+    let failures = slow.iter().filter(|(k, _)| k == "Driver Failure").count();
+    assert_eq!(failures, 2, "{slow:#?}");
+    assert!(slow.iter().any(|(k, _)| k == "Restarting"), "{slow:#?}");
+    let last = slow.last().unwrap();
+    assert_eq!(last.0, "Not Restarting", "{slow:#?}");
+    assert!(!last.1.contains("unrecoverable"), "{slow:#?}");
+    // A trap would trap again: not restarted.
+    let broken = events(&t.finished_alloc("broken").await);
+    assert!(
+        !broken.iter().any(|(k, _)| k == "Restarting"),
+        "{broken:#?}"
+    );
+    assert!(
+        broken.last().unwrap().1.contains("unrecoverable"),
+        "{broken:#?}"
+    );
+}
