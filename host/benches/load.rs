@@ -1,0 +1,320 @@
+//! The load harness: the real agent (this build's `agent` binary, its redb state in a temp
+//! dir, built-in components) driven only through its HTTP API on 127.0.0.1, the way a
+//! scheduler drives a Nomad client. It reports:
+//!
+//! - task starts per second, with jobs of 100 mock tasks and with jobs of 1, from the first
+//!   registration until every task runs;
+//! - submit → `running` latency p50/p99 of one-task jobs submitted one after another;
+//! - agent RSS per running task ((RSS at N running − RSS idle) / N) at each step of
+//!   `LOAD_STEPS` running tasks, and the state file's size;
+//! - API latency p50/p99 of `GET /v1/allocations` and `GET /v1/allocation/{id}` with the
+//!   most tasks running.
+//!
+//! Run: `cargo bench -p paddock --bench load` (release build). `LOAD_STEPS` sets the steps
+//! (default `1000,5000,10000`); `LOAD_STEPS=200,1000` is a quick run. Bounded: each step
+//! gives up after 120 s; the agent is stopped at the end, or killed if the harness panics.
+
+use std::path::PathBuf;
+use std::process::{Child, Command, Stdio};
+use std::time::{Duration, Instant};
+
+use serde_json::{Value, json};
+
+/// Tasks per job in the throughput runs.
+const JOB_SIZE: u32 = 100;
+/// How long one step may take before the harness gives up.
+const STEP_LIMIT: Duration = Duration::from_secs(120);
+
+struct Agent {
+    child: Child,
+    base: String,
+    data: PathBuf,
+    _dir: tempfile::TempDir,
+}
+
+impl Agent {
+    fn start() -> Agent {
+        let dir = tempfile::tempdir().unwrap();
+        let port = std::net::TcpListener::bind("127.0.0.1:0")
+            .unwrap()
+            .local_addr()
+            .unwrap()
+            .port();
+        // Room for every mock task: the node's own totals would stop placement at a few
+        // hundred tasks of the smallest size.
+        let config = dir.path().join("load.hcl");
+        std::fs::write(
+            &config,
+            "client {\n  cpu_total_compute = 100000000\n  memory_total_mb = 100000000\n  disk_total_mb = 100000000\n}\n",
+        )
+        .unwrap();
+        let data = dir.path().join("data");
+        let child = Command::new(env!("CARGO_BIN_EXE_agent"))
+            .args(["run", "--dev", "--data-dir"])
+            .arg(&data)
+            .args(["--bind", &format!("127.0.0.1:{port}"), "--config"])
+            .arg(&config)
+            .env("RUST_LOG", "warn")
+            .stdout(Stdio::null())
+            .stderr(Stdio::null())
+            .spawn()
+            .expect("starting the agent");
+        Agent {
+            child,
+            base: format!("http://127.0.0.1:{port}"),
+            data,
+            _dir: dir,
+        }
+    }
+
+    fn rss_kib(&self) -> u64 {
+        let status = std::fs::read_to_string(format!("/proc/{}/status", self.child.id()))
+            .unwrap_or_default();
+        status
+            .lines()
+            .find_map(|l| l.strip_prefix("VmRSS:"))
+            .and_then(|v| v.trim().trim_end_matches("kB").trim().parse().ok())
+            .unwrap_or(0)
+    }
+
+    fn state_bytes(&self) -> u64 {
+        std::fs::metadata(self.data.join("state.redb")).map_or(0, |m| m.len())
+    }
+}
+
+impl Drop for Agent {
+    fn drop(&mut self) {
+        let _ = Command::new("kill")
+            .args(["-INT", &self.child.id().to_string()])
+            .status();
+        let deadline = Instant::now() + Duration::from_secs(20);
+        while Instant::now() < deadline {
+            if let Ok(Some(_)) = self.child.try_wait() {
+                return;
+            }
+            std::thread::sleep(Duration::from_millis(50));
+        }
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+fn job(id: &str, count: u32) -> Value {
+    json!({ "Job": { "ID": id, "Type": "service", "TaskGroups": [{ "Name": "g", "Count": count,
+        "Tasks": [{ "Name": "t", "Driver": "mock", "Config": { "run_for": "1h" },
+            "Resources": { "CPU": 1, "MemoryMB": 1 } }] }] } })
+}
+
+fn percentile(v: &mut [Duration], p: f64) -> Duration {
+    v.sort();
+    v[((v.len() as f64 - 1.0) * p).round() as usize]
+}
+
+fn ms(d: Duration) -> f64 {
+    d.as_secs_f64() * 1e3
+}
+
+struct Client {
+    http: reqwest::Client,
+    base: String,
+}
+
+impl Client {
+    async fn get(&self, path: &str) -> Value {
+        let r = self
+            .http
+            .get(format!("{}{path}", self.base))
+            .send()
+            .await
+            .unwrap_or_else(|e| panic!("GET {path}: {e}"));
+        assert!(r.status().is_success(), "GET {path}: {}", r.status());
+        r.json().await.unwrap()
+    }
+
+    async fn register(&self, body: &Value) {
+        let r = self
+            .http
+            .post(format!("{}/v1/jobs", self.base))
+            .json(body)
+            .send()
+            .await
+            .unwrap();
+        assert!(r.status().is_success(), "register: {}", r.status());
+    }
+
+    /// Running tasks of job `id`, from its summary.
+    async fn running(&self, id: &str) -> u64 {
+        let s = self.get(&format!("/v1/job/{id}/summary")).await;
+        s["Summary"]["g"]["Running"].as_u64().unwrap_or(0)
+    }
+
+    async fn wait_ready(&self) {
+        let deadline = Instant::now() + Duration::from_secs(60);
+        while self
+            .http
+            .get(format!("{}/v1/agent/self", self.base))
+            .send()
+            .await
+            .is_err()
+        {
+            assert!(Instant::now() < deadline, "the agent did not come up");
+            tokio::time::sleep(Duration::from_millis(50)).await;
+        }
+    }
+}
+
+/// Register `tasks` tasks as jobs of `size` and time it until all run: starts per second.
+/// Only jobs not yet all running are polled, so the polling stays small beside the load.
+async fn throughput(
+    c: &Client,
+    prefix: &str,
+    tasks: u32,
+    size: u32,
+    jobs: &mut Vec<String>,
+) -> f64 {
+    let t = Instant::now();
+    let mut pending = Vec::new();
+    for i in 0..tasks.div_ceil(size) {
+        let id = format!("{prefix}-{i}");
+        c.register(&job(&id, size)).await;
+        pending.push(id);
+    }
+    let added = pending.len() as f64 * f64::from(size);
+    let deadline = Instant::now() + STEP_LIMIT;
+    while !pending.is_empty() {
+        let mut left = Vec::new();
+        for id in pending {
+            if c.running(&id).await < u64::from(size) {
+                left.push(id);
+            } else {
+                jobs.push(id);
+            }
+        }
+        pending = left;
+        assert!(
+            Instant::now() < deadline,
+            "{} jobs of {prefix} not running after {STEP_LIMIT:?}",
+            pending.len()
+        );
+        if !pending.is_empty() {
+            tokio::time::sleep(Duration::from_millis(20)).await;
+        }
+    }
+    added / t.elapsed().as_secs_f64()
+}
+
+fn main() {
+    // `cargo bench` passes `--bench`; this harness takes no filter.
+    let steps: Vec<u32> = std::env::var("LOAD_STEPS")
+        .unwrap_or_else(|_| "1000,5000,10000".into())
+        .split(',')
+        .filter_map(|s| s.trim().parse().ok())
+        .collect();
+    let tokio = tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(2)
+        .enable_all()
+        .build()
+        .unwrap();
+    let agent = Agent::start();
+    let c = Client {
+        http: reqwest::Client::builder()
+            .timeout(Duration::from_secs(60))
+            .build()
+            .unwrap(),
+        base: agent.base.clone(),
+    };
+    let cores = std::thread::available_parallelism().map_or(0, |n| n.get());
+    let mem_gib = std::fs::read_to_string("/proc/meminfo")
+        .ok()
+        .and_then(|m| {
+            m.lines()
+                .find_map(|l| l.strip_prefix("MemTotal:"))
+                .and_then(|v| v.trim().trim_end_matches("kB").trim().parse::<u64>().ok())
+        })
+        .map_or(0, |kib| kib >> 20);
+    eprintln!("load: {cores} cores, {mem_gib} GiB; agent {}", agent.base);
+    tokio.block_on(async {
+        c.wait_ready().await;
+        tokio::time::sleep(Duration::from_millis(500)).await;
+        let idle = agent.rss_kib();
+        eprintln!("load: idle agent RSS {idle} KiB");
+
+        // Submit → running, one job of one task at a time on an idle agent.
+        let mut lat = Vec::new();
+        let mut singles = Vec::new();
+        for i in 0..100 {
+            let id = format!("single-{i}");
+            let t = Instant::now();
+            c.register(&job(&id, 1)).await;
+            loop {
+                if c.running(&id).await == 1 {
+                    break;
+                }
+                assert!(t.elapsed() < STEP_LIMIT, "{id} never ran");
+                tokio::time::sleep(Duration::from_millis(1)).await;
+            }
+            lat.push(t.elapsed());
+            singles.push(id);
+        }
+        eprintln!(
+            "load: submit→running, one-task jobs one after another: p50 {:.1} ms, p99 {:.1} ms",
+            ms(percentile(&mut lat, 0.5)),
+            ms(percentile(&mut lat, 0.99))
+        );
+        let rate = throughput(&c, "one", 200, 1, &mut singles).await;
+        eprintln!(
+            "load: 200 one-task jobs registered one after another, then awaited: {rate:.0} starts/s"
+        );
+
+        // Throughput and memory per task, step by step.
+        let mut jobs = Vec::new();
+        let mut running = 0u32;
+        for &step in &steps {
+            if step <= running {
+                continue;
+            }
+            let added = step - running;
+            let rate = throughput(&c, &format!("s{step}"), added, JOB_SIZE, &mut jobs).await;
+            running = step;
+            tokio::time::sleep(Duration::from_millis(500)).await;
+            let total = running + singles.len() as u32;
+            let rss = agent.rss_kib();
+            eprintln!(
+                "load: {total} running: +{added} tasks at {rate:.0} starts/s (jobs of {JOB_SIZE}); RSS {rss} KiB, {:.1} KiB per task; state file {:.1} MiB",
+                (rss.saturating_sub(idle)) as f64 / f64::from(total),
+                agent.state_bytes() as f64 / f64::from(1 << 20),
+            );
+        }
+
+        // The API while it holds all of that.
+        let mut list = Vec::new();
+        for _ in 0..20 {
+            let t = Instant::now();
+            let v = c.get("/v1/allocations").await;
+            list.push(t.elapsed());
+            assert!(v.as_array().is_some_and(|a| !a.is_empty()));
+        }
+        let allocs = c.get("/v1/allocations").await;
+        let ids: Vec<String> = allocs
+            .as_array()
+            .unwrap()
+            .iter()
+            .filter_map(|a| a["ID"].as_str().map(String::from))
+            .collect();
+        let mut one = Vec::new();
+        for id in ids.iter().step_by((ids.len() / 200).max(1)) {
+            let t = Instant::now();
+            c.get(&format!("/v1/allocation/{id}")).await;
+            one.push(t.elapsed());
+        }
+        eprintln!(
+            "load: with {} allocations: GET /v1/allocations p50 {:.1} ms p99 {:.1} ms; GET /v1/allocation/{{id}} p50 {:.2} ms p99 {:.2} ms",
+            ids.len(),
+            ms(percentile(&mut list, 0.5)),
+            ms(percentile(&mut list, 0.99)),
+            ms(percentile(&mut one, 0.5)),
+            ms(percentile(&mut one, 0.99)),
+        );
+    });
+    drop(agent);
+}
