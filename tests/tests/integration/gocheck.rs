@@ -112,6 +112,11 @@ pub struct GoCheck<'t> {
 }
 
 impl<'t> GoCheck<'t> {
+    /// The agent under check.
+    pub fn agent(&self) -> &'t TestAgent {
+        self.t
+    }
+
     pub fn new(t: &'t TestAgent) -> Self {
         Self {
             t,

@@ -388,6 +388,19 @@ async fn alloc_operations(c: &mut GoCheck<'_>, id: &str) {
         .await;
     }
     for m in ["POST", "PUT"] {
+        // A restart is refused while the task is not running, as the one before leaves it
+        // for a moment: wait for it to run again.
+        let t = c.agent();
+        let deadline = tokio::time::Instant::now() + Duration::from_secs(20);
+        while t.get(&format!("/v1/allocation/{id}")).await["TaskStates"]["side"]["State"]
+            != "running"
+        {
+            assert!(
+                tokio::time::Instant::now() < deadline,
+                "side never ran again"
+            );
+            tokio::time::sleep(Duration::from_millis(20)).await;
+        }
         let body = json!({ "TaskName": "side" });
         c.json::<go::EmptyResponse>(
             req(m, "/v1/client/allocation/{id}/restart")
