@@ -212,7 +212,8 @@ impl TaskRunner {
         self.register_driver_events();
         let inv = Arc::new(inv);
         *self.last.lock().unwrap() = Some(inv.clone());
-        self.follow(&driver, handle, view, &inv).await
+        let binding = self.bind_or_fail(&driver, handle)?;
+        self.follow(binding, view, &inv).await
     }
 
     /// Driver events about this task become its "Driver" events.
@@ -258,6 +259,7 @@ impl TaskRunner {
 
         // Bind the task (which persists its handle) before announcing the start: after an
         // agent crash the task can be recovered only if its handle was stored.
+        let binding = self.bind_or_fail(driver, handle)?;
         // The state and its event in one write: a crash cannot leave a running task
         // without its `Started` event.
         let started = TaskEvent::new(TaskEventType::Started, "Task started by client")
@@ -272,27 +274,35 @@ impl TaskRunner {
             }
         });
         self.poststart(view, inv).await;
-        self.follow(driver, handle, view, inv).await
+        self.follow(binding, view, inv).await
     }
 
-    /// Wait for a started (or reattached) invocation to exit, bound to the driver version
-    /// that made `handle`: `Terminated`, exited hooks, and the handle cleared.
-    async fn follow(
+    /// Bind a started (or reattached) task to the driver version that made `handle`,
+    /// persisting the handle; a driver no longer loaded is a recoverable failure.
+    fn bind_or_fail(
         &self,
         driver: &Driver,
         handle: TaskHandle,
-        view: TaskView<'_>,
-        inv: &Invocation,
-    ) -> Result<RunEnd, RunEnd> {
-        let Some(binding) = self.bind(driver, handle) else {
-            return Err(RunEnd::Failed(
+    ) -> Result<Arc<crate::drivermanager::TaskBinding>, RunEnd> {
+        self.bind(driver, handle).ok_or_else(|| {
+            RunEnd::Failed(
                 Box::new(Self::failure(
                     TaskEventType::DriverFailure,
                     format!("driver {:?} is no longer loaded", self.task.driver),
                 )),
                 true,
-            ));
-        };
+            )
+        })
+    }
+
+    /// Wait for a started (or reattached) invocation, bound to its driver version, to
+    /// exit: `Terminated`, exited hooks, and the handle cleared.
+    async fn follow(
+        &self,
+        binding: Arc<crate::drivermanager::TaskBinding>,
+        view: TaskView<'_>,
+        inv: &Invocation,
+    ) -> Result<RunEnd, RunEnd> {
         let waited = self.wait_exit(&binding, view).await;
         *self.binding.lock().unwrap() = None;
         let (exit, killed) = match waited {
