@@ -183,7 +183,18 @@ impl Committer {
             .ok_or_else(stopped)?
             .send(Request { ops, asked, done })
             .map_err(|_| stopped())?;
-        rx.recv().map_err(|_| stopped())?
+        let wait = || rx.recv().map_err(|_| stopped())?;
+        // Called from async code on a worker of the agent's multi-thread runtime, the wait
+        // for the fsync would hold the worker: on 2 cores, two task starts waiting for their
+        // commits stall every other task and the API. Telling tokio lets it move the
+        // worker's queue to another thread; it also lets many writers wait at once, which
+        // is what group commit batches.
+        match tokio::runtime::Handle::try_current() {
+            Ok(h) if h.runtime_flavor() == tokio::runtime::RuntimeFlavor::MultiThread => {
+                tokio::task::block_in_place(wait)
+            }
+            _ => wait(),
+        }
     }
 
     pub fn stats(&self) -> &CommitStats {
