@@ -144,6 +144,9 @@ pub struct Agent {
     /// The address the HTTP API serves on, once it does (the node's `HTTPAddr`).
     http_addr: std::sync::OnceLock<std::net::SocketAddr>,
     alloc_root: PathBuf,
+    /// The runtime allocations run on (the one the agent started on), whichever runtime
+    /// the request that placed them came in on: the API may run on one of its own.
+    work: tokio::runtime::Handle,
     _tempdir: Option<tempfile::TempDir>,
 }
 
@@ -284,6 +287,7 @@ impl Agent {
             changes,
             vars,
             alloc_root: data_dir.join("alloc"),
+            work: tokio::runtime::Handle::current(),
             data_dir,
             swapper,
             watch: std::sync::Mutex::new(None),

@@ -268,6 +268,7 @@ impl Agent {
             &node.datacenter,
             u64::try_from(started.elapsed().as_nanos()).unwrap_or(u64::MAX),
         );
+        let mut allocs = Vec::with_capacity(place.len());
         for p in place {
             let (resources, task_resources) = p.resources.legacy();
             let alloc = Allocation {
@@ -295,14 +296,19 @@ impl Agent {
                 create_time: now,
                 modify_time: now,
             };
-            let id = alloc.id.clone();
-            let runner = AllocRunner::new(alloc, &config);
-            self.allocs
-                .write()
-                .unwrap()
-                .insert(id.clone(), runner.clone());
-            tokio::spawn(runner.run());
-            placed.push(id);
+            allocs.push(alloc);
+        }
+        // Durable before the answer, in one write: nothing acknowledged is lost.
+        let runners = AllocRunner::place_all(allocs, &config)?;
+        {
+            let mut table = self.allocs.write().unwrap();
+            for r in &runners {
+                table.insert(r.shared().id().to_string(), r.clone());
+            }
+        }
+        for r in runners {
+            placed.push(r.shared().id().to_string());
+            self.work.spawn(r.run());
         }
         if failed_placement {
             self.placement_failed();

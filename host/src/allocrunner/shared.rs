@@ -101,6 +101,15 @@ impl AllocShared {
             .allocation("PlanResult", a.create_index, &a);
     }
 
+    /// The allocation was placed and stored by [`super::AllocRunner::place_all`]: announce
+    /// it with its plan's result.
+    pub(super) fn announce_placed(&self) {
+        let a = self.lock();
+        self.changes
+            .events
+            .allocation("PlanResult", a.create_index, &a);
+    }
+
     /// What the scheduler wants of the allocation changed.
     pub(super) fn set_desired(&self, status: DesiredStatus, description: &str) {
         self.mutate("AllocationUpdateDesiredStatus", |a| {

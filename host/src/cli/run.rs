@@ -107,7 +107,23 @@ pub(super) async fn run(args: RunArgs) -> anyhow::Result<i32> {
         let _ = tokio::signal::ctrl_c().await;
         tracing::info!("interrupted: shutting down (tasks keep their state)");
     };
-    crate::api::serve(agent, listener, shutdown).await?;
+    // The API on a runtime of its own: while thousands of allocations start on the agent's
+    // runtime, a request does not queue behind them (placement runs on the request's
+    // thread, the allocations it places on the agent's runtime).
+    let api = tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(1)
+        .thread_name("api")
+        .enable_all()
+        .build()
+        .context("starting the API's runtime")?;
+    let listener = listener.into_std()?;
+    let served = api.spawn(async move {
+        let listener = tokio::net::TcpListener::from_std(listener)?;
+        crate::api::serve(agent, listener, shutdown).await
+    });
+    let result = served.await;
+    api.shutdown_background();
+    result.context("the API stopped")??;
     Ok(0)
 }
 

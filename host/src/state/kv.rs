@@ -126,6 +126,20 @@ impl<B: Backend + 'static> KvState<B> {
     }
 }
 
+/// An allocation's row: the allocation without its task states (stored apart), with its
+/// index.
+fn alloc_op(alloc: &Allocation) -> Op {
+    let mut a = alloc.clone();
+    a.task_states.clear();
+    let mut stored = serde_json::to_value(&a).expect("allocations serialize");
+    stored["Index"] = serde_json::json!(alloc.index);
+    Op::Put(
+        tables::ALLOCS,
+        alloc.id.clone(),
+        serde_json::to_vec(&stored).expect("json"),
+    )
+}
+
 impl<B: Backend + 'static> StateDb for KvState<B> {
     fn put_job(&self, job: &Job) -> Result<(), StateError> {
         let key = format!("{}/{}", job.namespace, job.id);
@@ -181,15 +195,22 @@ impl<B: Backend + 'static> StateDb for KvState<B> {
     }
 
     fn put_alloc(&self, alloc: &Allocation) -> Result<(), StateError> {
-        let mut a = alloc.clone();
-        a.task_states.clear();
-        let mut stored = serde_json::to_value(&a).expect("allocations serialize");
-        stored["Index"] = serde_json::json!(alloc.index);
-        self.commit.write(vec![Op::Put(
-            tables::ALLOCS,
-            alloc.id.clone(),
-            serde_json::to_vec(&stored).expect("json"),
-        )])
+        self.commit.write(vec![alloc_op(alloc)])
+    }
+
+    fn put_placed(&self, allocs: &[Allocation]) -> Result<(), StateError> {
+        let mut ops = Vec::with_capacity(allocs.len() * 2);
+        for a in allocs {
+            ops.push(alloc_op(a));
+            for (task, state) in &a.task_states {
+                ops.push(Op::Put(
+                    tables::TASK_STATE,
+                    task_key(&a.id, task),
+                    encode(state),
+                ));
+            }
+        }
+        self.commit.write(ops)
     }
 
     fn delete_alloc(&self, id: &str) -> Result<(), StateError> {

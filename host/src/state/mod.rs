@@ -141,6 +141,17 @@ pub trait StateDb: Send + Sync {
     fn jobs(&self) -> Result<Vec<Job>, StateError>;
     /// Store an allocation (its task states are stored separately and ignored here).
     fn put_alloc(&self, alloc: &Allocation) -> Result<(), StateError>;
+    /// Store newly placed allocations with their task states, in one transaction: one
+    /// durable write for a registration's thousands of allocations.
+    fn put_placed(&self, allocs: &[Allocation]) -> Result<(), StateError> {
+        for a in allocs {
+            self.put_alloc(a)?;
+            for (task, state) in &a.task_states {
+                self.put_task_state(&a.id, task, state)?;
+            }
+        }
+        Ok(())
+    }
     /// Remove an allocation with its task and local states, in one transaction.
     fn delete_alloc(&self, id: &str) -> Result<(), StateError>;
     /// All allocations, with their task states filled in.
