@@ -138,3 +138,77 @@ async fn restart_signal_stats_and_gc_of_a_running_allocation() {
     assert_eq!(r.status(), 404);
     assert!(!t.agent.data_dir().join("alloc").join(&id).exists());
 }
+
+#[tokio::test]
+async fn allocations_page_as_nomads_paginator_does() {
+    let t = TestAgent::start("", vec![]).await;
+    let r = t
+        .post_job(
+            json!({ "ID": "many", "Type": "service", "TaskGroups": [{ "Name": "g", "Count": 5,
+            "Tasks": [{ "Name": "t", "Driver": "mock", "Config": { "run_for": "1h" },
+                "Resources": { "CPU": 10, "MemoryMB": 10 } }] }] }),
+        )
+        .await;
+    assert_eq!(r.status(), 200);
+    let all = t.get("/v1/allocations").await;
+    let all: Vec<String> = all
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|a| a["ID"].as_str().unwrap().to_string())
+        .collect();
+    assert_eq!(all.len(), 5);
+    // Pages of 2 by (CreateIndex, ID), the next page's first item as `CreateIndex.ID`.
+    let mut seen = Vec::new();
+    let mut token = String::new();
+    for page in 0.. {
+        let r = t
+            .http
+            .get(t.url(&format!("/v1/allocations?per_page=2&next_token={token}")))
+            .send()
+            .await
+            .unwrap();
+        let next = r
+            .headers()
+            .get("X-Nomad-NextToken")
+            .map(|v| v.to_str().unwrap().to_string());
+        let items: serde_json::Value = r.json().await.unwrap();
+        let items = items.as_array().unwrap();
+        assert!(items.len() <= 2, "page {page}: {items:#?}");
+        seen.extend(items.iter().map(|a| a["ID"].as_str().unwrap().to_string()));
+        match next {
+            Some(n) => {
+                let (index, id) = n.split_once('.').unwrap();
+                assert!(index.parse::<u64>().is_ok(), "{n}");
+                assert_eq!(
+                    id,
+                    all[seen.len()],
+                    "the token names the next page's first item"
+                );
+                token = n;
+            }
+            None => break,
+        }
+    }
+    assert_eq!(seen, all, "the pages together are the whole list, in order");
+    // Under a prefix, by ID with the ID as the token.
+    let prefix = &all[0][..1];
+    let r = t
+        .http
+        .get(t.url(&format!("/v1/allocations?prefix={prefix}&per_page=1")))
+        .send()
+        .await
+        .unwrap();
+    let with_prefix = all.iter().filter(|id| id.starts_with(prefix)).count();
+    let next = r.headers().get("X-Nomad-NextToken").cloned();
+    let items: serde_json::Value = r.json().await.unwrap();
+    assert_eq!(items.as_array().unwrap().len(), 1);
+    if with_prefix > 1 {
+        let mut ids: Vec<&String> = all.iter().filter(|id| id.starts_with(prefix)).collect();
+        ids.sort();
+        assert_eq!(items[0]["ID"], ids[0].as_str());
+        assert_eq!(next.unwrap().to_str().unwrap(), ids[1].as_str());
+    } else {
+        assert!(next.is_none());
+    }
+}
