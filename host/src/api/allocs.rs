@@ -17,17 +17,74 @@ pub(super) fn routes() -> Router<AppState> {
         .route("/v1/allocation/{id}/stop", post(stop).put(stop))
 }
 
+/// Nomad's AllocListStub, borrowed from the allocation: serialized as it is read, with
+/// no tree of JSON values in between.
+#[derive(serde::Serialize)]
+#[serde(rename_all = "PascalCase")]
+struct Stub<'a> {
+    #[serde(rename = "ID")]
+    id: &'a str,
+    #[serde(rename = "EvalID")]
+    eval_id: &'a str,
+    name: &'a str,
+    namespace: &'a str,
+    #[serde(rename = "NodeID")]
+    node_id: &'a str,
+    node_name: &'a str,
+    #[serde(rename = "JobID")]
+    job_id: &'a str,
+    job_type: &'a crate::jobspec::JobType,
+    job_version: u64,
+    task_group: &'a str,
+    allocated_resources: Option<&'a crate::structs::AllocatedResources>,
+    desired_status: &'a crate::structs::DesiredStatus,
+    desired_description: &'a str,
+    client_status: &'a crate::structs::ClientStatus,
+    client_description: &'a str,
+    task_states: Option<&'a std::collections::BTreeMap<String, crate::structs::TaskState>>,
+    create_index: u64,
+    modify_index: u64,
+    create_time: u64,
+    modify_time: u64,
+}
+
+impl<'a> Stub<'a> {
+    fn of(a: &'a Allocation, fields: &StubFields) -> Self {
+        Self {
+            id: &a.id,
+            eval_id: &a.eval_id,
+            name: &a.name,
+            namespace: &a.namespace,
+            node_id: &a.node_id,
+            node_name: &a.node_name,
+            job_id: &a.job_id,
+            job_type: &a.job.job_type,
+            job_version: a.job.state.version,
+            task_group: &a.task_group,
+            allocated_resources: fields.resources.then_some(&a.allocated_resources),
+            desired_status: &a.desired_status,
+            desired_description: &a.desired_description,
+            client_status: &a.client_status,
+            client_description: &a.client_description,
+            task_states: fields.task_states.then_some(&a.task_states),
+            create_index: a.create_index,
+            modify_index: a.modify_index,
+            create_time: a.create_time,
+            modify_time: a.modify_time,
+        }
+    }
+}
+
 /// Nomad's AllocListStub.
 pub(super) fn stub(a: &Allocation) -> serde_json::Value {
-    json!({
-        "ID": a.id, "EvalID": a.eval_id, "Name": a.name, "Namespace": a.namespace,
-        "NodeID": a.node_id, "NodeName": a.node_name, "JobID": a.job_id, "JobType": a.job.job_type,
-        "JobVersion": a.job.state.version, "TaskGroup": a.task_group, "AllocatedResources": null, "DesiredStatus": a.desired_status,
-        "DesiredDescription": a.desired_description, "ClientStatus": a.client_status,
-        "ClientDescription": a.client_description, "TaskStates": a.task_states,
-        "CreateIndex": a.create_index, "ModifyIndex": a.modify_index,
-        "CreateTime": a.create_time, "ModifyTime": a.modify_time,
-    })
+    serde_json::to_value(Stub::of(
+        a,
+        &StubFields {
+            resources: false,
+            task_states: true,
+        },
+    ))
+    .expect("stubs serialize")
 }
 
 /// What `/v1/allocations` adds to or leaves out of its stubs (Nomad's `AllocStubFields`).
@@ -85,19 +142,13 @@ async fn list(
 ) -> Response {
     let index = q.block(&agent).await;
     let by_id = q.prefix.is_some();
-    let mut stubs: Vec<((u64, String), serde_json::Value)> = agent.visit_allocations(|a| {
+    let mut stubs: Vec<((u64, String), Vec<u8>)> = agent.visit_allocations(|a| {
         if !q.prefix.as_deref().is_none_or(|p| a.id.starts_with(p)) || !q.in_namespace(&a.namespace)
         {
             return None;
         }
-        let mut s = stub(a);
-        if fields.resources {
-            s["AllocatedResources"] = json!(a.allocated_resources);
-        }
-        if !fields.task_states {
-            s["TaskStates"] = serde_json::Value::Null;
-        }
-        Some((page_key(a.create_index, &a.id, by_id), s))
+        let json = serde_json::to_vec(&Stub::of(a, &fields)).expect("stubs serialize");
+        Some((page_key(a.create_index, &a.id, by_id), json))
     });
     if by_id {
         stubs.sort_by(|a, b| a.0.cmp(&b.0));
@@ -118,8 +169,17 @@ async fn list(
         });
         stubs.truncate(n);
     }
-    let page: Vec<serde_json::Value> = stubs.into_iter().map(|(_, s)| s).collect();
-    let mut r = with_index(index, &page);
+    let mut body = Vec::with_capacity(stubs.iter().map(|(_, s)| s.len() + 1).sum::<usize>() + 2);
+    body.push(b'[');
+    for (i, (_, s)) in stubs.iter().enumerate() {
+        if i > 0 {
+            body.push(b',');
+        }
+        body.extend_from_slice(s);
+    }
+    body.push(b']');
+    let mut r = with_index(index, &());
+    *r.body_mut() = axum::body::Body::from(body);
     if let Some(t) = next
         && let Ok(v) = axum::http::HeaderValue::from_str(&t)
     {
