@@ -8,7 +8,10 @@
 //! - agent RSS per running task ((RSS at N running − RSS idle) / N) at each step of
 //!   `LOAD_STEPS` running tasks, and the state file's size;
 //! - API latency p50/p99 of `GET /v1/allocations` and `GET /v1/allocation/{id}` with the
-//!   most tasks running.
+//!   most tasks running;
+//! - after `kill -9` of the agent, the time from starting it again until every allocation
+//!   is running again (its tasks reattached): with the mock tasks, and then again with
+//!   `LOAD_RAW` (default 1,000) raw_exec `sleep` tasks added, which are real processes.
 //!
 //! Run: `cargo bench -p paddock --bench load` (release build). `LOAD_STEPS` sets the steps
 //! (default `1000,5000,10000`); `LOAD_STEPS=200,1000` is a quick run. Bounded: each step
@@ -28,11 +31,32 @@ const STEP_LIMIT: Duration = Duration::from_secs(120);
 struct Agent {
     child: Child,
     base: String,
+    port: u16,
     data: PathBuf,
-    _dir: tempfile::TempDir,
+    dir: tempfile::TempDir,
 }
 
 impl Agent {
+    fn spawn(data: &std::path::Path, port: u16, config: &std::path::Path) -> Child {
+        Command::new(env!("CARGO_BIN_EXE_agent"))
+            .args(["run", "--dev", "--data-dir"])
+            .arg(data)
+            .args(["--bind", &format!("127.0.0.1:{port}"), "--config"])
+            .arg(config)
+            .env("RUST_LOG", "warn")
+            .stdout(Stdio::null())
+            .stderr(Stdio::null())
+            .spawn()
+            .expect("starting the agent")
+    }
+
+    /// `kill -9` the agent and start it again on the same data dir and port.
+    fn kill9_and_restart(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+        self.child = Self::spawn(&self.data, self.port, &self.dir.path().join("load.hcl"));
+    }
+
     fn start() -> Agent {
         let dir = tempfile::tempdir().unwrap();
         let port = std::net::TcpListener::bind("127.0.0.1:0")
@@ -49,21 +73,13 @@ impl Agent {
         )
         .unwrap();
         let data = dir.path().join("data");
-        let child = Command::new(env!("CARGO_BIN_EXE_agent"))
-            .args(["run", "--dev", "--data-dir"])
-            .arg(&data)
-            .args(["--bind", &format!("127.0.0.1:{port}"), "--config"])
-            .arg(&config)
-            .env("RUST_LOG", "warn")
-            .stdout(Stdio::null())
-            .stderr(Stdio::null())
-            .spawn()
-            .expect("starting the agent");
+        let child = Self::spawn(&data, port, &config);
         Agent {
             child,
             base: format!("http://127.0.0.1:{port}"),
+            port,
             data,
-            _dir: dir,
+            dir,
         }
     }
 
@@ -97,6 +113,13 @@ impl Drop for Agent {
         let _ = self.child.kill();
         let _ = self.child.wait();
     }
+}
+
+fn raw_job(id: &str, count: u32) -> Value {
+    json!({ "Job": { "ID": id, "Type": "service", "TaskGroups": [{ "Name": "g", "Count": count,
+        "Tasks": [{ "Name": "t", "Driver": "raw_exec",
+            "Config": { "command": "/bin/sleep", "args": ["3600"] },
+            "Resources": { "CPU": 1, "MemoryMB": 1 } }] }] } })
 }
 
 fn job(id: &str, count: u32) -> Value {
@@ -146,6 +169,40 @@ impl Client {
     async fn running(&self, id: &str) -> u64 {
         let s = self.get(&format!("/v1/job/{id}/summary")).await;
         s["Summary"]["g"]["Running"].as_u64().unwrap_or(0)
+    }
+
+    /// Allocations whose client status is `running`, of all there are.
+    async fn running_allocs(&self) -> (usize, usize) {
+        let v = self.get("/v1/allocations?task_states=false").await;
+        let all = v.as_array().map_or(0, Vec::len);
+        let running = v.as_array().map_or(0, |a| {
+            a.iter().filter(|a| a["ClientStatus"] == "running").count()
+        });
+        (running, all)
+    }
+
+    /// After a restart: how long until `want` allocations run again.
+    async fn reattach_time(&self, want: usize) -> Duration {
+        let t = Instant::now();
+        self.wait_ready().await;
+        loop {
+            if self.running_allocs().await.0 >= want {
+                return t.elapsed();
+            }
+            assert!(
+                t.elapsed() < STEP_LIMIT,
+                "not all {want} allocations reattached"
+            );
+            tokio::time::sleep(Duration::from_millis(20)).await;
+        }
+    }
+
+    async fn delete(&self, path: &str) {
+        let _ = self
+            .http
+            .delete(format!("{}{path}", self.base))
+            .send()
+            .await;
     }
 
     async fn wait_ready(&self) {
@@ -215,7 +272,7 @@ fn main() {
         .enable_all()
         .build()
         .unwrap();
-    let agent = Agent::start();
+    let mut agent = Agent::start();
     let c = Client {
         http: reqwest::Client::builder()
             .timeout(Duration::from_secs(60))
@@ -233,7 +290,7 @@ fn main() {
         })
         .map_or(0, |kib| kib >> 20);
     eprintln!("load: {cores} cores, {mem_gib} GiB; agent {}", agent.base);
-    tokio.block_on(async {
+    let _listed = tokio.block_on(async {
         c.wait_ready().await;
         tokio::time::sleep(Duration::from_millis(500)).await;
         let idle = agent.rss_kib();
@@ -315,6 +372,62 @@ fn main() {
             ms(percentile(&mut one, 0.5)),
             ms(percentile(&mut one, 0.99)),
         );
+        ids.len()
     });
+    let total = tokio.block_on(async {
+        let (running, _) = c.running_allocs().await;
+        running
+    });
+
+    // kill -9 and back: the mock tasks reattach from their stored handles.
+    agent.kill9_and_restart();
+    let took = tokio.block_on(c.reattach_time(total));
+    eprintln!(
+        "load: kill -9, restart: all {total} mock allocations running again after {:.2} s",
+        took.as_secs_f64()
+    );
+
+    // The same with real processes among them: raw_exec sleeps under the task executor.
+    let raw: u32 = std::env::var("LOAD_RAW")
+        .ok()
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(1000);
+    if raw > 0 {
+        let mut raw_jobs = Vec::new();
+        tokio.block_on(async {
+            for i in 0..raw.div_ceil(JOB_SIZE) {
+                let id = format!("raw-{i}");
+                c.register(&raw_job(&id, JOB_SIZE.min(raw))).await;
+                raw_jobs.push(id);
+            }
+            let want = total + raw_jobs.len() * JOB_SIZE.min(raw) as usize;
+            let deadline = Instant::now() + STEP_LIMIT;
+            while c.running_allocs().await.0 < want {
+                assert!(
+                    Instant::now() < deadline,
+                    "raw_exec tasks did not all start"
+                );
+                tokio::time::sleep(Duration::from_millis(100)).await;
+            }
+        });
+        let want = total + raw_jobs.len() * JOB_SIZE.min(raw) as usize;
+        agent.kill9_and_restart();
+        let took = tokio.block_on(c.reattach_time(want));
+        eprintln!(
+            "load: kill -9, restart: all {want} allocations ({} raw_exec sleep processes) running again after {:.2} s",
+            want - total,
+            took.as_secs_f64()
+        );
+        // The sleeps are real processes the executor keeps past the agent: stop them.
+        tokio.block_on(async {
+            for id in &raw_jobs {
+                c.delete(&format!("/v1/job/{id}?purge=true")).await;
+            }
+            let deadline = Instant::now() + Duration::from_secs(60);
+            while c.running_allocs().await.0 > total && Instant::now() < deadline {
+                tokio::time::sleep(Duration::from_millis(200)).await;
+            }
+        });
+    }
     drop(agent);
 }
