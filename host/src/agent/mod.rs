@@ -461,6 +461,11 @@ impl Agent {
         out.into_iter().map(|(_, _, t)| t).collect()
     }
 
+    /// How many allocations the agent holds (live or restored).
+    pub fn allocation_count(&self) -> usize {
+        self.allocs.read().unwrap().len() + self.restored.read().unwrap().len()
+    }
+
     /// One allocation by id.
     pub fn allocation(&self, id: &str) -> Option<Allocation> {
         if let Some(r) = self.allocs.read().unwrap().get(id) {

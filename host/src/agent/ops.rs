@@ -316,12 +316,7 @@ impl Agent {
 
     /// Collect every finished allocation.
     pub async fn gc_all(&self) -> Result<(), AllocActionError> {
-        let done: Vec<String> = self
-            .allocations()
-            .into_iter()
-            .filter(|a| a.is_terminal())
-            .map(|a| a.id)
-            .collect();
+        let done: Vec<String> = self.visit_allocations(|a| a.is_terminal().then(|| a.id.clone()));
         for id in &done {
             self.gc_allocation(id).await?;
         }

@@ -49,12 +49,7 @@ async fn allocations(
     if agent.evals().get(&id).is_none() {
         return Err(ApiError::not_found("eval not found"));
     }
-    let stubs: Vec<_> = agent
-        .allocations()
-        .iter()
-        .filter(|a| a.eval_id == id)
-        .map(super::allocs::stub)
-        .collect();
+    let stubs = agent.visit_allocations(|a| (a.eval_id == id).then(|| super::allocs::stub(a)));
     Ok(with_index(index, &stubs))
 }
 

@@ -53,11 +53,7 @@ pub(super) fn alloc_root(
     let alloc = agent
         .allocation(id)
         .or_else(|| {
-            let matches: Vec<_> = agent
-                .allocations()
-                .into_iter()
-                .filter(|a| a.id.starts_with(id))
-                .collect();
+            let matches = agent.visit_allocations(|a| a.id.starts_with(id).then(|| a.clone()));
             (matches.len() == 1 && !id.is_empty()).then(|| matches.into_iter().next().unwrap())
         })
         .ok_or_else(|| ApiError::not_found(format!("alloc {id:?} not found")))?;

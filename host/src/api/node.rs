@@ -49,7 +49,7 @@ async fn agent_self(State(agent): State<AppState>) -> Response {
         &json!({
             "config": { "Datacenter": n.datacenter, "Region": n.region, "NodeName": n.name, "DataDir": agent.data_dir(), "Version": { "Version": env!("CARGO_PKG_VERSION") } },
             "member": { "Name": n.name, "Status": "alive", "Tags": { "region": n.region, "dc": n.datacenter } },
-            "stats": { "client": { "node_id": n.id, "known_servers": "", "num_allocations": agent.allocations().len().to_string() } },
+            "stats": { "client": { "node_id": n.id, "known_servers": "", "num_allocations": agent.allocation_count().to_string() } },
         }),
     )
 }

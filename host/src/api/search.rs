@@ -49,7 +49,7 @@ async fn search(State(agent): State<AppState>, body: Bytes) -> Result<Response, 
     let (mut matches, mut truncations) = (serde_json::Map::new(), serde_json::Map::new());
     for ctx in contexts {
         let mut ids: Vec<String> = match *ctx {
-            "allocs" => agent.allocations().into_iter().map(|a| a.id).collect(),
+            "allocs" => agent.visit_allocations(|a| Some(a.id.clone())),
             "evals" => agent.evals().list("").into_iter().map(|e| e.id).collect(),
             "jobs" => agent.jobs().into_iter().map(|j| j.id).collect(),
             _ => vec![agent.node().id],
@@ -137,13 +137,10 @@ async fn fuzzy(State(agent): State<AppState>, body: Bytes) -> Result<Response, A
                 }
             }
             "allocs" => {
-                for a in agent
-                    .allocations()
-                    .into_iter()
-                    .filter(|a| in_ns(&a.namespace) && hit(&a.name))
-                {
-                    found.push((a.name, vec![a.namespace, a.id]));
-                }
+                found.extend(agent.visit_allocations(|a| {
+                    (in_ns(&a.namespace) && hit(&a.name))
+                        .then(|| (a.name.clone(), vec![a.namespace.clone(), a.id.clone()]))
+                }));
             }
             "nodes" => {
                 let n = agent.node();
