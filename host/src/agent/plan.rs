@@ -388,21 +388,25 @@ impl Agent {
         Ok(())
     }
 
+    /// A node attribute as a number; 0 when absent or not a number.
+    fn numeric_attribute(&self, key: &str) -> u64 {
+        self.node()
+            .attributes
+            .get(key)
+            .and_then(|v| v.parse::<u64>().ok())
+            .unwrap_or(0)
+    }
+
     /// What the node offers allocations, and what live allocations other than those of
     /// job `except` (which a registration replaces) hold of it.
     pub(super) fn capacity(&self, except: &(String, String)) -> feasible::Capacity {
-        let n = self.node();
-        let attr = |k: &str| {
-            n.attributes
-                .get(k)
-                .and_then(|v| v.parse::<u64>().ok())
-                .unwrap_or(0)
-        };
-        let cores = attr("cpu.numcores").clamp(1, u64::from(u16::MAX));
+        let cores = self
+            .numeric_attribute("cpu.numcores")
+            .clamp(1, u64::from(u16::MAX));
         let compute = self
             .resources
             .cpu_total_compute
-            .unwrap_or_else(|| attr("cpu.totalcompute"));
+            .unwrap_or_else(|| self.numeric_attribute("cpu.totalcompute"));
         let mut c = feasible::Capacity {
             total: self.allocatable(),
             cores: (0..cores as u16).collect(),
@@ -423,13 +427,7 @@ impl Agent {
     /// What allocations may use of the node: its fingerprint, or the config's
     /// `cpu_total_compute` and `memory_total_mb`, minus the config's `reserved` block.
     pub fn allocatable(&self) -> Amounts {
-        let n = self.node();
-        let attr = |k: &str| {
-            n.attributes
-                .get(k)
-                .and_then(|v| v.parse::<u64>().ok())
-                .unwrap_or(0)
-        };
+        let attr = |k: &str| self.numeric_attribute(k);
         let r = &self.resources;
         Amounts {
             cpu: r
