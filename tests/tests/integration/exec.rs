@@ -344,14 +344,7 @@ async fn cores_are_reserved_whole_pinned_by_cpuset_and_not_given_twice() {
     // Two more cores do not exist while it holds one: the job is blocked on `cores`.
     let mut two = job("two-cores", 64, &["-c", "true"]);
     two["TaskGroups"][0]["Tasks"][0]["Resources"] = json!({ "Cores": 2, "MemoryMB": 64 });
-    let r = t.post_job(two).await;
-    let body: serde_json::Value = r.json().await.unwrap();
-    let eval = t
-        .get(&format!(
-            "/v1/evaluation/{}",
-            body["EvalID"].as_str().unwrap()
-        ))
-        .await;
+    let eval = t.register(two).await;
     assert_eq!(
         eval["FailedTGAllocs"]["g"]["DimensionExhausted"]["cores"], 1,
         "{eval:#}"

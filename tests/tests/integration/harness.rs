@@ -146,6 +146,15 @@ impl TestAgent {
             .unwrap()
     }
 
+    /// Register `job` (200 expected) and read the evaluation it made.
+    pub async fn register(&self, job: serde_json::Value) -> serde_json::Value {
+        let r = self.post_job(job).await;
+        assert_eq!(r.status(), 200);
+        let body: serde_json::Value = r.json().await.unwrap();
+        let eval = body["EvalID"].as_str().unwrap();
+        self.get(&format!("/v1/evaluation/{eval}")).await
+    }
+
     /// `POST path` with a JSON body: the status and the answer (JSON, or the text as a
     /// JSON string when it is not JSON).
     pub async fn post(&self, path: &str, body: serde_json::Value) -> (u16, serde_json::Value) {

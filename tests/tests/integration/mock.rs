@@ -224,18 +224,10 @@ async fn a_driver_whose_fingerprint_loops_is_unhealthy_and_the_agent_runs_on() {
     );
     // As in Nomad's scheduler, an unhealthy driver is filtered out: the job is accepted,
     // not placed ("missing drivers"), and the agent runs on.
-    let r = t
-        .post_job(crate::harness::mock_job(
+    let eval = t
+        .register(crate::harness::mock_job(
             "still",
             json!({"run_for": "10ms"}),
-        ))
-        .await;
-    assert_eq!(r.status(), 200);
-    let body: serde_json::Value = r.json().await.unwrap();
-    let eval = t
-        .get(&format!(
-            "/v1/evaluation/{}",
-            body["EvalID"].as_str().unwrap()
         ))
         .await;
     assert_eq!(

@@ -60,15 +60,7 @@ async fn a_static_port_held_by_another_job_is_a_placement_failure_naming_the_hol
     let http = free_port();
     let r = t.post_job(port_job("holder", http, "sleep 30")).await;
     assert!(r.status().is_success());
-    let r = t.post_job(port_job("clash", http, "true")).await;
-    assert_eq!(r.status(), 200);
-    let body: serde_json::Value = r.json().await.unwrap();
-    let eval = t
-        .get(&format!(
-            "/v1/evaluation/{}",
-            body["EvalID"].as_str().unwrap()
-        ))
-        .await;
+    let eval = t.register(port_job("clash", http, "true")).await;
     let dims = eval["FailedTGAllocs"]["g"]["DimensionExhausted"]
         .as_object()
         .unwrap_or_else(|| panic!("{eval:#}"))

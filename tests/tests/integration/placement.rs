@@ -18,15 +18,6 @@ fn sleeper(id: &str, count: u32, memory: u64) -> Value {
     job(id, count, memory, "mock", json!({ "run_for": "1h" }))
 }
 
-/// Register; the evaluation it made.
-async fn register(t: &TestAgent, job: Value) -> Value {
-    let r = t.post_job(job).await;
-    assert_eq!(r.status(), 200);
-    let body: Value = r.json().await.unwrap();
-    let eval = body["EvalID"].as_str().unwrap();
-    t.get(&format!("/v1/evaluation/{eval}")).await
-}
-
 async fn allocs(t: &TestAgent, id: &str) -> Vec<Value> {
     t.get(&format!("/v1/job/{id}/allocations"))
         .await
@@ -55,7 +46,7 @@ async fn wait_for_allocs(t: &TestAgent, id: &str, n: usize) -> Vec<Value> {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_job_that_does_not_fit_is_accepted_not_placed_and_says_why() {
     let t = TestAgent::start("", vec![]).await;
-    let eval = register(&t, sleeper("huge", 3, 100_000_000)).await;
+    let eval = t.register(sleeper("huge", 3, 100_000_000)).await;
     assert_eq!(eval["Status"], "complete");
     let m = &eval["FailedTGAllocs"]["g"];
     assert_eq!(m["DimensionExhausted"]["memory"], 1, "{eval:#}");
@@ -120,11 +111,11 @@ async fn a_count_that_fits_in_part_places_what_fits_and_the_rest_when_a_job_stop
     assert_eq!(node["NodeResources"]["Memory"]["MemoryMB"], 1200);
     assert_eq!(node["ReservedResources"]["Memory"]["MemoryMB"], 200);
 
-    let eval = register(&t, sleeper("first", 1, 600)).await;
+    let eval = t.register(sleeper("first", 1, 600)).await;
     assert!(eval["FailedTGAllocs"].is_null(), "{eval:#}");
     wait_for_allocs(&t, "first", 1).await;
     // 400 left: one of two fits.
-    let eval = register(&t, sleeper("second", 2, 400)).await;
+    let eval = t.register(sleeper("second", 2, 400)).await;
     assert_eq!(
         eval["FailedTGAllocs"]["g"]["DimensionExhausted"]["memory"],
         1
@@ -157,23 +148,23 @@ async fn a_job_for_a_missing_driver_is_blocked_and_placed_once_the_driver_is_the
         vec![],
     )
     .await;
-    let eval = register(
-        &t,
-        job(
+    let eval = t
+        .register(job(
             "later",
             1,
             64,
             "raw_exec",
             json!({ "command": "/bin/sleep", "args": ["600"] }),
-        ),
-    )
-    .await;
+        ))
+        .await;
     assert_eq!(
         eval["FailedTGAllocs"]["g"]["ConstraintFiltered"]["missing drivers"], 1,
         "{eval:#}"
     );
     assert_eq!(eval["FailedTGAllocs"]["g"]["NodesFiltered"], 1);
-    let eval = register(&t, job("nowhere", 1, 64, "docker", json!({ "image": "x" }))).await;
+    let eval = t
+        .register(job("nowhere", 1, 64, "docker", json!({ "image": "x" })))
+        .await;
     assert_eq!(
         eval["FailedTGAllocs"]["g"]["ConstraintFiltered"]["missing drivers"],
         1
@@ -218,21 +209,18 @@ async fn constraints_on_node_attributes_decide_placement() {
         j["Constraints"] = constraints;
         j
     };
-    let eval = register(
-        &t,
-        with(
+    let eval = t
+        .register(with(
             "win",
             json!([{ "LTarget": "${attr.kernel.name}", "RTarget": "windows", "Operand": "=" }]),
-        ),
-    )
-    .await;
+        ))
+        .await;
     assert_eq!(
         eval["FailedTGAllocs"]["g"]["ConstraintFiltered"]["${attr.kernel.name} = windows"], 1,
         "{eval:#}"
     );
-    let eval = register(
-        &t,
-        with(
+    let eval = t
+        .register(with(
             "fits",
             json!([
                 { "LTarget": "${attr.kernel.name}", "RTarget": "linux", "Operand": "=" },
@@ -242,9 +230,8 @@ async fn constraints_on_node_attributes_decide_placement() {
                 { "LTarget": "${meta.rack}", "Operand": "is_set" },
                 { "LTarget": "${node.class}", "RTarget": "gpu", "Operand": "!=" }
             ]),
-        ),
-    )
-    .await;
+        ))
+        .await;
     assert!(eval["FailedTGAllocs"].is_null(), "{eval:#}");
     wait_for_allocs(&t, "fits", 1).await;
 
@@ -271,7 +258,7 @@ job "hcl" {
         parsed["TaskGroups"][0]["Constraints"],
         json!([{ "LTarget": "${meta.rack}", "RTarget": "r2", "Operand": "=" }])
     );
-    let eval = register(&t, parsed).await;
+    let eval = t.register(parsed).await;
     assert_eq!(
         eval["FailedTGAllocs"]["g"]["ConstraintFiltered"]["${meta.rack} = r2"], 1,
         "{eval:#}"
