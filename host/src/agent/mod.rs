@@ -429,16 +429,7 @@ impl Agent {
 
     /// All allocations, live and restored.
     pub fn allocations(&self) -> Vec<Allocation> {
-        let mut out: Vec<Allocation> = self
-            .allocs
-            .read()
-            .unwrap()
-            .values()
-            .map(|r| r.shared().snapshot())
-            .collect();
-        out.extend(self.restored.read().unwrap().values().cloned());
-        out.sort_by_key(|a| (a.create_index, a.id.clone()));
-        out
+        self.visit_allocations(|a| Some(a.clone()))
     }
 
     /// `f` of every allocation (live or restored) that it keeps, in (create index, id)
