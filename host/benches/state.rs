@@ -3,6 +3,8 @@
 //!   BenchmarkWriteDeduplication_On/Off): with de-duplication it skips the transaction.
 //! - `group_commit/on` vs `group_commit/off`: 200 task runners (threads) each write one
 //!   task-state update; every write durable when it returns. Updates/s = 200 / time.
+//! - `group_commit/sustained/*` (printed to stderr): the same 200 writers writing one
+//!   update after another for 2 s, group commit on and off: the sustained rate.
 //! - `restore/1000_allocs`: agent start with 1,000 running mock allocations in its state
 //!   file, until every task is reattached.
 //!
@@ -50,18 +52,24 @@ fn dedup(c: &mut Criterion) {
     g.finish();
 }
 
+/// A redb state DB in a temp dir, with de-duplication and group commit `on` or off.
+fn group_db(on: bool) -> (tempfile::TempDir, Arc<KvState<RedbBackend>>) {
+    let dir = tempfile::tempdir().unwrap();
+    let db = redb(
+        dir.path(),
+        CommitOptions {
+            dedup: true,
+            group: on,
+        },
+    );
+    (dir, Arc::new(db))
+}
+
 fn group_commit(c: &mut Criterion) {
     let mut g = c.benchmark_group("group_commit");
     g.sample_size(10);
     for on in [true, false] {
-        let dir = tempfile::tempdir().unwrap();
-        let db = Arc::new(redb(
-            dir.path(),
-            CommitOptions {
-                dedup: true,
-                group: on,
-            },
-        ));
+        let (_dir, db) = group_db(on);
         let mut round = 0u64;
         g.bench_function(if on { "on" } else { "off" }, |b| {
             b.iter_custom(|iters| {
@@ -95,6 +103,43 @@ fn group_commit(c: &mut Criterion) {
         });
     }
     g.finish();
+}
+
+/// 200 writers that each write task-state updates one after another for 2 s (each
+/// durable when it returns), with group commit on and off, side by side: the sustained
+/// rate, printed to stderr (a burst, as `group_commit/*` times, pays two fsyncs where a
+/// steady stream pays one per round of writers).
+fn group_commit_sustained(_c: &mut Criterion) {
+    for on in [true, false] {
+        let (_dir, db) = group_db(on);
+        let stop = Arc::new(std::sync::atomic::AtomicBool::new(false));
+        let threads: Vec<_> = (0..200)
+            .map(|i| {
+                let (db, stop) = (db.clone(), stop.clone());
+                std::thread::spawn(move || {
+                    let mut n = 0u64;
+                    while !stop.load(std::sync::atomic::Ordering::Relaxed) {
+                        n += 1;
+                        let st = TaskState {
+                            restarts: n,
+                            ..Default::default()
+                        };
+                        db.put_task_state(&format!("alloc-{i}"), "t", &st).unwrap();
+                    }
+                    n
+                })
+            })
+            .collect();
+        let start = Instant::now();
+        std::thread::sleep(Duration::from_secs(2));
+        stop.store(true, std::sync::atomic::Ordering::Relaxed);
+        let total: u64 = threads.into_iter().map(|t| t.join().unwrap()).sum();
+        eprintln!(
+            "group_commit/sustained/{}: 200 writers, {:.0} durable updates/s",
+            if on { "on" } else { "off" },
+            total as f64 / start.elapsed().as_secs_f64()
+        );
+    }
 }
 
 fn restore(c: &mut Criterion) {
@@ -242,5 +287,5 @@ fn restore(c: &mut Criterion) {
     g.finish();
 }
 
-criterion_group!(state, dedup, group_commit, restore);
+criterion_group!(state, dedup, group_commit, group_commit_sustained, restore);
 criterion_main!(state);

@@ -7,7 +7,8 @@
 //!   gathered into the next one, so 200 task runners updating their state share commits
 //!   instead of paying an fsync each.
 //! - **De-duplication.** The committer remembers the last *committed* value of every key
-//!   it wrote. A put of the same bytes, or a delete of a key known to be absent, is dropped,
+//!   it wrote, as its SHA-256 (32 bytes, not the value: a 10,000-task agent's values would
+//!   be tens of MiB of its memory). A put of the same bytes, or a delete of a key known to be absent, is dropped,
 //!   and a write left with nothing to do skips the transaction entirely, not only the
 //!   stores (Nomad's boltdd still opened and committed one). The memory is updated only
 //!   after the commit succeeded: a failed commit leaves it as it was, so a value that never
@@ -110,7 +111,7 @@ impl Shared {
                             .memory
                             .values
                             .get(&key)
-                            .is_some_and(|cur| cur.as_deref() == Some(v.as_slice()))
+                            .is_some_and(|cur| *cur == Some(digest(v)))
                 }
                 Op::Delete(t, k) => {
                     let key = (*t, k.clone());
@@ -164,6 +165,13 @@ impl Committer {
 
     /// Apply `ops` atomically; returns once they are durable (or known to change nothing).
     pub fn write(&self, ops: Vec<Op>) -> Result<(), StateError> {
+        self.queue(ops)?.wait()
+    }
+
+    /// Queue `ops` to be applied atomically, in the order queued, and return without
+    /// waiting: [`Durable::wait`] says when they are durable. Writes queued under a lock
+    /// keep that lock's order and are still committed together with other writers'.
+    pub fn queue(&self, ops: Vec<Op>) -> Result<Durable, StateError> {
         self.stats.writes.fetch_add(1, Ordering::Relaxed);
         if self.dedup {
             let mut shared = self.shared.lock().unwrap();
@@ -171,30 +179,18 @@ impl Committer {
             // committer thread.
             if shared.all_noop(&ops) {
                 self.stats.skipped.fetch_add(1, Ordering::Relaxed);
-                return Ok(());
+                return Ok(Durable(None));
             }
             shared.track(&ops, 1);
         }
         let asked = if self.dedup { ops.clone() } else { Vec::new() };
         let (done, rx) = mpsc::sync_channel(1);
-        let stopped = || StateError::Storage("the state committer has stopped".into());
         self.queue
             .as_ref()
             .ok_or_else(stopped)?
             .send(Request { ops, asked, done })
             .map_err(|_| stopped())?;
-        let wait = || rx.recv().map_err(|_| stopped())?;
-        // Called from async code on a worker of the agent's multi-thread runtime, the wait
-        // for the fsync would hold the worker: on 2 cores, two task starts waiting for their
-        // commits stall every other task and the API. Telling tokio lets it move the
-        // worker's queue to another thread; it also lets many writers wait at once, which
-        // is what group commit batches.
-        match tokio::runtime::Handle::try_current() {
-            Ok(h) if h.runtime_flavor() == tokio::runtime::RuntimeFlavor::MultiThread => {
-                tokio::task::block_in_place(wait)
-            }
-            _ => wait(),
-        }
+        Ok(Durable(Some(rx)))
     }
 
     pub fn stats(&self) -> &CommitStats {
@@ -202,23 +198,52 @@ impl Committer {
     }
 }
 
+fn stopped() -> StateError {
+    StateError::Storage("the state committer has stopped".into())
+}
+
+/// A queued write: [`Durable::wait`] returns once it is durable, or its error.
+#[must_use = "a queued write is acknowledged only once it is durable"]
+pub struct Durable(Option<mpsc::Receiver<Result<(), StateError>>>);
+
+impl Durable {
+    /// Wait until the write is durable (at once when it changed nothing). Called from async
+    /// code on a worker of the agent's runtime, it tells tokio: two task starts waiting
+    /// for their commits would otherwise stall every other task and the API; it also lets
+    /// many writers wait at once, which is what group commit batches.
+    pub fn wait(self) -> Result<(), StateError> {
+        match self.0 {
+            None => Ok(()),
+            Some(rx) => crate::util::wait_blocking(|| rx.recv().map_err(|_| stopped())?),
+        }
+    }
+}
+
 /// A batch's pending changes over the memory: `Some(known)` or `None` (forget the key).
-type View = HashMap<Key, Option<Option<Vec<u8>>>>;
+type View = HashMap<Key, Option<Option<Digest>>>;
+
+/// A value as the memory keeps it.
+type Digest = [u8; 32];
+
+fn digest(v: &[u8]) -> Digest {
+    use sha2::Digest as _;
+    sha2::Sha256::digest(v).into()
+}
 
 /// Known committed values: `Some(bytes)`, or `None` for a key known to be absent.
 #[derive(Default)]
 struct Memory {
-    values: HashMap<Key, Option<Vec<u8>>>,
+    values: HashMap<Key, Option<Digest>>,
 }
 
 impl Memory {
     /// `ops` without what would change nothing, given `view` (this batch's pending changes
     /// over the committed memory). Records the kept ops' effects in `view`.
     fn filter(&self, ops: Vec<Op>, view: &mut View) -> Vec<Op> {
-        let known = |view: &View, k: &Key| -> Option<Option<Vec<u8>>> {
+        let known = |view: &View, k: &Key| -> Option<Option<Digest>> {
             match view.get(k) {
-                Some(v) => v.clone(),
-                None => self.values.get(k).cloned(),
+                Some(v) => *v,
+                None => self.values.get(k).copied(),
             }
         };
         let mut out = Vec::with_capacity(ops.len());
@@ -226,10 +251,11 @@ impl Memory {
             match op {
                 Op::Put(t, k, v) => {
                     let key = (t, k);
-                    if known(view, &key).is_some_and(|cur| cur.as_deref() == Some(v.as_slice())) {
+                    let d = digest(&v);
+                    if known(view, &key) == Some(Some(d)) {
                         continue;
                     }
-                    view.insert(key.clone(), Some(Some(v.clone())));
+                    view.insert(key.clone(), Some(Some(d)));
                     out.push(Op::Put(t, key.1, v));
                 }
                 Op::Delete(t, k) => {

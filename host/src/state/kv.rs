@@ -2,14 +2,17 @@
 //! JSON, keys laid out so that an allocation's rows are one prefix. Writes go through the
 //! committer ([`super::commit`]).
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, HashMap};
+use std::sync::Arc;
+use std::sync::atomic::Ordering;
 
 use serde::Serialize;
 use serde::de::DeserializeOwned;
 
+use super::alloc_row::{AllocRow, JobRows};
 use super::{
-    Backend, CommitOptions, CommitStats, JOB_VERSIONS_KEPT, LocalTaskState, MemBackend, Op,
-    ProcessRecord, RedbBackend, StateDb, StateError, commit, tables,
+    Backend, CommitOptions, CommitStats, Durable, JOB_VERSIONS_KEPT, LocalTaskState, MemBackend,
+    Op, ProcessRecord, RedbBackend, StateDb, StateError, commit, tables,
 };
 use crate::jobspec::Job;
 use crate::structs::{Allocation, TaskState, Variable};
@@ -19,6 +22,8 @@ use crate::structs::{Allocation, TaskState, Variable};
 pub struct KvState<B: Backend> {
     backend: std::sync::Arc<B>,
     commit: commit::Committer,
+    /// Which job rows the allocation rows name (loaded at the first allocation write).
+    job_rows: std::sync::Mutex<Option<JobRows>>,
 }
 
 impl<B: Backend + 'static> KvState<B> {
@@ -28,17 +33,13 @@ impl<B: Backend + 'static> KvState<B> {
         Self {
             commit: commit::Committer::start(backend.clone(), options),
             backend,
+            job_rows: Default::default(),
         }
     }
 
     /// The backend (for tests that inject faults).
     pub fn backend(&self) -> &B {
         &self.backend
-    }
-
-    /// Write-path counters.
-    pub fn commit_stats(&self) -> &CommitStats {
-        self.commit.stats()
     }
 }
 
@@ -50,8 +51,13 @@ pub type MemState = KvState<MemBackend>;
 impl RedbState {
     /// Open (or create) the state file at `path`, upgrading an older schema.
     pub fn open(path: &std::path::Path) -> Result<Self, StateError> {
+        Self::open_with_cache(path, RedbBackend::DEFAULT_CACHE)
+    }
+
+    /// [`RedbState::open`], with redb keeping at most `cache_bytes` of the file in memory.
+    pub fn open_with_cache(path: &std::path::Path, cache_bytes: usize) -> Result<Self, StateError> {
         Ok(KvState::with_backend(
-            RedbBackend::open(path)?,
+            RedbBackend::open_with_cache(path, cache_bytes)?,
             CommitOptions::default(),
         ))
     }
@@ -99,6 +105,9 @@ fn version_key(job_key: &str, version: u64) -> String {
     format!("{job_key}/{version:020}")
 }
 
+/// Key prefix of the marks of placements on their way (see `queue_job_placing`).
+const PLACING: &str = "placing/";
+
 fn task_key(alloc_id: &str, task: &str) -> String {
     format!("{alloc_id}/{task}")
 }
@@ -126,22 +135,61 @@ impl<B: Backend + 'static> KvState<B> {
     }
 }
 
-/// An allocation's row: the allocation without its task states (stored apart), with its
-/// index.
-fn alloc_op(alloc: &Allocation) -> Op {
-    let mut a = alloc.clone();
-    a.task_states.clear();
-    let mut stored = serde_json::to_value(&a).expect("allocations serialize");
-    stored["Index"] = serde_json::json!(alloc.index);
-    Op::Put(
-        tables::ALLOCS,
-        alloc.id.clone(),
-        serde_json::to_vec(&stored).expect("json"),
-    )
+impl<B: Backend + 'static> KvState<B> {
+    /// Queue `ops` after the allocation rows (and job rows) `rows` adds, in one write: under
+    /// the job rows' lock, so a write that counts on a job row stored by an earlier one is
+    /// queued after it.
+    fn queue_with_rows(
+        &self,
+        mut ops: Vec<Op>,
+        rows: impl FnOnce(&mut JobRows, &mut Vec<Op>),
+    ) -> Result<Durable, StateError> {
+        let mut guard = self.job_rows.lock().unwrap();
+        let failures = self.commit.stats().failures.load(Ordering::Relaxed);
+        let job_rows = match &mut *guard {
+            Some(r) => {
+                r.distrust_after(failures);
+                r
+            }
+            slot @ None => {
+                let (r, orphans) = JobRows::load(&*self.backend, failures)?;
+                ops.extend(orphans);
+                slot.insert(r)
+            }
+        };
+        rows(job_rows, &mut ops);
+        self.commit.queue(ops)
+    }
+
+    /// The job row `key` names, decoded once per read of the allocations.
+    fn job_row(
+        &self,
+        key: &str,
+        seen: &mut HashMap<String, Arc<Job>>,
+    ) -> Result<Arc<Job>, StateError> {
+        if let Some(j) = seen.get(key) {
+            return Ok(j.clone());
+        }
+        let bytes =
+            self.backend
+                .get(tables::ALLOC_JOBS, key)?
+                .ok_or_else(|| StateError::Decode {
+                    table: tables::ALLOC_JOBS,
+                    key: key.to_string(),
+                    detail: "an allocation names this job row, which is missing".into(),
+                })?;
+        let job: Arc<Job> = Arc::new(decode(tables::ALLOC_JOBS, key, &bytes)?);
+        seen.insert(key.to_string(), job.clone());
+        Ok(job)
+    }
 }
 
 impl<B: Backend + 'static> StateDb for KvState<B> {
-    fn put_job(&self, job: &Job) -> Result<(), StateError> {
+    fn commit_stats(&self) -> &CommitStats {
+        self.commit.stats()
+    }
+
+    fn queue_job_placing(&self, job: &Job, eval_id: Option<&str>) -> Result<Durable, StateError> {
         let key = format!("{}/{}", job.namespace, job.id);
         let version = job.state.version;
         let mut ops = vec![
@@ -155,7 +203,29 @@ impl<B: Backend + 'static> StateDb for KvState<B> {
         if let Some(old) = version.checked_sub(JOB_VERSIONS_KEPT) {
             ops.push(Op::Delete(tables::JOB_VERSIONS, version_key(&key, old)));
         }
-        self.commit.write(ops)
+        if let Some(eval) = eval_id {
+            ops.push(Op::Put(
+                tables::NODE,
+                format!("{PLACING}{eval}"),
+                encode(&(&job.namespace, &job.id)),
+            ));
+        }
+        self.commit.queue(ops)
+    }
+
+    fn queue_placing_done(&self, eval_id: &str) -> Result<Durable, StateError> {
+        self.commit.queue(vec![Op::Delete(
+            tables::NODE,
+            format!("{PLACING}{eval_id}"),
+        )])
+    }
+
+    fn interrupted_placements(&self) -> Result<Vec<(String, (String, String))>, StateError> {
+        self.backend
+            .scan(tables::NODE, PLACING)?
+            .iter()
+            .map(|(k, v)| Ok((k[PLACING.len()..].to_string(), decode(tables::NODE, k, v)?)))
+            .collect()
     }
 
     fn delete_job(&self, namespace: &str, id: &str) -> Result<(), StateError> {
@@ -195,46 +265,75 @@ impl<B: Backend + 'static> StateDb for KvState<B> {
     }
 
     fn put_alloc(&self, alloc: &Allocation) -> Result<(), StateError> {
-        self.commit.write(vec![alloc_op(alloc)])
+        self.queue_alloc(alloc)?.wait()
     }
 
-    fn put_placed(&self, allocs: &[Allocation]) -> Result<(), StateError> {
-        let mut ops = Vec::with_capacity(allocs.len() * 2);
-        for a in allocs {
-            ops.push(alloc_op(a));
-            for (task, state) in &a.task_states {
-                ops.push(Op::Put(
-                    tables::TASK_STATE,
-                    task_key(&a.id, task),
-                    encode(state),
-                ));
-            }
+    fn queue_alloc(&self, alloc: &Allocation) -> Result<Durable, StateError> {
+        self.queue_with_rows(Vec::new(), |rows, ops| rows.put(alloc, ops))
+    }
+
+    fn queue_task_state(
+        &self,
+        alloc_id: &str,
+        task: &str,
+        state: &TaskState,
+        alloc: Option<&Allocation>,
+    ) -> Result<Durable, StateError> {
+        let ops = vec![Op::Put(
+            tables::TASK_STATE,
+            task_key(alloc_id, task),
+            encode(state),
+        )];
+        match alloc {
+            Some(a) => self.queue_with_rows(ops, |rows, ops| rows.put(a, ops)),
+            None => self.commit.queue(ops),
         }
-        self.commit.write(ops)
+    }
+
+    fn queue_placed(&self, allocs: &[Allocation]) -> Result<Durable, StateError> {
+        self.queue_with_rows(Vec::with_capacity(allocs.len() * 2 + 1), |rows, ops| {
+            for a in allocs {
+                rows.put(a, ops);
+                for (task, state) in &a.task_states {
+                    ops.push(Op::Put(
+                        tables::TASK_STATE,
+                        task_key(&a.id, task),
+                        encode(state),
+                    ));
+                }
+            }
+        })
     }
 
     fn delete_alloc(&self, id: &str) -> Result<(), StateError> {
         let prefix = format!("{id}/");
-        self.commit.write(vec![
+        let ops = vec![
             Op::Delete(tables::ALLOCS, id.to_string()),
             Op::DeletePrefix(tables::TASK_STATE, prefix.clone()),
             Op::DeletePrefix(tables::LOCAL_STATE, prefix),
-        ])
+        ];
+        self.queue_with_rows(ops, |rows, ops| rows.delete(id, ops))?
+            .wait()
     }
 
     fn allocs(&self) -> Result<Vec<Allocation>, StateError> {
+        // Every task state in one scan (keys are `<alloc id>/<task>`; ids hold no `/`).
+        let mut states: HashMap<String, BTreeMap<String, TaskState>> = HashMap::new();
+        for (k, v) in self.backend.scan(tables::TASK_STATE, "")? {
+            if let Some((alloc, task)) = k.split_once('/') {
+                let state = decode(tables::TASK_STATE, &k, &v)?;
+                states
+                    .entry(alloc.to_string())
+                    .or_default()
+                    .insert(task.to_string(), state);
+            }
+        }
         let mut out = Vec::new();
+        let mut jobs = HashMap::new();
         for (k, v) in self.backend.scan(tables::ALLOCS, "")? {
-            let raw: serde_json::Value = decode(tables::ALLOCS, &k, &v)?;
-            let index = raw.get("Index").and_then(|i| i.as_u64()).unwrap_or(0) as u32;
-            let mut a: Allocation =
-                serde_json::from_value(raw).map_err(|e| StateError::Decode {
-                    table: tables::ALLOCS,
-                    key: k.clone(),
-                    detail: e.to_string(),
-                })?;
-            a.index = index;
-            a.task_states = self.task_states(&a.id)?;
+            let row: AllocRow<'static> = decode(tables::ALLOCS, &k, &v)?;
+            let mut a = row.into_allocation(|key| self.job_row(key, &mut jobs))?;
+            a.task_states = states.remove(&a.id).unwrap_or_default();
             out.push(a);
         }
         Ok(out)

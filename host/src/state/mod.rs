@@ -8,6 +8,7 @@
 //! Values are JSON; keys are `<alloc-id>` or `<alloc-id>/<task>`, so an allocation's rows
 //! are one prefix and deleting an allocation is one range delete in one transaction.
 
+mod alloc_row;
 mod commit;
 mod faulty;
 mod kv;
@@ -19,7 +20,7 @@ use std::collections::BTreeMap;
 use serde::de::DeserializeOwned;
 use serde::{Deserialize, Serialize};
 
-pub use commit::{CommitOptions, CommitStats};
+pub use commit::{CommitOptions, CommitStats, Durable};
 pub use faulty::FaultyBackend;
 pub use kv::{KvState, MemState, RedbState};
 pub use mem::MemBackend;
@@ -36,7 +37,7 @@ use crate::structs::{Allocation, TaskState, Variable};
 /// - 3: adds `job_versions` (the last [`JOB_VERSIONS_KEPT`] versions of each job); jobs carry
 ///   their version, indexes and status beside their spec.
 /// - 4: adds `variables` (Nomad Variables, keyed `<namespace>/<path>`).
-pub const SCHEMA_VERSION: u64 = 4;
+pub const SCHEMA_VERSION: u64 = 5;
 
 /// Versions of a job kept for `/v1/job/{id}/versions` and revert (Nomad keeps six).
 pub const JOB_VERSIONS_KEPT: u64 = 6;
@@ -130,7 +131,23 @@ pub trait StateDb: Send + Sync {
     fn processes(&self) -> Result<Vec<ProcessRecord>, StateError>;
     /// Store (or replace) a job, and the record of its version (the oldest version beyond
     /// [`JOB_VERSIONS_KEPT`] is dropped), in one transaction.
-    fn put_job(&self, job: &Job) -> Result<(), StateError>;
+    fn put_job(&self, job: &Job) -> Result<(), StateError> {
+        self.queue_job(job)?.wait()
+    }
+    /// [`StateDb::put_job`] queued, not waited for: writes are applied in the order they
+    /// are queued, so a caller that queues under its lock keeps that order without holding
+    /// the lock through the fsync.
+    fn queue_job(&self, job: &Job) -> Result<Durable, StateError> {
+        self.queue_job_placing(job, None)
+    }
+    /// [`StateDb::queue_job`], and in the same transaction, when `eval_id` is given, a mark
+    /// that the placement of that evaluation is on its way: a restart finds the jobs whose
+    /// placement a crash cut short ([`StateDb::interrupted_placements`]).
+    fn queue_job_placing(&self, job: &Job, eval_id: Option<&str>) -> Result<Durable, StateError>;
+    /// The placement of evaluation `eval_id` is stored: forget its mark (queued).
+    fn queue_placing_done(&self, eval_id: &str) -> Result<Durable, StateError>;
+    /// Placements marked and never done, as (evaluation id, (namespace, job id)).
+    fn interrupted_placements(&self) -> Result<Vec<(String, (String, String))>, StateError>;
     /// Remove a job and its versions.
     fn delete_job(&self, namespace: &str, id: &str) -> Result<(), StateError>;
     /// Replace the record of one kept version of a job (its stability changed).
@@ -144,14 +161,10 @@ pub trait StateDb: Send + Sync {
     /// Store newly placed allocations with their task states, in one transaction: one
     /// durable write for a registration's thousands of allocations.
     fn put_placed(&self, allocs: &[Allocation]) -> Result<(), StateError> {
-        for a in allocs {
-            self.put_alloc(a)?;
-            for (task, state) in &a.task_states {
-                self.put_task_state(&a.id, task, state)?;
-            }
-        }
-        Ok(())
+        self.queue_placed(allocs)?.wait()
     }
+    /// [`StateDb::put_placed`] queued, not waited for (see [`StateDb::queue_job`]).
+    fn queue_placed(&self, allocs: &[Allocation]) -> Result<Durable, StateError>;
     /// Remove an allocation with its task and local states, in one transaction.
     fn delete_alloc(&self, id: &str) -> Result<(), StateError>;
     /// All allocations, with their task states filled in.
@@ -163,6 +176,18 @@ pub trait StateDb: Send + Sync {
         task: &str,
         state: &TaskState,
     ) -> Result<(), StateError>;
+    /// A task's state and, when given, its allocation's record, in one transaction, queued
+    /// (see [`StateDb::queue_job`]): an allocation's runner queues its changes in order
+    /// under the allocation's lock and waits for them after letting it go.
+    fn queue_task_state(
+        &self,
+        alloc_id: &str,
+        task: &str,
+        state: &TaskState,
+        alloc: Option<&Allocation>,
+    ) -> Result<Durable, StateError>;
+    /// [`StateDb::put_alloc`], queued (see [`StateDb::queue_job`]).
+    fn queue_alloc(&self, alloc: &Allocation) -> Result<Durable, StateError>;
     /// Task states of an allocation.
     fn task_states(&self, alloc_id: &str) -> Result<BTreeMap<String, TaskState>, StateError>;
     /// Store a task's local state.
@@ -200,6 +225,8 @@ pub trait StateDb: Send + Sync {
     fn delete_variable(&self, namespace: &str, path: &str) -> Result<(), StateError>;
     /// Every variable.
     fn variables(&self) -> Result<Vec<Variable>, StateError>;
+    /// The write path's counters (writes asked, commits, writes de-duplicated away).
+    fn commit_stats(&self) -> &CommitStats;
 }
 
 /// Table names.
@@ -213,6 +240,8 @@ pub(crate) mod tables {
     pub const PROCESSES: &str = "processes";
     pub const JOB_VERSIONS: &str = "job_versions";
     pub const VARIABLES: &str = "variables";
+    /// The jobs allocation rows name, one row per job version (schema 5).
+    pub const ALLOC_JOBS: &str = "alloc_jobs";
     pub const ALL: &[&str] = &[
         META,
         JOBS,
@@ -223,6 +252,7 @@ pub(crate) mod tables {
         PROCESSES,
         JOB_VERSIONS,
         VARIABLES,
+        ALLOC_JOBS,
     ];
 }
 

@@ -22,25 +22,41 @@ pub struct RedbBackend {
 }
 
 impl RedbBackend {
+    /// The cache [`RedbBackend::open`] gives redb: what a 10,000-task state file's hot pages
+    /// need, where redb's own default (1 GiB) would let it grow into most of the agent's
+    /// memory.
+    pub const DEFAULT_CACHE: usize = 32 << 20;
+
     /// Open or create the file; create the tables; check and upgrade the schema version.
     pub fn open(path: &Path) -> Result<Self, StateError> {
+        Self::open_with_cache(path, Self::DEFAULT_CACHE)
+    }
+
+    /// [`RedbBackend::open`], with redb keeping at most `cache_bytes` of the file in memory
+    /// (read cache and write buffer together).
+    pub fn open_with_cache(path: &Path, cache_bytes: usize) -> Result<Self, StateError> {
         let shown = path.display().to_string();
-        let db = Database::create(path).map_err(|e| match e {
-            redb::DatabaseError::DatabaseAlreadyOpen => StateError::InUse {
-                path: shown.clone(),
-            },
-            redb::DatabaseError::Storage(redb::StorageError::Corrupted(detail)) => {
-                StateError::Corrupt {
+        let db = redb::Builder::new()
+            .set_cache_size(cache_bytes)
+            .create(path)
+            .map_err(|e| match e {
+                redb::DatabaseError::DatabaseAlreadyOpen => StateError::InUse {
                     path: shown.clone(),
-                    detail,
+                },
+                redb::DatabaseError::Storage(redb::StorageError::Corrupted(detail)) => {
+                    StateError::Corrupt {
+                        path: shown.clone(),
+                        detail,
+                    }
                 }
-            }
-            redb::DatabaseError::UpgradeRequired(v) => StateError::Corrupt {
-                path: shown.clone(),
-                detail: format!("written in redb file format {v}, which this agent cannot read"),
-            },
-            other => StateError::Storage(format!("opening {shown}: {other}")),
-        })?;
+                redb::DatabaseError::UpgradeRequired(v) => StateError::Corrupt {
+                    path: shown.clone(),
+                    detail: format!(
+                        "written in redb file format {v}, which this agent cannot read"
+                    ),
+                },
+                other => StateError::Storage(format!("opening {shown}: {other}")),
+            })?;
         let backend = Self {
             db,
             path: path.to_path_buf(),

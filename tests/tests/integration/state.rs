@@ -20,7 +20,7 @@ fn sample_alloc(id: &str) -> Allocation {
         node_id: "n".into(),
         node_name: "n".into(),
         job_id: "j1".into(),
-        job,
+        job: std::sync::Arc::new(job),
         task_group: "g".into(),
         index: 2,
         desired_status: DesiredStatus::Run,
@@ -92,7 +92,7 @@ fn round_trip(db: &dyn StateDb) {
 }
 
 fn check(db: &dyn StateDb, a: &Allocation, st: &TaskState, local: &LocalTaskState) {
-    assert_eq!(db.jobs().unwrap(), vec![a.job.clone()]);
+    assert_eq!(db.jobs().unwrap(), vec![(*a.job).clone()]);
     let allocs = db.allocs().unwrap();
     let got = allocs.iter().find(|x| x.id == "a1").unwrap();
     assert_eq!(got.index, 2);
