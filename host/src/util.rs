@@ -8,6 +8,19 @@ pub fn now_nanos() -> u64 {
         .unwrap_or(0)
 }
 
+/// Run `wait`, a blocking wait, telling tokio when it is called from a worker of a
+/// multi-thread runtime: the worker's queue moves to another thread meanwhile, so a wait
+/// for an fsync or a lock does not stall the tasks queued behind it (on 2 cores, two such
+/// waits would stop everything else).
+pub fn wait_blocking<R>(wait: impl FnOnce() -> R) -> R {
+    match tokio::runtime::Handle::try_current() {
+        Ok(h) if h.runtime_flavor() == tokio::runtime::RuntimeFlavor::MultiThread => {
+            tokio::task::block_in_place(wait)
+        }
+        _ => wait(),
+    }
+}
+
 /// Linux signal number of a name such as "SIGTERM", "TERM" or "15".
 pub fn signal_number(name: &str) -> Option<i32> {
     if let Ok(n) = name.parse::<i32>() {

@@ -45,7 +45,8 @@ pub struct TaskEnv {
     /// Environment variables.
     pub env: BTreeMap<String, String>,
     /// Node keys: `node.unique.id`, `node.datacenter`, `attr.<name>`, `meta.<name>`, ...
-    pub node: BTreeMap<String, String>,
+    /// Shared: every copy of a task's env names the same node.
+    pub node: std::sync::Arc<BTreeMap<String, String>>,
 }
 
 impl TaskEnv {
@@ -359,7 +360,7 @@ mod tests {
         let mut e = TaskEnv::default();
         e.env.insert("A".into(), "1".into());
         e.env.insert("attr.kernel.name".into(), "env-loses".into());
-        e.node.insert("attr.kernel.name".into(), "linux".into());
+        std::sync::Arc::make_mut(&mut e.node).insert("attr.kernel.name".into(), "linux".into());
         e
     }
 

@@ -120,7 +120,7 @@ impl AllocRunner {
 
     /// Wait until `check` says something about the allocation, or it is stopped.
     async fn watch<T>(&self, mut check: impl FnMut(&Allocation) -> Option<T>) -> Wake<T> {
-        let mut changes = self.shared.changes().subscribe();
+        let mut changes = self.shared.watch();
         loop {
             if let Some(t) = self.shared.peek(&mut check) {
                 return Wake::Ready(t);

@@ -32,10 +32,13 @@ pub struct AllocRunnerConfig {
     pub changes: Arc<Changes>,
     /// Where allocation directories go (`<data_dir>/alloc`).
     pub alloc_root: std::path::PathBuf,
-    /// The node, for the env builder.
-    pub node: NodeInfo,
+    /// The node, for the env builder (one copy shared by every task placed with it).
+    pub node: Arc<NodeInfo>,
     /// Plugin managers.
     pub plugins: Plugins,
+    /// Told (allocation id, live) when an allocation's client status turns terminal or
+    /// back, so the agent's account of what live allocations hold stays current.
+    pub on_live: Arc<dyn Fn(&str, bool) + Send + Sync>,
 }
 
 /// Runs one allocation.
@@ -48,6 +51,25 @@ pub struct AllocRunner {
     done: tokio::sync::watch::Sender<bool>,
 }
 
+/// Runners of newly placed allocations whose write is on its way to the state DB.
+pub struct Placed {
+    /// Not to be run before [`Placed::wait`] succeeds.
+    pub runners: Vec<Arc<AllocRunner>>,
+    durable: crate::state::Durable,
+}
+
+impl Placed {
+    /// Wait until the allocations are durable, then announce them; returns the runners,
+    /// ready to run.
+    pub fn wait(self) -> Result<Vec<Arc<AllocRunner>>, crate::state::StateError> {
+        self.durable.wait()?;
+        for r in &self.runners {
+            r.shared.announce_placed();
+        }
+        Ok(self.runners)
+    }
+}
+
 impl AllocRunner {
     /// A runner for a newly placed `alloc`; persists it and emits `Received` for each task.
     pub fn new(alloc: Allocation, config: &AllocRunnerConfig) -> Arc<Self> {
@@ -55,13 +77,13 @@ impl AllocRunner {
     }
 
     /// Runners for newly placed `allocs`, each task with its `Received` event, all stored in
-    /// one transaction before any runner exists: a registration's thousands of allocations
-    /// cost one durable write instead of two per task. Nothing is stored or built when the
-    /// write fails.
+    /// one transaction: a registration's thousands of allocations cost one durable write
+    /// instead of two per task. The write is queued, not waited for: [`Placed::wait`] says
+    /// when it is durable, and only then are the runners announced and may run.
     pub fn place_all(
         allocs: Vec<Allocation>,
         config: &AllocRunnerConfig,
-    ) -> Result<Vec<Arc<Self>>, crate::state::StateError> {
+    ) -> Result<Placed, crate::state::StateError> {
         let mut allocs = allocs;
         for a in &mut allocs {
             let tasks: Vec<String> = a
@@ -74,15 +96,12 @@ impl AllocRunner {
                 a.task_states.entry(t).or_default().push_event(ev);
             }
         }
-        config.db.put_placed(&allocs)?;
-        Ok(allocs
+        let durable = config.db.queue_placed(&allocs)?;
+        let runners = allocs
             .into_iter()
-            .map(|a| {
-                let r = Self::build(a, config, false);
-                r.shared.announce_placed();
-                r
-            })
-            .collect())
+            .map(|a| Self::build(a, config, false))
+            .collect();
+        Ok(Placed { runners, durable })
     }
 
     /// A runner for an allocation restored from the state DB (with its task states): its
@@ -101,6 +120,7 @@ impl AllocRunner {
             alloc,
             config.db.clone(),
             config.changes.clone(),
+            config.on_live.clone(),
         ));
         if fresh {
             shared.placed();

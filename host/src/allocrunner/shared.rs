@@ -24,16 +24,33 @@ pub struct AllocShared {
     alloc: Mutex<Allocation>,
     db: Arc<dyn StateDb>,
     changes: Arc<Changes>,
+    /// This allocation's own change index: what waits on this allocation alone (its
+    /// coordinator) is woken by its changes, not by every change on the node.
+    own: tokio::sync::watch::Sender<u64>,
+    /// Told when the client status turns terminal (false) or back (true).
+    on_live: Arc<dyn Fn(&str, bool) + Send + Sync>,
 }
 
 impl AllocShared {
-    pub(super) fn new(alloc: Allocation, db: Arc<dyn StateDb>, changes: Arc<Changes>) -> Self {
+    pub(super) fn new(
+        alloc: Allocation,
+        db: Arc<dyn StateDb>,
+        changes: Arc<Changes>,
+        on_live: Arc<dyn Fn(&str, bool) + Send + Sync>,
+    ) -> Self {
         Self {
             id: alloc.id.clone(),
             alloc: Mutex::new(alloc),
             db,
             changes,
+            own: tokio::sync::watch::Sender::new(0),
+            on_live,
         }
+    }
+
+    /// A receiver woken by each change of this allocation.
+    pub fn watch(&self) -> tokio::sync::watch::Receiver<u64> {
+        self.own.subscribe()
     }
 
     /// A snapshot of the allocation.
@@ -64,41 +81,44 @@ impl AllocShared {
     /// what the change wrote, and publish the allocation as `event` (`AllocationUpdated`,
     /// `AllocationUpdateDesiredStatus`).
     fn mutate(&self, event: &'static str, change: impl FnOnce(&mut Allocation) -> Wrote) {
-        let mut a = self.lock();
-        let wrote = change(&mut a);
-        let status = derive_client_status(a.task_states.values());
-        let status_changed = status != a.client_status;
-        a.client_status = status;
-        a.modify_index = self.changes.bump();
-        a.modify_time = crate::util::now_nanos();
-        let persisted = match &wrote {
-            Wrote::Task(task) => {
-                let state = a.task_states.get(task).cloned().unwrap_or_default();
-                self.db.put_task_state(&a.id, task, &state).and_then(|()| {
-                    if status_changed {
-                        self.db.put_alloc(&a)
-                    } else {
-                        Ok(())
-                    }
-                })
+        let (index, written) = {
+            let mut a = self.lock();
+            let wrote = change(&mut a);
+            let status = derive_client_status(a.task_states.values());
+            let status_changed = status != a.client_status;
+            let was_terminal = a.is_terminal();
+            a.client_status = status;
+            if a.is_terminal() != was_terminal {
+                (self.on_live)(&a.id, !a.is_terminal());
             }
-            Wrote::Alloc => self.db.put_alloc(&a),
+            a.modify_index = self.changes.bump();
+            a.modify_time = crate::util::now_nanos();
+            // Queued under the lock, so this allocation's writes keep their order; waited
+            // for after it, so readers (the API, placement's capacity) never wait on an fsync.
+            let written = match &wrote {
+                Wrote::Task(task) => {
+                    let state = a.task_states.get(task).cloned().unwrap_or_default();
+                    let record = status_changed.then_some(&*a);
+                    self.db.queue_task_state(&a.id, task, &state, record)
+                }
+                Wrote::Alloc => self.db.queue_alloc(&a),
+            };
+            self.changes.events.allocation(event, a.modify_index, &a);
+            (a.modify_index, written)
         };
-        if let Err(e) = persisted {
-            tracing::error!(alloc_id = %a.id, error = %e, "persisting allocation state failed");
+        self.own.send_replace(index);
+        if let Err(e) = written.and_then(crate::state::Durable::wait) {
+            tracing::error!(alloc_id = %self.id, error = %e, "persisting allocation state failed");
         }
-        self.changes.events.allocation(event, a.modify_index, &a);
     }
 
     /// The allocation was placed: store it and announce it with its plan's result.
     pub(super) fn placed(&self) {
-        let a = self.lock();
-        if let Err(e) = self.db.put_alloc(&a) {
-            tracing::error!(alloc_id = %a.id, error = %e, "persisting allocation failed");
+        let written = self.db.queue_alloc(&self.lock());
+        if let Err(e) = written.and_then(crate::state::Durable::wait) {
+            tracing::error!(alloc_id = %self.id, error = %e, "persisting allocation failed");
         }
-        self.changes
-            .events
-            .allocation("PlanResult", a.create_index, &a);
+        self.announce_placed();
     }
 
     /// The allocation was placed and stored by [`super::AllocRunner::place_all`]: announce
@@ -122,7 +142,7 @@ impl AllocShared {
     /// The allocation moves to a new version of its job, from evaluation `eval_id`.
     pub(super) fn update_job(&self, job: crate::jobspec::Job, eval_id: &str) {
         self.mutate("AllocationUpdated", |a| {
-            a.job = job;
+            a.job = Arc::new(job);
             a.eval_id = eval_id.to_string();
             Wrote::Alloc
         });
@@ -154,6 +174,19 @@ impl AllocShared {
 impl TaskStateHandler for AllocShared {
     fn allocation(&self) -> Allocation {
         self.snapshot()
+    }
+
+    fn allocation_for_hooks(&self) -> Allocation {
+        // The task states are set aside while the rest is copied: never copied at all.
+        let mut a = self.lock();
+        let states = std::mem::take(&mut a.task_states);
+        let copy = a.clone();
+        a.task_states = states;
+        copy
+    }
+
+    fn job_type(&self) -> crate::jobspec::JobType {
+        self.peek(|a| a.job.job_type)
     }
 
     fn task_state(&self, task: &str) -> Option<TaskState> {

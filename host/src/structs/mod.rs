@@ -290,8 +290,9 @@ pub struct Allocation {
     /// Job id.
     #[serde(rename = "JobID")]
     pub job_id: String,
-    /// The job as registered.
-    pub job: Job,
+    /// The job as registered, shared by the allocations placed from one registration
+    /// (one copy of the job per registration, not per allocation).
+    pub job: std::sync::Arc<Job>,
     /// Task group name.
     pub task_group: String,
     /// Index within the group's count.

@@ -310,6 +310,17 @@ impl Swapper {
         why: &str,
     ) -> Applied {
         let old = self.runtime.registry.install(new.clone());
+        // Told with the version before the handoff: whoever sees the new version serving
+        // (the versions list) also sees what it replaced.
+        let key = (new.world, new.name.clone());
+        match &old {
+            None => self.previous.lock().unwrap().remove(&key),
+            Some(old) => self
+                .previous
+                .lock()
+                .unwrap()
+                .insert(key, old.sha256.clone()),
+        };
         let handoff = if new.world == World::Driver {
             self.drivers.bindings().handoff(&new).await
         } else {
@@ -321,20 +332,14 @@ impl Swapper {
             World::Hook => {}
         }
         self.time_first_call(new.clone(), seen);
-        let key = (new.world, new.name.clone());
         match old {
             None => {
-                self.previous.lock().unwrap().remove(&key);
                 tracing::info!(name = %new.name, world = %new.world, source = %new.source, sha256 = %&new.sha256[..12], "component loaded");
                 self.tell("ComponentLoaded", &new, None, why);
                 Applied::Loaded(new.name.clone())
             }
             Some(old) => {
                 self.metrics.swaps.fetch_add(1, Ordering::Relaxed);
-                self.previous
-                    .lock()
-                    .unwrap()
-                    .insert(key, old.sha256.clone());
                 tracing::info!(name = %new.name, world = %new.world, source = %new.source, old = %&old.sha256[..12], new = %&new.sha256[..12], moved = handoff.moved.len(), pinned = handoff.pinned.len(), "component replaced");
                 self.tell("ComponentReplaced", &new, Some(&old), why);
                 if !handoff.pinned.is_empty() {

@@ -223,7 +223,7 @@ fn base(r: EnvRequest<'_>) -> TaskEnv {
     meta.extend(task.meta.clone());
     let mut te = TaskEnv {
         env,
-        node: node.keys(),
+        node: std::sync::Arc::new(node.keys()),
     };
     for (k, v) in &meta {
         let v = te.interpolate(v);

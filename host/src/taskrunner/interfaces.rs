@@ -41,6 +41,19 @@ pub trait TaskStateHandler: Send + Sync {
     /// A snapshot of the allocation.
     fn allocation(&self) -> Allocation;
 
+    /// A snapshot of the allocation without its task states, as hooks see it (an
+    /// invocation holds it for the task's life; task states grow with every event).
+    fn allocation_for_hooks(&self) -> Allocation {
+        let mut a = self.allocation();
+        a.task_states.clear();
+        a
+    }
+
+    /// The type of the allocation's job.
+    fn job_type(&self) -> crate::jobspec::JobType {
+        self.allocation().job.job_type
+    }
+
     /// The current state of one of its tasks.
     fn task_state(&self, task: &str) -> Option<TaskState>;
 
@@ -81,8 +94,8 @@ pub struct TaskRunnerConfig {
     pub db: Arc<dyn StateDb>,
     /// The allocation's directory tree.
     pub alloc_dir: AllocDir,
-    /// The node, for the env builder.
-    pub node: NodeInfo,
+    /// The node, for the env builder (shared with the allocation's other tasks).
+    pub node: Arc<NodeInfo>,
     /// Plugin managers.
     pub plugins: Plugins,
     /// Cancelled to kill the task.

@@ -78,17 +78,22 @@ impl TaskRunner {
         if self.kill.is_cancelled() && restore.is_none() {
             return Err(RunEnd::KilledBeforeStart);
         }
-        let a = self.handler.allocation();
-        let group = a.group().cloned().expect("the alloc's group exists");
-        let view = self.view(&a, &group);
+        // Held for the invocation's life (hooks see it): without the task states, which
+        // the hooks do not read and which grow with every event.
+        let a = self.handler.allocation_for_hooks();
+        let group = a.group().expect("the alloc's group exists");
+        let view = self.view(&a, group);
         let mut inv = self.invocation(view, first, restore.as_ref().map(|h| h.task_id.clone()));
         if let Some(stored) = restore {
             return self.reattach(view, inv, stored).await;
         }
-        self.prestart(view, &mut inv).await?;
+        // The phases before and after the wait run boxed: their futures are large and
+        // short-lived, and inline they would size the future every task holds for its life.
+        Box::pin(self.prestart(view, &mut inv)).await?;
 
-        // Failures of validation and of the driver component itself will not go away on a
-        // retry: they are unrecoverable, as plain errors are in Nomad.
+        // A config the driver refuses and a component that traps will not change on a
+        // retry: unrecoverable, as plain errors are in Nomad. A missed deadline is the agent
+        // being busy, not the task being wrong: recoverable, the restart policy applies.
         let fail = |kind: TaskEventType, message: String| {
             RunEnd::Failed(Box::new(Self::failure(kind, message)), false)
         };
@@ -96,7 +101,7 @@ impl TaskRunner {
         let config = env
             .interpolate_json(&serde_json::Value::Object(self.task.config.clone()))
             .to_string();
-        match inv.driver.validate_config(&config).await {
+        match Box::pin(inv.driver.validate_config(&config)).await {
             Ok(()) => {}
             Err(
                 e @ DriverCallError::Driver(
@@ -108,7 +113,13 @@ impl TaskRunner {
                     format!("failed to validate driver config: {e}"),
                 ));
             }
-            Err(e) => return Err(fail(TaskEventType::DriverFailure, e.to_string())),
+            Err(e) => {
+                let recoverable = e.recoverable();
+                return Err(RunEnd::Failed(
+                    Box::new(Self::failure(TaskEventType::DriverFailure, e.to_string())),
+                    recoverable,
+                ));
+            }
         }
 
         let cfg = self.task_config(view, &inv, &env, config);
@@ -142,7 +153,7 @@ impl TaskRunner {
             ev.driver_error = message;
             RunEnd::Failed(Box::new(ev), true)
         };
-        if let Err(e) = self.prestart(view, &mut inv).await {
+        if let Err(e) = Box::pin(self.prestart(view, &mut inv)).await {
             tracing::warn!(task = %self.task.name, "prestart hooks failed while reattaching; the task runs on");
             if let RunEnd::Failed(ev, _) = e {
                 self.event(*ev);
@@ -180,7 +191,7 @@ impl TaskRunner {
             .task_state(&self.task.name)
             .map(|s| s.started_at)
             .unwrap_or_default();
-        let handle = match driver.recover(stored.into()).await {
+        let handle = match Box::pin(driver.recover(stored.into())).await {
             Ok(h) => h,
             // No loaded version can read the handle: the task may still run, but nothing
             // can reach it. It is reported lost with what was last known, and not started
@@ -209,11 +220,48 @@ impl TaskRunner {
             }
         };
         tracing::info!(task = %self.task.name, task_id = %handle.task_id, "task reattached");
+        self.mark_started_if_unrecorded(&handle.task_id);
         self.register_driver_events();
         let inv = Arc::new(inv);
         *self.last.lock().unwrap() = Some(inv.clone());
         let binding = self.bind_or_fail(&driver, handle)?;
         self.follow(binding, view, &inv).await
+    }
+
+    /// The handle is stored before the task's `running` state, which is written after it
+    /// (and seen by the API before it is durable): a crash between the two leaves a handle
+    /// whose task the state DB still calls pending. The task did start, so reattaching
+    /// records what the crash cut off instead of leaving the task pending for its life.
+    fn mark_started_if_unrecorded(&self, task_id: &str) {
+        let recorded = self
+            .handler
+            .task_state(&self.task.name)
+            .is_some_and(|s| s.state == TaskRunState::Running);
+        if !recorded {
+            tracing::info!(alloc_id = %self.alloc_id, task = %self.task.name, "a reattached task's start was not recorded before the agent stopped; recording it now");
+            self.record_started(task_id, true);
+        }
+    }
+
+    /// The state and its `Started` event in one write: a crash cannot leave a running task
+    /// without its event. At a reattach the first start time is kept when it was stored.
+    fn record_started(&self, task_id: &str, at_reattach: bool) {
+        let mut started = TaskEvent::new(TaskEventType::Started, "Task started by client")
+            .detail("task_id", task_id);
+        if at_reattach {
+            started = started.detail("recorded_at_reattach", "true");
+        }
+        tracing::info!(alloc_id = %self.alloc_id, task = %self.task.name, event = %started.event_type, message = %started.message, "task event");
+        let mut started = Some(started);
+        self.handler.update_task(&self.task.name, &mut |s| {
+            s.state = TaskRunState::Running;
+            if !at_reattach || s.started_at == 0 {
+                s.started_at = crate::util::now_nanos();
+            }
+            if let Some(ev) = started.take() {
+                s.push_event(ev);
+            }
+        });
     }
 
     /// Driver events about this task become its "Driver" events.
@@ -243,7 +291,7 @@ impl TaskRunner {
         let task_id = cfg.id.clone();
         let driver = &inv.driver;
         let handle = tokio::select! {
-            r = driver.start(cfg, Some(ctx)) => r,
+            r = Box::pin(driver.start(cfg, Some(ctx))) => r,
             _ = self.kill.cancelled() => return Err(RunEnd::KilledBeforeStart),
         };
         let handle = handle.map_err(|e| {
@@ -260,20 +308,8 @@ impl TaskRunner {
         // Bind the task (which persists its handle) before announcing the start: after an
         // agent crash the task can be recovered only if its handle was stored.
         let binding = self.bind_or_fail(driver, handle)?;
-        // The state and its event in one write: a crash cannot leave a running task
-        // without its `Started` event.
-        let started = TaskEvent::new(TaskEventType::Started, "Task started by client")
-            .detail("task_id", &task_id);
-        tracing::info!(alloc_id = %self.alloc_id, task = %self.task.name, event = %started.event_type, message = %started.message, "task event");
-        let mut started = Some(started);
-        self.handler.update_task(&self.task.name, &mut |s| {
-            s.state = TaskRunState::Running;
-            s.started_at = crate::util::now_nanos();
-            if let Some(ev) = started.take() {
-                s.push_event(ev);
-            }
-        });
-        self.poststart(view, inv).await;
+        self.record_started(&task_id, false);
+        Box::pin(self.poststart(view, inv)).await;
         self.follow(binding, view, inv).await
     }
 
@@ -309,9 +345,10 @@ impl TaskRunner {
             Ok(r) => r,
             Err(e) => {
                 // The driver cannot tell us about the task any more: release what it holds.
-                let _ = binding
-                    .call(|d, h| async move { Ok((d.destroy(h, true).await?, None)) })
-                    .await;
+                let _ = Box::pin(
+                    binding.call(|d, h| async move { Ok((d.destroy(h, true).await?, None)) }),
+                )
+                .await;
                 self.clear_handle();
                 return Err(RunEnd::Failed(
                     Box::new(Self::failure(
@@ -335,7 +372,7 @@ impl TaskRunner {
         ev.exit_code = exit.exit_code;
         ev.signal = exit.signal;
         self.event(ev);
-        self.exited(view, inv, &exit).await;
+        Box::pin(self.exited(view, inv, &exit)).await;
         if killed {
             self.event(TaskEvent::new(
                 TaskEventType::Killed,

@@ -70,7 +70,7 @@ pub struct TaskRunner {
     handler: Arc<dyn TaskStateHandler>,
     db: Arc<dyn crate::state::StateDb>,
     alloc_dir: AllocDir,
-    node: NodeInfo,
+    node: Arc<NodeInfo>,
     drivers: Arc<DriverManager>,
     /// Built-in then WASM hooks, in run order ([`hooks::for_task`]).
     hooks: Vec<Arc<dyn TaskHook>>,
@@ -235,7 +235,9 @@ impl TaskRunner {
     /// Run the task until it exits for good: each run is one invocation with a fresh task
     /// id; the restart tracker decides whether and when another run follows.
     pub async fn run(self: Arc<Self>) {
-        let a = self.handler.allocation();
+        // Only the job's type is needed here: no copy of the allocation is held in this
+        // future for the task's whole life.
+        let job_type = self.handler.job_type();
         let ephemeral = self
             .task
             .lifecycle
@@ -244,7 +246,7 @@ impl TaskRunner {
         let seed = uuid::Uuid::new_v4().as_u64_pair().0;
         let mut tracker = RestartTracker::new(
             self.task.restart_policy.clone(),
-            a.job.job_type,
+            job_type,
             ephemeral,
             std::time::Instant::now(),
             seed,
@@ -273,7 +275,7 @@ impl TaskRunner {
                         TaskEventType::Killed,
                         "Task killed before it started",
                     ));
-                    return self.finish(false).await;
+                    return Box::pin(self.finish(false)).await;
                 }
                 RunEnd::Exited {
                     success: ok,
@@ -318,7 +320,7 @@ impl TaskRunner {
                         _ = tokio::time::sleep(delay) => {}
                         _ = self.kill.cancelled() => {
                             self.event(TaskEvent::new(TaskEventType::Killed, "Task killed while waiting to restart"));
-                            return self.finish(false).await;
+                            return Box::pin(self.finish(false)).await;
                         }
                     }
                 }
@@ -327,10 +329,10 @@ impl TaskRunner {
                     ev.fails_task = true;
                     ev.details.insert("restart_reason".into(), reason);
                     self.event(ev);
-                    return self.finish(true).await;
+                    return Box::pin(self.finish(true)).await;
                 }
-                Decision::Terminated { .. } => return self.finish(!success).await,
-                Decision::Killed => return self.finish(false).await,
+                Decision::Terminated { .. } => return Box::pin(self.finish(!success)).await,
+                Decision::Killed => return Box::pin(self.finish(false)).await,
             }
         }
     }

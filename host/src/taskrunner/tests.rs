@@ -163,7 +163,7 @@ async fn fixture(task: serde_json::Value) -> Fixture {
         handler: handler.clone(),
         db: db.clone(),
         alloc_dir,
-        node: NodeInfo::default(),
+        node: Arc::default(),
         plugins: plugins().await,
         kill: kill.clone(),
     });
@@ -173,6 +173,19 @@ async fn fixture(task: serde_json::Value) -> Fixture {
         db,
         kill,
         _dir: dir,
+    }
+}
+
+/// Wait (at most 10 s) until task `t` runs.
+async fn until_running(h: &FakeHandler) {
+    let deadline = tokio::time::Instant::now() + Duration::from_secs(10);
+    while h.task_state("t").map(|s| s.state) != Some(TaskRunState::Running) {
+        assert!(
+            tokio::time::Instant::now() < deadline,
+            "the task never ran: {:?}",
+            h.task_state("t")
+        );
+        tokio::time::sleep(Duration::from_millis(10)).await;
     }
 }
 
@@ -187,11 +200,7 @@ fn mock_task(config: serde_json::Value, attempts: u32) -> serde_json::Value {
 async fn a_task_runs_to_its_exit_and_its_handle_is_stored_only_while_it_runs() {
     let f = fixture(mock_task(serde_json::json!({"run_for": "300ms"}), 0)).await;
     let run = tokio::spawn(f.runner.clone().run());
-    let deadline = tokio::time::Instant::now() + Duration::from_secs(10);
-    while f.handler.task_state("t").map(|s| s.state) != Some(TaskRunState::Running) {
-        assert!(tokio::time::Instant::now() < deadline, "never ran");
-        tokio::time::sleep(Duration::from_millis(10)).await;
-    }
+    until_running(&f.handler).await;
     let local = f.db.local_state(&f.handler.allocation().id, "t").unwrap();
     assert!(
         local.and_then(|l| l.handle).is_some(),
@@ -285,4 +294,48 @@ async fn restart_and_signal_are_refused_unless_the_task_runs() {
         f.runner.signal("SIGHUP").await,
         Err(super::TaskActionError::NotRunning(_))
     ));
+}
+
+/// A crash after the handle was stored but before the `running` state was: the task runs,
+/// so the restored runner reattaches and records the start the crash cut off.
+#[tokio::test]
+async fn a_reattached_task_whose_start_was_not_recorded_is_marked_running() {
+    let f = fixture(mock_task(serde_json::json!({"run_for": "1h"}), 0)).await;
+    let first = tokio::spawn(f.runner.clone().run());
+    until_running(&f.handler).await;
+    // What the state DB held at the crash: the handle, and the task still pending.
+    let mut a = f.handler.allocation();
+    let s = a.task_states.get_mut("t").unwrap();
+    s.state = TaskRunState::Pending;
+    s.started_at = 0;
+    s.events.retain(|e| e.event_type != TaskEventType::Started);
+    let handler = FakeHandler::new(a.clone());
+    let kill = CancellationToken::new();
+    let alloc_dir = AllocDir::new(f._dir.path(), &a.id);
+    let restored = TaskRunner::new(TaskRunnerConfig {
+        alloc_id: a.id.clone(),
+        task: a.group().unwrap().tasks[0].clone(),
+        handler: handler.clone(),
+        db: f.db.clone(),
+        alloc_dir,
+        node: Arc::default(),
+        plugins: plugins().await,
+        kill: kill.clone(),
+    });
+    let second = tokio::spawn(restored.clone().run());
+    until_running(&handler).await;
+    let s = handler.task_state("t").unwrap();
+    let started: Vec<_> = s
+        .events
+        .iter()
+        .filter(|e| e.event_type == TaskEventType::Started)
+        .collect();
+    assert_eq!(started.len(), 1, "{s:?}");
+    assert_eq!(started[0].details["recorded_at_reattach"], "true");
+    assert!(s.started_at > 0);
+    assert_eq!(s.restarts, 0);
+    kill.cancel();
+    f.kill.cancel();
+    second.await.unwrap();
+    first.await.unwrap();
 }

@@ -19,19 +19,21 @@ impl TaskRunner {
         task: &TaskBinding,
         view: TaskView<'_>,
     ) -> Result<(ExitResult, bool), DriverCallError> {
-        let destroy = || task.call(|d, h| async move { Ok((d.destroy(h, true).await?, None)) });
+        // Every call is boxed: a component call's future is large and lasts the call, while
+        // this loop lasts the task; inline, each would size what every running task holds.
+        let destroy =
+            || Box::pin(task.call(|d, h| async move { Ok((d.destroy(h, true).await?, None)) }));
         let mut kill_deadline: Option<tokio::time::Instant> = None;
         loop {
-            let status = task
-                .call(|d, h| async move {
-                    let status = d.wait(h).await?;
-                    let updated = match &status {
-                        WaitStatus::Pending(w) => w.handle.clone(),
-                        WaitStatus::Exited(_) => None,
-                    };
-                    Ok((status, updated))
-                })
-                .await?;
+            let status = Box::pin(task.call(|d, h| async move {
+                let status = d.wait(h).await?;
+                let updated = match &status {
+                    WaitStatus::Pending(w) => w.handle.clone(),
+                    WaitStatus::Exited(_) => None,
+                };
+                Ok((status, updated))
+            }))
+            .await?;
             let wake = match status {
                 WaitStatus::Exited(r) => {
                     let _ = destroy().await;
@@ -57,15 +59,15 @@ impl TaskRunner {
             tokio::select! {
                 _ = self.wake(&wake, kill_deadline) => {}
                 _ = self.restart_signal.notified(), if !killing => {
-                    self.killing(view).await;
-                    self.stop_task(task).await?;
+                    Box::pin(self.killing(view)).await;
+                    Box::pin(self.stop_task(task)).await?;
                     kill_deadline = Some(tokio::time::Instant::now() + Duration::from_nanos(self.task.kill_timeout) + KILL_GRACE);
                 }
                 _ = self.kill.cancelled(), if !killing => {
-                    self.killing(view).await;
+                    Box::pin(self.killing(view)).await;
                     let timeout = Duration::from_nanos(self.task.kill_timeout);
                     self.event(TaskEvent::new(TaskEventType::Killing, format!("Sent interrupt. Waiting {timeout:?} before force killing")));
-                    self.stop_task(task).await?;
+                    Box::pin(self.stop_task(task)).await?;
                     kill_deadline = Some(tokio::time::Instant::now() + timeout + KILL_GRACE);
                 }
             }

@@ -64,7 +64,7 @@ mod tests {
         let mut a = allocation(serde_json::json!({
             "Name": "t", "Driver": "mock", "DispatchPayload": {"File": "input/data.json"}
         }));
-        a.job.payload = b"{\"n\": 3}".to_vec();
+        std::sync::Arc::make_mut(&mut a.job).payload = b"{\"n\": 3}".to_vec();
         let alloc_dir = crate::allocdir::AllocDir::new(dir.path(), &a.id);
         alloc_dir.build_task("t").unwrap();
         let mut inv = invocation(&plugins, &alloc_dir, &a);
