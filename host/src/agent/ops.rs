@@ -259,6 +259,17 @@ impl Agent {
         }
     }
 
+    /// A page of the allocation list in Nomad's order (create index, then ID): the keys
+    /// from `from` on in namespaces `keep` accepts, at most `limit`, and the next key.
+    pub fn allocation_page(
+        &self,
+        from: Option<&(u64, String)>,
+        keep: impl Fn(&str) -> bool,
+        limit: Option<usize>,
+    ) -> (Vec<(u64, String)>, Option<(u64, String)>) {
+        self.order.page(from, keep, limit)
+    }
+
     /// Forget a finished allocation: its state and its directory. `Ok(false)` when no
     /// allocation has that id; refused while it still runs.
     pub async fn gc_allocation(&self, id: &str) -> Result<bool, AllocActionError> {
@@ -268,11 +279,14 @@ impl Agent {
             }
             r.destroy().await;
             self.allocs.write().unwrap().remove(id);
+            self.usage.forget(id);
+            self.order.remove(r.shared().peek(|a| a.create_index), id);
             return Ok(true);
         }
         let Some(a) = self.restored.write().unwrap().remove(id) else {
             return Ok(false);
         };
+        self.order.remove(a.create_index, &a.id);
         self.db.delete_alloc(&a.id)?;
         let _ = std::fs::remove_dir_all(self.alloc_root.join(&a.id));
         self.changes.bump();

@@ -142,40 +142,42 @@ async fn list(
 ) -> Response {
     let index = q.block(&agent).await;
     let by_id = q.prefix.is_some();
-    let mut stubs: Vec<((u64, String), Vec<u8>)> = agent.visit_allocations(|a| {
-        if !q.prefix.as_deref().is_none_or(|p| a.id.starts_with(p)) || !q.in_namespace(&a.namespace)
-        {
-            return None;
-        }
-        let json = serde_json::to_vec(&Stub::of(a, &fields)).expect("stubs serialize");
-        Some((page_key(a.create_index, &a.id, by_id), json))
-    });
-    if by_id {
-        stubs.sort_by(|a, b| a.0.cmp(&b.0));
-    }
-    if let Some(token) = paging.next_token.as_deref().filter(|t| !t.is_empty()) {
-        let from = token_key(token, by_id);
-        stubs.retain(|(k, _)| *k >= from);
-    }
-    let mut next = None;
-    if let Some(n) = paging.per_page.filter(|n| *n > 0)
-        && stubs.len() > n
-    {
-        let (k, _) = &stubs[n];
-        next = Some(if by_id {
-            k.1.clone()
-        } else {
-            format!("{}.{}", k.0, k.1)
+    let from = paging
+        .next_token
+        .as_deref()
+        .filter(|t| !t.is_empty())
+        .map(|t| token_key(t, by_id));
+    let per_page = paging.per_page.filter(|n| *n > 0);
+    // The page is chosen from the keys alone; only its allocations are serialized.
+    let (stubs, next) = if by_id {
+        let mut stubs: Vec<(u64, String)> = agent.visit_allocations(|a| {
+            (q.prefix.as_deref().is_none_or(|p| a.id.starts_with(p))
+                && q.in_namespace(&a.namespace))
+            .then(|| page_key(a.create_index, &a.id, by_id))
         });
-        stubs.truncate(n);
-    }
-    let mut body = Vec::with_capacity(stubs.iter().map(|(_, s)| s.len() + 1).sum::<usize>() + 2);
-    body.push(b'[');
-    for (i, (_, s)) in stubs.iter().enumerate() {
-        if i > 0 {
-            body.push(b',');
+        stubs.sort();
+        if let Some(from) = &from {
+            stubs.retain(|k| k >= from);
         }
-        body.extend_from_slice(s);
+        let next = per_page
+            .filter(|n| stubs.len() > *n)
+            .map(|n| stubs.split_off(n).swap_remove(0).1);
+        (stubs, next)
+    } else {
+        // Without a prefix the agent's list index gives the page as a range.
+        let (stubs, next) = agent.allocation_page(from.as_ref(), |ns| q.in_namespace(ns), per_page);
+        (stubs, next.map(|(index, id)| format!("{index}.{id}")))
+    };
+    let mut body = Vec::with_capacity(stubs.len() * 512 + 2);
+    body.push(b'[');
+    for (_, id) in &stubs {
+        // One that was garbage-collected since its key was read is left out.
+        agent.peek_allocation(id, |a| {
+            if body.len() > 1 {
+                body.push(b',');
+            }
+            serde_json::to_writer(&mut body, &Stub::of(a, &fields)).expect("stubs serialize");
+        });
     }
     body.push(b']');
     let mut r = with_index(index, &());
