@@ -127,6 +127,33 @@ pub struct ClientConfig {
     pub disk_total_mb: Option<u64>,
     /// What is kept back for the host and the agent.
     pub reserved: Reserved,
+    /// Task starts in a driver at once; the others wait their turn in the start queue
+    /// (default 64).
+    pub max_parallel_starts: Option<usize>,
+    /// Starts that may wait in the start queue before placement holds back more (the
+    /// allocations stay stored and pending meanwhile; default 4096).
+    pub start_queue_max: Option<usize>,
+    /// Memory redb may keep of the state file (its page cache and write buffer), MiB
+    /// (default 32; redb's own default is 1 GiB).
+    pub state_cache_mb: Option<u64>,
+}
+
+impl ClientConfig {
+    /// The start queue's limits this config asks for.
+    pub fn start_limits(&self) -> crate::drivermanager::StartLimits {
+        let d = crate::drivermanager::StartLimits::default();
+        crate::drivermanager::StartLimits {
+            parallel: self.max_parallel_starts.unwrap_or(d.parallel),
+            bound: self.start_queue_max.unwrap_or(d.bound),
+        }
+    }
+
+    /// The state DB's cache, bytes.
+    pub fn state_cache_bytes(&self) -> usize {
+        self.state_cache_mb
+            .map(|mb| (mb as usize).saturating_mul(1 << 20))
+            .unwrap_or(crate::state::RedbBackend::DEFAULT_CACHE)
+    }
 }
 
 /// The `client { reserved { ... } }` block: resources no allocation may use.
@@ -337,6 +364,14 @@ mod tests {
             s["env-inject"].config["env"]["GREETING"],
             "hello from ${NOMAD_TASK_NAME} on ${attr.kernel.name}"
         );
+    }
+
+    #[test]
+    fn the_state_cache_is_32_mib_unless_set() {
+        let c = AgentConfig::parse("", "t.hcl").unwrap();
+        assert_eq!(c.client.state_cache_bytes(), 32 << 20);
+        let c = AgentConfig::parse("client {\n  state_cache_mb = 4\n}\n", "t.hcl").unwrap();
+        assert_eq!(c.client.state_cache_bytes(), 4 << 20);
     }
 
     #[test]

@@ -1,5 +1,6 @@
-//! Evaluations. A single node schedules a job the moment it is registered, so every
-//! evaluation is complete when it is created; they are kept (in memory, the newest
+//! Evaluations. A registration made over the API answers with a `pending` evaluation and
+//! its placement follows at once on the agent ([`EvalBook::complete`] ends it); one made
+//! inside the agent is complete when it returns. They are kept (in memory, the newest
 //! [`MAX_EVALS`]) so that tools that follow one — `nomad job run`'s monitor, python-nomad —
 //! find it, with the allocations it placed.
 
@@ -33,7 +34,9 @@ pub struct Evaluation {
     /// on those alone).
     #[serde(rename = "NodeID")]
     pub node_id: String,
-    /// Always complete: placement is immediate.
+    /// `pending` from registration until placement is done, then `complete` (or
+    /// `failed` when the placement could not be stored); `blocked` for the evaluation
+    /// unplaced allocations wait in, until it is `complete` or `canceled`.
     pub status: String,
     pub status_description: String,
     /// Groups that could not be placed (the node is not eligible, filtered out, or out of a
@@ -178,8 +181,18 @@ impl EvalBook {
     /// Record a completed evaluation; returns it. With allocations it could not place, a
     /// blocked evaluation is recorded too, which [`EvalBook::unblock`] completes.
     pub fn record(&self, r: EvalRequest<'_>) -> Evaluation {
+        let (failed, datacenter, index) = (r.failed, r.datacenter, r.index);
+        let id = self.record_pending(r).id;
+        let mut done = self.complete(&id, failed, datacenter, index);
+        done.swap_remove(0)
+    }
+
+    /// Record an evaluation as `pending`: the job is stored, its placement not yet made
+    /// (registration answers with it; [`EvalBook::complete`] ends it). `r.failed` is not
+    /// read: what could not be placed is told when it completes.
+    pub fn record_pending(&self, r: EvalRequest<'_>) -> Evaluation {
         let now = crate::util::now_nanos();
-        let mut eval = Evaluation {
+        let eval = Evaluation {
             id: r.id.clone(),
             namespace: r.namespace.to_string(),
             priority: r.priority,
@@ -191,7 +204,7 @@ impl EvalBook {
                 Trigger::NodeUpdate => r.node_id.to_string(),
                 _ => String::new(),
             },
-            status: "complete".into(),
+            status: "pending".into(),
             status_description: String::new(),
             failed_tg_allocs: None,
             queued_allocations: r.groups.into_iter().map(|g| (g, 0)).collect(),
@@ -204,14 +217,35 @@ impl EvalBook {
             modify_time: now,
         };
         let mut evals = self.0.write().unwrap();
-        if !r.failed.is_empty() {
-            for (g, f) in r.failed {
+        evals.push_back(eval.clone());
+        while evals.len() > MAX_EVALS {
+            evals.pop_front();
+        }
+        eval
+    }
+
+    /// End a pending evaluation: `complete`, and with allocations it could not place
+    /// (`failed`, per group) a blocked evaluation recorded after it. Returns what changed:
+    /// the evaluation, then its blocked one (none when the evaluation is gone).
+    pub fn complete(
+        &self,
+        id: &str,
+        failed: &BTreeMap<String, Failed>,
+        datacenter: &str,
+        index: u64,
+    ) -> Vec<Evaluation> {
+        self.end(id, index, |eval| {
+            eval.status = "complete".into();
+            if failed.is_empty() {
+                return None;
+            }
+            for (g, f) in failed {
                 eval.queued_allocations.insert(g.clone(), f.count);
             }
             eval.failed_tg_allocs = Some(
-                r.failed
+                failed
                     .iter()
-                    .map(|(g, f)| (g.clone(), failure_metric(r.datacenter, f)))
+                    .map(|(g, f)| (g.clone(), failure_metric(datacenter, f)))
                     .collect(),
             );
             let blocked = Evaluation {
@@ -224,15 +258,43 @@ impl EvalBook {
                 ..eval.clone()
             };
             eval.blocked_eval = blocked.id.clone();
-            evals.push_back(eval.clone());
-            evals.push_back(blocked);
-        } else {
-            evals.push_back(eval.clone());
+            Some(blocked)
+        })
+    }
+
+    /// End a pending evaluation as `failed`, saying why (the placement it made could not
+    /// be stored).
+    pub fn fail(&self, id: &str, why: &str, index: u64) -> Vec<Evaluation> {
+        self.end(id, index, |eval| {
+            eval.status = "failed".into();
+            eval.status_description = why.to_string();
+            None
+        })
+    }
+
+    fn end(
+        &self,
+        id: &str,
+        index: u64,
+        f: impl FnOnce(&mut Evaluation) -> Option<Evaluation>,
+    ) -> Vec<Evaluation> {
+        let now = crate::util::now_nanos();
+        let mut evals = self.0.write().unwrap();
+        let Some(eval) = evals.iter_mut().rev().find(|e| e.id == id) else {
+            return Vec::new();
+        };
+        eval.modify_index = index.max(eval.modify_index);
+        eval.modify_time = now;
+        let blocked = f(eval);
+        let mut out = vec![eval.clone()];
+        if let Some(b) = blocked {
+            out.push(b.clone());
+            evals.push_back(b);
+            while evals.len() > MAX_EVALS {
+                evals.pop_front();
+            }
         }
-        while evals.len() > MAX_EVALS {
-            evals.pop_front();
-        }
-        eval
+        out
     }
 
     /// End the blocked evaluations of a job with `status`: `complete` once its

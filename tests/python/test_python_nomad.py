@@ -93,7 +93,14 @@ class UserScript(unittest.TestCase):
         n = client()
         reg = n.job.register_job("py-web", web_job("py-web"))
         self.assertIn("EvalID", reg)
-        ev = n.evaluation.get_evaluation(reg["EvalID"])
+        # Registration answers before it places, as Nomad's does: the evaluation is
+        # followed from pending to complete.
+        ev = wait(
+            "the evaluation to complete",
+            lambda: (lambda e: e if e["Status"] != "pending" else None)(
+                n.evaluation.get_evaluation(reg["EvalID"])
+            ),
+        )
         self.assertEqual(ev["Status"], "complete")
         self.assertEqual(ev["JobID"], "py-web")
 

@@ -83,21 +83,21 @@ impl Agent {
         if job.is_parent() {
             return "running";
         }
-        let allocs = self.job_allocations(&job.namespace, &job.id, false);
-        if allocs
-            .iter()
-            .all(|a| a.is_terminal() || a.client_status == ClientStatus::Lost)
-        {
+        let statuses =
+            self.visit_job_allocations(&job.namespace, &job.id, false, |a| Some(a.client_status));
+        if statuses.iter().all(|s| {
+            matches!(
+                s,
+                ClientStatus::Complete | ClientStatus::Failed | ClientStatus::Lost
+            )
+        }) {
             // Allocations waiting for the node to be eligible again keep the job pending.
             if self.evals.queued(&job.namespace, &job.id).is_empty() {
                 "dead"
             } else {
                 "pending"
             }
-        } else if allocs
-            .iter()
-            .any(|a| a.client_status == ClientStatus::Running)
-        {
+        } else if statuses.contains(&ClientStatus::Running) {
             "running"
         } else {
             "pending"
@@ -151,6 +151,18 @@ impl Agent {
     /// A job's allocations in placement order: those of the job as registered now, or with
     /// `all`, those of earlier jobs of the same id too (purged, then registered again).
     pub fn job_allocations(&self, namespace: &str, id: &str, all: bool) -> Vec<Allocation> {
+        self.visit_job_allocations(namespace, id, all, |a| Some(a.clone()))
+    }
+
+    /// `f` of each of a job's allocations (see [`Agent::job_allocations`]) that it keeps,
+    /// in placement order; the live ones are found through the job's index, not by a scan.
+    pub fn visit_job_allocations<T>(
+        &self,
+        namespace: &str,
+        id: &str,
+        all: bool,
+        mut f: impl FnMut(&Allocation) -> Option<T>,
+    ) -> Vec<T> {
         let create_index = self
             .jobs
             .read()
@@ -162,23 +174,23 @@ impl Agent {
                 && a.namespace == namespace
                 && (all || create_index.is_none_or(|c| a.job.state.create_index == c))
         };
-        let mut out: Vec<Allocation> = self
-            .allocs
-            .read()
-            .unwrap()
-            .values()
-            .filter_map(|r| r.shared().peek(|a| mine(a).then(|| a.clone())))
-            .collect();
-        out.extend(
-            self.restored
-                .read()
-                .unwrap()
-                .values()
-                .filter(|a| mine(a))
-                .cloned(),
-        );
-        out.sort_by_key(|a| (a.create_index, a.id.clone()));
-        out
+        let key = (namespace.to_string(), id.to_string());
+        let mut out: Vec<(u64, String, T)> = Vec::new();
+        let mut keep = |a: &Allocation| {
+            if mine(a)
+                && let Some(t) = f(a)
+            {
+                out.push((a.create_index, a.id.clone(), t));
+            }
+        };
+        for r in self.usage.runners_of(&key) {
+            r.shared().peek(&mut keep);
+        }
+        for a in self.restored.read().unwrap().values() {
+            keep(a);
+        }
+        out.sort_by(|a, b| (a.0, &a.1).cmp(&(b.0, &b.1)));
+        out.into_iter().map(|(_, _, t)| t).collect()
     }
 
     /// Nomad's job summary: allocations per group by client status, and for a periodic or

@@ -157,6 +157,36 @@ impl Agent {
             first.calls,
             first.sum_seconds,
         ));
+        let q = self.drivers.start_queue().stats();
+        let limits = self.drivers.start_queue().limits();
+        for (name, v) in [
+            ("paddock.client.start_queue.waiting", q.waiting as f64),
+            ("paddock.client.start_queue.running", q.running as f64),
+            (
+                "paddock.client.start_queue.parallel",
+                limits.parallel as f64,
+            ),
+            ("paddock.client.start_queue.bound", limits.bound as f64),
+        ] {
+            out.push(Metric::Gauge(name, Vec::new(), v));
+        }
+        let c = self.db.commit_stats();
+        let get = |a: &std::sync::atomic::AtomicU64| a.load(std::sync::atomic::Ordering::Relaxed);
+        for (name, v) in [
+            ("paddock.client.start_queue.started", q.started as f64),
+            ("paddock.client.start_queue.queued", q.queued as f64),
+            ("paddock.client.start_queue.held_back", q.held_back as f64),
+            (
+                "paddock.client.start_queue.wait_seconds",
+                q.wait_ns as f64 / 1e9,
+            ),
+            ("paddock.state.writes", get(&c.writes) as f64),
+            ("paddock.state.commits", get(&c.commits) as f64),
+            ("paddock.state.writes_deduplicated", get(&c.skipped) as f64),
+            ("paddock.state.commit_failures", get(&c.failures) as f64),
+        ] {
+            out.push(Metric::Counter(name, Vec::new(), v));
+        }
         let (hits, misses) = rt.metrics.cache();
         out.push(Metric::Counter(
             "paddock.compile_cache.hits",

@@ -4,8 +4,9 @@
 //! manager or a runner.
 //!
 //! A single node is its own scheduler: registering a job places `count` allocations of
-//! each group here at once (`plan.rs` decides, `register.rs` carries it out). Re-registering an identical job changes
-//! nothing; a changed job updates in place what no task sees and replaces the rest.
+//! each group here (`plan.rs` decides, `register.rs` stores the job and its evaluation,
+//! `placing.rs` places, one plan at a time; the API answers before placing, as Nomad
+//! does). Re-registering an identical job changes nothing; a changed job updates in place what no task sees and replaces the rest.
 //! `ops.rs` acts on running allocations, `metrics.rs` collects the metrics model,
 //! `views.rs` shows the node and its components.
 
@@ -33,13 +34,17 @@ use crate::taskrunner::interfaces::Plugins;
 mod blocked;
 mod dispatch;
 mod drain;
+mod evaluate;
 mod feasible;
 mod jobs;
 mod metrics;
 mod ops;
+mod order;
 mod periodic;
+mod placing;
 mod plan;
 mod register;
+mod usage;
 mod vars;
 mod views;
 
@@ -138,7 +143,13 @@ pub struct Agent {
     host_ip: String,
     jobs: RwLock<BTreeMap<(String, String), Job>>,
     allocs: RwLock<BTreeMap<String, Arc<AllocRunner>>>,
+    /// One plan at a time, from planning until its placements are in `allocs`.
+    plan_lock: Arc<placing::PlanLock>,
+    /// What the live allocations in `allocs` hold.
+    usage: Arc<usage::NodeUsage>,
     restored: RwLock<BTreeMap<String, Allocation>>,
+    /// Every allocation above, in list order.
+    order: order::AllocOrder,
     /// Launch timers of periodic jobs.
     periodic: periodic::PeriodicTimers,
     /// The address the HTTP API serves on, once it does (the node's `HTTPAddr`).
@@ -171,7 +182,10 @@ impl Agent {
         let db: Arc<dyn StateDb> = if opts.in_memory_state {
             Arc::new(MemState::new())
         } else {
-            Arc::new(RedbState::open(&data_dir.join("state.redb"))?)
+            Arc::new(RedbState::open_with_cache(
+                &data_dir.join("state.redb"),
+                opts.config.client.state_cache_bytes(),
+            )?)
         };
 
         // Host processes go through the task executor and are recorded in the state DB, so
@@ -233,6 +247,7 @@ impl Agent {
             services,
             node_events.clone(),
             Some(db.clone()),
+            opts.config.client.start_limits(),
         );
         let devices = DeviceManager::new(runtime.clone(), node_events.clone(), Some(db.clone()));
         let hooks = HookManager::new(runtime.clone(), &opts.config.hook);
@@ -310,13 +325,18 @@ impl Agent {
             host_attributes,
             jobs: RwLock::new(BTreeMap::new()),
             allocs: RwLock::new(BTreeMap::new()),
+            plan_lock: Arc::default(),
+            usage: Arc::default(),
             restored: RwLock::new(BTreeMap::new()),
+            order: Default::default(),
             periodic: Default::default(),
             http_addr: Default::default(),
             _tempdir: tempdir,
         });
+        agent.warn_if_little_disk();
         agent.restore()?;
         agent.spawn_unblocker();
+        agent.place_interrupted();
         let scheduling = agent.load_scheduling();
         let draining = scheduling.drain.is_some();
         *agent.scheduling.write().unwrap() = scheduling;
@@ -351,13 +371,21 @@ impl Agent {
         let index = self.changes.bump();
         let config = self.runner_config();
         let mut restored = 0;
+        // Allocations of one version of a job share one copy of it, as they did when placed
+        // (rows of schema 4 and older each carry their own; the state DB shares the others').
+        let mut shared_jobs: BTreeMap<(String, String, u64, u64), Arc<Job>> = BTreeMap::new();
         for mut a in allocs {
-            match self.db.task_states(&a.id) {
-                Ok(states) => a.task_states.extend(states),
-                Err(e) => {
-                    tracing::warn!(alloc_id = %a.id, error = %e, "reading task states failed")
-                }
-            }
+            let version = (
+                a.namespace.clone(),
+                a.job_id.clone(),
+                a.job.state.version,
+                a.job.state.job_modify_index,
+            );
+            a.job = shared_jobs
+                .entry(version)
+                .or_insert_with(|| a.job.clone())
+                .clone();
+            self.order.insert(&a);
             if a.is_terminal() {
                 self.restored.write().unwrap().insert(a.id.clone(), a);
                 continue;
@@ -379,6 +407,7 @@ impl Agent {
                 runner.stop(&reason);
             }
             self.allocs.write().unwrap().insert(id, runner.clone());
+            self.usage.track(&runner);
             tokio::spawn(runner.run());
             restored += 1;
         }
@@ -403,13 +432,52 @@ impl Agent {
         Ok(())
     }
 
+    /// Jobs whose registration was answered but whose placement a crash cut short (their
+    /// mark is still in the state DB) are evaluated again: what they are missing is placed.
+    fn place_interrupted(self: &Arc<Self>) {
+        let marked = match self.db.interrupted_placements() {
+            Ok(m) => m,
+            Err(e) => {
+                tracing::error!(error = %e, "reading interrupted placements failed");
+                return;
+            }
+        };
+        let mut jobs: Vec<(String, String)> = marked.iter().map(|(_, j)| j.clone()).collect();
+        jobs.sort();
+        jobs.dedup();
+        for (namespace, id) in jobs {
+            let Some(job) = self.job(&namespace, &id) else {
+                continue;
+            };
+            if job.stop || job.is_parent() {
+                continue;
+            }
+            tracing::info!(job = %id, namespace = %namespace, "placing a job whose placement was interrupted");
+            if let Err(e) =
+                self.evaluate_job_with(&namespace, &id, crate::evals::Trigger::JobRegister)
+            {
+                tracing::warn!(job = %id, error = %e, "placing an interrupted job failed");
+            }
+        }
+        // Handled (placed again above, or no longer wanted): the marks go.
+        for (eval, _) in &marked {
+            if let Err(e) = self.db.queue_placing_done(eval) {
+                tracing::warn!(error = %e, "clearing a placement's mark failed");
+            }
+        }
+    }
+
     /// What alloc runners are given; the node as of now.
     fn runner_config(&self) -> AllocRunnerConfig {
         AllocRunnerConfig {
             db: self.db.clone(),
             changes: self.changes.clone(),
             alloc_root: self.alloc_root.clone(),
-            node: self.node(),
+            node: Arc::new(self.node()),
+            on_live: {
+                let usage = self.usage.clone();
+                Arc::new(move |id: &str, live: bool| usage.set_live(id, live))
+            },
             plugins: Plugins {
                 drivers: self.drivers.clone(),
                 devices: self.devices.clone(),
@@ -459,10 +527,15 @@ impl Agent {
 
     /// One allocation by id.
     pub fn allocation(&self, id: &str) -> Option<Allocation> {
-        if let Some(r) = self.allocs.read().unwrap().get(id) {
-            return Some(r.shared().snapshot());
+        self.peek_allocation(id, Allocation::clone)
+    }
+
+    /// `f` of one allocation, without copying it.
+    pub fn peek_allocation<R>(&self, id: &str, f: impl FnOnce(&Allocation) -> R) -> Option<R> {
+        if let Some(r) = self.alloc_runner(id) {
+            return Some(r.shared().peek(f));
         }
-        self.restored.read().unwrap().get(id).cloned()
+        self.restored.read().unwrap().get(id).map(f)
     }
 
     /// The runner of a live allocation.

@@ -11,6 +11,7 @@ use serde::Serialize;
 
 use super::Agent;
 use super::feasible::{self, Amounts};
+use super::usage::{Holdings, device_keys};
 use crate::allocrunner::AllocRunner;
 use crate::devicemanager::DeviceShortage;
 use crate::evals::{Failed, Unplaced};
@@ -140,15 +141,10 @@ impl Plan {
 impl Agent {
     /// The live (not terminal) allocations of the job `(namespace, id)` as registered now.
     pub(super) fn live_runners(&self, namespace: &str, id: &str) -> Vec<Arc<AllocRunner>> {
-        self.allocs
-            .read()
-            .unwrap()
-            .values()
-            .filter(|r| {
-                r.shared()
-                    .peek(|a| a.job_id == id && a.namespace == namespace && !a.is_terminal())
-            })
-            .cloned()
+        self.usage
+            .runners_of(&(namespace.to_string(), id.to_string()))
+            .into_iter()
+            .filter(|r| !r.shared().peek(Allocation::is_terminal))
             .collect()
     }
 
@@ -164,7 +160,12 @@ impl Agent {
     pub(super) fn plan_with(&self, job: Job, reevaluate: bool) -> Result<Plan, JobspecError> {
         let key = (job.namespace.clone(), job.id.clone());
         let existing = self.jobs.read().unwrap().get(&key).cloned();
-        let live = self.live_runners(&key.0, &key.1);
+        let Holdings {
+            live,
+            mut capacity,
+            ports: mut held,
+            devices: mut held_devices,
+        } = self.holdings(&key);
         let mut plan = Plan {
             job,
             existing,
@@ -223,8 +224,6 @@ impl Agent {
             }
         }
         // Ports: those other jobs hold, and those of the allocations kept.
-        let mut held = self.ports_in_use(&key);
-        let mut held_devices = self.devices_in_use(&key);
         for k in &plan.keep {
             k.runner.shared().peek(|a| {
                 let holder = format!("allocation {} of this job", &a.id[..8]);
@@ -246,7 +245,6 @@ impl Agent {
         };
         let eligible = self.eligible();
         // What the node has left: every live allocation counts but those this plan stops.
-        let mut capacity = self.capacity(&key);
         for k in &plan.keep {
             k.runner
                 .shared()
@@ -400,6 +398,11 @@ impl Agent {
     /// What the node offers allocations, and what live allocations other than those of
     /// job `except` (which a registration replaces) hold of it.
     pub(super) fn capacity(&self, except: &(String, String)) -> feasible::Capacity {
+        self.holdings(except).capacity
+    }
+
+    /// The node's capacity with nothing held.
+    fn empty_capacity(&self) -> feasible::Capacity {
         let cores = self
             .numeric_attribute("cpu.numcores")
             .clamp(1, u64::from(u16::MAX));
@@ -407,21 +410,12 @@ impl Agent {
             .resources
             .cpu_total_compute
             .unwrap_or_else(|| self.numeric_attribute("cpu.totalcompute"));
-        let mut c = feasible::Capacity {
+        feasible::Capacity {
             total: self.allocatable(),
             cores: (0..cores as u16).collect(),
             mhz_per_core: compute / cores,
             ..Default::default()
-        };
-        for r in self.allocs.read().unwrap().values() {
-            r.shared().peek(|a| {
-                if a.is_terminal() || (a.namespace == except.0 && a.job_id == except.1) {
-                    return;
-                }
-                c.hold(&a.allocated_resources);
-            });
         }
-        c
     }
 
     /// What allocations may use of the node: its fingerprint, or the config's
@@ -445,6 +439,21 @@ impl Agent {
         }
     }
 
+    /// A warning at start when the node offers less disk than one group asks by default
+    /// (Nomad's 300 MB of ephemeral disk): every such job would wait, blocked on `disk`.
+    pub(super) fn warn_if_little_disk(&self) {
+        let disk = self.allocatable().disk_mb;
+        if disk < 300 {
+            tracing::warn!(
+                disk_mb = disk,
+                data_dir = %self.data_dir.display(),
+                "the node offers {disk} MB of disk (the data dir's free space, less `reserved`) \
+                 and a group asks 300 MB by default: such jobs will not be placed; free space \
+                 or set `client {{ disk_total_mb = N }}`"
+            );
+        }
+    }
+
     /// Drivers detected and healthy now.
     pub(super) fn healthy_drivers(&self) -> Vec<String> {
         self.driver_infos()
@@ -454,43 +463,10 @@ impl Agent {
             .collect()
     }
 
-    /// Ports held by live allocations, other than those of job `except` (which a
-    /// registration replaces).
-    fn ports_in_use(&self, except: &(String, String)) -> BTreeMap<u16, String> {
-        let mut held = BTreeMap::new();
-        for r in self.allocs.read().unwrap().values() {
-            r.shared().peek(|a| {
-                if a.is_terminal() || (a.namespace == except.0 && a.job_id == except.1) {
-                    return;
-                }
-                for p in &a.allocated_resources.shared.ports {
-                    held.insert(
-                        p.value,
-                        format!("allocation {} of job {:?}", &a.id[..8], a.job_id),
-                    );
-                }
-            });
-        }
-        held
-    }
-
-    /// Device instances held by live allocations other than those of job `except`, keyed
-    /// `<vendor>/<type>/<name>/<id>`.
-    fn devices_in_use(&self, except: &(String, String)) -> BTreeMap<String, String> {
-        let mut held = BTreeMap::new();
-        for r in self.allocs.read().unwrap().values() {
-            r.shared().peek(|a| {
-                if a.is_terminal() || (a.namespace == except.0 && a.job_id == except.1) {
-                    return;
-                }
-                hold_devices(
-                    a,
-                    &format!("allocation {} of job {:?}", &a.id[..8], a.job_id),
-                    &mut held,
-                );
-            });
-        }
-        held
+    /// What the live allocations of every job but `except` hold, and `except`'s own live
+    /// allocations (kept up to date by [`super::usage::NodeUsage`]).
+    fn holdings(&self, except: &(String, String)) -> Holdings {
+        self.usage.holdings(except, self.empty_capacity())
     }
 }
 
@@ -508,14 +484,7 @@ fn updatable_in_place(old: &Job, new: &Job, group: &str) -> bool {
 
 /// Add the device instances `a` holds to `held` (keyed `<vendor>/<type>/<name>/<id>`).
 fn hold_devices(a: &Allocation, holder: &str, held: &mut BTreeMap<String, String>) {
-    for t in a.allocated_resources.tasks.values() {
-        for d in &t.devices {
-            for id in &d.device_ids {
-                held.insert(
-                    format!("{}/{}/{}/{id}", d.vendor, d.device_type, d.name),
-                    holder.to_string(),
-                );
-            }
-        }
+    for key in device_keys(&a.allocated_resources) {
+        held.insert(key, holder.to_string());
     }
 }

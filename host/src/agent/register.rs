@@ -1,19 +1,18 @@
 //! Registering, deregistering and versioning jobs: a single node is its own scheduler, so
-//! registering plans the job here ([`super::plan`]) and applies the plan at once, records
-//! the job's new version and its (complete) evaluation, and starts the runners. Every
+//! registering plans the job here ([`super::plan`]), stores the job's new version with a
+//! `pending` evaluation, and then places ([`super::placing`]): at once for the agent's own
+//! callers, after the answer for the API's registrations, as Nomad does. Every
 //! change of spec is a new version; the last [`crate::state::JOB_VERSIONS_KEPT`] are kept
 //! for `/versions` and revert.
 
-use std::collections::BTreeMap;
 use std::sync::Arc;
 
+use super::placing::{Placing, PlanGuard};
 use super::plan::Plan;
 use super::{Agent, Registered};
-use crate::allocrunner::AllocRunner;
 use crate::evals::Trigger;
 use crate::jobspec::{Job, JobspecError};
-use crate::state::StateError;
-use crate::structs::{AllocMetric, Allocation, ClientStatus, DesiredStatus};
+use crate::state::{Durable, StateError};
 
 /// Why a job was not registered.
 #[derive(Debug, thiserror::Error)]
@@ -50,98 +49,55 @@ pub struct RegisterOptions {
 }
 
 impl Agent {
-    /// Record the (complete) evaluation of a change to `job`; returns its id.
-    pub(super) fn evaluate(&self, job: &Job, trigger: Trigger, index: u64) -> String {
-        self.evaluate_placing(job, trigger, index, &BTreeMap::new())
-    }
-
-    /// [`Agent::evaluate`] of a change that left `failed` allocations (per group)
-    /// unplaced: they wait in a blocked evaluation. One that placed everything completes
-    /// the job's blocked evaluations.
-    pub(super) fn evaluate_placing(
-        &self,
-        job: &Job,
-        trigger: Trigger,
-        index: u64,
-        failed: &BTreeMap<String, crate::evals::Failed>,
-    ) -> String {
-        // This evaluation takes over the job's blocked ones (stopping one allocation places
-        // nothing: blocked work stays blocked then).
-        let mut unblocked = Vec::new();
-        if trigger != Trigger::AllocStop {
-            let status = if job.stop { "canceled" } else { "complete" };
-            unblocked = self.evals.unblock(&job.namespace, &job.id, status, index);
-        }
-        let node = self.node.read().unwrap();
-        let eval = self.evals.record(crate::evals::EvalRequest {
-            id: uuid::Uuid::new_v4().to_string(),
-            namespace: &job.namespace,
-            job_id: &job.id,
-            job_type: job.job_type.as_str(),
-            priority: job.priority.clamp(0, 100) as u32,
-            groups: job.task_groups.iter().map(|g| g.name.clone()).collect(),
-            triggered_by: trigger,
-            index,
-            // Nomad names the node only in the evaluations a node's change made.
-            node_id: if trigger == Trigger::NodeUpdate {
-                &node.id
-            } else {
-                ""
-            },
-            failed,
-            datacenter: &node.datacenter,
-        });
-        drop(node);
-        let mut changed = vec![eval.clone()];
-        if !eval.blocked_eval.is_empty() {
-            changed.extend(self.evals.get(&eval.blocked_eval));
-        }
-        changed.extend(unblocked);
-        let id = eval.id.clone();
-        let events = &self.changes.events;
-        if events.wanted() {
-            // The job as the API shows it, then its evaluation (Nomad's order).
-            if let Some(event_type) = trigger.job_event() {
-                let record = self
-                    .job(&job.namespace, &job.id)
-                    .map(|r| serde_json::to_value(r).unwrap_or_default())
-                    .unwrap_or_else(|| serde_json::to_value(job).unwrap_or_default());
-                events.publish(|| crate::events::Event {
-                    topic: "Job",
-                    event_type,
-                    key: job.id.clone(),
-                    namespace: job.namespace.clone(),
-                    filter_keys: Vec::new(),
-                    index,
-                    payload: crate::events::Payload::Job(Box::new(record)),
-                });
-            }
-            for eval in changed {
-                events.publish(|| crate::events::Event {
-                    topic: "Evaluation",
-                    event_type: "EvaluationUpdated",
-                    key: eval.id.clone(),
-                    namespace: job.namespace.clone(),
-                    filter_keys: vec![job.id.clone()],
-                    index,
-                    payload: crate::events::Payload::Evaluation(Box::new(eval)),
-                });
-            }
-        }
-        id
-    }
-
     /// Register (or update) a job and place its allocations.
     pub fn register_job(self: &Arc<Self>, job: Job) -> Result<Registered, RegisterError> {
         self.register_job_with(job, RegisterOptions::default())
     }
 
-    /// [`Agent::register_job`] with Nomad's registration options.
+    /// [`Agent::register_job`] with Nomad's registration options; returns once the
+    /// allocations are placed (stored, their runners started).
     pub fn register_job_with(
+        self: &Arc<Self>,
+        job: Job,
+        opts: RegisterOptions,
+    ) -> Result<Registered, RegisterError> {
+        let (mut r, placing, job_written) = self.store_job(job, opts)?;
+        if let Some(p) = placing {
+            r.allocs = p.run(self)?;
+        }
+        job_written.wait()?;
+        Ok(r)
+    }
+
+    /// Register a job as Nomad's API does: returns once the job is stored and its
+    /// evaluation recorded `pending`; the placement follows on a thread of its own and
+    /// ends the evaluation (`complete`, or `blocked` work, or `failed`). `allocs` of the
+    /// answer is empty.
+    pub fn submit_job_with(
+        self: &Arc<Self>,
+        job: Job,
+        opts: RegisterOptions,
+    ) -> Result<Registered, RegisterError> {
+        let (r, placing, job_written) = self.store_job(job, opts)?;
+        if let Some(p) = placing {
+            let agent = self.clone();
+            self.work.spawn_blocking(move || {
+                // A failure is logged and ends the evaluation `failed`.
+                let _ = p.run(&agent);
+            });
+        }
+        // Answered once the job is durable; its placement may already be on its way.
+        job_written.wait()?;
+        Ok(r)
+    }
+
+    /// Plan `job` and store it with its evaluation; what is left to place is returned.
+    fn store_job(
         self: &Arc<Self>,
         mut job: Job,
         opts: RegisterOptions,
-    ) -> Result<Registered, RegisterError> {
+    ) -> Result<(Registered, Option<Placing>, Durable), RegisterError> {
+        let guard = self.plan_lock.acquire();
         let existing = self
             .jobs
             .read()
@@ -161,7 +117,7 @@ impl Agent {
             }
         }
         let plan = self.plan(job)?;
-        self.apply(plan, None)
+        self.apply(plan, None, guard)
     }
 
     /// Carry out a plan: store the job (a new version when its spec changed), stop and
@@ -171,7 +127,8 @@ impl Agent {
         self: &Arc<Self>,
         plan: Plan,
         trigger: Option<Trigger>,
-    ) -> Result<Registered, RegisterError> {
+        guard: PlanGuard,
+    ) -> Result<(Registered, Option<Placing>, Durable), RegisterError> {
         let spec_changed = plan.spec_changed();
         let Plan {
             mut job,
@@ -218,7 +175,6 @@ impl Agent {
                 job.payload = e.payload.clone();
             }
         }
-        self.db.put_job(&job)?;
         self.jobs
             .write()
             .unwrap()
@@ -238,12 +194,14 @@ impl Agent {
         // A periodic or parameterized job is not evaluated itself: its children are.
         if job.is_parent() {
             tracing::info!(job = %job.id, namespace = %job.namespace, version = job.state.version, "job registered (launched by its children)");
-            return Ok(Registered {
+            let job_written = self.db.queue_job(&job)?;
+            let r = Registered {
                 eval_id: String::new(),
                 index,
                 job_modify_index: job.state.job_modify_index,
                 allocs: Vec::new(),
-            });
+            };
+            return Ok((r, None, job_written));
         }
         // Evaluated before its allocations are placed, so the event stream tells them in
         // Nomad's order: the job, its evaluation, then the allocations.
@@ -256,70 +214,36 @@ impl Agent {
         } else {
             Trigger::JobRegister
         };
-        let eval_id = self.evaluate_placing(&job, trigger, index, &blocked);
-        let failed_placement = !blocked.is_empty();
-        for k in keep.iter().filter(|k| k.in_place || spec_changed) {
-            k.runner.update(job.clone(), &eval_id);
-        }
-        let config = self.runner_config();
-        let node = &config.node;
-        let mut placed = Vec::new();
-        let metrics = AllocMetric::single_node(
-            &node.datacenter,
-            u64::try_from(started.elapsed().as_nanos()).unwrap_or(u64::MAX),
-        );
-        let mut allocs = Vec::with_capacity(place.len());
-        for p in place {
-            let (resources, task_resources) = p.resources.legacy();
-            let alloc = Allocation {
-                id: uuid::Uuid::new_v4().to_string(),
-                namespace: job.namespace.clone(),
-                eval_id: eval_id.clone(),
-                name: format!("{}.{}[{}]", job.id, p.group, p.index),
-                node_id: node.id.clone(),
-                node_name: node.name.clone(),
-                job_id: job.id.clone(),
-                job: job.clone(),
-                task_group: p.group,
-                index: p.index,
-                desired_status: DesiredStatus::Run,
-                desired_description: String::new(),
-                client_status: ClientStatus::Pending,
-                client_description: String::new(),
-                task_states: BTreeMap::new(),
-                resources,
-                task_resources,
-                allocated_resources: p.resources,
-                metrics: metrics.clone(),
-                create_index: index,
-                modify_index: index,
-                create_time: now,
-                modify_time: now,
-            };
-            allocs.push(alloc);
-        }
-        // Durable before the answer, in one write: nothing acknowledged is lost.
-        let runners = AllocRunner::place_all(allocs, &config)?;
-        {
-            let mut table = self.allocs.write().unwrap();
-            for r in &runners {
-                table.insert(r.shared().id().to_string(), r.clone());
-            }
-        }
-        for r in runners {
-            placed.push(r.shared().id().to_string());
-            self.work.spawn(r.run());
-        }
-        if failed_placement {
-            self.placement_failed();
-        }
-        tracing::info!(job = %job.id, namespace = %job.namespace, version = job.state.version, placed = placed.len(), kept = keep.len(), stopped = stop.len() + destructive.len(), "job registered");
-        Ok(Registered {
-            eval_id,
+        let eval_id = self.evaluate_pending(&job, trigger, index);
+        // Queued under the plan lock (so versions of a job are written in order), waited
+        // for by the caller after the lock is let go; with the mark that its placement is
+        // on its way, which the placement clears once its allocations are stored.
+        let job_written = self.db.queue_job_placing(&job, Some(&eval_id))?;
+        let registered = Registered {
+            eval_id: eval_id.clone(),
             index,
             job_modify_index: job.state.job_modify_index,
-            allocs: placed,
-        })
+            allocs: Vec::new(),
+        };
+        let kept = keep.len();
+        let update = keep
+            .into_iter()
+            .filter(|k| k.in_place || spec_changed)
+            .collect::<Vec<_>>();
+        let placing = Placing {
+            kept,
+            stopped: stop.len() + destructive.len(),
+            job,
+            trigger,
+            eval_id,
+            index,
+            update,
+            place,
+            blocked,
+            started,
+            _guard: guard,
+        };
+        Ok((registered, Some(placing), job_written))
     }
 
     /// Evaluate a registered job again (`/v1/job/{id}/evaluate`): the allocations it is
@@ -354,8 +278,14 @@ impl Agent {
                 "can't evaluate parameterized job",
             )));
         }
+        let guard = self.plan_lock.acquire();
         let plan = self.plan_with(job, true)?;
-        self.apply(plan, Some(trigger))
+        let (mut r, placing, job_written) = self.apply(plan, Some(trigger), guard)?;
+        if let Some(p) = placing {
+            r.allocs = p.run(self)?;
+        }
+        job_written.wait()?;
+        Ok(r)
     }
 
     /// Evaluate every job on the node again (`/v1/node/{id}/evaluate`, and when the node

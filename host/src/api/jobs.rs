@@ -66,7 +66,7 @@ fn do_register(
     req: crate::jobspec::RegisterRequest,
 ) -> Result<Response, ApiError> {
     let r = agent
-        .register_job_with(
+        .submit_job_with(
             req.job,
             RegisterOptions {
                 enforce_index: req.enforce_index,

@@ -165,7 +165,7 @@ pub async fn job_run(
         return Ok(0);
     }
     let mut placement_failed = false;
-    if let Ok(eval) = api.get(&format!("/v1/evaluation/{eval_id}")).await {
+    if let Some(eval) = follow_eval(api, &client, &eval_id).await? {
         println!(
             "==> Evaluation triggered by {} finished with status {:?}",
             eval["TriggeredBy"].as_str().unwrap_or(""),
@@ -208,12 +208,7 @@ pub async fn job_run(
             job.id, job.namespace
         ));
         let resp = client.get(url).send().await?;
-        index = resp
-            .headers()
-            .get("X-Nomad-Index")
-            .and_then(|v| v.to_str().ok())
-            .and_then(|v| v.parse().ok())
-            .unwrap_or(index);
+        index = nomad_index(&resp).unwrap_or(index);
         let allocs: Vec<Value> = resp.json().await?;
         let ours: Vec<&Value> = allocs
             .iter()
@@ -273,6 +268,39 @@ pub async fn job_run(
         }
         if !placed {
             tokio::time::sleep(Duration::from_millis(200)).await;
+        }
+    }
+}
+
+/// The `X-Nomad-Index` of an answer, for the next blocking query.
+fn nomad_index(resp: &reqwest::Response) -> Option<u64> {
+    resp.headers()
+        .get("X-Nomad-Index")
+        .and_then(|v| v.to_str().ok())
+        .and_then(|v| v.parse().ok())
+}
+
+/// Wait until the evaluation `id` is no longer `pending` (the agent places after it
+/// answers a registration), with blocking queries; `None` when there is none to follow.
+async fn follow_eval(
+    api: &ApiArgs,
+    client: &reqwest::Client,
+    id: &str,
+) -> anyhow::Result<Option<Value>> {
+    if id.is_empty() {
+        return Ok(None);
+    }
+    let mut index = 0u64;
+    loop {
+        let url = api.url(&format!("/v1/evaluation/{id}?index={index}&wait=5s"));
+        let resp = client.get(url).send().await?;
+        if !resp.status().is_success() {
+            return Ok(None);
+        }
+        index = nomad_index(&resp).unwrap_or(index);
+        let eval: Value = resp.json().await?;
+        if eval["Status"] != "pending" {
+            return Ok(Some(eval));
         }
     }
 }

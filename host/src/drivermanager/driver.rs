@@ -47,6 +47,8 @@ pub struct Driver {
     runtime: Arc<Runtime>,
     name: String,
     health: Arc<super::health::DriverHealth>,
+    /// Where starts wait their turn.
+    starts: Arc<super::starts::StartQueue>,
     /// The version every call goes to; `None`: the current one at each call.
     version: Option<Arc<LoadedComponent>>,
 }
@@ -81,11 +83,13 @@ impl Driver {
         runtime: Arc<Runtime>,
         name: String,
         health: Arc<super::health::DriverHealth>,
+        starts: Arc<super::starts::StartQueue>,
     ) -> Self {
         Self {
             runtime,
             name,
             health,
+            starts,
             version: None,
         }
     }
@@ -164,12 +168,14 @@ impl Driver {
         .map_err(driver_error)
     }
 
-    /// Start a task invocation.
+    /// Start a task invocation, once the start queue gives it a turn (its deadline counts
+    /// from then).
     pub async fn start(
         &self,
         cfg: TaskConfig,
         task: Option<Arc<TaskContext>>,
     ) -> Result<TaskHandle, DriverCallError> {
+        let _turn = self.starts.enter().await;
         let cfg = task_config(cfg);
         driver_call!(self, task, "start", |d, s| d
             .paddock_plugin_task_driver()

@@ -13,6 +13,7 @@ mod bindings;
 mod driver;
 mod events;
 pub mod health;
+pub mod starts;
 pub mod types;
 
 pub use bindings::{Bindings, Handoff, PersistHandle, TaskBinding};
@@ -20,6 +21,7 @@ pub use driver::{Driver, DriverCallError};
 pub use events::{EventHandler, EventRouter};
 use health::DriverHealth;
 pub use health::DriverInfo;
+pub use starts::{StartLimits, StartQueue};
 
 use std::collections::BTreeMap;
 use std::path::PathBuf;
@@ -69,6 +71,8 @@ pub struct DriverManager {
     runtime: Arc<Runtime>,
     services: Arc<DriverServices>,
     health: Arc<DriverHealth>,
+    /// Task starts wait their turn here.
+    starts: Arc<StartQueue>,
     /// Running tasks and their driver versions.
     bindings: Bindings,
 }
@@ -77,23 +81,36 @@ impl DriverManager {
     /// A manager over the runtime's registry, keeping its state in memory only. `services`
     /// are the ones the runtime was built with.
     pub fn new(runtime: Arc<Runtime>, services: Arc<DriverServices>) -> Arc<Self> {
-        Self::with_state(runtime, services, Arc::default(), None)
+        Self::with_state(
+            runtime,
+            services,
+            Arc::default(),
+            None,
+            StartLimits::default(),
+        )
     }
 
     /// A manager that raises node events into `events` and keeps its state in `db`,
-    /// starting from what `db` stored last run.
+    /// starting from what `db` stored last run, with a start queue of `limits`.
     pub fn with_state(
         runtime: Arc<Runtime>,
         services: Arc<DriverServices>,
         events: Arc<NodeEvents>,
         db: Option<Arc<dyn crate::state::StateDb>>,
+        limits: StartLimits,
     ) -> Arc<Self> {
         Arc::new(Self {
             runtime,
             services,
             health: Arc::new(DriverHealth::new(events, db)),
+            starts: Arc::new(StartQueue::new(limits)),
             bindings: Bindings::default(),
         })
+    }
+
+    /// Where task starts wait their turn.
+    pub fn start_queue(&self) -> &Arc<StartQueue> {
+        &self.starts
     }
 
     /// Running tasks and the driver versions they are bound to.
@@ -109,7 +126,12 @@ impl DriverManager {
 
     /// The driver called `name`, loaded or not: its calls fail while it is not.
     pub fn driver(&self, name: &str) -> Driver {
-        Driver::new(self.runtime.clone(), name.to_string(), self.health.clone())
+        Driver::new(
+            self.runtime.clone(),
+            name.to_string(),
+            self.health.clone(),
+            self.starts.clone(),
+        )
     }
 
     /// Names of loaded drivers.

@@ -150,6 +150,8 @@ async fn allocations_page_as_nomads_paginator_does() {
         )
         .await;
     assert_eq!(r.status(), 200);
+    let reg: serde_json::Value = r.json().await.unwrap();
+    t.eval_done(reg["EvalID"].as_str().unwrap()).await;
     let all = t.get("/v1/allocations").await;
     let all: Vec<String> = all
         .as_array()

@@ -270,3 +270,58 @@ async fn recover_reattaches_to_a_known_task_and_its_misbehaviour_is_contained() 
     let caps = d.capabilities().await.unwrap();
     assert!(caps.send_signals);
 }
+
+/// Under load a driver's `validate-config` can miss its deadline: that is the agent being
+/// busy, so the restart policy applies instead of failing the task for good.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_validate_config_that_misses_its_deadline_at_start_is_recoverable() {
+    let t = TestAgent::start(
+        "plugin \"mock\" {\n limits {\n call_timeout = \"300ms\"\n }\n config {\n misbehave = { op = \"validate_config\", kind = \"hang\" }\n }\n}",
+        vec![],
+    )
+    .await;
+    // A config holding `${...}` is validated by the driver at start, not at registration.
+    let mut job = crate::harness::mock_job("busy", json!({"run_for": "${NOMAD_META_d}"}));
+    job["Meta"] = json!({"d": "1h"});
+    job["TaskGroups"][0]["RestartPolicy"] = json!({ "Attempts": 1, "Delay": 10_000_000u64,
+        "Interval": 3_600_000_000_000u64, "Mode": "fail" });
+    t.register(job).await;
+    let allocs = t
+        .wait_allocs(
+            "busy",
+            Duration::from_secs(30),
+            crate::harness::all_terminal,
+        )
+        .await;
+    let id = allocs[0]["ID"].as_str().unwrap();
+    let a = t.get(&format!("/v1/allocation/{id}")).await;
+    let events: Vec<(String, String)> = a["TaskStates"]["t"]["Events"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|e| {
+            (
+                e["Type"].as_str().unwrap().to_string(),
+                e["DisplayMessage"].as_str().unwrap().to_string(),
+            )
+        })
+        .collect();
+    let failures: Vec<_> = events
+        .iter()
+        .filter(|(ty, _)| ty == "Driver Failure")
+        .collect();
+    assert_eq!(failures.len(), 2, "tried again once: {events:#?}");
+    assert!(
+        failures[0]
+            .1
+            .contains("missed its deadline in validate-config"),
+        "{events:#?}"
+    );
+    assert!(
+        events.iter().any(|(ty, _)| ty == "Restarting"),
+        "{events:#?}"
+    );
+    let last = events.last().unwrap();
+    assert_eq!(last.0, "Not Restarting", "{events:#?}");
+    assert!(last.1.contains("Exceeded allowed attempts"), "{events:#?}");
+}

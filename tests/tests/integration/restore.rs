@@ -423,3 +423,51 @@ async fn index_of(agent: &AgentProcess) -> u64 {
         .parse()
         .unwrap()
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_registration_answered_but_not_placed_before_a_crash_is_placed_after_the_restart() {
+    let dir = tempfile::tempdir().unwrap();
+    let mut agent = AgentProcess::new(dir.path());
+    agent.start().await;
+    agent
+        .post_job(
+            json!({ "ID": "cut", "Type": "service", "TaskGroups": [{ "Name": "g", "Count": 2,
+            "Tasks": [{ "Name": "t", "Driver": "mock", "Config": { "run_for": "1h" } }] }] }),
+        )
+        .await;
+    let running =
+        |a: &[Value]| a.len() == 2 && a.iter().all(|a| a["TaskStates"]["t"]["State"] == "running");
+    agent.wait_allocs("cut", running).await;
+    agent.kill9();
+    // The state a crash between the answer and the placement leaves: the job stored with
+    // its placement's mark, and no allocations.
+    let path = dir.path().join("data/state.redb");
+    {
+        use paddock::state::StateDb;
+        let db = paddock::state::RedbState::open(&path).unwrap();
+        for a in db.allocs().unwrap() {
+            db.delete_alloc(&a.id).unwrap();
+        }
+        let job = db
+            .jobs()
+            .unwrap()
+            .into_iter()
+            .find(|j| j.id == "cut")
+            .unwrap();
+        db.queue_job_placing(&job, Some("interrupted"))
+            .unwrap()
+            .wait()
+            .unwrap();
+        assert_eq!(db.interrupted_placements().unwrap().len(), 1);
+    }
+    agent.start().await;
+    agent.wait_allocs("cut", running).await;
+    agent.kill9();
+    let db = paddock::state::RedbState::open(&path).unwrap();
+    assert!(
+        paddock::state::StateDb::interrupted_placements(&db)
+            .unwrap()
+            .is_empty(),
+        "the marks are cleared once placed"
+    );
+}

@@ -139,7 +139,7 @@ async fn each_world_loads_and_answers() {
     );
     let mut env = paddock::taskenv::TaskEnv::default();
     env.env.insert("NOMAD_TASK_NAME".into(), "web".into());
-    env.node.insert("attr.kernel.name".into(), "linux".into());
+    std::sync::Arc::make_mut(&mut env.node).insert("attr.kernel.name".into(), "linux".into());
     let ctx = Arc::new(TaskContext {
         env,
         reservations: vec![],

@@ -8,22 +8,12 @@ use std::time::{Duration, Instant};
 use serde_json::{Value, json};
 
 use super::swap::{active_version, put, versions_of, wait_versions};
-use crate::harness::AgentProcess;
+use crate::harness::{AgentProcess, alive};
 
 /// `raw_exec` stamped with `build` and handle format `format`.
 fn raw_exec(build: u32, format: u32) -> Vec<u8> {
     guest_artifacts::restamp(guest_artifacts::RAW_EXEC_DRIVER.bytes, build, format, "ok")
         .expect("raw_exec carries a stamp")
-}
-
-fn alive(pid: u32) -> bool {
-    std::fs::read_to_string(format!("/proc/{pid}/stat"))
-        .ok()
-        .and_then(|s| {
-            s.rsplit_once(')')
-                .map(|(_, r)| !r.trim_start().starts_with('Z'))
-        })
-        .unwrap_or(false)
 }
 
 /// An agent whose `raw_exec` is build 1 from a watched components folder.
@@ -34,7 +24,10 @@ async fn agent_with_raw_exec(dir: &Path) -> (AgentProcess, PathBuf) {
     let cfg = dir.join("agent.hcl");
     std::fs::write(
         &cfg,
-        "plugin \"raw_exec\" {\n  grant {\n    process = [\"*\"]\n  }\n}\n",
+        format!(
+            "{}plugin \"raw_exec\" {{\n  grant {{\n    process = [\"*\"]\n  }}\n}}\n",
+            crate::harness::NODE_DISK
+        ),
     )
     .unwrap();
     let mut agent = AgentProcess::new(dir);

@@ -12,7 +12,9 @@ async fn evaluations_follow_registration_deregistration_and_alloc_stops() {
     let r = t.post_job(mock_job("ev", json!({"run_for": "60s"}))).await;
     let reg: serde_json::Value = r.json().await.unwrap();
     let eval_id = reg["EvalID"].as_str().unwrap().to_string();
-    let eval = t.get(&format!("/v1/evaluation/{eval_id}")).await;
+    // Registration answers before it places, as Nomad's does: the evaluation is pending,
+    // then complete.
+    let eval = t.eval_done(&eval_id).await;
     assert_eq!(eval["Status"], "complete");
     assert_eq!(eval["TriggeredBy"], "job-register");
     assert_eq!(eval["JobID"], "ev");
@@ -213,6 +215,9 @@ async fn the_event_stream_tells_jobs_allocations_and_evaluations_as_they_happen(
     assert_eq!(job["Type"], "JobRegistered");
     assert_eq!(job["Key"], "ev");
     assert_eq!(job["Payload"]["Job"]["ID"], "ev");
+    let eval = next_event(&mut all, &mut buf, |e| e["Topic"] == "Evaluation").await;
+    assert_eq!(eval["Key"], reg["EvalID"]);
+    assert_eq!(eval["Payload"]["Evaluation"]["Status"], "pending");
     let eval = next_event(&mut all, &mut buf, |e| e["Topic"] == "Evaluation").await;
     assert_eq!(eval["Key"], reg["EvalID"]);
     assert_eq!(eval["Payload"]["Evaluation"]["Status"], "complete");

@@ -1,0 +1,203 @@
+//! The second half of applying a plan: the allocations it places, made durable in one
+//! write, given runners, and the evaluation ended. Registration over the API answers once
+//! the job is stored and its evaluation is `pending`, and runs this after the answer, as
+//! Nomad's scheduler follows a registration; the agent's own callers run it at once.
+//!
+//! One plan at a time ([`PlanLock`]): a plan reads the node's free capacity, ports and
+//! devices, and the next plan must see what this one placed, so the lock is held from
+//! planning until the placements are in the allocation table. A registration that comes
+//! in meanwhile waits for it; requests that only read do not.
+
+use std::collections::BTreeMap;
+use std::sync::{Arc, Condvar, Mutex};
+
+use super::Agent;
+use super::plan::{Kept, Placement};
+use crate::allocrunner::AllocRunner;
+use crate::evals::{Failed, Trigger};
+use crate::jobspec::Job;
+use crate::state::StateError;
+use crate::structs::{AllocMetric, Allocation, ClientStatus, DesiredStatus};
+
+/// One planner at a time; its guard can move to the thread that places.
+#[derive(Default)]
+pub(super) struct PlanLock {
+    busy: Mutex<bool>,
+    free: Condvar,
+}
+
+/// Held while a plan is made and applied.
+pub(super) struct PlanGuard(Arc<PlanLock>);
+
+impl PlanLock {
+    /// Wait until no other plan is being made or placed (not holding a runtime worker).
+    pub(super) fn acquire(self: &Arc<Self>) -> PlanGuard {
+        crate::util::wait_blocking(|| {
+            let mut busy = self.busy.lock().unwrap();
+            while *busy {
+                busy = self.free.wait(busy).unwrap();
+            }
+            *busy = true;
+        });
+        PlanGuard(self.clone())
+    }
+}
+
+impl Drop for PlanGuard {
+    fn drop(&mut self) {
+        *self.0.busy.lock().unwrap() = false;
+        self.0.free.notify_one();
+    }
+}
+
+/// What is left of a plan once its job is stored and its evaluation recorded.
+pub(super) struct Placing {
+    pub job: Job,
+    pub trigger: Trigger,
+    pub eval_id: String,
+    pub index: u64,
+    /// Kept allocations that move to the new job (updated in place, or a new version
+    /// of a job whose tasks see no change).
+    pub update: Vec<Kept>,
+    pub place: Vec<Placement>,
+    pub blocked: BTreeMap<String, Failed>,
+    /// When planning began (the placements' `AllocationTime` counts from it).
+    pub started: std::time::Instant,
+    /// Kept and stopped, for the log.
+    pub kept: usize,
+    pub stopped: usize,
+    pub _guard: PlanGuard,
+}
+
+impl Placing {
+    /// Place: the allocations stored in one write (durable before anything runs), their
+    /// runners started, the evaluation ended; returns the allocations' ids. When they
+    /// cannot be stored, the evaluation ends `failed` with the error. The plan lock is let
+    /// go once the allocations are in the table, before their write is durable.
+    pub(super) fn run(self, agent: &Arc<Agent>) -> Result<Vec<String>, StateError> {
+        let Placing {
+            job,
+            trigger,
+            eval_id,
+            index,
+            update,
+            place,
+            blocked,
+            started,
+            kept,
+            stopped,
+            _guard,
+        } = self;
+        for k in &update {
+            k.runner.update(job.clone(), &eval_id);
+        }
+        // The placement is a change of its own, after the registration's: what follows it
+        // (a blocking query on the job's allocations) sees it at a new index.
+        let index = if place.is_empty() {
+            index
+        } else {
+            agent.changes.bump()
+        };
+        let config = agent.runner_config();
+        let node = &config.node;
+        let metrics = AllocMetric::single_node(
+            &node.datacenter,
+            u64::try_from(started.elapsed().as_nanos()).unwrap_or(u64::MAX),
+        );
+        let now = crate::util::now_nanos();
+        let mut allocs = Vec::with_capacity(place.len());
+        let shared_job = Arc::new(job.clone());
+        for p in place {
+            let (resources, task_resources) = p.resources.legacy();
+            allocs.push(Allocation {
+                id: uuid::Uuid::new_v4().to_string(),
+                namespace: job.namespace.clone(),
+                eval_id: eval_id.clone(),
+                name: format!("{}.{}[{}]", job.id, p.group, p.index),
+                node_id: node.id.clone(),
+                node_name: node.name.clone(),
+                job_id: job.id.clone(),
+                job: shared_job.clone(),
+                task_group: p.group,
+                index: p.index,
+                desired_status: DesiredStatus::Run,
+                desired_description: String::new(),
+                client_status: ClientStatus::Pending,
+                client_description: String::new(),
+                task_states: BTreeMap::new(),
+                resources,
+                task_resources,
+                allocated_resources: p.resources,
+                metrics: metrics.clone(),
+                create_index: index,
+                modify_index: index,
+                create_time: now,
+                modify_time: now,
+            });
+        }
+        let fail = |e: crate::state::StateError| {
+            tracing::error!(job = %job.id, namespace = %job.namespace, error = %e, "placing the job's allocations failed");
+            let why = format!("storing the placed allocations: {e}");
+            let index = agent.changes.bump();
+            agent.evaluate_done(&job, trigger, &eval_id, index, Err(why));
+            e
+        };
+        let placed = AllocRunner::place_all(allocs, &config).map_err(fail)?;
+        let ids: Vec<String> = placed
+            .runners
+            .iter()
+            .map(|r| r.shared().id().to_string())
+            .collect();
+        // In the table before the plan lock is let go, so the next plan counts what they
+        // hold; their write is on its way, and the next registrations' writes join its
+        // commit instead of waiting behind it.
+        {
+            let mut table = agent.allocs.write().unwrap();
+            for r in &placed.runners {
+                table.insert(r.shared().id().to_string(), r.clone());
+                r.shared().peek(|a| agent.order.insert(a));
+            }
+        }
+        for r in &placed.runners {
+            agent.usage.track(r);
+        }
+        drop(_guard);
+        let runners = match placed.wait() {
+            Ok(r) => {
+                // Losing this write only costs a restart an evaluation that finds nothing
+                // to place.
+                if let Err(e) = agent.db.queue_placing_done(&eval_id) {
+                    tracing::warn!(error = %e, "clearing a placement's mark failed");
+                }
+                r
+            }
+            Err(e) => {
+                let mut table = agent.allocs.write().unwrap();
+                for id in &ids {
+                    if let Some(r) = table.remove(id) {
+                        agent.order.remove(r.shared().peek(|a| a.create_index), id);
+                    }
+                    agent.usage.forget(id);
+                }
+                drop(table);
+                return Err(fail(e));
+            }
+        };
+        // Ended at an index after the allocations are in the table, so whoever waits on
+        // the evaluation finds them.
+        let index = agent.changes.bump();
+        agent.evaluate_done(&job, trigger, &eval_id, index, Ok(&blocked));
+        if !blocked.is_empty() {
+            agent.placement_failed();
+        }
+        // Backpressure: past the start queue's bound, the rest wait here, stored and
+        // pending, until starts leave the queue.
+        let queue = agent.drivers.start_queue();
+        for r in runners {
+            queue.wait_for_room();
+            agent.work.spawn(r.run());
+        }
+        tracing::info!(job = %job.id, namespace = %job.namespace, version = job.state.version, placed = ids.len(), kept, stopped, "job registered");
+        Ok(ids)
+    }
+}
