@@ -1,6 +1,8 @@
 //! Hot paths of the component runtime, side by side in one run:
-//! - `call/*`: one whole call as the agent makes it — permit, fresh `Store`, instantiate from
-//!   the `InstancePre`, the export call, drop — for each world;
+//! - `call/*`: one whole call as the agent makes it — a warm store (or a permit, a fresh
+//!   `Store` and an instance from the `InstancePre`), the export call under its deadline —
+//!   for each world; `call/driver_info_bare` is the floor beside `call/driver_info`: the same
+//!   export as a bare wasmtime typed-function call on an instance that already exists;
 //! - `load/*`: compiling a component vs loading it from the on-disk compile cache;
 //! - `metrics/*`: what counting one call costs (finding its counters, recording it), beside
 //!   the call it is part of.
@@ -47,6 +49,26 @@ fn calls(c: &mut Criterion) {
     g.bench_function("driver_info", |b| {
         b.to_async(&tokio)
             .iter(|| async { runtime.info(&driver).await.unwrap() })
+    });
+    // The floor: the same export called on an instance that already exists, in a store
+    // that is already armed (inside one call, `iters` bare typed-function calls).
+    g.bench_function("driver_info_bare", |b| {
+        b.iter_custom(|iters| {
+            tokio.block_on(async {
+                runtime
+                    .call_driver(&driver, None, "info", move |d, s| {
+                        Box::pin(async move {
+                            let t = std::time::Instant::now();
+                            for _ in 0..iters {
+                                d.paddock_plugin_task_driver().call_info(&mut *s).await?;
+                            }
+                            Ok(t.elapsed())
+                        })
+                    })
+                    .await
+                    .unwrap()
+            })
+        })
     });
     g.bench_function("driver_capabilities", |b| {
         b.to_async(&tokio).iter(|| async {

@@ -17,6 +17,7 @@ mod hooks;
 mod job_ops;
 mod jobs;
 mod lifecycle;
+mod load;
 mod mock;
 mod network;
 mod node;

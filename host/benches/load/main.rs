@@ -11,109 +11,37 @@
 //!   most tasks running;
 //! - after `kill -9` of the agent, the time from starting it again until every allocation
 //!   is running again (its tasks reattached): with the mock tasks, and then again with
-//!   `LOAD_RAW` (default 1,000) raw_exec `sleep` tasks added, which are real processes.
+//!   `LOAD_RAW` (default 1,000) raw_exec `sleep` tasks added, which are real processes;
+//! - on a fresh agent each: starts per second sustained for `LOAD_SUSTAIN` seconds (default
+//!   30) with jobs of 100 and of 1, the state DB's commits, writes and de-duplicated writes
+//!   per second meanwhile, and the API's p50/p99 meanwhile (one allocation, a page of the
+//!   list, agent/self, every 20 ms);
+//! - submit → running p50/p99 of one-task jobs sent at a fixed `LOAD_RATE` (default 1,000
+//!   per second) for `LOAD_PACED` seconds (default 10), from the harness's clock at the
+//!   send to the time of the task's `Started` event.
+//!
+//! The steps are drawn as an SVG chart (starts/s and KiB per task against tasks running)
+//! at `LOAD_SVG` (default `target/load-chart.svg`).
 //!
 //! Run: `cargo bench -p paddock --bench load` (release build). `LOAD_STEPS` sets the steps
-//! (default `1000,5000,10000`); `LOAD_STEPS=200,1000` is a quick run. Bounded: each step
-//! gives up after 120 s; the agent is stopped at the end, or killed if the harness panics.
+//! (default `1000,5000,10000`); `LOAD_STEPS=200,1000 LOAD_SUSTAIN=5 LOAD_PACED=3` is a quick
+//! run. Bounded: each step gives up after 120 s; agents are stopped at the end, or killed
+//! if the harness panics.
 
-use std::path::PathBuf;
-use std::process::{Child, Command, Stdio};
+mod agent;
+mod chart;
+mod sustained;
+
 use std::time::{Duration, Instant};
 
 use serde_json::{Value, json};
 
+use agent::{Agent, Client};
+
 /// Tasks per job in the throughput runs.
 const JOB_SIZE: u32 = 100;
 /// How long one step may take before the harness gives up.
-const STEP_LIMIT: Duration = Duration::from_secs(120);
-
-struct Agent {
-    child: Child,
-    base: String,
-    port: u16,
-    data: PathBuf,
-    dir: tempfile::TempDir,
-}
-
-impl Agent {
-    fn spawn(data: &std::path::Path, port: u16, config: &std::path::Path) -> Child {
-        Command::new(env!("CARGO_BIN_EXE_agent"))
-            .args(["run", "--dev", "--data-dir"])
-            .arg(data)
-            .args(["--bind", &format!("127.0.0.1:{port}"), "--config"])
-            .arg(config)
-            .env("RUST_LOG", "warn")
-            .stdout(Stdio::null())
-            .stderr(Stdio::null())
-            .spawn()
-            .expect("starting the agent")
-    }
-
-    /// `kill -9` the agent and start it again on the same data dir and port.
-    fn kill9_and_restart(&mut self) {
-        let _ = self.child.kill();
-        let _ = self.child.wait();
-        self.child = Self::spawn(&self.data, self.port, &self.dir.path().join("load.hcl"));
-    }
-
-    fn start() -> Agent {
-        let dir = tempfile::tempdir().unwrap();
-        let port = std::net::TcpListener::bind("127.0.0.1:0")
-            .unwrap()
-            .local_addr()
-            .unwrap()
-            .port();
-        // Room for every mock task: the node's own totals would stop placement at a few
-        // hundred tasks of the smallest size.
-        let config = dir.path().join("load.hcl");
-        std::fs::write(
-            &config,
-            "client {\n  cpu_total_compute = 100000000\n  memory_total_mb = 100000000\n  disk_total_mb = 100000000\n}\n",
-        )
-        .unwrap();
-        let data = dir.path().join("data");
-        let child = Self::spawn(&data, port, &config);
-        Agent {
-            child,
-            base: format!("http://127.0.0.1:{port}"),
-            port,
-            data,
-            dir,
-        }
-    }
-
-    fn rss_kib(&self) -> u64 {
-        let status = std::fs::read_to_string(format!("/proc/{}/status", self.child.id()))
-            .unwrap_or_default();
-        status
-            .lines()
-            .find_map(|l| l.strip_prefix("VmRSS:"))
-            .and_then(|v| v.trim().trim_end_matches("kB").trim().parse().ok())
-            .unwrap_or(0)
-    }
-
-    fn state_bytes(&self) -> u64 {
-        std::fs::metadata(self.data.join("state.redb")).map_or(0, |m| m.len())
-    }
-}
-
-impl Drop for Agent {
-    fn drop(&mut self) {
-        let _ = Command::new("kill")
-            .args(["-INT", &self.child.id().to_string()])
-            .status();
-        let deadline = Instant::now() + Duration::from_secs(20);
-        while Instant::now() < deadline {
-            if let Ok(Some(_)) = self.child.try_wait() {
-                return;
-            }
-            std::thread::sleep(Duration::from_millis(50));
-        }
-        let _ = self.child.kill();
-        let _ = self.child.wait();
-    }
-}
+pub(crate) const STEP_LIMIT: Duration = Duration::from_secs(120);
 
 fn raw_job(id: &str, count: u32) -> Value {
     json!({ "Job": { "ID": id, "Type": "service", "TaskGroups": [{ "Name": "g", "Count": count,
@@ -135,89 +63,6 @@ fn percentile(v: &mut [Duration], p: f64) -> Duration {
 
 fn ms(d: Duration) -> f64 {
     d.as_secs_f64() * 1e3
-}
-
-struct Client {
-    http: reqwest::Client,
-    base: String,
-}
-
-impl Client {
-    async fn get(&self, path: &str) -> Value {
-        let r = self
-            .http
-            .get(format!("{}{path}", self.base))
-            .send()
-            .await
-            .unwrap_or_else(|e| panic!("GET {path}: {e}"));
-        assert!(r.status().is_success(), "GET {path}: {}", r.status());
-        r.json().await.unwrap()
-    }
-
-    async fn register(&self, body: &Value) {
-        let r = self
-            .http
-            .post(format!("{}/v1/jobs", self.base))
-            .json(body)
-            .send()
-            .await
-            .unwrap();
-        assert!(r.status().is_success(), "register: {}", r.status());
-    }
-
-    /// Running tasks of job `id`, from its summary.
-    async fn running(&self, id: &str) -> u64 {
-        let s = self.get(&format!("/v1/job/{id}/summary")).await;
-        s["Summary"]["g"]["Running"].as_u64().unwrap_or(0)
-    }
-
-    /// Allocations whose client status is `running`, of all there are.
-    async fn running_allocs(&self) -> (usize, usize) {
-        let v = self.get("/v1/allocations?task_states=false").await;
-        let all = v.as_array().map_or(0, Vec::len);
-        let running = v.as_array().map_or(0, |a| {
-            a.iter().filter(|a| a["ClientStatus"] == "running").count()
-        });
-        (running, all)
-    }
-
-    /// After a restart: how long until `want` allocations run again.
-    async fn reattach_time(&self, want: usize) -> Duration {
-        let t = Instant::now();
-        self.wait_ready().await;
-        loop {
-            if self.running_allocs().await.0 >= want {
-                return t.elapsed();
-            }
-            assert!(
-                t.elapsed() < STEP_LIMIT,
-                "not all {want} allocations reattached"
-            );
-            tokio::time::sleep(Duration::from_millis(20)).await;
-        }
-    }
-
-    async fn delete(&self, path: &str) {
-        let _ = self
-            .http
-            .delete(format!("{}{path}", self.base))
-            .send()
-            .await;
-    }
-
-    async fn wait_ready(&self) {
-        let deadline = Instant::now() + Duration::from_secs(60);
-        while self
-            .http
-            .get(format!("{}/v1/agent/self", self.base))
-            .send()
-            .await
-            .is_err()
-        {
-            assert!(Instant::now() < deadline, "the agent did not come up");
-            tokio::time::sleep(Duration::from_millis(50)).await;
-        }
-    }
 }
 
 /// Register `tasks` tasks as jobs of `size` and time it until all run: starts per second.
@@ -324,6 +169,7 @@ fn main() {
         );
 
         // Throughput and memory per task, step by step.
+        let mut points = Vec::new();
         let mut jobs = Vec::new();
         let mut running = 0u32;
         for &step in &steps {
@@ -336,6 +182,11 @@ fn main() {
             tokio::time::sleep(Duration::from_millis(500)).await;
             let total = running + singles.len() as u32;
             let rss = agent.rss_kib();
+            points.push(chart::Point {
+                running: f64::from(total),
+                starts_per_s: rate,
+                kib_per_task: (rss.saturating_sub(idle)) as f64 / f64::from(total),
+            });
             eprintln!(
                 "load: {total} running: +{added} tasks at {rate:.0} starts/s (jobs of {JOB_SIZE}); RSS {rss} KiB, {:.1} KiB per task; state file {:.1} MiB",
                 (rss.saturating_sub(idle)) as f64 / f64::from(total),
@@ -372,6 +223,13 @@ fn main() {
             ms(percentile(&mut one, 0.5)),
             ms(percentile(&mut one, 0.99)),
         );
+        let svg = std::env::var("LOAD_SVG").unwrap_or_else(|_| {
+            concat!(env!("CARGO_MANIFEST_DIR"), "/../target/load-chart.svg").into()
+        });
+        match chart::draw(std::path::Path::new(&svg), &points) {
+            Ok(()) => eprintln!("load: chart written to {svg}"),
+            Err(e) => eprintln!("load: chart not written: {e}"),
+        }
         ids.len()
     });
     let total = tokio.block_on(async {
@@ -430,4 +288,58 @@ fn main() {
         });
     }
     drop(agent);
+
+    // Held load on a fresh agent: as fast as it takes them for LOAD_SUSTAIN seconds, with
+    // jobs of 100 and of 1, then one-task jobs at a fixed LOAD_RATE for submit → running.
+    let secs = |name: &str, default: u64| {
+        Duration::from_secs(
+            std::env::var(name)
+                .ok()
+                .and_then(|v| v.parse().ok())
+                .unwrap_or(default),
+        )
+    };
+    let window = secs("LOAD_SUSTAIN", 30);
+    // A fresh agent, and the client pointed at it.
+    let fresh = || {
+        let agent = Agent::start();
+        let c = Client {
+            base: agent.base.clone(),
+            ..c.clone()
+        };
+        (agent, c)
+    };
+    for size in [JOB_SIZE, 1] {
+        let (agent, c) = fresh();
+        tokio.block_on(async {
+            c.wait_ready().await;
+            let mut s = sustained::sustained(&c, &format!("held{size}"), size, window).await;
+            eprintln!(
+                "load: sustained {:.0} s, jobs of {size}: {} tasks at {:.0} starts/s; state DB {:.0} commits/s, {:.0} writes/s, {:.0} de-duplicated/s; RSS {} KiB",
+                s.secs,
+                s.tasks,
+                s.starts_per_s(),
+                s.commits_per_s,
+                s.writes_per_s,
+                s.deduplicated_per_s,
+                agent.rss_kib(),
+            );
+            eprintln!("load:   API meanwhile: {}", s.probe.line());
+        });
+    }
+    let rate: f64 = std::env::var("LOAD_RATE")
+        .ok()
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(1000.0);
+    let (_agent, c) = fresh();
+    tokio.block_on(async {
+        c.wait_ready().await;
+        let (mut lat, achieved) =
+            sustained::paced(&c, "paced", rate, secs("LOAD_PACED", 10)).await;
+        eprintln!(
+            "load: one-task jobs sent at {rate:.0}/s ({achieved:.0}/s achieved): submit→running p50 {:.1} ms, p99 {:.1} ms",
+            ms(percentile(&mut lat, 0.5)),
+            ms(percentile(&mut lat, 0.99)),
+        );
+    });
 }
