@@ -178,7 +178,10 @@ class Agent:
         # test_base's not-authorized test wants a 403 for a wrong token, and with no token
         # python-nomad 2.1.0's user_agent option fails in the client
         # (`headers["User-Agent"] = ...` with headers None).
-        config.write_text(f'name = "{NODE_NAME}"\n\nacl {{\n  token = "{self.token}"\n}}\n')
+        # The node offers the data dir's free space as disk, 300 MB per group by default:
+        # a set size keeps the suite independent of how full the machine's disk is.
+        config.write_text(f'name = "{NODE_NAME}"\n\nacl {{\n  token = "{self.token}"\n}}\n'
+                          'client {\n  disk_total_mb = 1000000\n}\n')
         cmd = [str(self.binary), "run", "--dev", "--bind", f"127.0.0.1:{self.port}",
                "--data-dir", str(self.data_dir / "data"), "--config", str(config)]
         log("starting " + " ".join(cmd))

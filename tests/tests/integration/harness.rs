@@ -15,6 +15,9 @@ use paddock::runtime::{
 };
 use serde_json::{Value, json};
 
+mod report;
+pub use report::{alloc_summary, eval_summary};
+
 /// One compile cache dir for the whole test binary.
 pub fn shared_cache_dir() -> PathBuf {
     static DIR: OnceLock<tempfile::TempDir> = OnceLock::new();
@@ -23,9 +26,12 @@ pub fn shared_cache_dir() -> PathBuf {
         .to_path_buf()
 }
 
-/// The real agent binary (built by this package from the agent's `main`).
+/// The agent binary the process tests run: `PADDOCK_AGENT_BIN` when set (a wrapper, as
+/// `tests/stress/slow-fsync` uses), else the one cargo built.
 pub fn agent_bin() -> PathBuf {
-    PathBuf::from(env!("CARGO_BIN_EXE_paddock-agent"))
+    std::env::var_os("PADDOCK_AGENT_BIN")
+        .map(PathBuf::from)
+        .unwrap_or_else(|| PathBuf::from(env!("CARGO_BIN_EXE_paddock-agent")))
 }
 
 /// Settings for a component with the given grants and a short deadline.
@@ -100,7 +106,10 @@ impl TestAgent {
         // reads it again.
         let config_file = dir.path().join("test.hcl");
         std::fs::write(&config_file, config_hcl).unwrap();
-        let config = AgentConfig::parse(config_hcl, "test.hcl").unwrap();
+        let mut config = AgentConfig::parse(config_hcl, "test.hcl").unwrap();
+        // The node offers the data dir's free space as disk (300 MB per group by default):
+        // tests would otherwise depend on how full the machine's disk is.
+        config.client.disk_total_mb.get_or_insert(NODE_DISK_MB);
         let agent = Agent::start(AgentOptions {
             data_dir: Some(dir.path().to_path_buf()),
             components,
@@ -151,8 +160,31 @@ impl TestAgent {
         let r = self.post_job(job).await;
         assert_eq!(r.status(), 200);
         let body: serde_json::Value = r.json().await.unwrap();
-        let eval = body["EvalID"].as_str().unwrap();
-        self.get(&format!("/v1/evaluation/{eval}")).await
+        self.eval_done(body["EvalID"].as_str().unwrap()).await
+    }
+
+    /// The evaluation `id` once it is no longer `pending` (registration answers before
+    /// it places), followed with blocking queries as Nomad's clients do.
+    pub async fn eval_done(&self, id: &str) -> serde_json::Value {
+        let mut index = 0u64;
+        for _ in 0..100 {
+            let r = self
+                .http
+                .get(self.url(&format!("/v1/evaluation/{id}?index={index}&wait=2s")))
+                .send()
+                .await
+                .unwrap();
+            index = r.headers()["X-Nomad-Index"]
+                .to_str()
+                .unwrap()
+                .parse()
+                .unwrap();
+            let eval: serde_json::Value = r.json().await.unwrap();
+            if eval["Status"] != "pending" {
+                return eval;
+            }
+        }
+        panic!("evaluation {id} still pending")
     }
 
     /// `POST path` with a JSON body: the status and the answer (JSON, or the text as a
@@ -200,10 +232,14 @@ impl TestAgent {
             if done(&allocs) {
                 return allocs;
             }
-            assert!(
-                tokio::time::Instant::now() < deadline,
-                "timed out waiting on job {job}: {allocs:#?}"
-            );
+            if tokio::time::Instant::now() >= deadline {
+                let evals = self.get(&format!("/v1/job/{job}/evaluations")).await;
+                panic!(
+                    "timed out waiting on job {job}: {}\n{}\n{allocs:#?}",
+                    eval_summary(&evals),
+                    alloc_summary(&allocs)
+                );
+            }
             tokio::time::sleep(Duration::from_millis(50)).await;
         }
     }
@@ -292,6 +328,11 @@ pub fn alive(pid: u32) -> bool {
         .unwrap_or(false)
 }
 
+/// A client block that offers a node disk independent of the machine's free space.
+pub const NODE_DISK: &str = "client {\n  disk_total_mb = 1000000\n}\n";
+/// The same disk, for agents whose config is built in the test.
+pub const NODE_DISK_MB: u64 = 1_000_000;
+
 /// The pid a task wrote to `file`, once it is there.
 pub async fn pid_in(file: &Path) -> u32 {
     let deadline = Instant::now() + Duration::from_secs(20);
@@ -335,6 +376,14 @@ impl AgentProcess {
     }
 
     pub async fn start(&mut self) {
+        if !self.args.iter().any(|a| a == "--config") {
+            // The node offers the data dir's free space as disk, 300 MB per group by
+            // default: tests placing 20 tasks would depend on the machine's free disk.
+            let config = self.dir.join("harness-agent.hcl");
+            std::fs::write(&config, NODE_DISK).unwrap();
+            self.args
+                .extend(["--config".into(), config.display().to_string()]);
+        }
         let log = std::fs::OpenOptions::new()
             .create(true)
             .append(true)
@@ -434,7 +483,14 @@ impl AgentProcess {
             if done(&allocs) {
                 return allocs;
             }
-            assert!(Instant::now() < deadline, "timed out on {job}: {allocs:#?}");
+            if Instant::now() >= deadline {
+                let evals = self.get(&format!("/v1/job/{job}/evaluations")).await;
+                panic!(
+                    "timed out on {job}: {}\n{}\n{allocs:#?}",
+                    eval_summary(&evals),
+                    alloc_summary(&allocs)
+                );
+            }
             tokio::time::sleep(Duration::from_millis(100)).await;
         }
     }
