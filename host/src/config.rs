@@ -230,6 +230,31 @@ pub struct Limits {
     pub instance_reuse: Option<u32>,
 }
 
+impl Limits {
+    /// A component's settings: these limits with its grants and config (JSON). The error
+    /// names the bad field relative to the plugin block (`limits.call_timeout: …`).
+    pub fn settings(
+        &self,
+        grants: Grants,
+        config: serde_json::Value,
+    ) -> Result<ComponentSettings, String> {
+        let call_timeout = match &self.call_timeout {
+            None => None,
+            Some(s) => Some(
+                crate::util::parse_duration(s)
+                    .ok_or_else(|| format!("limits.call_timeout: invalid duration {s:?}"))?,
+            ),
+        };
+        Ok(ComponentSettings {
+            grants,
+            memory_bytes: self.memory_mb.map(|m| (m as usize) << 20),
+            call_timeout,
+            instance_reuse: self.instance_reuse,
+            config,
+        })
+    }
+}
+
 impl AgentConfig {
     /// Parse HCL text; `file` names it in errors.
     pub fn parse(text: &str, file: &str) -> Result<Self, ConfigError> {
@@ -284,32 +309,19 @@ impl AgentConfig {
     ) -> Result<BTreeMap<String, ComponentSettings>, ConfigError> {
         let mut out = BTreeMap::new();
         for (name, block) in &self.plugin {
-            let call_timeout = match &block.limits.call_timeout {
-                None => None,
-                Some(s) => Some(crate::util::parse_duration(s).ok_or_else(|| ConfigError {
-                    file: file.to_string(),
-                    message: format!(
-                        "plugin \"{name}\".limits.call_timeout: invalid duration {s:?}"
-                    ),
-                })?),
+            let err = |message: String| ConfigError {
+                file: file.to_string(),
+                message: format!("plugin \"{name}\".{message}"),
             };
             let config = match &block.config {
                 None => serde_json::json!({}),
-                Some(v) => serde_json::to_value(v).map_err(|e| ConfigError {
-                    file: file.to_string(),
-                    message: format!("plugin \"{name}\".config: {e}"),
-                })?,
+                Some(v) => serde_json::to_value(v).map_err(|e| err(format!("config: {e}")))?,
             };
-            out.insert(
-                name.clone(),
-                ComponentSettings {
-                    grants: block.grant.clone(),
-                    memory_bytes: block.limits.memory_mb.map(|m| (m as usize) << 20),
-                    call_timeout,
-                    instance_reuse: block.limits.instance_reuse,
-                    config,
-                },
-            );
+            let settings = block
+                .limits
+                .settings(block.grant.clone(), config)
+                .map_err(err)?;
+            out.insert(name.clone(), settings);
         }
         Ok(out)
     }

@@ -197,18 +197,10 @@ impl Agent {
             }
         };
         let services = DriverServices::new();
-        services.processes.use_executor(
-            crate::executor::client::ExecutorConfig {
-                program: executor_program,
-                socket: crate::executor::client::socket_for(&data_dir),
-                dir: data_dir.join("executor"),
-            },
-            Arc::new(crate::state::DbProcessStore(db.clone())),
-        );
         services
-            .processes
-            .restore(db.processes().context("reading process records")?)
-            .await;
+            .use_executor(executor_program, &data_dir, db.clone())
+            .await
+            .context("reading process records")?;
         // Variables are loaded before anything takes a change index: the index starts past
         // theirs.
         let changes = Arc::new(Changes::new(

@@ -34,7 +34,7 @@ use crate::executor::processes::ProcessTable;
 use crate::logmon::TaskLogs;
 use crate::node::{NodeEvent, NodeEvents};
 use crate::runtime::{HostServices, Runtime, World};
-use types::{ExitResult, Health, LogConfig};
+use types::{ExitResult, Health, LogConfig, WakeOn};
 
 /// The host services drivers reach through the runtime's `process`, `task-logs` and
 /// `events` interfaces. Build them first, give [`DriverServices::host_services`] to the
@@ -53,6 +53,27 @@ impl DriverServices {
     /// Fresh services: processes as children of this process until an executor is set.
     pub fn new() -> Arc<Self> {
         Arc::default()
+    }
+
+    /// Start host processes through the task executor of `data_dir` (started from
+    /// `program`, or found running from an earlier life), recording them in `db`, and take
+    /// back the processes `db` recorded: tasks outlive this process and are found again.
+    pub async fn use_executor(
+        &self,
+        program: PathBuf,
+        data_dir: &std::path::Path,
+        db: Arc<dyn crate::state::StateDb>,
+    ) -> Result<(), crate::state::StateError> {
+        self.processes.use_executor(
+            crate::executor::client::ExecutorConfig {
+                program,
+                socket: crate::executor::client::socket_for(data_dir),
+                dir: data_dir.join("executor"),
+            },
+            Arc::new(crate::state::DbProcessStore(db.clone())),
+        );
+        self.processes.restore(db.processes()?).await;
+        Ok(())
     }
 
     /// The runtime's view of these services (variables are the agent's to add).
@@ -186,6 +207,43 @@ impl DriverManager {
     /// A watch that changes when host process `id` (spawned by a driver) exits.
     pub fn process_exit_watch(&self, id: u64) -> Option<watch::Receiver<Option<ExitResult>>> {
         self.services.processes.exit_watch(id)
+    }
+
+    /// Sleep until what a driver's `wait` said to wake on: one of the listed processes
+    /// exits, or its timer fires (one minute when it set none), or `until` passes.
+    pub async fn sleep_until_wake(&self, wake: &WakeOn, until: Option<tokio::time::Instant>) {
+        let timer = wake
+            .after_ns
+            .map(Duration::from_nanos)
+            .unwrap_or(Duration::from_secs(60));
+        let mut sleep_until = tokio::time::Instant::now() + timer;
+        if let Some(d) = until {
+            sleep_until = sleep_until.min(d);
+        }
+        let procs = self.processes_exit(&wake.processes);
+        tokio::select! {
+            _ = tokio::time::sleep_until(sleep_until) => {}
+            _ = procs => {}
+        }
+    }
+
+    /// Resolves when one of these host processes has exited; never, for none.
+    fn processes_exit(&self, ids: &[u64]) -> futures::future::BoxFuture<'static, ()> {
+        let watches: Vec<_> = ids
+            .iter()
+            .filter_map(|id| self.process_exit_watch(*id))
+            .collect();
+        if watches.is_empty() {
+            return Box::pin(std::future::pending());
+        }
+        Box::pin(async move {
+            let futs = watches.into_iter().map(|mut w| {
+                Box::pin(async move {
+                    let _ = w.wait_for(|e| e.is_some()).await;
+                })
+            });
+            futures::future::select_all(futs).await;
+        })
     }
 
     /// Latest driver infos.

@@ -25,7 +25,10 @@ impl ProcessTable {
             c.current_dir(&cmd.cwd);
         }
         let rotate = |path: &str, what: &str| -> Result<Option<RotatingFile>, HostError> {
-            match (&cmd.logs, path.is_empty()) {
+            match (
+                &cmd.logs,
+                path.is_empty() || crate::logmon::is_stream(Path::new(path)),
+            ) {
                 (Some(l), false) => RotatingFile::open(Path::new(path), l.max_files, l.max_bytes())
                     .map(Some)
                     .map_err(|e| HostError::Failed(format!("opening {what} log {path}: {e}"))),

@@ -23,10 +23,7 @@ pub(super) fn open_plain(path: &str, what: &str) -> Result<Stdio, HostError> {
     if path.is_empty() {
         return Ok(Stdio::null());
     }
-    std::fs::OpenOptions::new()
-        .create(true)
-        .append(true)
-        .open(path)
+    crate::logmon::open_append(std::path::Path::new(path))
         .map(Into::into)
         .map_err(|e| HostError::Failed(format!("opening {what} file {path}: {e}")))
 }

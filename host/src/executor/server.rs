@@ -154,20 +154,13 @@ fn output(path: &str, rotate: Option<(u32, u64)>) -> std::io::Result<Output> {
             None,
         ));
     }
-    match rotate {
+    match rotate.filter(|_| !crate::logmon::is_stream(Path::new(path))) {
         Some((files, bytes)) => {
             let (r, w) = rustix::pipe::pipe_with(rustix::pipe::PipeFlags::CLOEXEC)?;
             let log = RotatingFile::open(Path::new(path), files, bytes)?;
             Ok((w, Some((r.into(), log))))
         }
-        None => Ok((
-            std::fs::OpenOptions::new()
-                .create(true)
-                .append(true)
-                .open(path)?
-                .into(),
-            None,
-        )),
+        None => Ok((crate::logmon::open_append(Path::new(path))?.into(), None)),
     }
 }
 

@@ -5,6 +5,10 @@
 //!
 //! [`TaskLogs`] is the same for drivers that write their tasks' output themselves, through
 //! the runtime's `task-logs` interface.
+//!
+//! A base path that already exists as a FIFO or a device (Nomad's logmon hands its drivers
+//! FIFOs it reads and rotates itself; `/dev/null` when logs are disabled) is written as it
+//! is, never rotated.
 
 pub mod task_logs;
 
@@ -25,6 +29,8 @@ pub struct RotatingFile {
     index: u32,
     file: File,
     written: u64,
+    /// Writing to a FIFO or device at `base` itself: no rotation.
+    stream: bool,
 }
 
 fn indexed(base: &Path, i: u32) -> PathBuf {
@@ -36,6 +42,17 @@ fn indexed(base: &Path, i: u32) -> PathBuf {
 impl RotatingFile {
     /// Open the newest existing file of `base` (or `<base>.0`) for appending.
     pub fn open(base: &Path, max_files: u32, max_bytes: u64) -> std::io::Result<Self> {
+        if is_stream(base) {
+            return Ok(Self {
+                base: base.to_path_buf(),
+                max_files: 1,
+                max_bytes: u64::MAX,
+                index: 0,
+                file: open_append(base)?,
+                written: 0,
+                stream: true,
+            });
+        }
         let max_files = max_files.max(1);
         let max_bytes = max_bytes.max(1);
         let index = newest_index(base)?.unwrap_or(0);
@@ -49,11 +66,15 @@ impl RotatingFile {
             index,
             file,
             written,
+            stream: false,
         })
     }
 
     /// Path of the file being written.
     pub fn current_path(&self) -> PathBuf {
+        if self.stream {
+            return self.base.clone();
+        }
         indexed(&self.base, self.index)
     }
 
@@ -93,6 +114,27 @@ impl RotatingFile {
         }
         Ok(())
     }
+}
+
+/// Whether `path` exists as something other than a regular file or a folder: a FIFO, a
+/// device or a socket, written as it is.
+pub fn is_stream(path: &Path) -> bool {
+    std::fs::metadata(path).is_ok_and(|m| !m.is_file() && !m.is_dir())
+}
+
+/// Open `path` for appending, creating a regular file. A FIFO is opened without waiting
+/// for a reader (no reader is an error, "No such device or address", rather than a write
+/// end that blocks its opener for ever), then switched back to blocking writes.
+pub fn open_append(path: &Path) -> std::io::Result<File> {
+    use std::os::unix::fs::OpenOptionsExt;
+    let file = OpenOptions::new()
+        .create(true)
+        .append(true)
+        .custom_flags(libc::O_NONBLOCK)
+        .open(path)?;
+    let flags = rustix::fs::fcntl_getfl(&file)?;
+    rustix::fs::fcntl_setfl(&file, flags - rustix::fs::OFlags::NONBLOCK)?;
+    Ok(file)
 }
 
 /// The highest `N` such that `<base>.N` exists.

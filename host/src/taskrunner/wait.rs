@@ -83,38 +83,8 @@ impl TaskRunner {
     }
 
     /// Sleep until a wake condition: a listed process exits, the timer fires, or (while
-    /// killing) the kill deadline passes. With no condition at all, re-poll every minute.
+    /// killing) the kill deadline passes.
     pub(super) async fn wake(&self, wake: &WakeOn, kill_deadline: Option<tokio::time::Instant>) {
-        let timer = wake
-            .after_ns
-            .map(Duration::from_nanos)
-            .unwrap_or(Duration::from_secs(60));
-        let mut sleep_until = tokio::time::Instant::now() + timer;
-        if let Some(d) = kill_deadline {
-            sleep_until = sleep_until.min(d);
-        }
-        let procs = self.drivers_processes(&wake.processes);
-        tokio::select! {
-            _ = tokio::time::sleep_until(sleep_until) => {}
-            _ = procs => {}
-        }
-    }
-
-    pub(super) fn drivers_processes(&self, ids: &[u64]) -> futures::future::BoxFuture<'static, ()> {
-        let watches: Vec<_> = ids
-            .iter()
-            .filter_map(|id| self.drivers.process_exit_watch(*id))
-            .collect();
-        if watches.is_empty() {
-            return Box::pin(std::future::pending());
-        }
-        Box::pin(async move {
-            let futs = watches.into_iter().map(|mut w| {
-                Box::pin(async move {
-                    let _ = w.wait_for(|e| e.is_some()).await;
-                })
-            });
-            futures::future::select_all(futs).await;
-        })
+        self.drivers.sleep_until_wake(wake, kill_deadline).await
     }
 }
