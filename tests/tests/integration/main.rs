@@ -21,6 +21,7 @@ mod load;
 mod mock;
 mod network;
 mod node;
+mod nomad_plugin;
 mod placement;
 mod python;
 mod raw_exec;

@@ -1,0 +1,173 @@
+//! What stands behind the driver: Paddock's component runtime with the configured built-in
+//! driver and the operator's folders, the driver manager (start queue, health, event routing), and
+//! the task executor that owns the tasks' processes.
+//!
+//! Nomad starts this binary several times: twice to check it (plugin info, config schema,
+//! set config) while a long-lived copy from an earlier agent may still run, then once for
+//! good. So [`Host::open`] only loads components; the state DB (process records) and the
+//! executor are taken on by the first call that runs a task ([`Host::processes`]), which only
+//! the long-lived copy receives. Tasks belong to the executor and outlive this process.
+
+use std::path::PathBuf;
+use std::sync::Arc;
+
+use paddock::drivermanager::{Driver, DriverManager, DriverServices, StartLimits};
+use paddock::node::NodeEvents;
+use paddock::runtime::{ComponentSource, Runtime, RuntimeOptions};
+use paddock::state::{RedbState, StateDb};
+
+use crate::config::PluginConfig;
+
+/// The drivers built into the binary, by name.
+pub const BUILT_IN_DRIVERS: &[(&str, guest_artifacts::Artifact)] = &[
+    ("mock", guest_artifacts::MOCK_DRIVER),
+    ("raw_exec", guest_artifacts::RAW_EXEC_DRIVER),
+    ("exec", guest_artifacts::EXEC_DRIVER),
+];
+
+/// Why the host could not be built or a task's processes cannot be run.
+#[derive(Debug, thiserror::Error)]
+pub enum HostError {
+    #[error("data dir {path}: {message}")]
+    DataDir { path: String, message: String },
+    #[error("{0}")]
+    Config(#[from] crate::config::ConfigError),
+    #[error("component runtime: {0}")]
+    Runtime(String),
+    #[error("components folder: {0}")]
+    Components(String),
+    #[error(
+        "no driver component named {name:?} is built in or loaded (drivers: {loaded}); set `driver` \
+         in the plugin config, or add its .wasm to a `components` folder"
+    )]
+    NoDriver { name: String, loaded: String },
+    #[error("state DB {path}: {message}")]
+    State { path: String, message: String },
+}
+
+/// The runtime and driver behind one plugin process.
+pub struct Host {
+    pub config: PluginConfig,
+    pub data_dir: PathBuf,
+    pub drivers: Arc<DriverManager>,
+    services: Arc<DriverServices>,
+    state: tokio::sync::OnceCell<Arc<dyn StateDb>>,
+}
+
+impl Host {
+    /// Load the components and check that the configured driver is among them. `name`
+    /// (the plugin's) names the default data dir.
+    pub async fn open(config: PluginConfig, name: &str) -> Result<Self, HostError> {
+        let data_dir = config
+            .data_dir
+            .clone()
+            .unwrap_or_else(|| std::env::temp_dir().join(format!("paddock-nomad-{name}")));
+        std::fs::create_dir_all(&data_dir).map_err(|e| HostError::DataDir {
+            path: data_dir.display().to_string(),
+            message: e.to_string(),
+        })?;
+        let services = DriverServices::new();
+        let settings = config.settings()?;
+        let runtime = Runtime::new(RuntimeOptions {
+            cache_dir: Some(data_dir.join("cache").join("components")),
+            components: [(config.driver().to_string(), settings)].into(),
+            services: services.host_services(),
+            ..Default::default()
+        })
+        .map_err(|e| HostError::Runtime(e.to_string()))?;
+        let drivers = DriverManager::with_state(
+            runtime.clone(),
+            services.clone(),
+            Arc::new(NodeEvents::default()),
+            None,
+            StartLimits::default(),
+        );
+        // The configured driver if it is built in (only it: Nomad starts this binary three
+        // times, and each load costs), then every component of the operator's folders.
+        let builtin = BUILT_IN_DRIVERS
+            .iter()
+            .find(|(name, _)| *name == config.driver());
+        if let Some((_, a)) = builtin {
+            let source = ComponentSource::BuiltIn(a.file_name.to_string());
+            if let Err(r) = runtime.load(source, Arc::from(a.bytes)).await {
+                return Err(HostError::Components(r.to_string()));
+            }
+        }
+        for dir in &config.components {
+            let files = paddock::swap::wasm_files(dir)
+                .map_err(|e| HostError::Components(format!("{}: {e}", dir.display())))?;
+            for path in files {
+                let bytes = std::fs::read(&path)
+                    .map_err(|e| HostError::Components(format!("{}: {e}", path.display())))?;
+                if let Err(r) = runtime
+                    .load(ComponentSource::File(path), Arc::from(bytes))
+                    .await
+                {
+                    // Refused (not a component, wrong world, …): said, and the rest load.
+                    tracing::error!("{r}");
+                }
+            }
+        }
+        let host = Self {
+            config,
+            data_dir,
+            drivers,
+            services,
+            state: tokio::sync::OnceCell::new(),
+        };
+        if !host.driver().is_loaded() {
+            return Err(HostError::NoDriver {
+                name: host.config.driver().to_string(),
+                loaded: loaded_drivers(&host.drivers),
+            });
+        }
+        Ok(host)
+    }
+
+    /// The exposed driver (its current version at every call).
+    pub fn driver(&self) -> Driver {
+        self.drivers.driver(self.config.driver())
+    }
+
+    /// Take on the state DB and the task executor, once: before the first task starts or
+    /// is recovered.
+    pub async fn processes(&self) -> Result<(), HostError> {
+        self.state
+            .get_or_try_init(|| async {
+                let path = self.data_dir.join("state.redb");
+                let state_err = |message: String| HostError::State {
+                    path: path.display().to_string(),
+                    message,
+                };
+                let db: Arc<dyn StateDb> = Arc::new(
+                    RedbState::open_with_cache(&path, 4 << 20)
+                        .map_err(|e| state_err(e.to_string()))?,
+                );
+                let program = std::env::current_exe()
+                    .map_err(|e| state_err(format!("finding this executable: {e}")))?;
+                self.services
+                    .use_executor(program, &self.data_dir, db.clone())
+                    .await
+                    .map_err(|e| state_err(e.to_string()))?;
+                Ok(db)
+            })
+            .await
+            .map(|_| ())
+    }
+}
+
+/// The drivers this config could name: the built-in ones and those loaded from folders.
+fn loaded_drivers(drivers: &DriverManager) -> String {
+    let mut names: Vec<String> = BUILT_IN_DRIVERS
+        .iter()
+        .map(|(n, _)| n.to_string())
+        .collect();
+    names.extend(drivers.names());
+    names.sort();
+    names.dedup();
+    if names.is_empty() {
+        "none".into()
+    } else {
+        names.join(", ")
+    }
+}
