@@ -30,7 +30,11 @@ pub fn to_json(bytes: &[u8]) -> Result<Value, CtyError> {
             rd.len()
         )));
     }
-    convert(&v, "config")
+    match convert(&v, "config")? {
+        // A config block that is absent altogether.
+        Value::Null => Ok(Value::Object(Default::default())),
+        v => Ok(v),
+    }
 }
 
 fn convert(v: &Mp, path: &str) -> Result<Value, CtyError> {
@@ -179,5 +183,6 @@ mod tests {
         assert!(to_json(&[0xa5, b'a']).is_err());
         assert!(to_json(&[0x81, 0xa1]).is_err());
         assert_eq!(to_json(&[]).unwrap(), json!({}));
+        assert_eq!(to_json(&[0xc0]).unwrap(), json!({}));
     }
 }

@@ -496,6 +496,12 @@ impl DriverApi for DriverService {
     ) -> Result<Response<pb::SignalTaskResponse>, Status> {
         let req = req.into_inner();
         let task = self.task(&req.task_id)?;
+        if task.exited().is_some() {
+            return Err(Status::failed_precondition(format!(
+                "task {} has exited",
+                req.task_id
+            )));
+        }
         let host = self.0.host().await?;
         let h = host
             .driver()

@@ -12,6 +12,7 @@ use std::io::Write;
 use serde_json::{Map, Value};
 use tracing::field::{Field, Visit};
 use tracing::{Event, Level, Subscriber};
+use tracing_log::NormalizeEvent as _;
 use tracing_subscriber::Layer;
 use tracing_subscriber::layer::Context;
 
@@ -34,7 +35,11 @@ impl Visit for Fields {
         self.0.insert(key(field), Value::from(value));
     }
     fn record_debug(&mut self, field: &Field, value: &dyn std::fmt::Debug) {
-        self.0.insert(key(field), Value::from(format!("{value:?}")));
+        // A record of the `log` crate carries its origin as `log.*` fields; the
+        // normalized metadata says it once.
+        if !field.name().starts_with("log.") {
+            self.0.insert(key(field), Value::from(format!("{value:?}")));
+        }
     }
 }
 
@@ -85,7 +90,9 @@ impl<S: Subscriber> Layer<S> for HclogLayer {
     fn on_event(&self, event: &Event<'_>, _ctx: Context<'_, S>) {
         let mut fields = Fields(Map::new());
         event.record(&mut fields);
-        let meta = event.metadata();
+        // Records of the `log` crate (wasmtime's) name their own module.
+        let normalized = event.normalized_metadata();
+        let meta = normalized.as_ref().unwrap_or_else(|| event.metadata());
         let text = line(meta.level(), meta.target(), fields.0);
         let _ = std::io::stderr().lock().write_all(text.as_bytes());
     }

@@ -50,6 +50,7 @@ pub struct Host {
     pub config: PluginConfig,
     pub data_dir: PathBuf,
     pub drivers: Arc<DriverManager>,
+    pub runtime: Arc<Runtime>,
     services: Arc<DriverServices>,
     state: tokio::sync::OnceCell<Arc<dyn StateDb>>,
 }
@@ -112,6 +113,7 @@ impl Host {
             config,
             data_dir,
             drivers,
+            runtime,
             services,
             state: tokio::sync::OnceCell::new(),
         };

@@ -18,7 +18,14 @@ fn main() {
         let _ = writeln!(std::io::stderr(), "{}", handshake::NOT_FROM_NOMAD);
         std::process::exit(1);
     }
-    let filter = tracing_subscriber::EnvFilter::try_from_env("PADDOCK_LOG")
+    // PADDOCK_LOG is an env filter (default info); the compiler's per-function lines stay
+    // out of a debug log unless asked for by name.
+    let wanted = std::env::var("PADDOCK_LOG").unwrap_or_else(|_| "info".into());
+    let mut directives = wanted.clone();
+    if !wanted.contains("cranelift") {
+        directives.push_str(",cranelift_codegen=info,wasmtime_internal_cranelift=info");
+    }
+    let filter = tracing_subscriber::EnvFilter::try_new(&directives)
         .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("info"));
     tracing_subscriber::registry()
         .with(filter)
