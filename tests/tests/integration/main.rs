@@ -22,6 +22,8 @@ mod mock;
 mod network;
 mod node;
 mod nomad_plugin;
+mod nomad_plugin_go;
+mod nomad_plugin_python;
 mod placement;
 mod python;
 mod raw_exec;
