@@ -65,7 +65,7 @@ mod tests {
     #[test]
     fn a_page_is_a_range_in_create_index_then_id_order_filtered_by_namespace() {
         let o = AllocOrder::default();
-        let mut put = |index: u64, id: &str, ns: &str| {
+        let put = |index: u64, id: &str, ns: &str| {
             o.0.write()
                 .unwrap()
                 .insert((index, id.to_string()), ns.to_string());
