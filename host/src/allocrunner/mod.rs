@@ -167,8 +167,12 @@ impl AllocRunner {
     /// Run every task to completion in lifecycle order (see [`lifecycle`]). Returns at once
     /// when the allocation was stopped before it ran.
     pub async fn run(self: Arc<Self>) {
-        if self.started.swap(true, std::sync::atomic::Ordering::SeqCst) || self.kill.is_cancelled()
-        {
+        if self.started.swap(true, std::sync::atomic::Ordering::SeqCst) {
+            self.done.send_replace(true);
+            return;
+        }
+        if self.kill.is_cancelled() {
+            self.killed_before_start();
             self.done.send_replace(true);
             return;
         }
@@ -189,6 +193,31 @@ impl AllocRunner {
         }
         self.run_lifecycle().await;
         self.done.send_replace(true);
+    }
+
+    /// Stopped before it ran (a user's `alloc stop`, a new version of its job): the tasks
+    /// that never started end here, dead, so the allocation is terminal and what waits for
+    /// that (its replacement, the job's status) goes on. A task that was running (a
+    /// restored one) is left to its runner.
+    fn killed_before_start(&self) {
+        for t in &self.tasks {
+            let never_started = self.shared.peek(|a| {
+                a.task_states
+                    .get(t.name())
+                    .is_none_or(|s| s.state == TaskRunState::Pending)
+            });
+            if !never_started {
+                continue;
+            }
+            self.shared.event(
+                t.name(),
+                TaskEvent::new(TaskEventType::Killed, "Task killed before it started"),
+            );
+            self.shared.update_task(t.name(), |s| {
+                s.state = TaskRunState::Dead;
+                s.finished_at = crate::util::now_nanos();
+            });
+        }
     }
 
     /// Update the allocation in place to a new version of its job (one whose group and
@@ -233,5 +262,50 @@ impl AllocRunner {
         if let Err(e) = self.dir.destroy() {
             tracing::warn!(alloc_id = %self.shared.id(), error = %e, "removing allocation dir failed");
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::structs::ClientStatus;
+
+    #[tokio::test]
+    async fn an_allocation_stopped_before_it_ran_ends_terminal_with_its_tasks_killed() {
+        let dir = tempfile::tempdir().unwrap();
+        let live = Arc::new(std::sync::Mutex::new(Vec::new()));
+        let told = live.clone();
+        let config = AllocRunnerConfig {
+            db: Arc::new(crate::state::MemState::new()),
+            changes: Arc::new(Changes::new(16)),
+            alloc_root: dir.path().to_path_buf(),
+            node: Default::default(),
+            plugins: crate::taskrunner::tests::plugins().await,
+            on_live: Arc::new(move |id: &str, up: bool| {
+                told.lock().unwrap().push((id.to_string(), up));
+            }),
+        };
+        let a = crate::taskrunner::tests::allocation(
+            serde_json::json!({"Name": "t", "Driver": "mock", "Config": {"run_for": "1h"}}),
+        );
+        let r = AllocRunner::new(a, &config);
+        r.stop("alloc stopped by user");
+        r.clone().run().await;
+        let (status, state) = r
+            .shared()
+            .peek(|a| (a.client_status, a.task_states["t"].clone()));
+        assert_eq!(status, ClientStatus::Complete);
+        assert_eq!(state.state, TaskRunState::Dead);
+        assert!(
+            state
+                .events
+                .iter()
+                .any(|e| e.event_type == TaskEventType::Killed),
+            "{:?}",
+            state.events
+        );
+        assert!(live.lock().unwrap().iter().any(|(_, up)| !up));
+        // A second run does nothing.
+        r.clone().run().await;
     }
 }

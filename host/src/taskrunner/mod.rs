@@ -376,4 +376,4 @@ impl TaskRunner {
 }
 
 #[cfg(test)]
-mod tests;
+pub(crate) mod tests;
