@@ -189,6 +189,9 @@ impl Agent {
             return Err(AllocActionError::UnknownSignal(signal.to_string()));
         }
         let mut sent = 0;
+        // With no task named, a task whose driver refused is skipped, but when none took
+        // the signal the first driver's own answer ("not supported", …) is what is said.
+        let mut refused = None;
         for t in r.tasks() {
             if task.is_some_and(|n| n != t.name()) {
                 continue;
@@ -196,11 +199,17 @@ impl Agent {
             match t.signal(signal).await {
                 Ok(()) => sent += 1,
                 Err(e) if task.is_some() => return Err(e.into()),
+                Err(e @ crate::taskrunner::TaskActionError::Signal { .. }) => {
+                    refused.get_or_insert(e);
+                }
                 Err(_) => {}
             }
         }
         if sent > 0 {
             return Ok(());
+        }
+        if let Some(e) = refused {
+            return Err(e.into());
         }
         Err(match task {
             Some(n) => AllocActionError::NoSuchTask {

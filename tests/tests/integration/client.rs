@@ -214,3 +214,36 @@ async fn allocations_page_as_nomads_paginator_does() {
         assert!(next.is_none());
     }
 }
+
+/// A signal to a whole allocation whose only task's driver refuses it says the driver's own
+/// reason, not "no running task".
+#[tokio::test]
+async fn an_alloc_signal_refused_by_the_driver_says_why() {
+    let t = TestAgent::start("", vec![]).await;
+    t.post_job(
+        json!({ "ID": "deaf", "Type": "service", "TaskGroups": [{ "Name": "g",
+        "Tasks": [{ "Name": "t", "Driver": "mock",
+            "Config": { "run_for": "1h", "signal_error": "this task takes no signals" } }] }] }),
+    )
+    .await;
+    let running =
+        |a: &[serde_json::Value]| a.len() == 1 && a[0]["TaskStates"]["t"]["State"] == "running";
+    let allocs = t
+        .wait_allocs("deaf", Duration::from_secs(20), running)
+        .await;
+    let id = allocs[0]["ID"].as_str().unwrap();
+    let r = t
+        .http
+        .post(t.url(&format!("/v1/client/allocation/{id}/signal")))
+        .json(&json!({"Signal": "SIGHUP"}))
+        .send()
+        .await
+        .unwrap();
+    let status = r.status();
+    let body = r.text().await.unwrap();
+    assert!(!status.is_success(), "{status} {body}");
+    assert!(
+        body.contains("this task takes no signals"),
+        "{status} {body}"
+    );
+}
