@@ -180,14 +180,17 @@ impl Swapper {
                 let sha = crate::runtime::cache::sha256_hex(&bytes);
                 let source = ComponentSource::File(path.clone());
                 match s.runtime.load(source, Arc::from(bytes)).await {
-                    Ok(c) => s.record(
-                        &path,
-                        sha,
-                        FileState::Loaded {
-                            world: c.world,
-                            name: c.name.clone(),
-                        },
-                    ),
+                    Ok(c) => {
+                        s.warn_if_replacing_built_in(&c);
+                        s.record(
+                            &path,
+                            sha,
+                            FileState::Loaded {
+                                world: c.world,
+                                name: c.name.clone(),
+                            },
+                        )
+                    }
                     Err(r) => {
                         tracing::error!("{r}");
                         s.record(&path, sha, FileState::Refused(r.error.to_string()));
@@ -199,6 +202,27 @@ impl Swapper {
     }
 
     /// The watched folders.
+    /// Whether `c`, from a file, took the name of a built-in component.
+    pub fn replaces_built_in(&self, c: &LoadedComponent) -> bool {
+        matches!(c.source, ComponentSource::File(_))
+            && self.builtins.contains_key(&(c.world, c.name.clone()))
+    }
+
+    /// A component from a file that takes a built-in's name is said loudly: it is easy to
+    /// do by accident (a third party's driver called `mock`).
+    fn warn_if_replacing_built_in(&self, c: &LoadedComponent) {
+        if self.replaces_built_in(c) {
+            tracing::warn!(
+                name = %c.name,
+                world = %c.world,
+                source = %c.source,
+                "component from a file replaces the built-in {} {:?}; delete the file to have the built-in serve again",
+                c.world,
+                c.name
+            );
+        }
+    }
+
     pub fn dirs(&self) -> &[PathBuf] {
         &self.dirs
     }
@@ -332,6 +356,7 @@ impl Swapper {
             World::Hook => {}
         }
         self.time_first_call(new.clone(), seen);
+        self.warn_if_replacing_built_in(&new);
         match old {
             None => {
                 tracing::info!(name = %new.name, world = %new.world, source = %new.source, sha256 = %&new.sha256[..12], "component loaded");

@@ -49,6 +49,9 @@ pub struct ComponentStatus {
     pub previous_sha256: String,
     /// Where it came from: `built-in <file>` or the file's path.
     pub source: String,
+    /// A component from a file that took the name of a built-in one (which serves again
+    /// when the file is deleted).
+    pub replaces_built_in: bool,
     /// The file, for a component loaded from one.
     pub file: Option<PathBuf>,
     /// When it was loaded, ns.
@@ -96,6 +99,7 @@ impl ComponentStatus {
             sha256: c.sha256.clone(),
             previous_sha256: previous,
             source: c.source.to_string(),
+            replaces_built_in: false,
             file: match &c.source {
                 crate::runtime::ComponentSource::File(p) => Some(p.clone()),
                 crate::runtime::ComponentSource::BuiltIn(_) => None,
@@ -144,7 +148,9 @@ impl Swapper {
                 .remove(&c.sha256)
                 .map(|(_, t)| t)
                 .unwrap_or_default();
-            out.push(ComponentStatus::of(&c, ComponentState::Active, prev, mine));
+            let mut active = ComponentStatus::of(&c, ComponentState::Active, prev, mine);
+            active.replaces_built_in = self.replaces_built_in(&c);
+            out.push(active);
             for (_, (v, mut tasks)) in by_version {
                 tasks.sort();
                 out.push(ComponentStatus::of(
@@ -188,6 +194,7 @@ impl Swapper {
                     sha256: r.sha256.clone(),
                     previous_sha256: String::new(),
                     source: path.display().to_string(),
+                    replaces_built_in: false,
                     file: Some(path.clone()),
                     loaded_at: 0,
                     compile_cache: None,

@@ -254,8 +254,33 @@ async fn the_agent_starts_with_a_folder_of_bad_components_and_lists_what_it_refu
         guest_artifacts::FIXTURE_UNKNOWN_WORLD.bytes,
     )
     .unwrap();
+    // A third party's driver that takes the built-in mock's name: shown as replacing it.
+    std::fs::write(
+        dir.path().join("their_mock.wasm"),
+        guest_artifacts::MOCK_DRIVER.bytes,
+    )
+    .unwrap();
     let t = TestAgent::start("", vec![dir.path().to_path_buf()]).await;
     let v = t.get("/v1/components").await;
+    let by_name = |n: &str| {
+        v["Components"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|c| c["Name"] == n && c["State"] == "active")
+            .cloned()
+            .unwrap_or_else(|| panic!("no active {n}: {v:#}"))
+    };
+    let mock = by_name("mock");
+    assert_eq!(mock["ReplacesBuiltIn"], true, "{mock:#}");
+    assert!(
+        mock["Source"]
+            .as_str()
+            .unwrap()
+            .ends_with("their_mock.wasm"),
+        "{mock:#}"
+    );
+    assert_eq!(by_name("raw_exec")["ReplacesBuiltIn"], false);
     let names: Vec<_> = v["Components"]
         .as_array()
         .unwrap()
