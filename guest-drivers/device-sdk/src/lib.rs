@@ -1,7 +1,8 @@
 //! SDK for Paddock device plugins written as WebAssembly components (world `device-plugin`
 //! of the `paddock:plugin@0.1.0` contract in `/wit`).
 //!
-//! A device plugin is stateless: every call runs in a fresh instance. Implement
+//! A device plugin is stateless: a call may run in a fresh instance or in one that served
+//! earlier calls, so it keeps nothing between calls. Implement
 //! [`DevicePlugin`] on a unit type and export it with [`export_device_plugin!`]:
 //!
 //! ```ignore

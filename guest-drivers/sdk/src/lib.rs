@@ -1,8 +1,9 @@
 //! SDK for Paddock task drivers written as WebAssembly components: world `driver` of the
 //! `paddock:plugin@0.1.0` contract in `/wit`, which exports the `task-driver` interface.
 //!
-//! A driver is stateless: every call runs in a fresh instance, so whatever it must remember
-//! about a task goes in the [`TaskHandle`] that [`Driver::start`] returns (see
+//! A driver is stateless: a call may run in a fresh instance or in one that served earlier
+//! calls (the host keeps warm instances), so it keeps nothing between calls; whatever it
+//! must remember about a task goes in the [`TaskHandle`] that [`Driver::start`] returns (see
 //! [`TaskHandle::new`] and [`TaskHandle::state`]). Implement [`Driver`] on a unit type and
 //! export it with [`export_driver!`]:
 //!
@@ -75,8 +76,8 @@ pub use wit::{
     FsIsolation, Health, TaskState, TaskStatus, WaitStatus, WakeOn,
 };
 
-/// A task driver (Nomad's DriverPlugin). Functions take no `self`: each call is a fresh
-/// instance, and per-task state travels in the [`TaskHandle`].
+/// A task driver (Nomad's DriverPlugin). Functions take no `self`: nothing is kept between
+/// calls, and per-task state travels in the [`TaskHandle`].
 pub trait Driver {
     /// Name (what jobs put in `driver`) and version.
     fn info() -> PluginInfo;
@@ -108,9 +109,23 @@ pub trait Driver {
     ) -> Result<TaskHandle, DriverError> {
         Err(DriverError::not_supported("stop"))
     }
-    /// Releases what the task holds (refusing a running task unless `force`); no-op by default.
-    fn destroy(_handle: TaskHandle, _force: bool) -> Result<(), DriverError> {
-        Ok(())
+    /// Releases what the task holds. The contract refuses a running task unless `force`;
+    /// by default `wait` says whether it runs, a running one is refused without `force`,
+    /// and with it the task is stopped at once (`SIGKILL`, no grace) where `stop` is
+    /// supported.
+    fn destroy(handle: TaskHandle, force: bool) -> Result<(), DriverError> {
+        match Self::wait(handle.clone())? {
+            WaitStatus::Exited(_) => Ok(()),
+            WaitStatus::Pending(_) if !force => Err(DriverError::Failed(Failure {
+                message: "cannot destroy running task (stop it first, or destroy with force)"
+                    .into(),
+                recoverable: false,
+            })),
+            WaitStatus::Pending(_) => match Self::stop(handle, 0, "SIGKILL") {
+                Ok(_) | Err(DriverError::NotSupported(_)) => Ok(()),
+                Err(e) => Err(e),
+            },
+        }
     }
     /// Describes the task; unsupported by default.
     fn inspect(_handle: TaskHandle) -> Result<TaskStatus, DriverError> {
@@ -184,4 +199,60 @@ macro_rules! export_driver {
             __PaddockDriverExport with_types_in $crate::__bindings
         );
     };
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn handle() -> TaskHandle {
+        TaskHandle {
+            version: 1,
+            task_id: "a/t/1".into(),
+            driver_state: Vec::new(),
+        }
+    }
+
+    struct Running;
+
+    impl Driver for Running {
+        fn info() -> PluginInfo {
+            PluginInfo::new("running", "0")
+        }
+        fn start(_config: TaskConfig) -> Result<TaskHandle, DriverError> {
+            Ok(handle())
+        }
+        fn wait(_handle: TaskHandle) -> Result<WaitStatus, DriverError> {
+            Ok(WaitStatus::Pending(WakeOn {
+                processes: Vec::new(),
+                after_ns: None,
+                handle: None,
+            }))
+        }
+    }
+
+    struct Exited;
+
+    impl Driver for Exited {
+        fn info() -> PluginInfo {
+            PluginInfo::new("exited", "0")
+        }
+        fn start(_config: TaskConfig) -> Result<TaskHandle, DriverError> {
+            Ok(handle())
+        }
+        fn wait(_handle: TaskHandle) -> Result<WaitStatus, DriverError> {
+            Ok(WaitStatus::Exited(Default::default()))
+        }
+    }
+
+    #[test]
+    fn the_default_destroy_refuses_a_running_task_unless_forced() {
+        match Running::destroy(handle(), false) {
+            Err(DriverError::Failed(f)) => assert!(f.message.contains("running"), "{}", f.message),
+            other => panic!("{other:?}"),
+        }
+        // Forced: stopped where stop is supported (here it is not), then released.
+        assert!(Running::destroy(handle(), true).is_ok());
+        assert!(Exited::destroy(handle(), false).is_ok());
+    }
 }

@@ -1,7 +1,8 @@
 //! SDK for Paddock task-runner hooks written as WebAssembly components: world `hook` of the
 //! `paddock:plugin@0.1.0` contract in `/wit`, which exports the `task-hook` interface.
 //!
-//! A hook is stateless: every call runs in a fresh instance; what it must remember goes in
+//! A hook is stateless: a call may run in a fresh instance or in one that served earlier
+//! calls, so it keeps nothing between calls; what it must remember goes in
 //! the `state` of its [`PrestartResponse`], handed back as `previous_state`. Implement
 //! [`Hook`] on a unit type and export it with [`export_hook!`]:
 //!
@@ -71,8 +72,8 @@ impl Default for PrestartResponse {
     }
 }
 
-/// A task-runner hook (Nomad's task lifecycle hooks). Functions take no `self`: each call is
-/// a fresh instance. Every phase but [`Hook::info`] does nothing by default.
+/// A task-runner hook (Nomad's task lifecycle hooks). Functions take no `self`: nothing is
+/// kept between calls. Every phase but [`Hook::info`] does nothing by default.
 pub trait Hook {
     /// Name and version.
     fn info() -> PluginInfo;
