@@ -50,22 +50,6 @@ async fn spawn() -> (tokio::process::Child, PathBuf) {
     (child, socket)
 }
 
-async fn connect(socket: &Path) -> tonic::transport::Channel {
-    let path = socket.to_path_buf();
-    tonic::transport::Endpoint::try_from("http://[::]:50051")
-        .unwrap()
-        .connect_with_connector(tower::service_fn(move |_: tonic::transport::Uri| {
-            let path = path.clone();
-            async move {
-                Ok::<_, std::io::Error>(hyper_util::rt::TokioIo::new(
-                    tokio::net::UnixStream::connect(path).await?,
-                ))
-            }
-        }))
-        .await
-        .unwrap()
-}
-
 static N: AtomicU64 = AtomicU64::new(0);
 
 fn task(alloc_dir: &Path) -> pb::TaskConfig {
@@ -159,7 +143,9 @@ fn bench(c: &mut Criterion) {
     });
 
     let (_child, socket) = rt.block_on(spawn());
-    let channel = rt.block_on(connect(&socket));
+    let channel = rt
+        .block_on(paddock_nomad_driver::client::connect_unix(&socket))
+        .unwrap();
     rt.block_on(async {
         BasePluginClient::new(channel.clone())
             .set_config(bpb::SetConfigRequest {

@@ -9,10 +9,12 @@
 //! `config.rs` (the plugin's config), `host.rs` (the runtime, components and task executor
 //! behind the driver), `tasks.rs` (the tasks this plugin runs and their waiters),
 //! `driver.rs` (the `Driver` service), `status.rs` (errors as Nomad reads them), `stats.rs`
-//! (usage samples), `base.rs` (`BasePlugin`), `goplugin.rs` (go-plugin's
-//! controller, stdio and broker services), `server.rs` (startup and serving).
+//! (usage samples), `base.rs` (`BasePlugin`), `goplugin.rs` (go-plugin's controller, stdio
+//! and broker services), `server.rs` (startup and serving), `client.rs` (dialling a plugin,
+//! for tools and tests).
 
 pub mod base;
+pub mod client;
 pub mod config;
 pub mod cty;
 pub mod driver;

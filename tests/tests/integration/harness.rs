@@ -15,7 +15,9 @@ use paddock::runtime::{
 };
 use serde_json::{Value, json};
 
+mod python;
 mod report;
+pub use python::python_with;
 pub use report::{alloc_summary, eval_summary};
 
 /// One compile cache dir for the whole test binary.

@@ -7,7 +7,7 @@ mod nomad;
 
 use std::time::Duration;
 
-use nomad::{launch, launch_as, plugin_bin, start, task, wait};
+use nomad::{inspect, launch, launch_as, plugin_bin, start, task, wait};
 use paddock_nomad_driver::proto::base as bpb;
 use paddock_nomad_driver::proto::drivers as pb;
 use paddock_nomad_driver::proto::hclspec::spec;
@@ -229,18 +229,10 @@ async fn a_mock_tasks_life_over_grpc() {
     let s = stats.message().await.unwrap().unwrap().stats.unwrap();
     assert_eq!(s.id, id);
     assert!(s.timestamp.is_some() && s.agg_resource_usage.is_some());
-    let inspect = driver
-        .inspect_task(pb::InspectTaskRequest {
-            task_id: id.clone(),
-        })
-        .await
-        .unwrap()
-        .into_inner()
-        .task
-        .unwrap();
-    assert_eq!(inspect.state, pb::TaskState::Running as i32);
+    let status = inspect(&p, &id).await;
+    assert_eq!(status.state, pb::TaskState::Running as i32);
     assert!(
-        inspect.started_at.is_some() && inspect.completed_at.is_some() && inspect.result.is_some()
+        status.started_at.is_some() && status.completed_at.is_some() && status.result.is_some()
     );
     // A running task is not destroyed unless forced.
     let e = driver
@@ -277,16 +269,8 @@ async fn a_mock_tasks_life_over_grpc() {
         again.result.is_some(),
         "WaitTask after the exit answers at once"
     );
-    let inspect = driver
-        .inspect_task(pb::InspectTaskRequest {
-            task_id: id.clone(),
-        })
-        .await
-        .unwrap()
-        .into_inner()
-        .task
-        .unwrap();
-    assert_eq!(inspect.state, pb::TaskState::Exited as i32);
+    let status = inspect(&p, &id).await;
+    assert_eq!(status.state, pb::TaskState::Exited as i32);
     driver
         .destroy_task(pb::DestroyTaskRequest {
             task_id: id.clone(),

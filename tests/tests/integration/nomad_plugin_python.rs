@@ -15,36 +15,12 @@ const CASES: usize = 8;
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn python_client_drives_the_plugin() {
     let dir = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("python/nomad_plugin");
-    let python = std::env::var("PYTHON").unwrap_or_else(|_| "python3".into());
-    let deps = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../target/python-deps-nomad-plugin");
-    let importable = || async {
-        tokio::process::Command::new(&python)
-            .args(["-c", "import grpc, grpc_tools, grpc_health, msgpack"])
-            .env("PYTHONPATH", &deps)
-            .output()
-            .await
-            .unwrap_or_else(|e| panic!("running {python}: {e}"))
-            .status
-            .success()
-    };
-    if !importable().await {
-        let requirements = dir.join("requirements.txt");
-        let pip = tokio::process::Command::new(&python)
-            .args(["-m", "pip", "install", "--quiet", "--target"])
-            .arg(&deps)
-            .arg("-r")
-            .arg(&requirements)
-            .output()
-            .await
-            .unwrap();
-        assert!(
-            pip.status.success() && importable().await,
-            "grpcio, grpcio-tools, grpcio-health-checking and msgpack are not installed and \
-             installing them failed: run `{python} -m pip install -r {}`\n{}",
-            requirements.display(),
-            String::from_utf8_lossy(&pip.stderr)
-        );
-    }
+    let (python, deps) = crate::harness::python_with(
+        "grpc, grpc_tools, grpc_health, msgpack",
+        &dir.join("requirements.txt"),
+        "python-deps-nomad-plugin",
+    )
+    .await;
     let run = tokio::process::Command::new(&python)
         .arg(dir.join("test_nomad_plugin.py"))
         .env(

@@ -13,35 +13,12 @@ use crate::harness::TestAgent;
 async fn python_nomad_suite() {
     let t = TestAgent::start("acl {\n  token = \"py-s3cret\"\n}\n", vec![]).await;
     let dir = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("python");
-    let python = std::env::var("PYTHON").unwrap_or_else(|_| "python3".into());
-    let deps = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../target/python-deps");
-    let importable = || async {
-        tokio::process::Command::new(&python)
-            .args(["-c", "import nomad, prometheus_client"])
-            .env("PYTHONPATH", &deps)
-            .output()
-            .await
-            .unwrap_or_else(|e| panic!("running {python}: {e}"))
-            .status
-            .success()
-    };
-    if !importable().await {
-        let requirements = dir.join("requirements.txt");
-        let pip = tokio::process::Command::new(&python)
-            .args(["-m", "pip", "install", "--quiet", "--target"])
-            .arg(&deps)
-            .arg("-r")
-            .arg(&requirements)
-            .output()
-            .await
-            .unwrap();
-        assert!(
-            pip.status.success() && importable().await,
-            "python-nomad is not installed and installing it failed: run `{python} -m pip install -r {}`\n{}",
-            requirements.display(),
-            String::from_utf8_lossy(&pip.stderr)
-        );
-    }
+    let (python, deps) = crate::harness::python_with(
+        "nomad, prometheus_client",
+        &dir.join("requirements.txt"),
+        "python-deps",
+    )
+    .await;
     let run = tokio::process::Command::new(&python)
         .arg(dir.join("test_python_nomad.py"))
         .env("PYTHONPATH", &deps)

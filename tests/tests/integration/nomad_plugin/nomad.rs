@@ -87,17 +87,7 @@ pub async fn launch() -> Plugin {
 
 /// An h2c channel over the plugin's Unix socket.
 pub async fn connect(socket: &Path) -> Channel {
-    let path = socket.to_path_buf();
-    tonic::transport::Endpoint::try_from("http://[::]:50051")
-        .unwrap()
-        .connect_with_connector(tower::service_fn(move |_: tonic::transport::Uri| {
-            let path = path.clone();
-            async move {
-                Ok::<_, std::io::Error>(hyper_util::rt::TokioIo::new(
-                    tokio::net::UnixStream::connect(path).await?,
-                ))
-            }
-        }))
+    paddock_nomad_driver::client::connect_unix(socket)
         .await
         .unwrap()
 }
@@ -206,4 +196,17 @@ pub async fn wait(p: &Plugin, task_id: &str, within: Duration) -> pb::WaitTaskRe
     .unwrap_or_else(|_| panic!("WaitTask on {task_id} did not answer within {within:?}"))
     .unwrap()
     .into_inner()
+}
+
+/// InspectTask's status of a task.
+pub async fn inspect(p: &Plugin, task_id: &str) -> pb::TaskStatus {
+    p.driver()
+        .inspect_task(pb::InspectTaskRequest {
+            task_id: task_id.into(),
+        })
+        .await
+        .unwrap()
+        .into_inner()
+        .task
+        .unwrap()
 }
