@@ -1,4 +1,4 @@
-//! `agent component list|status|reload|inspect|validate`.
+//! `agent component list|status|reload|inspect|validate|call`.
 
 use std::path::PathBuf;
 use std::sync::Arc;
@@ -50,6 +50,26 @@ pub enum ComponentCommand {
     Validate {
         /// The `.wasm` file.
         file: PathBuf,
+    },
+    /// Call one export of a built component by hand and print its answer as JSON: `info`
+    /// for any world; for a driver `capabilities`, `fingerprint`, `validate-config`,
+    /// `start`, `wait`, `inspect`, `stats`, `recover`, `stop`, `signal`, `destroy` (a
+    /// handle that `start` printed goes back in `--json`). Exit code 1 when the component
+    /// refuses or fails the call.
+    Call {
+        /// The `.wasm` file.
+        file: PathBuf,
+        /// The operation.
+        op: String,
+        /// Its argument, as JSON.
+        #[arg(long, default_value = "")]
+        json: String,
+        /// Grants, comma-separated: env, devices, events, task_dir, variables, isolation.
+        #[arg(long, value_delimiter = ',')]
+        grant: Vec<String>,
+        /// Commands the component may start (the `process` grant), repeatable.
+        #[arg(long)]
+        process: Vec<String>,
     },
 }
 
@@ -161,6 +181,33 @@ pub(super) async fn run(cmd: ComponentCommand) -> anyhow::Result<i32> {
             Ok(0)
         }
         ComponentCommand::Inspect { api, json, target } => inspect(&api, json, &target).await,
+        ComponentCommand::Call {
+            file,
+            op,
+            json,
+            grant,
+            process,
+        } => {
+            super::init_logging("warn", false);
+            let mut grants = crate::runtime::Grants {
+                process,
+                ..Default::default()
+            };
+            for g in &grant {
+                match g.as_str() {
+                    "env" => grants.env = true,
+                    "devices" => grants.devices = true,
+                    "events" => grants.events = true,
+                    "task_dir" => grants.task_dir = true,
+                    "variables" => grants.variables = true,
+                    "isolation" => grants.isolation = true,
+                    other => anyhow::bail!(
+                        "--grant {other:?}: one of env, devices, events, task_dir, variables, isolation"
+                    ),
+                }
+            }
+            super::component_call::run(&file, &op, &json, grants).await
+        }
         ComponentCommand::Validate { file } => {
             super::init_logging("warn", false);
             let bytes = std::fs::read(&file)

@@ -7,6 +7,7 @@
 
 mod alloc;
 mod component;
+mod component_call;
 pub mod job;
 mod log;
 mod node;

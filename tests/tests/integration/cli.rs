@@ -440,3 +440,54 @@ async fn log_json_gives_one_json_object_per_line_and_log_level_filters() {
         "text by default"
     );
 }
+
+/// `agent component call`: one export of a built component by hand, its answer as JSON,
+/// the handle `start` printed passed back to `wait`.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn component_call_runs_one_export_by_hand() {
+    let dir = tempfile::tempdir().unwrap();
+    let file = dir.path().join("mock.wasm");
+    std::fs::write(&file, guest_artifacts::MOCK_DRIVER.bytes).unwrap();
+    let f = file.to_str().unwrap();
+    let json = |o: &Out| -> serde_json::Value {
+        serde_json::from_str(o.stdout.trim()).unwrap_or_else(|e| panic!("{e}: {o:?}"))
+    };
+    let info = agent_cmd(&["component", "call", f, "info"], &[]).await;
+    assert_eq!(info.code, 0, "{info:?}");
+    assert_eq!(json(&info)["name"], "mock");
+    let bad = agent_cmd(
+        &[
+            "component",
+            "call",
+            f,
+            "validate-config",
+            "--json",
+            r#"{"run_for": "soon", "colour": "red"}"#,
+        ],
+        &[],
+    )
+    .await;
+    assert_eq!(bad.code, 1, "{bad:?}");
+    let err = json(&bad)["error"].as_str().unwrap().to_string();
+    assert!(err.contains("colour") && err.contains("run_for"), "{err}");
+    let arg = serde_json::json!({
+        "config": {"run_for": "0s", "exit_code": 3},
+        "dir": dir.path(),
+    })
+    .to_string();
+    let start = agent_cmd(&["component", "call", f, "start", "--json", &arg], &[]).await;
+    assert_eq!(start.code, 0, "{start:?}");
+    let handle = start.stdout.trim().to_string();
+    assert!(
+        json(&start)["task_id"]
+            .as_str()
+            .unwrap()
+            .starts_with("call/task/")
+    );
+    let wait = agent_cmd(&["component", "call", f, "wait", "--json", &handle], &[]).await;
+    assert_eq!(wait.code, 0, "{wait:?}");
+    assert_eq!(json(&wait)["exited"]["exit_code"], 3, "{wait:?}");
+    let unknown = agent_cmd(&["component", "call", f, "frob"], &[]).await;
+    assert_ne!(unknown.code, 0);
+    assert!(unknown.stderr.contains("validate-config"), "{unknown:?}");
+}

@@ -1,0 +1,240 @@
+//! `agent component call FILE OP [--json ARG]`: one export of a built component, called by
+//! hand in a throwaway runtime, with the grants given on the command line (none by
+//! default), its answer printed as one line of JSON. For a plugin author: what `info` says,
+//! whether a config is accepted, what a start returns and what `wait` then answers, with the
+//! handle passed back as JSON.
+
+use std::sync::Arc;
+
+use serde_json::{Value, json};
+
+use crate::drivermanager::types::{TaskConfig, TaskHandle, WaitStatus};
+use crate::drivermanager::{Driver, DriverManager, DriverServices};
+use crate::runtime::{ComponentSettings, ComponentSource, Grants, Runtime, RuntimeOptions, World};
+
+/// The driver operations `call` knows, with what `--json` carries for each.
+pub const DRIVER_OPS: &[(&str, &str)] = &[
+    ("info", "nothing"),
+    ("capabilities", "nothing"),
+    ("fingerprint", "nothing"),
+    ("validate-config", "the task's config object"),
+    (
+        "start",
+        "{\"config\": {…}, optional \"id\", \"name\", \"env\", \"dir\"}",
+    ),
+    ("wait", "a handle (what start returned)"),
+    ("inspect", "a handle"),
+    ("stats", "a handle"),
+    ("recover", "a handle"),
+    ("destroy", "{\"handle\": …, \"force\": bool}"),
+    (
+        "stop",
+        "{\"handle\": …, \"timeout_ms\": N, \"signal\": \"SIGTERM\"}",
+    ),
+    ("signal", "{\"handle\": …, \"signal\": \"SIGHUP\"}"),
+];
+
+/// Run the call; the answer is printed as JSON. Exit code 1 when the component refused or
+/// failed the call.
+pub async fn run(
+    file: &std::path::Path,
+    op: &str,
+    arg: &str,
+    grants: Grants,
+) -> anyhow::Result<i32> {
+    let arg: Value = if arg.trim().is_empty() {
+        Value::Null
+    } else {
+        serde_json::from_str(arg).map_err(|e| anyhow::anyhow!("--json: {e}"))?
+    };
+    let bytes =
+        std::fs::read(file).map_err(|e| anyhow::anyhow!("reading {}: {e}", file.display()))?;
+    let services = DriverServices::new();
+    let runtime = Runtime::new(RuntimeOptions {
+        services: services.host_services(),
+        ..Default::default()
+    })?;
+    // The component's name is known once it is prepared; its grants are given by name.
+    let probe = match runtime
+        .prepare(
+            ComponentSource::File(file.to_path_buf()),
+            Arc::from(bytes.clone()),
+        )
+        .await
+    {
+        Ok(c) => c,
+        Err(r) => {
+            println!("{r}");
+            return Ok(1);
+        }
+    };
+    let runtime = Runtime::new(RuntimeOptions {
+        services: services.host_services(),
+        components: [(
+            probe.name.clone(),
+            ComponentSettings {
+                grants,
+                config: json!({}),
+                ..Default::default()
+            },
+        )]
+        .into(),
+        ..Default::default()
+    })?;
+    let c = match runtime
+        .load(ComponentSource::File(file.to_path_buf()), Arc::from(bytes))
+        .await
+    {
+        Ok(c) => c,
+        Err(r) => {
+            println!("{r}");
+            return Ok(1);
+        }
+    };
+    if op == "info" {
+        let i = runtime.info(&c).await?;
+        println!(
+            "{}",
+            json!({"name": i.name, "version": i.version, "world": c.world.to_string()})
+        );
+        return Ok(0);
+    }
+    if c.world != World::Driver {
+        anyhow::bail!(
+            "{} is a {} component: `call` offers `info` for it, and the driver operations for drivers",
+            c.name,
+            c.world
+        );
+    }
+    let driver = DriverManager::new(runtime.clone(), services).driver(&c.name);
+    match driver_op(&driver, op, &arg).await {
+        Ok(v) => {
+            println!("{v}");
+            Ok(0)
+        }
+        Err(CallFailed::Usage(m)) => anyhow::bail!("{m}"),
+        Err(CallFailed::Call(e)) => {
+            println!(
+                "{}",
+                json!({"error": e.to_string(), "recoverable": e.recoverable()})
+            );
+            Ok(1)
+        }
+    }
+}
+
+enum CallFailed {
+    Usage(String),
+    Call(crate::drivermanager::DriverCallError),
+}
+
+impl From<crate::drivermanager::DriverCallError> for CallFailed {
+    fn from(e: crate::drivermanager::DriverCallError) -> Self {
+        CallFailed::Call(e)
+    }
+}
+
+fn handle_of(v: &Value) -> Result<TaskHandle, CallFailed> {
+    serde_json::from_value(v.clone()).map_err(|e| {
+        CallFailed::Usage(format!(
+            "--json: not a handle ({{\"version\", \"task_id\", \"driver_state\"}}): {e}"
+        ))
+    })
+}
+
+fn handle_json(h: &TaskHandle) -> Value {
+    serde_json::to_value(h).expect("a handle serializes")
+}
+
+async fn driver_op(d: &Driver, op: &str, arg: &Value) -> Result<Value, CallFailed> {
+    Ok(match op {
+        "capabilities" => {
+            let c = d.capabilities().await?;
+            json!({"send_signals": c.send_signals, "exec": c.exec, "fs_isolation": c.fs_isolation})
+        }
+        "fingerprint" => {
+            let f = d.fingerprint().await?;
+            json!({"health": format!("{:?}", f.health).to_lowercase(), "health_description": f.health_description,
+                   "attributes": f.attributes.iter().map(|(k, v)| (k.clone(), serde_json::to_value(v).unwrap_or_default())).collect::<serde_json::Map<_, _>>()})
+        }
+        "validate-config" => {
+            d.validate_config(&arg.to_string()).await?;
+            json!({"valid": true})
+        }
+        "start" => {
+            let dir = arg["dir"].as_str().map(String::from).unwrap_or_else(|| {
+                std::env::temp_dir()
+                    .join("paddock-component-call")
+                    .display()
+                    .to_string()
+            });
+            std::fs::create_dir_all(&dir)
+                .map_err(|e| CallFailed::Usage(format!("dir {dir}: {e}")))?;
+            let name = arg["name"].as_str().unwrap_or("task").to_string();
+            let cfg = TaskConfig {
+                id: arg["id"].as_str().map(String::from).unwrap_or_else(|| {
+                    format!(
+                        "call/{name}/{}",
+                        &uuid::Uuid::new_v4().simple().to_string()[..8]
+                    )
+                }),
+                name: name.clone(),
+                alloc_id: "call".into(),
+                env: arg["env"]
+                    .as_object()
+                    .map(|m| {
+                        m.iter()
+                            .map(|(k, v)| (k.clone(), v.as_str().unwrap_or_default().to_string()))
+                            .collect()
+                    })
+                    .unwrap_or_default(),
+                driver_config: arg.get("config").cloned().unwrap_or(json!({})).to_string(),
+                alloc_dir: dir.clone(),
+                task_dir: dir.clone(),
+                stdout_path: format!("{dir}/{name}.stdout"),
+                stderr_path: format!("{dir}/{name}.stderr"),
+                kill_signal: "SIGINT".into(),
+                kill_timeout_ns: 5_000_000_000,
+                ..Default::default()
+            };
+            handle_json(&d.start(cfg, None).await?)
+        }
+        "wait" => match d.wait(handle_of(arg)?).await? {
+            WaitStatus::Exited(r) => json!({"exited": r}),
+            WaitStatus::Pending(w) => {
+                json!({"pending": {"processes": w.processes, "after_ns": w.after_ns, "handle": w.handle.as_ref().map(handle_json)}})
+            }
+        },
+        "inspect" => {
+            let s = d.inspect(handle_of(arg)?).await?;
+            json!({"id": s.id, "state": format!("{:?}", s.state).to_lowercase(), "started_at": s.started_at,
+                   "completed_at": s.completed_at, "exit_result": s.exit_result, "attributes": s.attributes})
+        }
+        "stats" => serde_json::to_value(d.stats(handle_of(arg)?).await?).unwrap_or_default(),
+        "recover" => handle_json(&d.recover(handle_of(arg)?).await?),
+        "destroy" => {
+            d.destroy(
+                handle_of(&arg["handle"])?,
+                arg["force"].as_bool().unwrap_or(false),
+            )
+            .await?;
+            json!({"destroyed": true})
+        }
+        "stop" => {
+            let timeout = arg["timeout_ms"].as_u64().unwrap_or(5000) * 1_000_000;
+            let signal = arg["signal"].as_str().unwrap_or("SIGTERM").to_string();
+            handle_json(&d.stop(handle_of(&arg["handle"])?, timeout, signal).await?)
+        }
+        "signal" => {
+            let signal = arg["signal"].as_str().unwrap_or("SIGHUP").to_string();
+            handle_json(&d.signal(handle_of(&arg["handle"])?, signal).await?)
+        }
+        other => {
+            let ops: Vec<&str> = DRIVER_OPS.iter().map(|(o, _)| *o).collect();
+            return Err(CallFailed::Usage(format!(
+                "unknown operation {other:?} (one of {})",
+                ops.join(", ")
+            )));
+        }
+    })
+}
