@@ -137,7 +137,10 @@ fn bench(c: &mut Criterion) {
     c.bench_function("handshake", |b| {
         b.to_async(&rt).iter(|| async {
             let (mut child, _) = spawn().await;
-            child.start_kill().unwrap();
+            // SIGTERM, which it answers by exiting and removing its socket dir (a killed
+            // plugin leaves one behind per iteration).
+            let pid = rustix::process::Pid::from_raw(child.id().unwrap() as i32).unwrap();
+            rustix::process::kill_process(pid, rustix::process::Signal::TERM).unwrap();
             let _ = child.wait().await;
         })
     });

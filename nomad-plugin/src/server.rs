@@ -76,6 +76,7 @@ pub async fn run(name: String, app_version: u32) -> anyhow::Result<()> {
             token.clone().cancelled_owned(),
         );
 
+    spawn_signal_handlers(plugin.clone()).context("installing signal handlers")?;
     // The one line go-plugin reads from stdout, and nothing before it.
     let line = crate::handshake::line(app_version, &socket);
     {
@@ -86,7 +87,6 @@ pub async fn run(name: String, app_version: u32) -> anyhow::Result<()> {
     }
     tracing::info!(plugin = %name, socket = %socket.display(), version = env!("CARGO_PKG_VERSION"), "serving");
 
-    spawn_signal_handlers(plugin.clone());
     let mut server = std::pin::pin!(server);
     tokio::select! {
         r = &mut server => r.context("serving gRPC")?,
@@ -101,15 +101,13 @@ pub async fn run(name: String, app_version: u32) -> anyhow::Result<()> {
     Ok(())
 }
 
-fn spawn_signal_handlers(plugin: Arc<Plugin>) {
+/// SIGTERM stops the plugin; SIGINT is logged and ignored. The handlers are in place when
+/// this returns (before the handshake line: a client may signal as soon as it has read it).
+fn spawn_signal_handlers(plugin: Arc<Plugin>) -> std::io::Result<()> {
     use tokio::signal::unix::{SignalKind, signal};
+    let mut term = signal(SignalKind::terminate())?;
+    let mut int = signal(SignalKind::interrupt())?;
     tokio::spawn(async move {
-        let (Ok(mut term), Ok(mut int)) = (
-            signal(SignalKind::terminate()),
-            signal(SignalKind::interrupt()),
-        ) else {
-            return;
-        };
         loop {
             tokio::select! {
                 _ = term.recv() => {
@@ -120,6 +118,7 @@ fn spawn_signal_handlers(plugin: Arc<Plugin>) {
             }
         }
     });
+    Ok(())
 }
 
 #[cfg(test)]
