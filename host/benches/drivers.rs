@@ -82,19 +82,30 @@ async fn run_to_exit(dm: &DriverManager, d: &Driver, h: &TaskHandle) -> ExitResu
     }
 }
 
-/// The mock's start/wait/destroy logic for a task that exits at once, in plain Rust.
+/// The mock's start/wait/destroy logic for a task that exits at once, in plain Rust: called
+/// directly (the floor), and as a [`NativeDriver`] behind the driver manager's own path.
 mod native_mock {
     use super::*;
+    use futures::future::BoxFuture;
+    use paddock::drivermanager::native::NativeDriver;
+    use paddock::drivermanager::types::{DriverError, Failure, WakeOn};
 
-    pub fn start(cfg: &TaskConfig) -> Result<TaskHandle, String> {
+    fn failed(e: impl std::fmt::Display) -> DriverError {
+        DriverError::Failed(Failure {
+            message: e.to_string(),
+            recoverable: false,
+        })
+    }
+
+    pub fn start(cfg: &TaskConfig) -> Result<TaskHandle, DriverError> {
         let config: serde_json::Map<String, Value> =
-            serde_json::from_str(&cfg.driver_config).map_err(|e| e.to_string())?;
+            serde_json::from_str(&cfg.driver_config).map_err(failed)?;
         for k in config.keys() {
             if !matches!(
                 k.as_str(),
                 "run_for" | "exit_code" | "exit_signal" | "exit_err_msg"
             ) {
-                return Err(format!("{k}: unknown field"));
+                return Err(failed(format!("{k}: unknown field")));
             }
         }
         let state = json!({
@@ -109,8 +120,8 @@ mod native_mock {
         })
     }
 
-    pub fn wait(h: &TaskHandle) -> Result<WaitStatus, String> {
-        let s: Value = serde_json::from_slice(&h.driver_state).map_err(|e| e.to_string())?;
+    pub fn wait(h: &TaskHandle) -> Result<WaitStatus, DriverError> {
+        let s: Value = serde_json::from_slice(&h.driver_state).map_err(failed)?;
         let end = s["started_at"].as_u64().unwrap_or(0) + s["run_for"].as_u64().unwrap_or(0);
         let now = paddock::util::now_nanos();
         if now >= end {
@@ -121,13 +132,32 @@ mod native_mock {
                 err: None,
             }))
         } else {
-            Err("still running".into())
+            Ok(WaitStatus::Pending(WakeOn {
+                processes: vec![],
+                after_ns: Some(end - now),
+                handle: None,
+            }))
         }
     }
 
-    pub fn destroy(h: &TaskHandle) -> Result<(), String> {
-        let _: Value = serde_json::from_slice(&h.driver_state).map_err(|e| e.to_string())?;
+    pub fn destroy(h: &TaskHandle) -> Result<(), DriverError> {
+        let _: Value = serde_json::from_slice(&h.driver_state).map_err(failed)?;
         Ok(())
+    }
+
+    /// The same logic behind the driver manager's path.
+    pub struct NativeMock;
+
+    impl NativeDriver for NativeMock {
+        fn start(&self, cfg: TaskConfig) -> BoxFuture<'_, Result<TaskHandle, DriverError>> {
+            Box::pin(async move { start(&cfg) })
+        }
+        fn wait(&self, h: TaskHandle) -> BoxFuture<'_, Result<WaitStatus, DriverError>> {
+            Box::pin(async move { wait(&h) })
+        }
+        fn destroy(&self, h: TaskHandle, _force: bool) -> BoxFuture<'_, Result<(), DriverError>> {
+            Box::pin(async move { destroy(&h) })
+        }
     }
 }
 
@@ -229,7 +259,25 @@ fn benches(c: &mut Criterion) {
             r
         })
     });
+    let native = dm.native_driver("native-mock", Arc::new(native_mock::NativeMock));
+    g.bench_function("native_same_path", |b| {
+        b.to_async(&tokio).iter(|| async {
+            let h = native.start(cfg.clone(), None).await.unwrap();
+            let r = run_to_exit(&dm, &native, &h).await;
+            native.destroy(h, false).await.unwrap();
+            r
+        })
+    });
     g.finish();
+    compare_sandbox(
+        &tokio,
+        [
+            ("component", &dm, &mock),
+            ("component_fresh_store", &dm_fresh, &mock_fresh),
+            ("native_same_path", &dm, &native),
+        ],
+        &cfg,
+    );
 
     let mut g = c.benchmark_group("raw_exec");
     let raw = dm.dispense("raw_exec").unwrap();
@@ -338,6 +386,46 @@ fn benches(c: &mut Criterion) {
     }
     g.finish();
     compare_isolation(&tokio, &dm_exec, [(&raw_exec, &cfg), (&exec, &exec_cfg)]);
+}
+
+/// The sandbox's cost per task: a mock task's start + wait + destroy through the same driver
+/// path, as a component (warm stores, then a fresh store per call) and as native Rust,
+/// alternated task by task so that all three see the same machine; medians, and each
+/// component's difference from the native one.
+fn compare_sandbox(
+    tokio: &tokio::runtime::Runtime,
+    drivers: [(&str, &DriverManager, &Driver); 3],
+    cfg: &TaskConfig,
+) {
+    const ROUNDS: usize = 20_000;
+    let mut times: [Vec<Duration>; 3] = Default::default();
+    tokio.block_on(async {
+        for _ in 0..ROUNDS {
+            for (i, (_, dm, d)) in drivers.iter().enumerate() {
+                let t = std::time::Instant::now();
+                let h = d.start(cfg.clone(), None).await.unwrap();
+                let r = run_to_exit(dm, d, &h).await;
+                d.destroy(h, false).await.unwrap();
+                times[i].push(t.elapsed());
+                assert_eq!(r.exit_code, 0);
+            }
+        }
+    });
+    let medians: Vec<Duration> = times
+        .iter_mut()
+        .map(|v| {
+            v.sort();
+            v[v.len() / 2]
+        })
+        .collect();
+    let native = medians[2];
+    for (i, (name, _, _)) in drivers.iter().enumerate() {
+        eprintln!(
+            "mock/compare {name}: {:?} (median of {ROUNDS} alternated rounds), sandbox overhead {:.2} µs",
+            medians[i],
+            (medians[i].as_secs_f64() - native.as_secs_f64()) * 1e6
+        );
+    }
 }
 
 /// raw_exec and exec alternated, one task each per round, so that both see the same

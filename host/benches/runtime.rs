@@ -3,6 +3,9 @@
 //!   `Store` and an instance from the `InstancePre`), the export call under its deadline —
 //!   for each world; `call/driver_info_bare` is the floor beside `call/driver_info`: the same
 //!   export as a bare wasmtime typed-function call on an instance that already exists;
+//!   `call/driver_info_fresh_store` is the same call in a fresh store (`instance_reuse = 1`),
+//!   and `call/driver_info_fresh_bare` its floor: wasmtime alone building the runtime's
+//!   store, instantiating the same component, calling `info()` and dropping the store;
 //! - `load/*`: compiling a component vs loading it from the on-disk compile cache;
 //! - `metrics/*`: what counting one call costs (finding its counters, recording it), beside
 //!   the call it is part of.
@@ -115,7 +118,88 @@ fn calls(c: &mut Criterion) {
         b.to_async(&tokio)
             .iter(|| async { on_demand.info(&driver2).await.unwrap() })
     });
+
+    // A fresh store per call, through Paddock's path and bare.
+    let fresh = Runtime::new(RuntimeOptions {
+        components: [(
+            "mock".to_string(),
+            paddock::runtime::ComponentSettings {
+                instance_reuse: Some(1),
+                ..Default::default()
+            },
+        )]
+        .into(),
+        ..Default::default()
+    })
+    .unwrap();
+    let driver3 = tokio
+        .block_on(fresh.load(
+            ComponentSource::BuiltIn("mock_driver.wasm".into()),
+            Arc::from(guest_artifacts::MOCK_DRIVER.bytes),
+        ))
+        .unwrap();
+    g.bench_function("driver_info_fresh_store", |b| {
+        b.to_async(&tokio)
+            .iter(|| async { fresh.info(&driver3).await.unwrap() })
+    });
+    let floor = bare::Floor::new(guest_artifacts::MOCK_DRIVER.bytes);
+    g.bench_function("driver_info_fresh_bare", |b| {
+        b.to_async(&tokio).iter(|| floor.fresh_info())
+    });
     g.finish();
+}
+
+/// wasmtime alone on the runtime's own linker and store (Paddock's host interfaces, a
+/// store built as every call's is), with the runtime's engine settings: no permit, warm
+/// pool, deadline timer or metrics.
+mod bare {
+    use std::sync::Arc;
+
+    use paddock::runtime::bindings::v0_1_0::driver::DriverPre;
+    use paddock::runtime::context::{CallLimits, ComponentContext};
+    use paddock::runtime::store::{HostState, add_to_linker, new_store};
+    use wasmtime::Engine;
+    use wasmtime::component::{Component, Linker};
+
+    pub struct Floor {
+        engine: Engine,
+        pre: DriverPre<HostState>,
+        ctx: Arc<ComponentContext>,
+    }
+
+    impl Floor {
+        pub fn new(bytes: &[u8]) -> Self {
+            let (engine, _) = paddock::runtime::engine::build(&Default::default()).expect("engine");
+            let component = Component::new(&engine, bytes).expect("compiling");
+            let mut linker = Linker::<HostState>::new(&engine);
+            add_to_linker(&mut linker).expect("linking");
+            let pre = DriverPre::new(linker.instantiate_pre(&component).expect("pre"))
+                .expect("driver world");
+            let ctx = Arc::new(ComponentContext {
+                name: "mock".into(),
+                grants: Default::default(),
+                plugin_config: "{}".into(),
+                limits: CallLimits::default(),
+            });
+            Self { engine, pre, ctx }
+        }
+
+        /// A store, an instance, one `info()` call, the store dropped.
+        pub async fn fresh_info(&self) -> String {
+            let (mut store, _) =
+                new_store(&self.engine, self.ctx.clone(), None, Default::default());
+            let d = self
+                .pre
+                .instantiate_async(&mut store)
+                .await
+                .expect("instance");
+            d.paddock_plugin_task_driver()
+                .call_info(&mut store)
+                .await
+                .expect("info")
+                .name
+        }
+    }
 }
 
 fn loads(c: &mut Criterion) {

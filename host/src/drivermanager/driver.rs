@@ -7,6 +7,7 @@
 
 use std::sync::Arc;
 
+use super::native::NativeDriver;
 use super::types::{
     DriverCapabilities, DriverError, DriverFingerprint, Failure, FsIsolation, Health,
     ResourceUsage, TaskConfig, TaskHandle, TaskState, TaskStatus, WaitStatus, WakeOn,
@@ -51,6 +52,8 @@ pub struct Driver {
     starts: Arc<super::starts::StartQueue>,
     /// The version every call goes to; `None`: the current one at each call.
     version: Option<Arc<LoadedComponent>>,
+    /// A native driver serving the calls instead of a component (see [`super::native`]).
+    native: Option<Arc<dyn NativeDriver>>,
 }
 
 /// Call the driver's version (its own, or the current one): `$call` gets the bindings and
@@ -91,7 +94,22 @@ impl Driver {
             health,
             starts,
             version: None,
+            native: None,
         }
+    }
+
+    /// This driver served by `native` instead of a component, on the same path.
+    pub(super) fn with_native(self, native: Arc<dyn NativeDriver>) -> Self {
+        Driver {
+            native: Some(native),
+            ..self
+        }
+    }
+
+    /// A native driver's answer, counted as a component's would be.
+    fn native_answer<T>(&self, r: Result<T, DriverError>) -> Result<T, DriverCallError> {
+        self.health.call_succeeded(&self.name);
+        r.map_err(DriverCallError::Driver)
     }
 
     /// This driver at `version`, whatever is current: calls go to that version.
@@ -121,10 +139,13 @@ impl Driver {
 
     /// Whether a version of this driver is there to call.
     pub fn is_loaded(&self) -> bool {
-        self.version().is_some()
+        self.native.is_some() || self.version().is_some()
     }
 
     pub async fn capabilities(&self) -> Result<DriverCapabilities, DriverCallError> {
+        if let Some(n) = &self.native {
+            return self.native_answer(n.capabilities().await);
+        }
         let c = driver_call!(self, None, "capabilities", |d, s| d
             .paddock_plugin_task_driver()
             .call_capabilities(s))?;
@@ -141,6 +162,9 @@ impl Driver {
 
     /// Health and attributes.
     pub async fn fingerprint(&self) -> Result<DriverFingerprint, DriverCallError> {
+        if let Some(n) = &self.native {
+            return self.native_answer(n.fingerprint().await);
+        }
         let fp = driver_call!(self, None, "fingerprint", |d, s| d
             .paddock_plugin_task_driver()
             .call_fingerprint(s))?;
@@ -161,6 +185,9 @@ impl Driver {
 
     /// Validate a task's config (JSON).
     pub async fn validate_config(&self, config: &str) -> Result<(), DriverCallError> {
+        if let Some(n) = &self.native {
+            return self.native_answer(n.validate_config(config).await);
+        }
         let config = config.to_string();
         driver_call!(self, None, "validate-config", |d, s| d
             .paddock_plugin_task_driver()
@@ -176,6 +203,9 @@ impl Driver {
         task: Option<Arc<TaskContext>>,
     ) -> Result<TaskHandle, DriverCallError> {
         let _turn = self.starts.enter().await;
+        if let Some(n) = &self.native {
+            return self.native_answer(n.start(cfg).await);
+        }
         let cfg = task_config(cfg);
         driver_call!(self, task, "start", |d, s| d
             .paddock_plugin_task_driver()
@@ -186,6 +216,9 @@ impl Driver {
 
     /// Reattach to a task.
     pub async fn recover(&self, handle: TaskHandle) -> Result<TaskHandle, DriverCallError> {
+        if let Some(n) = &self.native {
+            return self.native_answer(n.recover(handle).await);
+        }
         let handle = wit_handle(handle);
         driver_call!(self, None, "recover", |d, s| d
             .paddock_plugin_task_driver()
@@ -196,6 +229,9 @@ impl Driver {
 
     /// Non-blocking wait.
     pub async fn wait(&self, handle: TaskHandle) -> Result<WaitStatus, DriverCallError> {
+        if let Some(n) = &self.native {
+            return self.native_answer(n.wait(handle).await);
+        }
         let handle = wit_handle(handle);
         let status = driver_call!(self, None, "wait", |d, s| d
             .paddock_plugin_task_driver()
@@ -218,6 +254,9 @@ impl Driver {
         timeout_ns: u64,
         signal: String,
     ) -> Result<TaskHandle, DriverCallError> {
+        if let Some(n) = &self.native {
+            return self.native_answer(n.stop(handle, timeout_ns, signal).await);
+        }
         let handle = wit_handle(handle);
         driver_call!(self, None, "stop", |d, s| d
             .paddock_plugin_task_driver()
@@ -228,6 +267,9 @@ impl Driver {
 
     /// Release a task.
     pub async fn destroy(&self, handle: TaskHandle, force: bool) -> Result<(), DriverCallError> {
+        if let Some(n) = &self.native {
+            return self.native_answer(n.destroy(handle, force).await);
+        }
         let handle = wit_handle(handle);
         driver_call!(self, None, "destroy", |d, s| d
             .paddock_plugin_task_driver()
@@ -237,6 +279,9 @@ impl Driver {
 
     /// Describe a task.
     pub async fn inspect(&self, handle: TaskHandle) -> Result<TaskStatus, DriverCallError> {
+        if let Some(n) = &self.native {
+            return self.native_answer(n.inspect(handle).await);
+        }
         let handle = wit_handle(handle);
         let st = driver_call!(self, None, "inspect", |d, s| d
             .paddock_plugin_task_driver()
@@ -262,6 +307,9 @@ impl Driver {
         handle: TaskHandle,
         signal: String,
     ) -> Result<TaskHandle, DriverCallError> {
+        if let Some(n) = &self.native {
+            return self.native_answer(n.signal(handle, signal).await);
+        }
         let handle = wit_handle(handle);
         driver_call!(self, None, "signal", |d, s| d
             .paddock_plugin_task_driver()
@@ -272,6 +320,9 @@ impl Driver {
 
     /// Resource usage of a task.
     pub async fn stats(&self, handle: TaskHandle) -> Result<ResourceUsage, DriverCallError> {
+        if let Some(n) = &self.native {
+            return self.native_answer(n.stats(handle).await);
+        }
         let handle = wit_handle(handle);
         driver_call!(self, None, "stats", |d, s| d
             .paddock_plugin_task_driver()

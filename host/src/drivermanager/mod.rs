@@ -6,13 +6,15 @@
 //!
 //! Files: `driver.rs` (the plugin client, the only one here that sees the bindings),
 //! `bindings.rs` (running tasks bound to driver versions, and their handoff on a swap),
-//! `types.rs` (the driver contract in host types), `health.rs` (health in the shared
+//! `types.rs` (the driver contract in host types), `native.rs` (a driver in host
+//! Rust behind the same path, for measuring the sandbox), `health.rs` (health in the shared
 //! plugin book), `events.rs` (task event routing).
 
 mod bindings;
 mod driver;
 mod events;
 pub mod health;
+pub mod native;
 pub mod starts;
 pub mod types;
 
@@ -153,6 +155,12 @@ impl DriverManager {
             self.health.clone(),
             self.starts.clone(),
         )
+    }
+
+    /// A driver named `name` served by `native` on the same path as a component's (the
+    /// start queue, health), for measuring the sandbox and for tests; see [`native`].
+    pub fn native_driver(&self, name: &str, native: Arc<dyn native::NativeDriver>) -> Driver {
+        self.driver(name).with_native(native)
     }
 
     /// Names of loaded drivers.
