@@ -123,8 +123,12 @@ pub struct ClientConfig {
     pub cpu_total_compute: Option<u64>,
     /// Memory the node offers, MB, instead of the fingerprint's.
     pub memory_total_mb: Option<u64>,
-    /// Disk the node offers, MB, instead of the data dir's free space.
+    /// Disk the node offers, MB, instead of the allocation dir's free space.
     pub disk_total_mb: Option<u64>,
+    /// Where allocation directories are built, an absolute path (Nomad's `alloc_dir`;
+    /// default `<data_dir>/alloc`). The node's disk is this filesystem's, so allocation
+    /// files can live on a volume of their own, apart from the state DB.
+    pub alloc_dir: Option<std::path::PathBuf>,
     /// What is kept back for the host and the agent.
     pub reserved: Reserved,
     /// Task starts in a driver at once; the others wait their turn in the start queue
@@ -145,6 +149,26 @@ impl ClientConfig {
         crate::drivermanager::StartLimits {
             parallel: self.max_parallel_starts.unwrap_or(d.parallel),
             bound: self.start_queue_max.unwrap_or(d.bound),
+        }
+    }
+
+    /// Where allocation dirs are built: `alloc_dir`, which must be absolute, or
+    /// `<data_dir>/alloc`.
+    pub fn alloc_root(
+        &self,
+        data_dir: &std::path::Path,
+        file: &str,
+    ) -> Result<std::path::PathBuf, ConfigError> {
+        match &self.alloc_dir {
+            Some(dir) if !dir.is_absolute() => Err(ConfigError {
+                file: file.to_string(),
+                message: format!(
+                    "client.alloc_dir: must be an absolute path, got {}",
+                    dir.display()
+                ),
+            }),
+            Some(dir) => Ok(dir.clone()),
+            None => Ok(data_dir.join("alloc")),
         }
     }
 

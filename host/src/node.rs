@@ -38,8 +38,9 @@ pub fn hostname() -> String {
         .into_owned()
 }
 
-/// Fingerprint the host into Nomad-named attributes.
-pub fn fingerprint(data_dir: &Path) -> BTreeMap<String, String> {
+/// Fingerprint the host into Nomad-named attributes; the storage ones describe the
+/// filesystem of `alloc_dir`, as Nomad's do.
+pub fn fingerprint(alloc_dir: &Path) -> BTreeMap<String, String> {
     let mut a = BTreeMap::new();
     let uts = rustix::system::uname();
     a.insert(
@@ -79,10 +80,10 @@ pub fn fingerprint(data_dir: &Path) -> BTreeMap<String, String> {
     if let Some(bytes) = meminfo_total() {
         a.insert("memory.totalbytes".into(), bytes.to_string());
     }
-    if let Ok(st) = rustix::fs::statvfs(data_dir) {
+    if let Ok(st) = rustix::fs::statvfs(alloc_dir) {
         a.insert(
             "unique.storage.volume".into(),
-            data_dir.display().to_string(),
+            alloc_dir.display().to_string(),
         );
         a.insert(
             "unique.storage.bytestotal".into(),

@@ -15,6 +15,8 @@ pub struct Agent {
     port: u16,
     data: PathBuf,
     dir: tempfile::TempDir,
+    /// `client { alloc_dir }` when LOAD_ALLOC_DIR set one; removed at the end.
+    alloc_dir: Option<PathBuf>,
 }
 
 impl Agent {
@@ -47,10 +49,19 @@ impl Agent {
             .port();
         // Room for every mock task: the node's own totals would stop placement at a few
         // hundred tasks of the smallest size.
+        // LOAD_ALLOC_DIR puts the allocation dirs under a folder of their own (a fresh one
+        // per agent), apart from the state DB: `client { alloc_dir }`.
+        let alloc_dir = std::env::var("LOAD_ALLOC_DIR")
+            .ok()
+            .map(|d| std::path::Path::new(&d).join(format!("load-{port}")));
+        let alloc_line = alloc_dir
+            .as_ref()
+            .map(|d| format!("  alloc_dir = {:?}\n", d.display().to_string()))
+            .unwrap_or_default();
         let config = dir.path().join("load.hcl");
         std::fs::write(
             &config,
-            "client {\n  cpu_total_compute = 100000000\n  memory_total_mb = 100000000\n  disk_total_mb = 100000000\n}\n",
+            format!("client {{\n  cpu_total_compute = 100000000\n  memory_total_mb = 100000000\n  disk_total_mb = 100000000\n{alloc_line}}}\n"),
         )
         .unwrap();
         let data = dir.path().join("data");
@@ -61,6 +72,7 @@ impl Agent {
             port,
             data,
             dir,
+            alloc_dir,
         }
     }
 
@@ -85,14 +97,14 @@ impl Drop for Agent {
             .args(["-INT", &self.child.id().to_string()])
             .status();
         let deadline = Instant::now() + Duration::from_secs(20);
-        while Instant::now() < deadline {
-            if let Ok(Some(_)) = self.child.try_wait() {
-                return;
-            }
+        while Instant::now() < deadline && !matches!(self.child.try_wait(), Ok(Some(_))) {
             std::thread::sleep(Duration::from_millis(50));
         }
         let _ = self.child.kill();
         let _ = self.child.wait();
+        if let Some(d) = &self.alloc_dir {
+            let _ = std::fs::remove_dir_all(d);
+        }
     }
 }
 

@@ -12,6 +12,8 @@
 //! - after `kill -9` of the agent, the time from starting it again until every allocation
 //!   is running again (its tasks reattached): with the mock tasks, and then again with
 //!   `LOAD_RAW` (default 1,000) raw_exec `sleep` tasks added, which are real processes;
+//!   and on fresh agents with `LOAD_REATTACH` (default 1,000) tasks alone, mock and then
+//!   raw_exec `sleep`;
 //! - on a fresh agent each: starts per second sustained for `LOAD_SUSTAIN` seconds (default
 //!   30) with jobs of 100 and of 1, the state DB's commits, writes and de-duplicated writes
 //!   per second meanwhile, and the API's p50/p99 meanwhile (one allocation, a page of the
@@ -22,6 +24,10 @@
 //!
 //! The steps are drawn as an SVG chart (starts/s and KiB per task against tasks running)
 //! at `LOAD_SVG` (default `target/load-chart.svg`).
+//!
+//! `LOAD_ALLOC_DIR=/dev/shm` builds the allocation dirs there (`client { alloc_dir }`)
+//! while the state DB stays in the temp dir: the figures without the data dir's
+//! filesystem's cost of creating directories.
 //!
 //! Run: `cargo bench -p paddock --bench load` (release build). `LOAD_STEPS` sets the steps
 //! (default `1000,5000,10000`); `LOAD_STEPS=200,1000 LOAD_SUSTAIN=5 LOAD_PACED=3` is a quick
@@ -288,6 +294,55 @@ fn main() {
         });
     }
     drop(agent);
+
+    // Reattach alone: a fresh agent with only LOAD_REATTACH (default 1,000) tasks, mock
+    // and then raw_exec `sleep`s, killed with -9 and started again.
+    let alone: u32 = std::env::var("LOAD_REATTACH")
+        .ok()
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(1000);
+    if alone > 0 {
+        for (kind, make) in [
+            ("mock", job as fn(&str, u32) -> Value),
+            ("raw_exec sleep", raw_job),
+        ] {
+            let mut agent = Agent::start();
+            let c = Client {
+                base: agent.base.clone(),
+                ..c.clone()
+            };
+            let jobs: Vec<String> = (0..alone.div_ceil(JOB_SIZE))
+                .map(|i| format!("alone-{i}"))
+                .collect();
+            let want = jobs.len() * JOB_SIZE.min(alone) as usize;
+            tokio.block_on(async {
+                c.wait_ready().await;
+                for id in &jobs {
+                    c.register(&make(id, JOB_SIZE.min(alone))).await;
+                }
+                let deadline = Instant::now() + STEP_LIMIT;
+                while c.running_allocs().await.0 < want {
+                    assert!(Instant::now() < deadline, "{kind} tasks did not all start");
+                    tokio::time::sleep(Duration::from_millis(100)).await;
+                }
+            });
+            agent.kill9_and_restart();
+            let took = tokio.block_on(c.reattach_time(want));
+            eprintln!(
+                "load: kill -9, restart: {want} {kind} allocations alone running again after {:.2} s",
+                took.as_secs_f64()
+            );
+            tokio.block_on(async {
+                for id in &jobs {
+                    c.delete(&format!("/v1/job/{id}?purge=true")).await;
+                }
+                let deadline = Instant::now() + Duration::from_secs(60);
+                while c.running_allocs().await.0 > 0 && Instant::now() < deadline {
+                    tokio::time::sleep(Duration::from_millis(200)).await;
+                }
+            });
+        }
+    }
 
     // Held load on a fresh agent: as fast as it takes them for LOAD_SUSTAIN seconds, with
     // jobs of 100 and of 1, then one-task jobs at a fixed LOAD_RATE for submit → running.

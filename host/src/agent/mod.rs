@@ -263,7 +263,10 @@ impl Agent {
         devices.spawn_fingerprinter(interval);
 
         let (node_id, node_name) = crate::node::identity(db.as_ref(), opts.config.name.as_deref())?;
-        let host_attributes = crate::node::fingerprint(&data_dir);
+        let c = &opts.config.client;
+        let alloc_root = c.alloc_root(&data_dir, &opts.config_file)?;
+        std::fs::create_dir_all(&alloc_root).context("creating client.alloc_dir")?;
+        let host_attributes = crate::node::fingerprint(&alloc_root);
         let mut attributes = host_attributes.clone();
         attributes.extend(drivers.node_attributes());
         let node = NodeInfo {
@@ -293,7 +296,7 @@ impl Agent {
             evals: Default::default(),
             changes,
             vars,
-            alloc_root: data_dir.join("alloc"),
+            alloc_root,
             work: tokio::runtime::Handle::current(),
             data_dir,
             swapper,
@@ -549,6 +552,11 @@ impl Agent {
     /// The data dir.
     pub fn data_dir(&self) -> &std::path::Path {
         &self.data_dir
+    }
+
+    /// Where allocation directories are built (`client { alloc_dir }`).
+    pub fn alloc_root(&self) -> &std::path::Path {
+        &self.alloc_root
     }
 
     /// The state DB the agent writes, for inspection (tests and tools read it while the

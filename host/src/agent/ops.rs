@@ -254,9 +254,9 @@ impl Agent {
         Ok(AllocStats { tasks, total })
     }
 
-    /// The node's memory, uptime, data dir filesystem and devices.
+    /// The node's memory, uptime, allocation dir filesystem and devices.
     pub async fn client_stats(&self) -> ClientStats {
-        let disk = rustix::fs::statvfs(&self.data_dir)
+        let disk = rustix::fs::statvfs(&self.alloc_root)
             .ok()
             .map(|d| (d.f_blocks * d.f_frsize, d.f_bavail * d.f_frsize))
             .unwrap_or((0, 0));

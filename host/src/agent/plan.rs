@@ -446,8 +446,8 @@ impl Agent {
         if disk < 300 {
             tracing::warn!(
                 disk_mb = disk,
-                data_dir = %self.data_dir.display(),
-                "the node offers {disk} MB of disk (the data dir's free space, less `reserved`) \
+                alloc_dir = %self.alloc_root.display(),
+                "the node offers {disk} MB of disk (the allocation dir's free space, less `reserved`) \
                  and a group asks 300 MB by default: such jobs will not be placed; free space \
                  or set `client {{ disk_total_mb = N }}`"
             );

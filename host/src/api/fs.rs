@@ -57,7 +57,7 @@ pub(super) fn alloc_root(
             (matches.len() == 1 && !id.is_empty()).then(|| matches.into_iter().next().unwrap())
         })
         .ok_or_else(|| ApiError::not_found(format!("alloc {id:?} not found")))?;
-    Ok((agent.data_dir().join("alloc").join(&alloc.id), alloc))
+    Ok((agent.alloc_root().join(&alloc.id), alloc))
 }
 
 /// `path` inside `root`, refusing anything that leaves it.

@@ -171,3 +171,87 @@ async fn following_logs_streams_output_as_it_comes_and_ends_with_the_task() {
         "output came in more than one frame"
     );
 }
+
+/// `client { alloc_dir }`: allocation files live there (and the fs API reads them there),
+/// the node's storage attributes describe that filesystem, and the data dir holds none.
+#[tokio::test]
+async fn an_alloc_dir_of_its_own_holds_every_allocation_file() {
+    let allocs = tempfile::tempdir().unwrap();
+    let alloc_dir = allocs.path().join("allocs");
+    let t = TestAgent::start(
+        &format!(
+            "client {{\n  alloc_dir = {:?}\n}}\n",
+            alloc_dir.display().to_string()
+        ),
+        vec![],
+    )
+    .await;
+    t.post_job(sh_job("owndir", "echo hello; echo data > local/file.txt"))
+        .await;
+    let (a, out) = stdout_of(&t, "owndir").await;
+    assert_eq!(out, "hello\n");
+    let id = a["ID"].as_str().unwrap();
+    assert_eq!(
+        std::fs::read_to_string(alloc_dir.join(id).join("t/local/file.txt")).unwrap(),
+        "data\n"
+    );
+    assert!(
+        alloc_dir.join(id).join("alloc/logs/t.stdout.0").is_file(),
+        "the task's logs are in the alloc dir"
+    );
+    assert!(
+        !t.agent.data_dir().join("alloc").join(id).exists(),
+        "nothing of the allocation is in the data dir"
+    );
+    let r = t
+        .http
+        .get(t.url(&format!("/v1/client/fs/cat/{id}?path=/t/local/file.txt")))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(r.status(), 200);
+    assert_eq!(r.text().await.unwrap(), "data\n");
+    let nodes: Value = t
+        .http
+        .get(t.url("/v1/nodes"))
+        .send()
+        .await
+        .unwrap()
+        .json()
+        .await
+        .unwrap();
+    let node: Value = t
+        .http
+        .get(t.url(&format!("/v1/node/{}", nodes[0]["ID"].as_str().unwrap())))
+        .send()
+        .await
+        .unwrap()
+        .json()
+        .await
+        .unwrap();
+    assert_eq!(
+        node["Attributes"]["unique.storage.volume"],
+        alloc_dir.display().to_string()
+    );
+
+    // A relative path is refused at start, naming the key.
+    let config = paddock::config::AgentConfig::parse(
+        "client {\n  alloc_dir = \"relative/allocs\"\n}\n",
+        "test.hcl",
+    )
+    .unwrap();
+    let data = tempfile::tempdir().unwrap();
+    let err = paddock::agent::Agent::start(paddock::agent::AgentOptions {
+        data_dir: Some(data.path().to_path_buf()),
+        dev: true,
+        config,
+        ..Default::default()
+    })
+    .await
+    .err()
+    .expect("a relative alloc_dir is refused");
+    assert!(
+        format!("{err:#}").contains("client.alloc_dir: must be an absolute path"),
+        "{err:#}"
+    );
+}

@@ -300,14 +300,8 @@ pub async fn stdout_of(t: &TestAgent, job: &str) -> (serde_json::Value, String) 
         .await;
     let id = allocs[0]["ID"].as_str().unwrap();
     let a = t.get(&format!("/v1/allocation/{id}")).await;
-    let out = std::fs::read_to_string(
-        t.agent
-            .data_dir()
-            .join("alloc")
-            .join(id)
-            .join("alloc/logs/t.stdout.0"),
-    )
-    .unwrap_or_default();
+    let out = std::fs::read_to_string(t.agent.alloc_root().join(id).join("alloc/logs/t.stdout.0"))
+        .unwrap_or_default();
     (a, out)
 }
 
