@@ -62,7 +62,7 @@ pub trait NativeDriver: Send + Sync {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::drivermanager::types::{ExitResult, LogConfig, TaskResources};
+    use crate::drivermanager::types::ExitResult;
     use crate::drivermanager::{DriverCallError, DriverManager, DriverServices};
     use std::sync::Arc;
 
@@ -100,35 +100,8 @@ mod tests {
     fn config(driver_config: &str) -> TaskConfig {
         TaskConfig {
             id: "a/t/1".into(),
-            name: "t".into(),
-            alloc_id: "a".into(),
-            job_id: "j".into(),
-            job_name: "j".into(),
-            group_name: "g".into(),
-            namespace: "default".into(),
-            node_id: "n".into(),
-            node_name: "n".into(),
-            env: vec![],
-            device_env: vec![],
-            user: String::new(),
-            resources: TaskResources {
-                cpu_mhz: 100,
-                memory_mb: 64,
-                memory_max_mb: 0,
-            },
             driver_config: driver_config.into(),
-            alloc_dir: "/nonexistent".into(),
-            task_dir: "/nonexistent".into(),
-            stdout_path: String::new(),
-            stderr_path: String::new(),
-            logs: LogConfig {
-                max_files: 1,
-                max_file_size_mb: 1,
-            },
-            kill_signal: "SIGINT".into(),
-            kill_timeout_ns: 0,
-            mounts: vec![],
-            devices: vec![],
+            ..Default::default()
         }
     }
 

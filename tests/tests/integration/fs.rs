@@ -211,24 +211,10 @@ async fn an_alloc_dir_of_its_own_holds_every_allocation_file() {
         .unwrap();
     assert_eq!(r.status(), 200);
     assert_eq!(r.text().await.unwrap(), "data\n");
-    let nodes: Value = t
-        .http
-        .get(t.url("/v1/nodes"))
-        .send()
-        .await
-        .unwrap()
-        .json()
-        .await
-        .unwrap();
-    let node: Value = t
-        .http
-        .get(t.url(&format!("/v1/node/{}", nodes[0]["ID"].as_str().unwrap())))
-        .send()
-        .await
-        .unwrap()
-        .json()
-        .await
-        .unwrap();
+    let nodes = t.get("/v1/nodes").await;
+    let node = t
+        .get(&format!("/v1/node/{}", nodes[0]["ID"].as_str().unwrap()))
+        .await;
     assert_eq!(
         node["Attributes"]["unique.storage.volume"],
         alloc_dir.display().to_string()
