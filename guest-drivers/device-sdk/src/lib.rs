@@ -1,5 +1,6 @@
 //! SDK for Paddock device plugins written as WebAssembly components (world `device-plugin`
-//! of the `paddock:plugin@0.1.0` contract in `/wit`).
+//! of the `paddock:plugin@0.1.0` contract (its WIT travels in this crate's `wit/`, a copy
+//! of the repo's `wit/`)).
 //!
 //! A device plugin is stateless: a call may run in a fresh instance or in one that served
 //! earlier calls, so it keeps nothing between calls. Implement
@@ -42,7 +43,7 @@ pub mod __bindings {
     paddock_guest_core::generate_world! {
         imports: [log, config, timer],
         options: {
-            path: "../../wit",
+            path: "wit",
             world: "device-plugin",
             pub_export_macro: true,
             export_macro_name: "__export_device_world",

@@ -1,7 +1,8 @@
 //! The part of Paddock's guest SDKs that does not depend on the world: the host imports of
-//! the `paddock:plugin@0.1.0` contract in `/wit` (`log`, `config`, `env`, `devices`,
-//! `process`, `timer`, `events`, `task-logs`, `variables`), the contract types they use, and the
-//! [`PluginInfo`] every world's export returns.
+//! the `paddock:plugin@0.1.0` contract (its WIT travels in this crate's `wit/`, a copy of
+//! the repo's `wit/`) (`log`, `config`, `env`, `devices`, `process`, `timer`, `events`,
+//! `task-logs`, `variables`), the contract types they use, and the [`PluginInfo`] every
+//! world's export returns.
 //!
 //! This crate owns the one copy of their bindings and of the helpers over them ([`host`]).
 //! The driver, device-plugin and hook SDKs generate only their own world's exports, with
@@ -27,7 +28,7 @@ pub use wit_bindgen as __wit_bindgen;
 #[allow(missing_docs)]
 pub mod __bindings {
     wit_bindgen::generate!({
-        path: "../../wit",
+        path: "wit",
         inline: "
             package paddock:guest-core;
 
@@ -75,7 +76,7 @@ pub use __bindings::paddock::plugin::info::PluginInfo;
 /// ```ignore
 /// paddock_guest_core::generate_world! {
 ///     imports: [log, config, timer],
-///     options: { path: "../../wit", world: "device-plugin" }
+///     options: { path: "wit", world: "device-plugin" }
 /// }
 /// ```
 #[macro_export]

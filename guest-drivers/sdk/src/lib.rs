@@ -1,5 +1,6 @@
 //! SDK for Paddock task drivers written as WebAssembly components: world `driver` of the
-//! `paddock:plugin@0.1.0` contract in `/wit`, which exports the `task-driver` interface.
+//! `paddock:plugin@0.1.0` contract (its WIT travels in this crate's `wit/`, a copy of the
+//! repo's `wit/`), which exports the `task-driver` interface.
 //!
 //! A driver is stateless: a call may run in a fresh instance or in one that served earlier
 //! calls (the host keeps warm instances), so it keeps nothing between calls; whatever it
@@ -52,7 +53,7 @@ pub mod __bindings {
     paddock_guest_core::generate_world! {
         imports: [log, config, env, devices, process, timer, events, task_logs],
         options: {
-            path: "../../wit",
+            path: "wit",
             world: "driver",
             pub_export_macro: true,
             export_macro_name: "__export_driver_world",

@@ -1,5 +1,6 @@
 //! SDK for Paddock task-runner hooks written as WebAssembly components: world `hook` of the
-//! `paddock:plugin@0.1.0` contract in `/wit`, which exports the `task-hook` interface.
+//! `paddock:plugin@0.1.0` contract (its WIT travels in this crate's `wit/`, a copy of the
+//! repo's `wit/`), which exports the `task-hook` interface.
 //!
 //! A hook is stateless: a call may run in a fresh instance or in one that served earlier
 //! calls, so it keeps nothing between calls; what it must remember goes in
@@ -39,7 +40,7 @@ pub mod __bindings {
     paddock_guest_core::generate_world! {
         imports: [log, config, env, devices, timer, variables],
         options: {
-            path: "../../wit",
+            path: "wit",
             world: "hook",
             pub_export_macro: true,
             export_macro_name: "__export_hook_world",

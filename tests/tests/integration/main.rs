@@ -29,6 +29,7 @@ mod python;
 mod raw_exec;
 mod restore;
 mod runtime;
+mod sdk;
 mod state;
 mod swap;
 mod swap_config;
