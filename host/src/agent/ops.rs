@@ -89,7 +89,7 @@ pub struct ClientStats {
     pub memory: (u64, u64, u64),
     /// Host uptime, seconds.
     pub uptime_secs: u64,
-    /// The data dir's filesystem: size and available bytes.
+    /// The allocation dir's filesystem: size and available bytes.
     pub disk: (u64, u64),
     /// Every device's stats.
     pub devices: Vec<DeviceGroupStats>,
