@@ -12,7 +12,9 @@
 //! A component whose world imports only some of these interfaces (a hook, a device plugin)
 //! still imports only what its code calls: binding them all here adds nothing to its imports.
 
+pub mod fields;
 pub mod host;
+pub mod signal;
 pub mod stamp;
 mod types;
 

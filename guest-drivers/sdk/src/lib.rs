@@ -28,15 +28,18 @@
 //! paddock_driver_sdk::export_driver!(Noop);
 //! ```
 //!
-//! The host's imports are in [`host`]; Nomad-style durations are parsed by [`duration`].
+//! The host's imports are in [`host`]; Nomad-style durations are parsed by [`duration`], and
+//! a task's `config` block is read into a serde type, every wrong field named, by [`config`].
 
 extern crate self as paddock_driver_sdk;
 
+pub mod config;
 pub mod duration;
 pub mod host;
 pub mod process_task;
 mod types;
 
+pub use paddock_guest_core::signal;
 pub use paddock_guest_core::stamp::Stamp;
 pub use process_task::ProcessTask;
 pub use types::DEFAULT_STATE_VERSION;

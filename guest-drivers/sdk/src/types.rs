@@ -3,8 +3,8 @@
 //! `ResourceUsage`) are `paddock_guest_core`'s.
 
 use crate::{
-    Attribute, Capabilities, DriverError, Failure, FieldError, Fingerprint, FsIsolation, Health,
-    HostError, TaskHandle, WaitStatus, WakeOn,
+    Attribute, Capabilities, DriverError, ExitResult, Failure, FieldError, Fingerprint,
+    FsIsolation, Health, HostError, TaskHandle, WaitStatus, WakeOn,
 };
 use serde::{Serialize, de::DeserializeOwned};
 
@@ -15,6 +15,16 @@ impl Default for Capabilities {
             send_signals: false,
             exec: false,
             fs_isolation: FsIsolation::None,
+        }
+    }
+}
+
+impl Capabilities {
+    /// Signals supported (`signal`, and `stop` with the job's `kill_signal`); nothing else.
+    pub fn with_signals() -> Self {
+        Self {
+            send_signals: true,
+            ..Self::default()
         }
     }
 }
@@ -119,6 +129,16 @@ impl TaskHandle {
             ))
         })
     }
+    /// This handle with its driver state (of type `T`) changed by `change`.
+    pub fn update<T: Serialize + DeserializeOwned>(
+        mut self,
+        change: impl FnOnce(&mut T),
+    ) -> Result<Self, DriverError> {
+        let mut state: T = self.state()?;
+        change(&mut state);
+        self.set_state(&state)?;
+        Ok(self)
+    }
     /// Replaces the driver state with `state` as JSON.
     pub fn set_state(&mut self, state: &impl Serialize) -> Result<(), DriverError> {
         self.driver_state = serde_json::to_vec(state)
@@ -128,6 +148,20 @@ impl TaskHandle {
 }
 
 impl WaitStatus {
+    /// Exited with `code`.
+    pub fn exited(code: i32) -> Self {
+        Self::Exited(ExitResult {
+            exit_code: code,
+            ..ExitResult::default()
+        })
+    }
+    /// Ended by signal `signal` (see [`crate::signal`]).
+    pub fn killed(signal: i32) -> Self {
+        Self::Exited(ExitResult {
+            signal,
+            ..ExitResult::default()
+        })
+    }
     /// Still running: ask again in `after_ns` nanoseconds.
     pub fn after(after_ns: u64) -> Self {
         Self::Pending(WakeOn {
