@@ -21,6 +21,7 @@ const ARTIFACTS: &[&str] = &[
     "mock_driver",
     "raw_exec_driver",
     "exec_driver",
+    "sleeper_driver",
     "mock_device",
     "fixture_future_version",
     "fixture_unknown_world",

@@ -36,6 +36,9 @@ artifact!(
     /// the `process` and `isolation` grants.
     EXEC_DRIVER, "PADDOCK_GUEST_EXEC_DRIVER", "exec_driver.wasm");
 artifact!(
+    /// The `sleeper` driver: the SDK's example, a task that sleeps for `seconds`.
+    SLEEPER_DRIVER, "PADDOCK_GUEST_SLEEPER_DRIVER", "sleeper_driver.wasm");
+artifact!(
     /// The `mock-device` device plugin.
     MOCK_DEVICE, "PADDOCK_GUEST_MOCK_DEVICE", "mock_device.wasm");
 artifact!(

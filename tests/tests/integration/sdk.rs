@@ -59,6 +59,39 @@ fn every_sdk_carries_the_contract_wit_unchanged() {
     }
 }
 
+/// The target dir packaging builds in: a folder of its own, removed before each run.
+const PACKAGE_TARGET: &str = "target/sdk-package";
+
+/// `cargo package` verifies a crate against the other packed crates through a registry of
+/// its own, unpacks them under `$CARGO_HOME/registry/src/-<hash>/` once per name and
+/// version, and keeps what it built from them as registry crates (known by name and version
+/// alone): an earlier run's SDK (the same 0.1.0, older sources) would be used instead of
+/// this checkout's. So the packaging target dir goes, and of those unpacked copies the ones of
+/// this repository's crates in such local registries (a name starting with `-`).
+fn forget_packed_sdks() {
+    let _ = std::fs::remove_dir_all(root().join(PACKAGE_TARGET));
+    let home = std::env::var_os("CARGO_HOME")
+        .map(PathBuf::from)
+        .or_else(|| std::env::var_os("HOME").map(|h| Path::new(&h).join(".cargo")));
+    let Some(src) = home.map(|h| h.join("registry/src")) else {
+        return;
+    };
+    for registry in std::fs::read_dir(src).into_iter().flatten().flatten() {
+        if !registry.file_name().to_string_lossy().starts_with('-') {
+            continue;
+        }
+        for krate in std::fs::read_dir(registry.path())
+            .into_iter()
+            .flatten()
+            .flatten()
+        {
+            if krate.file_name().to_string_lossy().starts_with("paddock-") {
+                let _ = std::fs::remove_dir_all(krate.path());
+            }
+        }
+    }
+}
+
 #[test]
 fn the_sdks_package_and_build_from_their_packages_alone() {
     let cargo = std::env::var("CARGO").unwrap_or_else(|_| "cargo".into());
@@ -79,7 +112,7 @@ fn the_sdks_package_and_build_from_their_packages_alone() {
         // A checkout under test may have uncommitted changes; packaging verifies by
         // building each package from its packed sources, for the guests' target.
         cmd.args(["--allow-dirty", "--target", "wasm32-wasip2", "--target-dir"])
-            .arg(root().join("target/wasm-guests"));
+            .arg(root().join(PACKAGE_TARGET));
         for var in [
             "CARGO_ENCODED_RUSTFLAGS",
             "RUSTFLAGS",
@@ -92,6 +125,7 @@ fn the_sdks_package_and_build_from_their_packages_alone() {
         }
         cmd.output().expect("running cargo package")
     };
+    forget_packed_sdks();
     // Offline first (the guests' build has fetched every dependency); the registry's index
     // only when that is not enough.
     let mut out = run(true);
@@ -109,7 +143,114 @@ fn the_sdks_package_and_build_from_their_packages_alone() {
             stderr.contains(&format!("Verifying {sdk} v")),
             "{sdk} was not built from its package:\n{stderr}"
         );
-        let packed = root().join(format!("target/wasm-guests/package/{sdk}-0.1.0.crate"));
+        let packed = root().join(format!("{PACKAGE_TARGET}/package/{sdk}-0.1.0.crate"));
         assert!(packed.is_file(), "{} is missing", packed.display());
     }
+}
+
+fn sleeper_job(id: &str, kind: &str, config: serde_json::Value) -> serde_json::Value {
+    serde_json::json!({ "ID": id, "Type": kind, "TaskGroups": [{ "Name": "g",
+        "RestartPolicy": { "Attempts": 0 }, "Tasks": [{ "Name": "t", "Driver": "sleeper",
+        "Config": config, "KillTimeout": 1_000_000_000u64 }] }] })
+}
+
+fn last_terminated(alloc: &serde_json::Value) -> serde_json::Value {
+    alloc["TaskStates"]["t"]["Events"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .rev()
+        .find(|e| e["Type"] == "Terminated")
+        .cloned()
+        .unwrap_or_else(|| panic!("no Terminated event: {alloc:#}"))
+}
+
+/// The SDK's 60-line example driver, built from `guest-drivers/sleeper`, loaded from a
+/// components folder: its config checks name every wrong field, it sleeps by the host's
+/// timer, and a stop ends it with the job's kill signal.
+#[tokio::test]
+async fn the_sleeper_driver_from_the_sdk_validates_sleeps_stops_and_reports_stats() {
+    use crate::harness::{TestAgent, all_terminal};
+    use serde_json::json;
+    use std::time::{Duration, Instant};
+
+    let dir = tempfile::tempdir().unwrap();
+    let a = guest_artifacts::SLEEPER_DRIVER;
+    std::fs::write(dir.path().join(a.file_name), a.bytes).unwrap();
+    let t = TestAgent::start("", vec![dir.path().to_path_buf()]).await;
+
+    // Every wrong field in one answer, named by its path.
+    let (status, v) = t
+        .post(
+            "/v1/validate/job",
+            json!({ "Job": sleeper_job("bad", "batch", json!({ "seconds": "soon", "colour": 1 })) }),
+        )
+        .await;
+    assert_eq!(status, 200, "{v}");
+    let errors = v["ValidationErrors"].to_string();
+    assert!(
+        errors.contains("Tasks[0].Config.colour: unknown field"),
+        "{v}"
+    );
+    assert!(
+        errors.contains("Tasks[0].Config.seconds: invalid type: string"),
+        "{v}"
+    );
+    let (_, v) = t
+        .post(
+            "/v1/validate/job",
+            json!({ "Job": sleeper_job("long", "batch", json!({ "seconds": 90000 })) }),
+        )
+        .await;
+    assert!(
+        v["ValidationErrors"]
+            .to_string()
+            .contains("Config.seconds: must be <= 86400"),
+        "{v}"
+    );
+
+    // A one-second sleep, to the end.
+    let started = Instant::now();
+    t.post_job(sleeper_job("nap", "batch", json!({ "seconds": 1 })))
+        .await;
+    let allocs = t
+        .wait_allocs("nap", Duration::from_secs(20), all_terminal)
+        .await;
+    assert!(started.elapsed() >= Duration::from_secs(1));
+    let alloc = t
+        .get(&format!(
+            "/v1/allocation/{}",
+            allocs[0]["ID"].as_str().unwrap()
+        ))
+        .await;
+    assert_eq!(alloc["ClientStatus"], "complete", "{alloc:#}");
+    assert_eq!(last_terminated(&alloc)["ExitCode"], 0, "{alloc:#}");
+
+    // An hour's sleep: running, with stats; stopped, it ends by the kill signal.
+    t.post_job(sleeper_job("long", "service", json!({ "seconds": 3600 })))
+        .await;
+    let allocs = t
+        .wait_allocs("long", Duration::from_secs(20), |a| {
+            a.iter().any(|a| a["ClientStatus"] == "running")
+        })
+        .await;
+    let id = allocs[0]["ID"].as_str().unwrap().to_string();
+    let stats = t.get(&format!("/v1/client/allocation/{id}/stats")).await;
+    assert!(stats["Tasks"]["t"].is_object(), "{stats:#}");
+    let (status, _) = t.send(reqwest::Method::DELETE, "/v1/job/long", None).await;
+    assert_eq!(status, 200);
+    let deadline = Instant::now() + Duration::from_secs(20);
+    let alloc = loop {
+        let alloc = t.get(&format!("/v1/allocation/{id}")).await;
+        if alloc["TaskStates"]["t"]["State"] == "dead" {
+            break alloc;
+        }
+        assert!(Instant::now() < deadline, "not stopped: {alloc:#}");
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    };
+    assert_eq!(
+        last_terminated(&alloc)["Signal"],
+        2,
+        "SIGINT, Nomad's default kill_signal: {alloc:#}"
+    );
 }
