@@ -1,9 +1,16 @@
 //! What the host offers a guest: one module per host interface, with small helpers. Each SDK
-//! re-exports the modules its world imports as its own `host` module.
+//! re-exports the modules its world imports as its own `host` module. Built for any target
+//! but `wasm32` (a guest's unit tests), every function answers from [`crate::fake`].
+
+/// The host's bindings in a component; the fake host in a guest's native unit tests.
+#[cfg(target_arch = "wasm32")]
+use crate::__bindings::paddock::plugin as imp;
+#[cfg(not(target_arch = "wasm32"))]
+use crate::fake as imp;
 
 /// Logging into the agent's log, tagged with the component's name.
 pub mod log {
-    use crate::__bindings::paddock::plugin::log::write as host_write;
+    use super::imp::log::write as host_write;
     pub use crate::LogLevel as Level;
 
     /// Writes one line at `level`; lines above the agent's level are dropped.
@@ -38,7 +45,7 @@ pub mod config {
 
     /// The config block as JSON text; `{}` when the operator gave none.
     pub fn raw() -> String {
-        crate::__bindings::paddock::plugin::config::get()
+        super::imp::config::get()
     }
 
     /// The config block, deserialized.
@@ -54,30 +61,34 @@ pub mod config {
 
 /// The environment of the task the current call is about (empty outside task calls).
 pub mod env {
-    pub use crate::__bindings::paddock::plugin::env::{all, get, interpolate};
+    pub use super::imp::env::{all, get, interpolate};
 }
 
 /// The devices reserved for the task the current call is about.
 pub mod devices {
-    pub use crate::__bindings::paddock::plugin::devices::{Reservation, reserved};
+    pub use super::imp::devices::reserved;
+    pub use crate::__bindings::paddock::plugin::devices::Reservation;
 }
 
 /// Host processes, which the agent owns: spawn, signal, stop, poll and release them.
 pub mod process {
+    pub use super::imp::process::{
+        isolation_support, release, signal, spawn, spawn_isolated, stats, status, stop,
+    };
     pub use crate::__bindings::paddock::plugin::process::{
-        Command, Isolation, ProcessStatus as Status, isolation_support, release, signal, spawn,
-        spawn_isolated, stats, status, stop,
+        Command, Isolation, ProcessStatus as Status,
     };
 }
 
 /// Host time: short sleeps inside a call, and the wall clock.
 pub mod timer {
-    pub use crate::__bindings::paddock::plugin::timer::{now, sleep};
+    pub use super::imp::timer::{now, sleep};
 }
 
 /// The rotated log files of tasks the calling driver started.
 pub mod task_logs {
-    pub use crate::__bindings::paddock::plugin::task_logs::{LogStream as Stream, append};
+    pub use super::imp::task_logs::append;
+    pub use crate::__bindings::paddock::plugin::task_logs::LogStream as Stream;
 
     /// Appends `text` to a task's stdout.
     pub fn stdout(task_id: &str, text: &str) -> Result<(), crate::HostError> {
@@ -88,12 +99,13 @@ pub mod task_logs {
 /// The Nomad Variables the task the current call is about may read (its job's
 /// `nomad/jobs/...` paths), with the `variables` grant.
 pub mod variables {
-    pub use crate::__bindings::paddock::plugin::variables::{VariableMetadata, get, list};
+    pub use super::imp::variables::{get, list};
+    pub use crate::__bindings::paddock::plugin::variables::VariableMetadata;
 }
 
 /// Task events, which reach the task's runner as events of type "Driver".
 pub mod events {
-    pub use crate::__bindings::paddock::plugin::events::emit;
+    pub use super::imp::events::emit;
 
     /// Emits an event without details.
     pub fn message(task_id: &str, message: &str) {

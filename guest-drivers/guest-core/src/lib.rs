@@ -12,6 +12,8 @@
 //! A component whose world imports only some of these interfaces (a hook, a device plugin)
 //! still imports only what its code calls: binding them all here adds nothing to its imports.
 
+#[cfg(not(target_arch = "wasm32"))]
+pub mod fake;
 pub mod fields;
 pub mod host;
 pub mod signal;

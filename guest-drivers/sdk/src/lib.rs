@@ -39,6 +39,9 @@ pub mod host;
 pub mod process_task;
 mod types;
 
+/// The fake host for a driver's native unit tests (see `paddock_guest_core::fake`).
+#[cfg(not(target_arch = "wasm32"))]
+pub use paddock_guest_core::fake;
 pub use paddock_guest_core::signal;
 pub use paddock_guest_core::stamp::Stamp;
 pub use process_task::ProcessTask;

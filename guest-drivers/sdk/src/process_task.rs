@@ -205,4 +205,59 @@ mod tests {
             }
         );
     }
+
+    /// The whole lifecycle against the fake host: what a driver's own unit tests can do
+    /// without a component or an agent.
+    #[test]
+    fn a_process_task_through_its_lifecycle_on_the_fake_host() {
+        use crate::fake::{self, FakeHost};
+        fake::install(FakeHost {
+            now_ns: 42,
+            ..FakeHost::default()
+        });
+        let cmd = process::Command {
+            path: "/bin/sleep".into(),
+            args: vec!["60".into()],
+            env: vec![],
+            cwd: "/".into(),
+            stdout_path: String::new(),
+            stderr_path: String::new(),
+            logs: None,
+            user: String::new(),
+        };
+        let id = process::spawn(&cmd).unwrap();
+        let handle = ProcessTask::started(id).handle("a/t/1", 2).unwrap();
+        assert_eq!(handle.state::<ProcessTask>().unwrap().started_at, 42);
+        assert!(
+            ProcessTask::recover(handle.clone(), &[1]).is_err(),
+            "format 2 is not readable"
+        );
+        let handle = ProcessTask::recover(handle, &[2]).unwrap();
+        assert!(matches!(
+            ProcessTask::wait(&handle).unwrap(),
+            WaitStatus::Pending(w) if w.processes == [id]
+        ));
+        match ProcessTask::destroy(&handle, false) {
+            Err(DriverError::Failed(f)) => assert!(f.message.contains("still running")),
+            other => panic!("{other:?}"),
+        }
+        let handle = ProcessTask::signal(handle, "SIGHUP").unwrap();
+        let handle = ProcessTask::stop(handle, 1_000, "").unwrap();
+        match ProcessTask::wait(&handle).unwrap() {
+            WaitStatus::Exited(r) => assert_eq!(r.signal, 15, "an empty signal means SIGTERM"),
+            other => panic!("{other:?}"),
+        }
+        ProcessTask::destroy(&handle, false).unwrap();
+        fake::with(|h| {
+            assert_eq!(h.processes[&id].signals, ["SIGHUP", "SIGTERM"]);
+            assert!(h.processes[&id].released);
+            assert_eq!(h.processes[&id].command.args, ["60"]);
+        });
+        // A process the host no longer knows: the task is gone.
+        fake::install(FakeHost::default());
+        assert!(matches!(
+            ProcessTask::wait(&handle),
+            Err(DriverError::TaskNotFound(_))
+        ));
+    }
 }

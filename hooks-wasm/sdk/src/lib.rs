@@ -31,6 +31,10 @@ pub mod host;
 #[doc(hidden)]
 pub use paddock_guest_core::__wit_bindgen::rt as __rt;
 
+/// The fake host for this guest's native unit tests (see `paddock_guest_core::fake`).
+#[cfg(not(target_arch = "wasm32"))]
+pub use paddock_guest_core::fake;
+
 /// Bindings generated from the contract; use the re-exports at the crate root instead. The
 /// host imports, the types they use and `info` are `paddock_guest_core`'s; what is generated
 /// here is the `task-hook` export and the types only it uses.
