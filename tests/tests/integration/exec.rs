@@ -5,7 +5,7 @@ use std::time::Duration;
 
 use serde_json::json;
 
-use crate::harness::{AgentProcess, TestAgent};
+use crate::harness::{AgentProcess, TestAgent, last_terminated};
 
 fn job(id: &str, memory_mb: u32, args: &[&str]) -> serde_json::Value {
     json!({ "ID": id, "Type": "batch", "TaskGroups": [{ "Name": "g", "RestartPolicy": { "Attempts": 0 },
@@ -22,17 +22,6 @@ fn stdout(t: &TestAgent, alloc: &serde_json::Value) -> String {
         .join(alloc["ID"].as_str().unwrap())
         .join("alloc/logs/t.stdout.0");
     std::fs::read_to_string(path).unwrap_or_default()
-}
-
-fn terminated(alloc: &serde_json::Value) -> serde_json::Value {
-    alloc["TaskStates"]["t"]["Events"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .rev()
-        .find(|e| e["Type"] == "Terminated")
-        .cloned()
-        .unwrap_or_else(|| panic!("no Terminated event: {alloc:#}"))
 }
 
 #[tokio::test]
@@ -140,7 +129,7 @@ async fn an_exec_task_outlives_kill_9_of_the_agent_and_reports_its_exit_after() 
         })
         .await;
     let a = agent.alloc(&id).await;
-    assert_eq!(terminated(&a)["ExitCode"], 3, "{a:#}");
+    assert_eq!(last_terminated(&a, "t")["ExitCode"], 3, "{a:#}");
     let started = a["TaskStates"]["t"]["Events"]
         .as_array()
         .unwrap()
@@ -179,7 +168,7 @@ async fn a_task_past_its_memory_is_oom_killed_alone_and_its_terminated_event_say
     .await;
     let a = t.finished_alloc("hog").await;
     assert_eq!(a["ClientStatus"], "failed", "{a:#}");
-    let ev = terminated(&a);
+    let ev = last_terminated(&a, "t");
     assert_eq!(ev["Details"]["oom_killed"], "true", "{ev:#}");
     assert!(
         ev["DisplayMessage"]

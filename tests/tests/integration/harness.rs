@@ -305,6 +305,18 @@ pub async fn stdout_of(t: &TestAgent, job: &str) -> (serde_json::Value, String) 
     (a, out)
 }
 
+/// The last `Terminated` event of `task` in an allocation's JSON.
+pub fn last_terminated(alloc: &serde_json::Value, task: &str) -> serde_json::Value {
+    alloc["TaskStates"][task]["Events"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .rev()
+        .find(|e| e["Type"] == "Terminated")
+        .cloned()
+        .unwrap_or_else(|| panic!("no Terminated event: {alloc:#}"))
+}
+
 /// A folder holding the `fixture-env` hook.
 pub fn fixture_env_dir() -> tempfile::TempDir {
     let dir = tempfile::tempdir().unwrap();

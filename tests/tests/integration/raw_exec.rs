@@ -4,7 +4,7 @@ use std::time::{Duration, Instant};
 
 use serde_json::json;
 
-use crate::harness::{TestAgent, event_types};
+use crate::harness::{TestAgent, event_types, last_terminated};
 
 fn job(id: &str, task: serde_json::Value) -> serde_json::Value {
     json!({ "ID": id, "Type": "batch", "TaskGroups": [{ "Name": "g", "RestartPolicy": { "Attempts": 0 }, "Tasks": [task] }] })
@@ -17,17 +17,6 @@ fn log_dir(t: &TestAgent, alloc: &serde_json::Value) -> std::path::PathBuf {
         .join(alloc["ID"].as_str().unwrap())
         .join("alloc")
         .join("logs")
-}
-
-fn last_terminated(alloc: &serde_json::Value, task: &str) -> serde_json::Value {
-    alloc["TaskStates"][task]["Events"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .rev()
-        .find(|e| e["Type"] == "Terminated")
-        .cloned()
-        .unwrap_or_else(|| panic!("no Terminated event: {alloc:#}"))
 }
 
 #[tokio::test]

@@ -154,23 +154,12 @@ fn sleeper_job(id: &str, kind: &str, config: serde_json::Value) -> serde_json::V
         "Config": config, "KillTimeout": 1_000_000_000u64 }] }] })
 }
 
-fn last_terminated(alloc: &serde_json::Value) -> serde_json::Value {
-    alloc["TaskStates"]["t"]["Events"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .rev()
-        .find(|e| e["Type"] == "Terminated")
-        .cloned()
-        .unwrap_or_else(|| panic!("no Terminated event: {alloc:#}"))
-}
-
 /// The SDK's 60-line example driver, built from `guest-drivers/sleeper`, loaded from a
 /// components folder: its config checks name every wrong field, it sleeps by the host's
 /// timer, and a stop ends it with the job's kill signal.
 #[tokio::test]
 async fn the_sleeper_driver_from_the_sdk_validates_sleeps_stops_and_reports_stats() {
-    use crate::harness::{TestAgent, all_terminal};
+    use crate::harness::{TestAgent, all_terminal, last_terminated};
     use serde_json::json;
     use std::time::{Duration, Instant};
 
@@ -224,7 +213,7 @@ async fn the_sleeper_driver_from_the_sdk_validates_sleeps_stops_and_reports_stat
         ))
         .await;
     assert_eq!(alloc["ClientStatus"], "complete", "{alloc:#}");
-    assert_eq!(last_terminated(&alloc)["ExitCode"], 0, "{alloc:#}");
+    assert_eq!(last_terminated(&alloc, "t")["ExitCode"], 0, "{alloc:#}");
 
     // An hour's sleep: running, with stats; stopped, it ends by the kill signal.
     t.post_job(sleeper_job("long", "service", json!({ "seconds": 3600 })))
@@ -249,7 +238,7 @@ async fn the_sleeper_driver_from_the_sdk_validates_sleeps_stops_and_reports_stat
         tokio::time::sleep(Duration::from_millis(50)).await;
     };
     assert_eq!(
-        last_terminated(&alloc)["Signal"],
+        last_terminated(&alloc, "t")["Signal"],
         2,
         "SIGINT, Nomad's default kill_signal: {alloc:#}"
     );
