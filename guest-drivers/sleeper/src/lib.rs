@@ -1,7 +1,7 @@
-//! `sleeper`: a task that sleeps for `seconds` (at most a day) and exits 0; stopped early, it
-//! exits with the stop's signal. The whole driver, written with the SDK.
+//! `sleeper`: sleeps for `seconds` (at most a day), then exits 0; a stop ends it by its
+//! signal. A whole driver written with the SDK, and `agent component check` passes it.
 use paddock_driver_sdk::host::timer::now;
-use paddock_driver_sdk::{Capabilities, Driver, DriverError, PluginInfo, config};
+use paddock_driver_sdk::{Driver, DriverError, PluginInfo, config};
 use paddock_driver_sdk::{ResourceUsage, TaskConfig, TaskHandle, WaitStatus, signal};
 use serde::{Deserialize, Serialize};
 
@@ -30,15 +30,15 @@ impl Driver for Sleeper {
     fn info() -> PluginInfo {
         PluginInfo::new("sleeper", env!("CARGO_PKG_VERSION"))
     }
-    fn capabilities() -> Capabilities {
-        Capabilities::with_signals()
-    }
     fn validate_config(json: &str) -> Result<(), DriverError> {
         parse(json).map(drop)
     }
     fn start(task: TaskConfig) -> Result<TaskHandle, DriverError> {
         let end = now() + parse(&task.driver_config)?.seconds * 1_000_000_000;
         TaskHandle::new(task.id, &Sleep { end, signal: None })
+    }
+    fn recover(handle: TaskHandle) -> Result<TaskHandle, DriverError> {
+        handle.state::<Sleep>().map(|_| handle)
     }
     fn wait(handle: TaskHandle) -> Result<WaitStatus, DriverError> {
         let sleep: Sleep = handle.state()?;

@@ -64,13 +64,59 @@ pub enum ComponentCommand {
         /// Its argument, as JSON.
         #[arg(long, default_value = "")]
         json: String,
-        /// Grants, comma-separated: env, devices, events, task_dir, variables, isolation.
-        #[arg(long, value_delimiter = ',')]
-        grant: Vec<String>,
-        /// Commands the component may start (the `process` grant), repeatable.
-        #[arg(long)]
-        process: Vec<String>,
+        #[command(flatten)]
+        grants: GrantArgs,
     },
+    /// Take a built component through its whole contract in a throwaway runtime and report
+    /// each check (pass, warn, FAIL) with what the contract says: for a driver every op, a
+    /// damaged handle, two tasks at once, stop and destroy; for a hook each phase; for a
+    /// device plugin fingerprint, reserve and stats. Exit code 1 when any check fails.
+    Check {
+        /// The `.wasm` file.
+        file: PathBuf,
+        /// A task `config` (JSON) the driver accepts and that runs for a while.
+        #[arg(long, default_value = "{}")]
+        task_config: String,
+        /// The component's `plugin "<name>" { config }` block, as JSON.
+        #[arg(long, default_value = "{}")]
+        config: String,
+        #[command(flatten)]
+        grants: GrantArgs,
+    },
+}
+
+/// The grants `call` and `check` give the component.
+#[derive(clap::Args, Debug)]
+pub struct GrantArgs {
+    /// Grants, comma-separated: env, devices, events, task_dir, variables, isolation.
+    #[arg(long, value_delimiter = ',')]
+    grant: Vec<String>,
+    /// Commands the component may start (the `process` grant), repeatable.
+    #[arg(long)]
+    process: Vec<String>,
+}
+
+impl GrantArgs {
+    fn grants(self) -> anyhow::Result<crate::runtime::Grants> {
+        let mut grants = crate::runtime::Grants {
+            process: self.process,
+            ..Default::default()
+        };
+        for g in &self.grant {
+            match g.as_str() {
+                "env" => grants.env = true,
+                "devices" => grants.devices = true,
+                "events" => grants.events = true,
+                "task_dir" => grants.task_dir = true,
+                "variables" => grants.variables = true,
+                "isolation" => grants.isolation = true,
+                other => anyhow::bail!(
+                    "--grant {other:?}: one of env, devices, events, task_dir, variables, isolation"
+                ),
+            }
+        }
+        Ok(grants)
+    }
 }
 
 pub(super) async fn run(cmd: ComponentCommand) -> anyhow::Result<i32> {
@@ -185,28 +231,27 @@ pub(super) async fn run(cmd: ComponentCommand) -> anyhow::Result<i32> {
             file,
             op,
             json,
-            grant,
-            process,
+            grants,
         } => {
             super::init_logging("warn", false);
-            let mut grants = crate::runtime::Grants {
-                process,
-                ..Default::default()
+            super::component_call::run(&file, &op, &json, grants.grants()?).await
+        }
+        ComponentCommand::Check {
+            file,
+            task_config,
+            config,
+            grants,
+        } => {
+            super::init_logging("error", false);
+            let json = |flag: &str, text: &str| -> anyhow::Result<serde_json::Value> {
+                serde_json::from_str(text).map_err(|e| anyhow::anyhow!("--{flag}: {e}"))
             };
-            for g in &grant {
-                match g.as_str() {
-                    "env" => grants.env = true,
-                    "devices" => grants.devices = true,
-                    "events" => grants.events = true,
-                    "task_dir" => grants.task_dir = true,
-                    "variables" => grants.variables = true,
-                    "isolation" => grants.isolation = true,
-                    other => anyhow::bail!(
-                        "--grant {other:?}: one of env, devices, events, task_dir, variables, isolation"
-                    ),
-                }
-            }
-            super::component_call::run(&file, &op, &json, grants).await
+            let args = super::component_check::CheckArgs {
+                grants: grants.grants()?,
+                plugin_config: json("config", &config)?,
+                task_config: json("task-config", &task_config)?,
+            };
+            super::component_check::run(&file, args).await
         }
         ComponentCommand::Validate { file } => {
             super::init_logging("warn", false);

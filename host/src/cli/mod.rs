@@ -8,6 +8,7 @@
 mod alloc;
 mod component;
 mod component_call;
+mod component_check;
 pub mod job;
 mod log;
 mod node;

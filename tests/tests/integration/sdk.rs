@@ -243,3 +243,97 @@ async fn the_sleeper_driver_from_the_sdk_validates_sleeps_stops_and_reports_stat
         "SIGINT, Nomad's default kill_signal: {alloc:#}"
     );
 }
+
+/// `agent component check` over every component the repository ships passes (warnings
+/// allowed), and over broken ones fails naming the check: a driver that traps in `recover`
+/// (the mock, told to), and a file that is no Paddock component.
+#[test]
+fn component_check_passes_every_shipped_component_and_fails_broken_ones() {
+    let dir = tempfile::tempdir().unwrap();
+    let check = |a: guest_artifacts::Artifact, args: &[&str]| {
+        let file = dir.path().join(a.file_name);
+        std::fs::write(&file, a.bytes).unwrap();
+        let out = Command::new(crate::harness::agent_bin())
+            .args(["component", "check"])
+            .arg(&file)
+            .args(args)
+            .output()
+            .unwrap();
+        let text = String::from_utf8_lossy(&out.stdout).into_owned();
+        (out.status.code(), text)
+    };
+    let sleep = r#"{"command": "/bin/sleep", "args": ["30"]}"#;
+    for (a, args) in [
+        (
+            guest_artifacts::MOCK_DRIVER,
+            vec!["--task-config", r#"{"run_for": "30s"}"#],
+        ),
+        (
+            guest_artifacts::SLEEPER_DRIVER,
+            vec!["--task-config", r#"{"seconds": 30}"#],
+        ),
+        (
+            guest_artifacts::RAW_EXEC_DRIVER,
+            vec!["--process", "/bin/sleep", "--task-config", sleep],
+        ),
+        (
+            guest_artifacts::EXEC_DRIVER,
+            vec![
+                "--process",
+                "/bin/sleep",
+                "--grant",
+                "isolation",
+                "--task-config",
+                sleep,
+            ],
+        ),
+        (guest_artifacts::ENV_INJECT_HOOK, vec![]),
+        (guest_artifacts::POLICY_HOOK, vec![]),
+        (guest_artifacts::TEMPLATE_HOOK, vec![]),
+        (guest_artifacts::MOCK_DEVICE, vec![]),
+    ] {
+        let (code, text) = check(a, &args);
+        assert_eq!(code, Some(0), "{}:\n{text}", a.file_name);
+        assert!(!text.contains("FAIL"), "{}:\n{text}", a.file_name);
+        assert!(text.contains(" 0 failed"), "{}:\n{text}", a.file_name);
+    }
+    // A driver's checks are the whole lifecycle.
+    let (_, text) = check(
+        guest_artifacts::MOCK_DRIVER,
+        &["--task-config", r#"{"run_for": "30s"}"#],
+    );
+    for line in [
+        "pass  validate-config (unknown field)",
+        "pass  recover (damaged handle)",
+        "pass  destroy (running, not forced)",
+        "pass  stop: exited after stop",
+        "pass  two tasks at once",
+    ] {
+        assert!(text.contains(line), "{line}:\n{text}");
+    }
+
+    let (code, text) = check(
+        guest_artifacts::MOCK_DRIVER,
+        &[
+            "--task-config",
+            r#"{"run_for": "30s"}"#,
+            "--config",
+            r#"{"misbehave": {"op": "recover", "kind": "trap"}}"#,
+        ],
+    );
+    assert_eq!(code, Some(1), "{text}");
+    assert!(
+        text.contains("FAIL  recover: component \"mock\" trapped in recover"),
+        "{text}"
+    );
+    assert!(
+        text.contains("after an agent restart this task would be lost"),
+        "{text}"
+    );
+    let (code, text) = check(guest_artifacts::FIXTURE_UNKNOWN_WORLD, &[]);
+    assert_eq!(code, Some(1), "{text}");
+    assert!(
+        text.contains("FAIL  load:") && text.contains("exports no Paddock world"),
+        "{text}"
+    );
+}

@@ -1,0 +1,555 @@
+//! `agent component check FILE`: a conformance run for plugin authors. The component is
+//! loaded in a throwaway runtime with the grants given on the command line and taken
+//! through its whole contract; each line says `pass`, `warn` or `FAIL`, what was wrong and
+//! what the contract says. The exit code is 1 when anything failed.
+//!
+//! - a driver: `info`, `capabilities`, `fingerprint`, `validate-config` with the given task
+//!   config and with an unknown field added, `start`, `wait`, `inspect`, `stats`, `recover`
+//!   with the handle it returned and with a damaged one, a second task at once, `destroy`
+//!   of a running task without `force` (refused), `stop` until it exits, `destroy` after,
+//!   `signal` (SIGHUP, to the second task) and its forced `destroy`, and every call's time
+//!   against its deadline;
+//! - a hook: `info`, then `prestart`, `poststart`, `exited` and `stop` for one task;
+//! - a device plugin: `info`, `fingerprint`, `reserve` of the first instance of each group,
+//!   `stats`.
+
+use std::collections::BTreeMap;
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use serde_json::{Value, json};
+
+use crate::drivermanager::types::{DriverError, TaskConfig, TaskHandle, WaitStatus};
+use crate::drivermanager::{Driver, DriverCallError, DriverManager, DriverServices};
+use crate::runtime::{
+    ComponentSettings, ComponentSource, Grants, LoadedComponent, Runtime, RuntimeOptions, World,
+};
+
+/// What `check` is given beyond the file.
+pub struct CheckArgs {
+    /// Grants for the component.
+    pub grants: Grants,
+    /// The component's `plugin { config }` block.
+    pub plugin_config: Value,
+    /// A task `config` the driver should accept and run for a while.
+    pub task_config: Value,
+}
+
+/// The report: one line per check.
+#[derive(Default)]
+struct Report {
+    lines: Vec<(&'static str, String, String)>,
+    slowest: Option<(String, Duration)>,
+}
+
+impl Report {
+    fn pass(&mut self, check: impl Into<String>, detail: impl Into<String>) {
+        self.lines.push(("pass", check.into(), detail.into()));
+    }
+    fn warn(&mut self, check: impl Into<String>, detail: impl Into<String>) {
+        self.lines.push(("warn", check.into(), detail.into()));
+    }
+    fn fail(&mut self, check: impl Into<String>, detail: impl Into<String>) {
+        self.lines.push(("FAIL", check.into(), detail.into()));
+    }
+    /// Times `call`, keeping the slowest.
+    async fn timed<T>(&mut self, op: &str, call: impl std::future::Future<Output = T>) -> T {
+        let t = Instant::now();
+        let r = call.await;
+        let took = t.elapsed();
+        if self.slowest.as_ref().is_none_or(|(_, d)| took > *d) {
+            self.slowest = Some((op.to_string(), took));
+        }
+        r
+    }
+    fn failed(&self) -> bool {
+        self.lines.iter().any(|(o, _, _)| *o == "FAIL")
+    }
+    fn print(&self) {
+        for (outcome, check, detail) in &self.lines {
+            println!("{outcome:<4}  {check}: {detail}");
+        }
+        let failed = self.lines.iter().filter(|(o, _, _)| *o == "FAIL").count();
+        let warned = self.lines.iter().filter(|(o, _, _)| *o == "warn").count();
+        println!(
+            "{} checks: {} passed, {warned} warnings, {failed} failed",
+            self.lines.len(),
+            self.lines.len() - failed - warned
+        );
+    }
+}
+
+/// Run the checks and print the report; 1 when any failed.
+pub async fn run(file: &std::path::Path, args: CheckArgs) -> anyhow::Result<i32> {
+    let bytes =
+        std::fs::read(file).map_err(|e| anyhow::anyhow!("reading {}: {e}", file.display()))?;
+    let services = DriverServices::new();
+    let dir = tempfile::tempdir()?;
+    if args.grants.isolation {
+        // Isolated processes are the task executor's children, as in the agent.
+        let exe = std::env::current_exe()?;
+        let db: Arc<dyn crate::state::StateDb> = Arc::new(crate::state::MemState::new());
+        services.use_executor(exe, dir.path(), db).await?;
+    }
+    let probe = Runtime::new(RuntimeOptions::default())?;
+    let mut report = Report::default();
+    let name = match probe
+        .prepare(
+            ComponentSource::File(file.to_path_buf()),
+            Arc::from(bytes.clone()),
+        )
+        .await
+    {
+        Ok(c) => c.name.clone(),
+        Err(r) => {
+            report.fail("load", r.to_string());
+            report.print();
+            return Ok(1);
+        }
+    };
+    let runtime = Runtime::new(RuntimeOptions {
+        services: services.host_services(),
+        components: [(
+            name.clone(),
+            ComponentSettings {
+                grants: args.grants.clone(),
+                config: args.plugin_config.clone(),
+                ..Default::default()
+            },
+        )]
+        .into(),
+        ..Default::default()
+    })?;
+    let c = match runtime
+        .load(ComponentSource::File(file.to_path_buf()), Arc::from(bytes))
+        .await
+    {
+        Ok(c) => c,
+        Err(r) => {
+            report.fail("load", r.to_string());
+            report.print();
+            return Ok(1);
+        }
+    };
+    report.pass(
+        "load",
+        format!(
+            "{} component {:?}, contract {}, plugin version {}",
+            c.world, c.name, c.contract_version, c.plugin_version
+        ),
+    );
+    match runtime.info(&c).await {
+        Ok(i) if !i.name.is_empty() && !i.version.is_empty() => {
+            report.pass("info", format!("{} {}", i.name, i.version))
+        }
+        Ok(i) => report.fail(
+            "info",
+            format!(
+                "name {:?}, version {:?}: both must be set",
+                i.name, i.version
+            ),
+        ),
+        Err(e) => report.fail("info", e.to_string()),
+    }
+    match c.world {
+        World::Driver => {
+            let dm = DriverManager::new(runtime.clone(), services);
+            let d = dm.driver(&c.name);
+            check_driver(&mut report, &d, &args.task_config, &dir.path().join("task")).await;
+        }
+        World::Hook => check_hook(&mut report, &runtime, &c).await,
+        World::DevicePlugin => check_device(&mut report, &runtime, &c.name).await,
+    }
+    if let Some((op, took)) = &report.slowest {
+        let limit = c.limits().call_timeout;
+        let detail = format!("slowest call {op} took {took:.1?} of its {limit:?} deadline");
+        if *took * 2 > limit {
+            report.warn("limits", format!("{detail}: under load it may miss it"));
+        } else {
+            report.pass("limits", detail);
+        }
+    }
+    report.print();
+    Ok(i32::from(report.failed()))
+}
+
+fn task(id: &str, config: &Value, dir: &std::path::Path) -> TaskConfig {
+    let (task_dir, alloc_dir) = (dir.join(id), dir.join("alloc"));
+    for d in [&task_dir, &alloc_dir] {
+        let _ = std::fs::create_dir_all(d);
+    }
+    let logs = alloc_dir.display().to_string();
+    TaskConfig {
+        id: format!("check/{id}/00000000"),
+        name: id.into(),
+        alloc_id: "check".into(),
+        job_id: "check".into(),
+        job_name: "check".into(),
+        group_name: "check".into(),
+        namespace: "default".into(),
+        env: vec![("PATH".into(), "/usr/bin:/bin".into())],
+        driver_config: config.to_string(),
+        alloc_dir: logs.clone(),
+        task_dir: task_dir.display().to_string(),
+        stdout_path: format!("{logs}/{id}.stdout"),
+        stderr_path: format!("{logs}/{id}.stderr"),
+        kill_signal: "SIGINT".into(),
+        kill_timeout_ns: 2_000_000_000,
+        ..Default::default()
+    }
+}
+
+/// A driver error is the driver answering; anything else is the component failing.
+fn answered(e: &DriverCallError) -> bool {
+    matches!(e, DriverCallError::Driver(_))
+}
+
+async fn check_driver(r: &mut Report, d: &Driver, config: &Value, dir: &std::path::Path) {
+    let caps = match r.timed("capabilities", d.capabilities()).await {
+        Ok(c) => {
+            r.pass("capabilities", format!("{c:?}"));
+            Some(c)
+        }
+        Err(e) => {
+            r.fail("capabilities", e.to_string());
+            None
+        }
+    };
+    match r.timed("fingerprint", d.fingerprint()).await {
+        Ok(f) => r.pass(
+            "fingerprint",
+            format!("{:?} {:?}", f.health, f.health_description),
+        ),
+        Err(e) => r.fail("fingerprint", e.to_string()),
+    }
+    match r
+        .timed("validate-config", d.validate_config(&config.to_string()))
+        .await
+    {
+        Ok(()) => r.pass("validate-config (given)", config.to_string()),
+        Err(e) => r.fail(
+            "validate-config (given)",
+            format!("{e}; give a config it accepts with --task-config"),
+        ),
+    }
+    let mut broken = config.clone();
+    if let Some(o) = broken.as_object_mut() {
+        o.insert("paddock_check_unknown".into(), json!(1));
+    }
+    match r
+        .timed("validate-config", d.validate_config(&broken.to_string()))
+        .await
+    {
+        Err(DriverCallError::Driver(DriverError::InvalidConfig(fields)))
+            if fields.iter().any(|f| f.field.contains("paddock_check_unknown")) =>
+        {
+            r.pass("validate-config (unknown field)", "refused, naming the field")
+        }
+        Err(DriverCallError::Driver(DriverError::InvalidConfig(fields))) => r.warn(
+            "validate-config (unknown field)",
+            format!("refused, but no field error names `paddock_check_unknown`: {fields:?}"),
+        ),
+        Ok(()) => r.warn(
+            "validate-config (unknown field)",
+            "accepted: a typo in a job's config would go unnoticed (Nomad refuses fields a driver does not know)",
+        ),
+        Err(e) => r.fail("validate-config (unknown field)", e.to_string()),
+    }
+    let cfg = task("one", config, dir);
+    let h = match r.timed("start", d.start(cfg.clone(), None)).await {
+        Ok(h) if h.task_id == cfg.id => {
+            r.pass("start", format!("handle format {}", h.version));
+            h
+        }
+        Ok(h) => {
+            r.fail(
+                "start",
+                format!("the handle names task {:?}, not {:?}", h.task_id, cfg.id),
+            );
+            return;
+        }
+        Err(e) => {
+            r.fail("start", format!("{e}; nothing more can be checked"));
+            return;
+        }
+    };
+    let running = match r.timed("wait", d.wait(h.clone())).await {
+        Ok(WaitStatus::Pending(_)) => {
+            r.pass("wait", "running, with what to wake on");
+            true
+        }
+        Ok(WaitStatus::Exited(e)) => {
+            r.warn(
+                "wait",
+                format!("already exited ({e:?}): give a --task-config that runs for a while to check stop and signals"),
+            );
+            false
+        }
+        Err(e) => {
+            r.fail("wait", e.to_string());
+            false
+        }
+    };
+    for (op, result) in [
+        (
+            "inspect",
+            r.timed("inspect", d.inspect(h.clone())).await.map(drop),
+        ),
+        (
+            "stats",
+            r.timed("stats", d.stats(h.clone())).await.map(drop),
+        ),
+    ] {
+        match result {
+            Ok(()) => r.pass(op, "answered"),
+            Err(DriverCallError::Driver(DriverError::NotSupported(m))) => {
+                r.pass(op, format!("not supported: {m}"))
+            }
+            Err(e) => r.fail(op, e.to_string()),
+        }
+    }
+    match r.timed("recover", d.recover(h.clone())).await {
+        Ok(back) if back.task_id == h.task_id => {
+            r.pass("recover", "the handle it returned is taken back")
+        }
+        Ok(back) => r.fail(
+            "recover",
+            format!("answered a handle of task {:?}", back.task_id),
+        ),
+        Err(e) => r.fail(
+            "recover",
+            format!("{e}: after an agent restart this task would be lost"),
+        ),
+    }
+    let damaged = TaskHandle {
+        driver_state: b"\x00not what this driver wrote".to_vec(),
+        ..h.clone()
+    };
+    match r.timed("recover", d.recover(damaged)).await {
+        Err(e) if answered(&e) => r.pass("recover (damaged handle)", format!("refused: {e}")),
+        Ok(_) => r.fail(
+            "recover (damaged handle)",
+            "accepted a handle whose state it cannot have written (the contract: refuse with task-not-found or not-supported)",
+        ),
+        Err(e) => r.fail("recover (damaged handle)", format!("the component failed instead of refusing: {e}")),
+    }
+    let second = task("two", config, dir);
+    let h2 = match r.timed("start", d.start(second, None)).await {
+        Ok(h2) if h2.driver_state != h.driver_state || h2.task_id != h.task_id => {
+            r.pass("two tasks at once", "a second start while the first runs");
+            Some(h2)
+        }
+        Ok(h2) => {
+            r.fail(
+                "two tasks at once",
+                "the second task's handle is the first's",
+            );
+            Some(h2)
+        }
+        Err(e) => {
+            r.fail("two tasks at once", e.to_string());
+            None
+        }
+    };
+    if running {
+        match r.timed("destroy", d.destroy(h.clone(), false)).await {
+            Err(e) if answered(&e) => r.pass(
+                "destroy (running, not forced)",
+                "refused, as the contract says",
+            ),
+            Ok(()) => r.fail(
+                "destroy (running, not forced)",
+                "released a running task; the contract refuses unless forced",
+            ),
+            Err(e) => r.fail("destroy (running, not forced)", e.to_string()),
+        }
+    }
+    let h = match r
+        .timed("stop", d.stop(h.clone(), 1_000_000_000, "SIGTERM".into()))
+        .await
+    {
+        Ok(h) => h,
+        Err(e) => {
+            r.fail("stop", e.to_string());
+            h
+        }
+    };
+    match exited_within(r, d, h.clone(), Duration::from_secs(10)).await {
+        Ok(code) => r.pass("stop", format!("exited after stop: {code}")),
+        Err(m) => r.fail("stop", m),
+    }
+    match r.timed("destroy", d.destroy(h, false)).await {
+        Ok(()) => r.pass("destroy (exited)", "released"),
+        Err(e) => r.fail("destroy (exited)", e.to_string()),
+    }
+    // Signals go to the second task, which is destroyed with force after: a signal may end it.
+    let signals = caps.as_ref().is_some_and(|c| c.send_signals);
+    if let Some(h2) = &h2 {
+        match (
+            signals,
+            r.timed("signal", d.signal(h2.clone(), "SIGHUP".into()))
+                .await,
+        ) {
+            (true, Ok(_)) => r.pass("signal", "SIGHUP delivered"),
+            (false, Err(DriverCallError::Driver(DriverError::NotSupported(_)))) => {
+                r.pass("signal", "not supported, as capabilities say")
+            }
+            (false, Ok(_)) => r.warn("signal", "accepted, but capabilities say no signals"),
+            (true, Err(e)) if answered(&e) => r.warn(
+                "signal",
+                format!("capabilities say signals, but SIGHUP was refused: {e}"),
+            ),
+            (_, Err(e)) => r.fail("signal", e.to_string()),
+        }
+    }
+    if let Some(h2) = h2 {
+        match r.timed("destroy", d.destroy(h2, true)).await {
+            Ok(()) => r.pass("destroy (forced)", "the second task released"),
+            Err(e) => r.fail("destroy (forced)", e.to_string()),
+        }
+    }
+}
+
+/// Waits as the task runner does until the task exits.
+async fn exited_within(
+    r: &mut Report,
+    d: &Driver,
+    mut h: TaskHandle,
+    limit: Duration,
+) -> Result<String, String> {
+    let deadline = Instant::now() + limit;
+    loop {
+        match r.timed("wait", d.wait(h.clone())).await {
+            Ok(WaitStatus::Exited(e)) => return Ok(format!("{e:?}")),
+            Ok(WaitStatus::Pending(w)) => {
+                if let Some(next) = w.handle {
+                    h = next;
+                }
+                if Instant::now() > deadline {
+                    return Err(format!("still running {limit:?} after stop"));
+                }
+                let after = w
+                    .after_ns
+                    .map_or(Duration::from_millis(50), Duration::from_nanos);
+                tokio::time::sleep(after.min(Duration::from_millis(200))).await;
+            }
+            Err(e) => return Err(format!("wait after stop: {e}")),
+        }
+    }
+}
+
+async fn check_hook(r: &mut Report, runtime: &Arc<Runtime>, c: &LoadedComponent) {
+    let hooks = crate::hookmanager::HookManager::new(runtime.clone(), &BTreeMap::new());
+    let task = crate::hookmanager::HookTask {
+        alloc_id: "check".into(),
+        job_id: "check".into(),
+        group_name: "check".into(),
+        task_name: "one".into(),
+        driver: "mock".into(),
+        driver_config: "{}".into(),
+        ..Default::default()
+    };
+    let state = match r
+        .timed(
+            "prestart",
+            hooks.prestart(&c.name, &task, None, &BTreeMap::new()),
+        )
+        .await
+    {
+        Ok(p) => {
+            r.pass(
+                "prestart",
+                format!("{} env vars, done: {}", p.env.len(), p.done),
+            );
+            p.state
+        }
+        Err(e @ crate::hookmanager::HookError::Component { .. }) => {
+            r.fail("prestart", e.to_string());
+            BTreeMap::new()
+        }
+        Err(e) => {
+            r.warn(
+                "prestart",
+                format!("answered with an error for a plain task: {e}"),
+            );
+            BTreeMap::new()
+        }
+    };
+    let outcome = crate::drivermanager::types::ExitResult::default();
+    for (op, result) in [
+        (
+            "poststart",
+            r.timed("poststart", hooks.poststart(&c.name, &task, None))
+                .await,
+        ),
+        (
+            "exited",
+            r.timed("exited", hooks.exited(&c.name, &task, &outcome, None))
+                .await,
+        ),
+        (
+            "stop",
+            r.timed("stop", hooks.stop(&c.name, &task, &state, None))
+                .await,
+        ),
+        (
+            "stop (again)",
+            r.timed("stop", hooks.stop(&c.name, &task, &state, None))
+                .await,
+        ),
+    ] {
+        match result {
+            Ok(()) => r.pass(op, "answered"),
+            Err(e @ crate::hookmanager::HookError::Component { .. }) => r.fail(op, e.to_string()),
+            Err(e) if op.starts_with("stop") => {
+                r.fail(op, format!("{e}: stop must succeed and be idempotent"))
+            }
+            Err(e) => r.warn(op, e.to_string()),
+        }
+    }
+}
+
+async fn check_device(r: &mut Report, runtime: &Arc<Runtime>, name: &str) {
+    let Some(p) = crate::devicemanager::DevicePlugin::get(runtime, name) else {
+        r.fail("fingerprint", "the device plugin is not loaded");
+        return;
+    };
+    let groups = match r.timed("fingerprint", p.fingerprint()).await {
+        Ok(g) => {
+            let n: usize = g.iter().map(|g| g.instances.len()).sum();
+            r.pass("fingerprint", format!("{} groups, {n} instances", g.len()));
+            g
+        }
+        Err(e) => {
+            r.fail("fingerprint", e.to_string());
+            return;
+        }
+    };
+    for g in &groups {
+        let Some(first) = g.instances.first() else {
+            r.warn(format!("reserve {}", g.id()), "a group without instances");
+            continue;
+        };
+        match r.timed("reserve", p.reserve(vec![first.id.clone()])).await {
+            Ok(res) => r.pass(format!("reserve {}", g.id()), format!("{res:?}")),
+            Err(e) => r.fail(format!("reserve {}", g.id()), e.to_string()),
+        }
+    }
+    match r
+        .timed(
+            "reserve",
+            p.reserve(vec!["paddock-check-no-such-device".into()]),
+        )
+        .await
+    {
+        Err(e) => r.pass("reserve (unknown id)", format!("refused: {e}")),
+        Ok(_) => r.fail(
+            "reserve (unknown id)",
+            "reserved a device it never reported",
+        ),
+    }
+    match r.timed("stats", p.stats()).await {
+        Ok(s) => r.pass("stats", format!("{} groups", s.len())),
+        Err(e) => r.fail("stats", e.to_string()),
+    }
+}
