@@ -10,7 +10,9 @@ use serde_json::{Value, json};
 
 use crate::drivermanager::types::{TaskConfig, TaskHandle, WaitStatus};
 use crate::drivermanager::{Driver, DriverManager, DriverServices};
-use crate::runtime::{ComponentSettings, ComponentSource, Grants, Runtime, RuntimeOptions, World};
+use crate::runtime::{
+    ComponentSettings, ComponentSource, Grants, LoadedComponent, Runtime, RuntimeOptions, World,
+};
 
 /// The driver operations `call` knows, with what `--json` carries for each.
 pub const DRIVER_OPS: &[(&str, &str)] = &[
@@ -47,47 +49,11 @@ pub async fn run(
     } else {
         serde_json::from_str(arg).map_err(|e| anyhow::anyhow!("--json: {e}"))?
     };
-    let bytes =
-        std::fs::read(file).map_err(|e| anyhow::anyhow!("reading {}: {e}", file.display()))?;
     let services = DriverServices::new();
-    let runtime = Runtime::new(RuntimeOptions {
-        services: services.host_services(),
-        ..Default::default()
-    })?;
-    // The component's name is known once it is prepared; its grants are given by name.
-    let probe = match runtime
-        .prepare(
-            ComponentSource::File(file.to_path_buf()),
-            Arc::from(bytes.clone()),
-        )
-        .await
-    {
-        Ok(c) => c,
-        Err(r) => {
-            println!("{r}");
-            return Ok(1);
-        }
-    };
-    let runtime = Runtime::new(RuntimeOptions {
-        services: services.host_services(),
-        components: [(
-            probe.name.clone(),
-            ComponentSettings {
-                grants,
-                config: json!({}),
-                ..Default::default()
-            },
-        )]
-        .into(),
-        ..Default::default()
-    })?;
-    let c = match runtime
-        .load(ComponentSource::File(file.to_path_buf()), Arc::from(bytes))
-        .await
-    {
-        Ok(c) => c,
-        Err(r) => {
-            println!("{r}");
+    let (runtime, c) = match load_alone(file, &services, grants, json!({})).await? {
+        Ok(loaded) => loaded,
+        Err(refusal) => {
+            println!("{refusal}");
             return Ok(1);
         }
     };
@@ -121,6 +87,42 @@ pub async fn run(
             Ok(1)
         }
     }
+}
+
+/// Loads `file` alone in a throwaway runtime over `services`, giving `grants` and the
+/// `plugin { config }` block `config` to the name its component turns out to have (known
+/// once it is prepared). The refusal, as text, when it does not load.
+pub(super) async fn load_alone(
+    file: &std::path::Path,
+    services: &DriverServices,
+    grants: Grants,
+    config: Value,
+) -> anyhow::Result<Result<(Arc<Runtime>, Arc<LoadedComponent>), String>> {
+    let bytes =
+        std::fs::read(file).map_err(|e| anyhow::anyhow!("reading {}: {e}", file.display()))?;
+    let source = || ComponentSource::File(file.to_path_buf());
+    let probe = Runtime::new(RuntimeOptions::default())?;
+    let name = match probe.prepare(source(), Arc::from(bytes.clone())).await {
+        Ok(c) => c.name.clone(),
+        Err(r) => return Ok(Err(r.to_string())),
+    };
+    let runtime = Runtime::new(RuntimeOptions {
+        services: services.host_services(),
+        components: [(
+            name,
+            ComponentSettings {
+                grants,
+                config,
+                ..Default::default()
+            },
+        )]
+        .into(),
+        ..Default::default()
+    })?;
+    Ok(match runtime.load(source(), Arc::from(bytes)).await {
+        Ok(c) => Ok((runtime, c)),
+        Err(r) => Err(r.to_string()),
+    })
 }
 
 enum CallFailed {

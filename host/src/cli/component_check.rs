@@ -21,9 +21,7 @@ use serde_json::{Value, json};
 
 use crate::drivermanager::types::{DriverError, TaskConfig, TaskHandle, WaitStatus};
 use crate::drivermanager::{Driver, DriverCallError, DriverManager, DriverServices};
-use crate::runtime::{
-    ComponentSettings, ComponentSource, Grants, LoadedComponent, Runtime, RuntimeOptions, World,
-};
+use crate::runtime::{Grants, LoadedComponent, Runtime, World};
 
 /// What `check` is given beyond the file.
 pub struct CheckArgs {
@@ -81,8 +79,6 @@ impl Report {
 
 /// Run the checks and print the report; 1 when any failed.
 pub async fn run(file: &std::path::Path, args: CheckArgs) -> anyhow::Result<i32> {
-    let bytes =
-        std::fs::read(file).map_err(|e| anyhow::anyhow!("reading {}: {e}", file.display()))?;
     let services = DriverServices::new();
     let dir = tempfile::tempdir()?;
     if args.grants.isolation {
@@ -91,42 +87,18 @@ pub async fn run(file: &std::path::Path, args: CheckArgs) -> anyhow::Result<i32>
         let db: Arc<dyn crate::state::StateDb> = Arc::new(crate::state::MemState::new());
         services.use_executor(exe, dir.path(), db).await?;
     }
-    let probe = Runtime::new(RuntimeOptions::default())?;
     let mut report = Report::default();
-    let name = match probe
-        .prepare(
-            ComponentSource::File(file.to_path_buf()),
-            Arc::from(bytes.clone()),
-        )
-        .await
-    {
-        Ok(c) => c.name.clone(),
-        Err(r) => {
-            report.fail("load", r.to_string());
-            report.print();
-            return Ok(1);
-        }
-    };
-    let runtime = Runtime::new(RuntimeOptions {
-        services: services.host_services(),
-        components: [(
-            name.clone(),
-            ComponentSettings {
-                grants: args.grants.clone(),
-                config: args.plugin_config.clone(),
-                ..Default::default()
-            },
-        )]
-        .into(),
-        ..Default::default()
-    })?;
-    let c = match runtime
-        .load(ComponentSource::File(file.to_path_buf()), Arc::from(bytes))
-        .await
-    {
-        Ok(c) => c,
-        Err(r) => {
-            report.fail("load", r.to_string());
+    let loaded = super::component_call::load_alone(
+        file,
+        &services,
+        args.grants.clone(),
+        args.plugin_config.clone(),
+    )
+    .await?;
+    let (runtime, c) = match loaded {
+        Ok(loaded) => loaded,
+        Err(refusal) => {
+            report.fail("load", refusal);
             report.print();
             return Ok(1);
         }
