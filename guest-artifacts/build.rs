@@ -33,6 +33,15 @@ const ARTIFACTS: &[&str] = &[
     "fixture_versioned_hook",
 ];
 
+/// The SDK crates whose sources `sources.rs` carries, for the projects `agent component new`
+/// writes: each as (crate folder relative to the repo root, package name).
+const SDK_CRATES: &[(&str, &str)] = &[
+    ("guest-drivers/guest-core", "paddock-guest-core"),
+    ("guest-drivers/sdk", "paddock-driver-sdk"),
+    ("guest-drivers/device-sdk", "paddock-device-sdk"),
+    ("hooks-wasm/sdk", "paddock-hook-sdk"),
+];
+
 fn main() {
     let manifest_dir = PathBuf::from(std::env::var("CARGO_MANIFEST_DIR").unwrap());
     let root = manifest_dir
@@ -43,6 +52,7 @@ fn main() {
     let cargo = std::env::var("CARGO").unwrap_or_else(|_| "cargo".into());
 
     println!("cargo:rerun-if-changed={}", root.join("wit").display());
+    write_sdk_sources(&root);
     ensure_target();
 
     for dir in GUEST_DIRS {
@@ -93,6 +103,45 @@ fn main() {
             name.to_uppercase(),
             path.display()
         );
+    }
+}
+
+/// Writes `$OUT_DIR/sdk_sources.rs`: every file of the SDK crates (manifest, `src/`, `wit/`),
+/// each included by its absolute path, so a new file is carried without a list to keep.
+fn write_sdk_sources(root: &Path) {
+    let mut out = String::from("&[\n");
+    for (dir, package) in SDK_CRATES {
+        let mut files = Vec::new();
+        collect_files(&root.join(dir), &root.join(dir), &mut files);
+        files.sort();
+        for rel in files {
+            let abs = root.join(dir).join(&rel);
+            out.push_str(&format!(
+                "    SdkFile {{ package: {package:?}, path: {rel:?}, text: include_str!({abs:?}) }},\n",
+                abs = abs.display().to_string(),
+            ));
+        }
+    }
+    out.push_str("]\n");
+    let dest = PathBuf::from(std::env::var("OUT_DIR").unwrap()).join("sdk_sources.rs");
+    std::fs::write(dest, out).expect("write sdk_sources.rs");
+}
+
+/// The files under `dir` (relative to `base`, `/`-separated), target dirs left out.
+fn collect_files(base: &Path, dir: &Path, out: &mut Vec<String>) {
+    let Ok(entries) = std::fs::read_dir(dir) else {
+        return;
+    };
+    for entry in entries.flatten() {
+        let path = entry.path();
+        if entry.file_name() == "target" {
+            continue;
+        }
+        if path.is_dir() {
+            collect_files(base, &path, out);
+        } else if let Ok(rel) = path.strip_prefix(base) {
+            out.push(rel.to_string_lossy().replace('\\', "/"));
+        }
     }
 }
 

@@ -3,6 +3,8 @@
 //! The agent embeds the ones in [`BUILT_IN`] so that it runs with no files beside it; the
 //! tests also use the fixtures, which exist to be refused or to count their calls.
 
+pub mod sources;
+
 /// A built guest component: its file name and bytes.
 #[derive(Debug, Clone, Copy)]
 pub struct Artifact {

@@ -67,8 +67,8 @@ pub use wit::{
     StatValue,
 };
 
-/// A device plugin (Nomad's DevicePlugin). Functions take no `self`: each call is a fresh
-/// instance.
+/// A device plugin (Nomad's DevicePlugin). Functions take no `self`: nothing is kept
+/// between calls.
 pub trait DevicePlugin {
     /// Name and version.
     fn info() -> PluginInfo;

@@ -76,7 +76,8 @@ pub use __bindings::paddock::plugin::types::{
     Attribute, FieldError, TaskConfig, TaskHandle, TaskResources,
 };
 pub use paddock_guest_core::{
-    DeviceNode, ExitResult, HostError, LogLevel, Mount, PluginInfo, ResourceUsage, StringMap,
+    DeviceNode, ExitResult, HostError, LogConfig, LogLevel, Mount, PluginInfo, ResourceUsage,
+    StringMap,
 };
 pub use wit::{
     DriverCapabilities as Capabilities, DriverError, DriverFingerprint as Fingerprint, Failure,

@@ -4,7 +4,8 @@
 
 use crate::{
     Attribute, Capabilities, DriverError, ExitResult, Failure, FieldError, Fingerprint,
-    FsIsolation, Health, HostError, TaskHandle, WaitStatus, WakeOn,
+    FsIsolation, Health, HostError, LogConfig, TaskConfig, TaskHandle, TaskResources, WaitStatus,
+    WakeOn,
 };
 use serde::{Serialize, de::DeserializeOwned};
 
@@ -25,6 +26,46 @@ impl Capabilities {
         Self {
             send_signals: true,
             ..Self::default()
+        }
+    }
+}
+
+impl TaskConfig {
+    /// A task `id` whose `config` block is `driver_config` (JSON), named `task`, in job
+    /// `job`, group `group`, with 100 MHz and 300 MB (Nomad's defaults) and every other
+    /// field empty: what a driver's unit tests start on the fake host.
+    pub fn new(id: impl Into<String>, driver_config: impl Into<String>) -> Self {
+        Self {
+            id: id.into(),
+            name: "task".into(),
+            alloc_id: String::new(),
+            job_id: "job".into(),
+            job_name: "job".into(),
+            group_name: "group".into(),
+            namespace: "default".into(),
+            node_id: String::new(),
+            node_name: String::new(),
+            env: Vec::new(),
+            device_env: Vec::new(),
+            user: String::new(),
+            resources: TaskResources {
+                cpu_mhz: 100,
+                memory_mb: 300,
+                memory_max_mb: 0,
+            },
+            driver_config: driver_config.into(),
+            alloc_dir: String::new(),
+            task_dir: String::new(),
+            stdout_path: String::new(),
+            stderr_path: String::new(),
+            logs: LogConfig {
+                max_files: 10,
+                max_file_size_mb: 10,
+            },
+            kill_signal: "SIGINT".into(),
+            kill_timeout_ns: 5_000_000_000,
+            mounts: Vec::new(),
+            devices: Vec::new(),
         }
     }
 }

@@ -26,6 +26,7 @@
 
 extern crate self as paddock_hook_sdk;
 
+pub mod config;
 pub mod host;
 
 #[doc(hidden)]
@@ -73,6 +74,29 @@ impl Default for PrestartResponse {
             done: false,
             mounts: Vec::new(),
             devices: Vec::new(),
+        }
+    }
+}
+
+impl TaskInfo {
+    /// Task `task` of group `group` in job `job`, run by `driver`, with 100 MHz and 300 MB
+    /// (Nomad's defaults) and every other field empty: what a hook's unit tests call it with.
+    pub fn new(task: impl Into<String>, driver: impl Into<String>) -> Self {
+        Self {
+            alloc_id: String::new(),
+            job_id: "job".into(),
+            group_name: "group".into(),
+            task_name: task.into(),
+            driver: driver.into(),
+            driver_config: "{}".into(),
+            meta: Vec::new(),
+            task_dir: String::new(),
+            resources: TaskResources {
+                cpu_mhz: 100,
+                memory_mb: 300,
+                memory_max_mb: 0,
+            },
+            templates: Vec::new(),
         }
     }
 }

@@ -46,6 +46,19 @@ pub enum ComponentCommand {
         /// A `.wasm` file, or the name of a loaded component.
         target: String,
     },
+    /// Write a ready plugin project in `./NAME`: a minimal working plugin of the world, in
+    /// the language, with the contract (the SDK vendored for Rust, the WIT otherwise), its
+    /// build command, a README and a test. It needs no Paddock checkout to build.
+    New {
+        /// The world the plugin exports.
+        #[arg(long, value_enum)]
+        world: super::component_new::World,
+        /// The language.
+        #[arg(long, value_enum, default_value = "rust")]
+        lang: super::component_new::Lang,
+        /// The plugin's name, also the project's folder.
+        name: String,
+    },
     /// Check that a file is a component this agent can host, and say exactly what is wrong if not.
     Validate {
         /// The `.wasm` file.
@@ -252,6 +265,12 @@ pub(super) async fn run(cmd: ComponentCommand) -> anyhow::Result<i32> {
                 task_config: json("task-config", &task_config)?,
             };
             super::component_check::run(&file, args).await
+        }
+        ComponentCommand::New { world, lang, name } => {
+            let cwd = std::env::current_dir()?;
+            let dir = super::component_new::create(world, lang, &name, &cwd)?;
+            println!("wrote {}", dir.display());
+            Ok(0)
         }
         ComponentCommand::Validate { file } => {
             super::init_logging("warn", false);

@@ -9,6 +9,7 @@ mod alloc;
 mod component;
 mod component_call;
 mod component_check;
+mod component_new;
 pub mod job;
 mod log;
 mod node;

@@ -15,8 +15,10 @@ use paddock::runtime::{
 };
 use serde_json::{Value, json};
 
+mod cargo;
 mod python;
 mod report;
+pub use cargo::{cargo, repo_root};
 pub use python::python_with;
 pub use report::{alloc_summary, eval_summary};
 

@@ -7,6 +7,7 @@ mod api;
 mod bad_input;
 mod cli;
 mod client;
+mod component_new;
 mod devices;
 mod exec;
 mod fs;

@@ -5,12 +5,7 @@
 use std::path::{Path, PathBuf};
 use std::process::Command;
 
-fn root() -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR"))
-        .parent()
-        .unwrap()
-        .to_path_buf()
-}
+use crate::harness::repo_root as root;
 
 /// The SDK crates (the core every SDK shares, driver, device plugin, hook), by folder.
 const SDKS: [&str; 4] = [
@@ -94,9 +89,8 @@ fn forget_packed_sdks() {
 
 #[test]
 fn the_sdks_package_and_build_from_their_packages_alone() {
-    let cargo = std::env::var("CARGO").unwrap_or_else(|_| "cargo".into());
     let run = |offline: bool| {
-        let mut cmd = Command::new(&cargo);
+        let mut cmd = crate::harness::cargo();
         cmd.current_dir(root().join("guest-drivers")).arg("package");
         if offline {
             cmd.arg("--offline");
@@ -113,16 +107,6 @@ fn the_sdks_package_and_build_from_their_packages_alone() {
         // building each package from its packed sources, for the guests' target.
         cmd.args(["--allow-dirty", "--target", "wasm32-wasip2", "--target-dir"])
             .arg(root().join(PACKAGE_TARGET));
-        for var in [
-            "CARGO_ENCODED_RUSTFLAGS",
-            "RUSTFLAGS",
-            "CARGO_TARGET_DIR",
-            "CARGO_BUILD_TARGET",
-            "RUSTC_WRAPPER",
-            "RUSTC_WORKSPACE_WRAPPER",
-        ] {
-            cmd.env_remove(var);
-        }
         cmd.output().expect("running cargo package")
     };
     forget_packed_sdks();

@@ -1,0 +1,149 @@
+//! `agent component new`: every project it writes builds where it was written, with no
+//! Paddock checkout and offline, passes its own tests, and is a component the agent accepts
+//! (`component validate`) and that keeps the contract (`component check`), with no edits.
+
+use std::path::Path;
+use std::process::{Command, Output};
+
+use crate::harness::{agent_bin, cargo, repo_root};
+
+fn agent(dir: &Path, args: &[&str]) -> Output {
+    Command::new(agent_bin())
+        .current_dir(dir)
+        .args(args)
+        .output()
+        .expect("running the agent binary")
+}
+
+fn text(out: &Output) -> String {
+    format!(
+        "{}{}",
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr)
+    )
+}
+
+/// Runs `cmd` in `dir` with the projects' shared target dir; panics with its output on failure.
+fn run_ok(mut cmd: Command, dir: &Path, target: &Path, what: &str) -> String {
+    let out = cmd
+        .current_dir(dir)
+        .env("CARGO_TARGET_DIR", target)
+        .output()
+        .unwrap();
+    let all = text(&out);
+    assert!(
+        out.status.success(),
+        "{what} failed in {}:\n{all}",
+        dir.display()
+    );
+    all
+}
+
+#[test]
+fn rust_projects_of_every_world_build_offline_test_and_pass_check() {
+    // Under target/ (not /tmp) so the shared target dir's builds are kept between runs.
+    let base = repo_root().join("target/component-new");
+    let _ = std::fs::remove_dir_all(base.join("projects"));
+    let projects = base.join("projects");
+    std::fs::create_dir_all(&projects).unwrap();
+    let target = base.join("target");
+    for (world, name) in [
+        ("driver", "new-driver"),
+        ("hook", "new-hook"),
+        ("device-plugin", "new-device"),
+    ] {
+        let out = agent(
+            &projects,
+            &["component", "new", "--world", world, "--lang", "rust", name],
+        );
+        assert!(out.status.success(), "{}", text(&out));
+        let dir = projects.join(name);
+        for file in ["Cargo.toml", "Cargo.lock", "README.md", "src/lib.rs"] {
+            assert!(dir.join(file).is_file(), "{name}: no {file}");
+        }
+        let readme = std::fs::read_to_string(dir.join("README.md")).unwrap();
+        assert!(
+            readme.lines().count() <= 25,
+            "{name}'s README is more than a screen"
+        );
+        let lock = std::fs::read_to_string(dir.join("Cargo.lock")).unwrap();
+
+        let mut build = cargo();
+        build.args([
+            "build",
+            "--offline",
+            "--release",
+            "--target",
+            "wasm32-wasip2",
+        ]);
+        run_ok(build, &dir, &target, &format!("building {name}"));
+        // The lock was complete: cargo had nothing to resolve or rewrite.
+        assert_eq!(
+            std::fs::read_to_string(dir.join("Cargo.lock")).unwrap(),
+            lock
+        );
+        let mut test = cargo();
+        test.args(["test", "--offline"]);
+        let tests = run_ok(test, &dir, &target, &format!("testing {name}"));
+        assert!(tests.contains("test result: ok."), "{tests}");
+        assert!(!tests.contains("0 passed"), "{name} has no tests:\n{tests}");
+
+        let wasm = target.join(format!(
+            "wasm32-wasip2/release/{}.wasm",
+            name.replace('-', "_")
+        ));
+        let wasm = wasm.to_str().unwrap();
+        let out = agent(&dir, &["component", "validate", wasm]);
+        assert!(out.status.success(), "{}", text(&out));
+        assert!(
+            text(&out).contains(&format!("{world} component \"{name}\"")),
+            "{}",
+            text(&out)
+        );
+        let out = agent(&dir, &["component", "check", wasm]);
+        let report = text(&out);
+        assert!(out.status.success(), "{name} fails its check:\n{report}");
+        assert!(
+            !report.contains("FAIL") && !report.contains("warn "),
+            "{report}"
+        );
+    }
+}
+
+#[test]
+fn a_taken_folder_or_a_bad_name_is_refused_and_nothing_is_written() {
+    let dir = tempfile::tempdir().unwrap();
+    std::fs::create_dir(dir.path().join("taken")).unwrap();
+    let out = agent(
+        dir.path(),
+        &["component", "new", "--world", "hook", "taken"],
+    );
+    assert!(!out.status.success());
+    assert!(text(&out).contains("already exists"), "{}", text(&out));
+    for bad in ["Upper", "1st", "a b", "../escape"] {
+        let out = agent(dir.path(), &["component", "new", "--world", "driver", bad]);
+        assert!(!out.status.success(), "{bad} accepted");
+        assert!(
+            text(&out).contains("is not a plugin name"),
+            "{}",
+            text(&out)
+        );
+    }
+    let out = agent(dir.path(), &["component", "new", "--world", "plugin", "x"]);
+    assert!(!out.status.success());
+    assert!(
+        text(&out).contains("driver, hook, device-plugin"),
+        "{}",
+        text(&out)
+    );
+    let left: Vec<_> = std::fs::read_dir(dir.path())
+        .unwrap()
+        .flatten()
+        .map(|e| e.file_name())
+        .collect();
+    assert_eq!(left, ["taken"], "something was left behind");
+    assert_eq!(
+        std::fs::read_dir(dir.path().join("taken")).unwrap().count(),
+        0
+    );
+}
