@@ -14,6 +14,7 @@ mod fs;
 mod gocheck;
 mod gotypes;
 mod gotypes_cluster;
+mod guide;
 mod hooks;
 mod job_ops;
 mod jobs;
