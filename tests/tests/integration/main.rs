@@ -10,6 +10,7 @@ mod client;
 mod component_new;
 mod devices;
 mod exec;
+mod frozen;
 mod fs;
 mod gocheck;
 mod gotypes;
