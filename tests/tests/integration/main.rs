@@ -28,6 +28,7 @@ mod nomad_plugin;
 mod nomad_plugin_go;
 mod nomad_plugin_python;
 mod placement;
+mod polyglot;
 mod python;
 mod raw_exec;
 mod restore;
