@@ -8,7 +8,9 @@
 //!   store, instantiating the same component, calling `info()` and dropping the store;
 //! - `load/*`: compiling a component vs loading it from the on-disk compile cache;
 //! - `metrics/*`: what counting one call costs (finding its counters, recording it), beside
-//!   the call it is part of.
+//!   the call it is part of;
+//! - `polyglot/*`: plugins in other languages beside the Rust ones (see `runtime/polyglot.rs`;
+//!   their files come from `BENCH_COMPONENTS`).
 //!
 //! Run: `cargo bench -p paddock --bench runtime`. Quote medians and ratios: these machines
 //! are shared and noisy.
@@ -17,6 +19,9 @@ use std::sync::Arc;
 
 use criterion::{Criterion, criterion_group, criterion_main};
 use paddock::runtime::{CacheOutcome, ComponentSource, Runtime, RuntimeOptions};
+
+#[path = "runtime/polyglot.rs"]
+mod polyglot;
 
 fn rt() -> tokio::runtime::Runtime {
     tokio::runtime::Builder::new_multi_thread()
@@ -274,5 +279,5 @@ fn metrics(c: &mut Criterion) {
     g.finish();
 }
 
-criterion_group!(benches, calls, loads, metrics);
+criterion_group!(benches, calls, loads, metrics, polyglot::polyglot);
 criterion_main!(benches);
