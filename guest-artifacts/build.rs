@@ -23,6 +23,7 @@ const ARTIFACTS: &[&str] = &[
     "exec_driver",
     "sleeper_driver",
     "mock_device",
+    "host_devices",
     "fixture_future_version",
     "fixture_unknown_world",
     "fixture_mismatched_hook",

@@ -44,6 +44,10 @@ artifact!(
     /// The `mock-device` device plugin.
     MOCK_DEVICE, "PADDOCK_GUEST_MOCK_DEVICE", "mock_device.wasm");
 artifact!(
+    /// The `host-devices` device plugin: the host's real device nodes (KVM, FUSE, TUN, DRM
+    /// render nodes, classes the operator names), found through sysfs.
+    HOST_DEVICES, "PADDOCK_GUEST_HOST_DEVICES", "host_devices.wasm");
+artifact!(
     /// The `env-inject` hook: adds configured, interpolated env vars to tasks.
     ENV_INJECT_HOOK, "PADDOCK_GUEST_ENV_INJECT_HOOK", "env_inject_hook.wasm");
 artifact!(
@@ -77,6 +81,7 @@ pub const BUILT_IN: &[Artifact] = &[
     RAW_EXEC_DRIVER,
     EXEC_DRIVER,
     MOCK_DEVICE,
+    HOST_DEVICES,
     ENV_INJECT_HOOK,
     POLICY_HOOK,
     TEMPLATE_HOOK,

@@ -341,6 +341,11 @@ impl AgentConfig {
                 None => serde_json::json!({}),
                 Some(v) => serde_json::to_value(v).map_err(|e| err(format!("config: {e}")))?,
             };
+            if let Some(p) = block.grant.read_paths.iter().find(|p| !p.starts_with('/')) {
+                return Err(err(format!(
+                    "grant.read_paths: {p:?} must be an absolute path"
+                )));
+            }
             let settings = block
                 .limits
                 .settings(block.grant.clone(), config)

@@ -27,6 +27,11 @@ pub struct Grants {
     /// another user, cgroup limits): what the `exec` driver needs. Only with `process`,
     /// which still decides which commands may run.
     pub isolation: bool,
+    /// Host folders the component may read but not change, each preopened read-only at its
+    /// own path (absolute): what the `host-devices` device plugin needs of `/sys` and
+    /// `/dev`. Reading a folder lets the component read every file in it that the agent's
+    /// user can read. Empty: no host files at all.
+    pub read_paths: Vec<String>,
 }
 
 impl Grants {
@@ -40,6 +45,7 @@ impl Grants {
             task_dir: true,
             variables: true,
             isolation: true,
+            read_paths: vec!["/sys".into(), "/dev".into()],
         }
     }
 
@@ -76,6 +82,9 @@ impl Grants {
         }
         if !self.process.is_empty() {
             v.push(format!("process({})", self.process.join(",")));
+        }
+        if !self.read_paths.is_empty() {
+            v.push(format!("read_paths({})", self.read_paths.join(",")));
         }
         v
     }

@@ -147,6 +147,12 @@ impl Runtime {
             return Err(refuse(LoadError::BadName(info.name)));
         }
         probe.ctx = Arc::new(self.context_for(&info.name, &source));
+        // A warm store keeps the folders it was built with (WASI preopens, which the guest
+        // reads once when instantiated): the probe's, without grants, cannot serve a
+        // component granted `read_paths`.
+        if !probe.ctx.grants.read_paths.is_empty() {
+            probe.warm = WarmPool::default();
+        }
         // The probe is not a call of the version's life: its stats start now.
         probe.stats = Default::default();
         probe.name = info.name;

@@ -122,6 +122,11 @@ pub fn new_store(
             }
         }
     }
+    for path in &component.grants.read_paths {
+        if let Err(e) = wasi.preopened_dir(path, path, FsPerms::ReadOnly) {
+            tracing::warn!(component = %component.name, dir = %path, error = %e, "cannot preopen read-only");
+        }
+    }
     let wasi = wasi.build();
     let memory_hit = Arc::new(AtomicBool::new(false));
     let deadline_hit = Arc::new(AtomicBool::new(false));
@@ -231,4 +236,63 @@ pub fn add_to_linker(linker: &mut Linker<HostState>) -> wasmtime::Result<()> {
         )
     })?;
     Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use std::collections::BTreeMap;
+    use std::sync::Arc;
+
+    use crate::{ComponentSettings, ComponentSource, Grants, Runtime, RuntimeOptions};
+
+    /// What the `host-devices` plugin finds under a fake sysfs: its group names, or its error.
+    async fn fingerprint(read_paths: Vec<String>, sysfs: &str) -> Result<Vec<String>, String> {
+        let settings = ComponentSettings {
+            grants: Grants {
+                read_paths,
+                ..Grants::default()
+            },
+            config: serde_json::json!({ "sysfs": sysfs, "devfs": "/nonexistent" }),
+            ..Default::default()
+        };
+        let rt = Runtime::new(RuntimeOptions {
+            components: BTreeMap::from([("host-devices".to_string(), settings)]),
+            ..Default::default()
+        })
+        .unwrap();
+        let a = guest_artifacts::HOST_DEVICES;
+        let c = rt
+            .load(
+                ComponentSource::BuiltIn(a.file_name.into()),
+                Arc::from(a.bytes),
+            )
+            .await
+            .unwrap();
+        rt.call_device(&c, "fingerprint", |d, s| {
+            Box::pin(d.paddock_plugin_device().call_fingerprint(s))
+        })
+        .await
+        .unwrap()
+        .map(|groups| groups.into_iter().map(|g| g.name).collect())
+        .map_err(|e| format!("{e:?}"))
+    }
+
+    #[tokio::test]
+    async fn a_read_paths_grant_opens_that_folder_read_only_and_nothing_else() {
+        let dir = tempfile::tempdir().unwrap();
+        let kvm = dir.path().join("sys/class/misc/kvm");
+        std::fs::create_dir_all(&kvm).unwrap();
+        std::fs::write(kvm.join("uevent"), "MAJOR=10\nDEVNAME=kvm\n").unwrap();
+        let root = dir.path().display().to_string();
+        let sysfs = format!("{root}/sys");
+        assert_eq!(
+            fingerprint(vec![root.clone()], &sysfs).await.unwrap(),
+            ["kvm"]
+        );
+        // Without the grant, or with another folder granted, the tree is not there.
+        for grant in [vec![], vec!["/tmp/paddock-no-such-dir".to_string()]] {
+            let e = fingerprint(grant, &sysfs).await.unwrap_err();
+            assert!(e.contains("cannot read sysfs"), "{e}");
+        }
+    }
 }

@@ -107,12 +107,16 @@ pub struct GrantArgs {
     /// Commands the component may start (the `process` grant), repeatable.
     #[arg(long)]
     process: Vec<String>,
+    /// Host folders the component may read (the `read_paths` grant), repeatable.
+    #[arg(long = "read")]
+    read: Vec<String>,
 }
 
 impl GrantArgs {
     fn grants(self) -> anyhow::Result<crate::runtime::Grants> {
         let mut grants = crate::runtime::Grants {
             process: self.process,
+            read_paths: self.read,
             ..Default::default()
         };
         for g in &self.grant {

@@ -17,6 +17,7 @@ mod gotypes;
 mod gotypes_cluster;
 mod guide;
 mod hooks;
+mod host_devices;
 mod job_ops;
 mod jobs;
 mod lifecycle;

@@ -275,6 +275,10 @@ fn component_check_passes_every_shipped_component_and_fails_broken_ones() {
         (guest_artifacts::POLICY_HOOK, vec![]),
         (guest_artifacts::TEMPLATE_HOOK, vec![]),
         (guest_artifacts::MOCK_DEVICE, vec![]),
+        (
+            guest_artifacts::HOST_DEVICES,
+            vec!["--read", "/sys", "--read", "/dev"],
+        ),
     ] {
         let (code, text) = check(a, &args);
         assert_eq!(code, Some(0), "{}:\n{text}", a.file_name);
