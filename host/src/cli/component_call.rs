@@ -101,7 +101,13 @@ pub(super) async fn load_alone(
     let bytes =
         std::fs::read(file).map_err(|e| anyhow::anyhow!("reading {}: {e}", file.display()))?;
     let source = || ComponentSource::File(file.to_path_buf());
-    let probe = Runtime::new(RuntimeOptions::default())?;
+    // One compile cache for the probe and the runtime, so the file is compiled once (a
+    // large guest, Python's say, takes seconds); both loads happen here.
+    let cache = tempfile::tempdir()?;
+    let probe = Runtime::new(RuntimeOptions {
+        cache_dir: Some(cache.path().to_path_buf()),
+        ..Default::default()
+    })?;
     let name = match probe.prepare(source(), Arc::from(bytes.clone())).await {
         Ok(c) => c.name.clone(),
         Err(r) => return Ok(Err(r.to_string())),
@@ -117,6 +123,7 @@ pub(super) async fn load_alone(
             },
         )]
         .into(),
+        cache_dir: Some(cache.path().to_path_buf()),
         ..Default::default()
     })?;
     Ok(match runtime.load(source(), Arc::from(bytes)).await {
