@@ -220,7 +220,7 @@ fn version_parts(v: &str) -> Vec<u64> {
 
 /// Whether `version` meets every comparison of `req` (go-version's syntax: `>= 1.2, < 2`;
 /// a bare version is `=`). Lenient as go-version is, where the `semver` crate is strict.
-fn version_matches(version: &str, req: &str) -> bool {
+pub fn version_matches(version: &str, req: &str) -> bool {
     let have = version_parts(version);
     if have.is_empty() {
         return false;

@@ -287,6 +287,11 @@ impl Agent {
                                 DeviceShortage::Missing(_) => {
                                     Unplaced::Filtered("missing devices".into())
                                 }
+                                // Nomad's `missing devices`, saying which constraint
+                                // each group fails.
+                                DeviceShortage::Refused(e) => {
+                                    Unplaced::Filtered(format!("missing devices: {}", e.message))
+                                }
                                 DeviceShortage::Busy(e) => Unplaced::Exhausted(format!(
                                     "devices: no devices match request ({})",
                                     e.message

@@ -1,14 +1,17 @@
 //! Assigning device instances to a task's `device` requests when its allocation is placed,
 //! as Nomad's scheduler does: healthy instances no live allocation holds, all from one
-//! group. A request no device on the node matches is [`DeviceShortage::Missing`]; one whose
-//! instances are all held or unhealthy is [`DeviceShortage::Busy`], naming who holds what.
+//! group that meets the request's constraints, the one its affinities rank best. A request
+//! no device on the node matches is [`DeviceShortage::Missing`]; one whose groups all fail
+//! a constraint is [`DeviceShortage::Refused`], naming each group and the constraint it
+//! fails; one whose instances are all held or unhealthy is [`DeviceShortage::Busy`],
+//! naming who holds what.
 //! Placement reports both as Nomad does (`missing devices`, `devices: no devices match
 //! request`).
 
 use std::collections::BTreeMap;
 
-use super::DeviceManager;
 use super::types::{NodeDevice, NodeDeviceResource};
+use super::{DeviceManager, rules};
 use crate::jobspec::{JobspecError, Task};
 use crate::structs::AllocatedDeviceResource;
 
@@ -18,6 +21,9 @@ pub enum DeviceShortage {
     /// No device on the node matches the request.
     #[error(transparent)]
     Missing(JobspecError),
+    /// Devices match by name, but none meets the request's constraints.
+    #[error(transparent)]
+    Refused(JobspecError),
     /// Devices match, but too few instances are free and healthy.
     #[error(transparent)]
     Busy(JobspecError),
@@ -55,18 +61,46 @@ impl DeviceManager {
                     ),
                 )));
             }
+            // Groups that fail a constraint are not used (Nomad's `nodeDeviceMatches`).
+            let mut refused = Vec::new();
+            let matching: Vec<&NodeDeviceResource> = matching
+                .into_iter()
+                .filter(|g| match rules::failed_constraint(req, g) {
+                    None => true,
+                    Some(c) => {
+                        refused.push(format!("{} fails {}", g.id(), c.describe()));
+                        false
+                    }
+                })
+                .collect();
+            if matching.is_empty() {
+                return Err(DeviceShortage::Refused(JobspecError::new(
+                    format!("{field}.Constraints"),
+                    format!(
+                        "no device matching {:?} meets its constraints ({})",
+                        req.name,
+                        refused.join("; ")
+                    ),
+                )));
+            }
+            // Of the groups with enough free instances, the one the affinities rank best
+            // (the first of equals, in the node's order).
             let mut why = Vec::new();
-            let mut chosen = None;
+            let mut chosen: Option<(&NodeDeviceResource, Vec<&NodeDevice>, f64)> = None;
             for g in &matching {
                 let gid = g.id();
                 let free: Vec<&NodeDevice> = g
                     .instances
                     .iter()
                     .filter(|d| d.healthy && !held.contains_key(&format!("{gid}/{}", d.id)))
+                    .filter(|d| rules::instance_allowed(&d.id, req, g))
                     .collect();
                 if free.len() >= req.count as usize {
-                    chosen = Some((*g, free[..req.count as usize].to_vec()));
-                    break;
+                    let score = rules::affinity_score(&req.affinities, g);
+                    if chosen.as_ref().is_none_or(|(_, _, best)| score > *best) {
+                        chosen = Some((*g, free[..req.count as usize].to_vec(), score));
+                    }
+                    continue;
                 }
                 let busy: Vec<String> = g
                     .instances
@@ -77,6 +111,8 @@ impl DeviceManager {
                             Some(format!("{} held by {holder}", d.id))
                         } else if !d.healthy {
                             Some(format!("{} unhealthy ({})", d.id, d.health_description))
+                        } else if !rules::instance_allowed(&d.id, req, g) {
+                            Some(format!("{} excluded by a ${{device.ids}} constraint", d.id))
                         } else {
                             None
                         }
@@ -89,7 +125,7 @@ impl DeviceManager {
                     busy.join("; ")
                 ));
             }
-            let Some((g, free)) = chosen else {
+            let Some((g, free, score)) = chosen else {
                 return Err(DeviceShortage::Busy(JobspecError::new(
                     field,
                     format!(
@@ -100,6 +136,9 @@ impl DeviceManager {
                     ),
                 )));
             };
+            if !req.affinities.is_empty() {
+                tracing::debug!(group = %g.id(), score, request = %req.name, "device group chosen by affinity");
+            }
             let gid = g.id();
             let ids: Vec<String> = free.iter().map(|d| d.id.clone()).collect();
             for id in &ids {

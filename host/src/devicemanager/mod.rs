@@ -11,10 +11,14 @@
 //! listed as unhealthy rather than gone.
 //!
 //! Files: `plugin.rs` (the plugin client, the only one here that sees the bindings),
-//! `types.rs` (Nomad's device shapes), `assign.rs` (placement).
+//! `types.rs` (Nomad's device shapes), `assign.rs` (placement), `rules.rs` (a request's
+//! `constraint`s and `affinity`s against a group), `attribute.rs` (attribute values with
+//! units, compared as Nomad compares them).
 
 mod assign;
+pub mod attribute;
 mod plugin;
+pub mod rules;
 pub mod types;
 
 pub use assign::DeviceShortage;
@@ -179,6 +183,23 @@ impl DeviceManager {
             .collect()
     }
 
+    /// `stats` merged into `into` by device group (vendor, type, name): a group several
+    /// tasks of one allocation use appears once, with all their instances.
+    pub fn merge_stats(into: &mut Vec<DeviceGroupStats>, stats: &[DeviceGroupStats]) {
+        for s in stats {
+            match into.iter_mut().find(|g| {
+                g.vendor == s.vendor && g.device_type == s.device_type && g.name == s.name
+            }) {
+                Some(g) => g.instance_stats.extend(
+                    s.instance_stats
+                        .iter()
+                        .map(|(id, st)| (id.clone(), st.clone())),
+                ),
+                None => into.push(s.clone()),
+            }
+        }
+    }
+
     /// Fingerprint every `interval` until the manager is dropped.
     pub fn spawn_fingerprinter(self: &Arc<Self>, interval: Duration) {
         let weak = Arc::downgrade(self);
@@ -286,6 +307,43 @@ mod tests {
         for no in ["fpga", "nvidia/gpu", "acme/gpu/h100", "acme/gpu/a100/x", ""] {
             assert!(!g.matches(no), "{no}");
         }
+    }
+
+    #[test]
+    fn stats_merge_by_group_with_every_instance() {
+        let stat = |ids: &[&str], name: &str| DeviceGroupStats {
+            vendor: "acme".into(),
+            device_type: "gpu".into(),
+            name: name.into(),
+            instance_stats: ids
+                .iter()
+                .map(|id| {
+                    let v = types::StatValue {
+                        number: Some(1.0),
+                        text: None,
+                        unit: "%".into(),
+                        desc: "Utilization".into(),
+                    };
+                    let s = types::DeviceStats {
+                        summary: v,
+                        stats: types::StatObject {
+                            attributes: BTreeMap::new(),
+                        },
+                        timestamp: 1,
+                    };
+                    (id.to_string(), s)
+                })
+                .collect(),
+        };
+        let mut total = Vec::new();
+        DeviceManager::merge_stats(&mut total, &[stat(&["g0"], "a100")]);
+        DeviceManager::merge_stats(&mut total, &[stat(&["g1"], "a100"), stat(&["t0"], "t4")]);
+        assert_eq!(total.len(), 2);
+        assert_eq!(
+            total[0].instance_stats.keys().collect::<Vec<_>>(),
+            ["g0", "g1"]
+        );
+        assert_eq!(total[1].name, "t4");
     }
 
     #[test]

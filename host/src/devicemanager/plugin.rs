@@ -135,7 +135,11 @@ fn group_of(g: wit::DeviceGroup) -> NodeDeviceResource {
         attributes: g
             .attributes
             .into_iter()
-            .map(|(k, a)| (k, crate::runtime::types::Attribute::from(a).into()))
+            .map(|(k, a)| {
+                let a = crate::runtime::types::Attribute::from(a).into();
+                let a = super::attribute::with_unit_from_name(&k, a);
+                (k, a)
+            })
             .collect(),
     }
 }

@@ -6,8 +6,11 @@
 //! given, unused, so a job reads back as it was registered; server-set fields are
 //! ignored; any other unknown field is an error, so a typo never silently does nothing.
 
+mod device;
 mod hcl;
 mod json;
+
+pub use device::{AFFINITY_OPERATORS, CONSTRAINT_OPERATORS, DeviceAffinity, DeviceConstraint};
 
 pub use hcl::{parse_job_hcl, parse_job_hcl_with_vars};
 pub use json::{RegisterRequest, parse_job_json, parse_register_request};
@@ -423,6 +426,12 @@ pub struct DeviceRequest {
     /// How many instances.
     #[serde(rename = "Count")]
     pub count: u32,
+    /// Rules a device group must meet to be used.
+    #[serde(rename = "Constraints", default, with = "device::nil_slice")]
+    pub constraints: Vec<DeviceConstraint>,
+    /// Preferences that rank the groups that meet the constraints.
+    #[serde(rename = "Affinities", default, with = "device::nil_slice")]
+    pub affinities: Vec<DeviceAffinity>,
 }
 
 /// Restart mode.

@@ -186,13 +186,21 @@ impl Conv<'_> {
                 Structure::Block(d) if d.ident.as_str() == "device" => {
                     let i = devices.len();
                     let (dh, dj) = (format!("{hcl}.device[{i}]"), format!("{json}.Devices[{i}]"));
-                    let mut v = self.simple_block(
-                        d,
-                        &dh,
-                        &dj,
-                        &[("count", "Count")],
-                        &["constraint", "affinity"],
-                    )?;
+                    // `constraint` blocks become `Constraints` on the way.
+                    let mut v =
+                        self.simple_block(d, &dh, &dj, &[("count", "Count")], &["affinity"])?;
+                    let affinities = d
+                        .body
+                        .iter()
+                        .filter_map(|x| match x {
+                            Structure::Block(a) if a.ident.as_str() == "affinity" => Some(a),
+                            _ => None,
+                        })
+                        .map(|a| self.affinity(a, &format!("{dh}.affinity")))
+                        .collect::<R<Vec<Value>>>()?;
+                    if !affinities.is_empty() {
+                        v["Affinities"] = Value::Array(affinities);
+                    }
                     let name = label(d).ok_or_else(|| {
                         self.err_at(
                             &dh,
@@ -350,6 +358,25 @@ impl Conv<'_> {
             "RTarget": rtarget,
             "Operand": operand,
         }))
+    }
+
+    /// An `affinity` block as Nomad's JSON has it (`LTarget`, `Operand`, `RTarget`,
+    /// `Weight`): `attribute`, `operator` (default `=`), `value` and `weight` (default 50),
+    /// or the shorthands `regexp`, `version`, `semver` and `set_contains*`.
+    fn affinity(&mut self, b: &Block, hcl: &str) -> R<Value> {
+        let mut c = self.constraint(b, hcl)?;
+        let v = self.body_value(&b.body, hcl)?;
+        for short in ["set_contains_any", "set_contains_all"] {
+            if let Some(x) = v.get(short) {
+                c["Operand"] = Value::String(short.into());
+                c["RTarget"] = match x {
+                    Value::String(s) => Value::String(s.clone()),
+                    other => Value::String(other.to_string()),
+                };
+            }
+        }
+        c["Weight"] = v.get("weight").cloned().unwrap_or(Value::from(50));
+        Ok(c)
     }
 
     /// An attribute (renamed by `names`), or a `meta`/`env` block, or something ignored or

@@ -276,3 +276,58 @@ fn template_blocks_become_templates() {
     let e = parse_job_hcl(&bad).unwrap_err();
     assert!(e.message.contains("exactly one of"), "{e}");
 }
+
+#[test]
+fn device_blocks_carry_their_constraints_and_affinities() {
+    let src = r#"
+job "gpu" {
+  group "g" {
+    task "t" {
+      driver = "mock"
+      resources {
+        device "acme/gpu" {
+          count = 2
+          constraint {
+            attribute = "${device.attr.memory}"
+            operator  = ">="
+            value     = "4 GiB"
+          }
+          constraint {
+            attribute = "${device.model}"
+            regexp    = "^a"
+          }
+          affinity {
+            attribute = "${device.model}"
+            value     = "a100"
+            weight    = -30
+          }
+          affinity {
+            attribute        = "${device.attr.cuda}"
+            set_contains_any = "sm80,sm90"
+          }
+        }
+      }
+    }
+  }
+}
+"#;
+    let job = parse_job_hcl(src).unwrap();
+    let d = &job.task_groups[0].tasks[0].resources.devices[0];
+    assert_eq!(d.count, 2);
+    let c: Vec<String> = d.constraints.iter().map(|c| c.describe()).collect();
+    assert_eq!(
+        c,
+        [
+            "${device.attr.memory} >= 4 GiB",
+            "${device.model} regexp ^a"
+        ]
+    );
+    assert_eq!(d.affinities[0].operand, "=");
+    assert_eq!(d.affinities[0].weight, -30);
+    assert_eq!(d.affinities[1].operand, "set_contains_any");
+    assert_eq!(d.affinities[1].rtarget, "sm80,sm90");
+    assert_eq!(d.affinities[1].weight, 50);
+    let bad = src.replace("\">=\"", "\"~=\"");
+    let e = parse_job_hcl(&bad).unwrap_err();
+    assert!(e.message.contains("unknown operator"), "{e}");
+}

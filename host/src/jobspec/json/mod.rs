@@ -8,6 +8,7 @@ use serde_json::Value;
 
 use super::*;
 
+mod device;
 mod group;
 mod obj;
 mod task;

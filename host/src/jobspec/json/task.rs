@@ -79,12 +79,10 @@ pub(super) fn task_from_value(path: &str, v: &Value, group_restart: &RestartPoli
             }
             let mut devices = Vec::new();
             for (i, d) in r.array("Devices")?.into_iter().enumerate() {
-                let mut d = Obj::new(format!("{rpath}.Devices[{i}]"), d)?;
-                devices.push(DeviceRequest {
-                    name: d.required_string("Name")?,
-                    count: d.u32("Count")?.unwrap_or(1),
-                });
-                d.finish(&["Constraints", "Affinities"])?;
+                devices.push(super::device::request_from(
+                    format!("{rpath}.Devices[{i}]"),
+                    d,
+                )?);
             }
             r.finish(&["IOPS", "Networks", "NUMA", "SecretsMB"])?;
             Resources {
