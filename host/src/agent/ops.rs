@@ -243,11 +243,13 @@ impl Agent {
             total.usage.rss_bytes += u.rss_bytes;
             total.usage.cpu_user_ns += u.cpu_user_ns;
             total.usage.cpu_system_ns += u.cpu_system_ns;
-            let devices = assigned
-                .get(t.name())
-                .map(|a| DeviceManager::stats_of(&device_stats, &a.devices))
-                .unwrap_or_default();
-            total.devices.extend(devices.iter().cloned());
+            // A task asking twice for one group sees it once too.
+            let mut devices = Vec::new();
+            if let Some(a) = assigned.get(t.name()) {
+                let of = DeviceManager::stats_of(&device_stats, &a.devices);
+                DeviceManager::merge_stats(&mut devices, &of);
+            }
+            DeviceManager::merge_stats(&mut total.devices, &devices);
             tasks.insert(t.name().to_string(), TaskUsage { usage: u, devices });
         }
         total.usage.timestamp = crate::util::now_nanos();
