@@ -77,6 +77,18 @@ pub const HELP: &[(&str, &str)] = &[
     ),
     ("nomad.client.uptime", "Host uptime, seconds"),
     (
+        "nomad.client.host.device.healthy",
+        "Whether a device instance is healthy (1) or not (0)",
+    ),
+    (
+        "nomad.client.host.device.summary",
+        "A device instance's headline statistic, in its unit",
+    ),
+    (
+        "nomad.client.host.device.stat",
+        "One of a device instance's statistics, by name, in its unit",
+    ),
+    (
         "paddock.component.calls",
         "Calls into a component, by operation",
     ),

@@ -102,6 +102,8 @@ impl Agent {
             crate::node::uptime_secs() as f64,
         ));
 
+        self.device_metrics(&node_labels(), &mut out).await;
+
         let rt = &self.runtime;
         for ((component, world, op), s) in rt.metrics.snapshot() {
             let labels: Labels = vec![
@@ -199,6 +201,50 @@ impl Agent {
             misses as f64,
         ));
         out
+    }
+}
+
+impl Agent {
+    /// Per device instance: whether it is healthy, and its latest stats (the summary and
+    /// every numeric statistic), labelled with the node's labels and the instance's
+    /// `device_vendor`, `device_type`, `device_name` and `device_id`. Nomad's client emits
+    /// no device metrics; these follow its host metrics (`nomad.client.host.*`).
+    async fn device_metrics(&self, node: &Labels, out: &mut Vec<Metric>) {
+        let labels = |vendor: &str, kind: &str, name: &str, id: &str| -> Labels {
+            let mut l = node.clone();
+            l.extend([
+                ("device_vendor", vendor.to_string()),
+                ("device_type", kind.to_string()),
+                ("device_name", name.to_string()),
+                ("device_id", id.to_string()),
+            ]);
+            l
+        };
+        for g in self.devices.node_devices() {
+            for d in &g.instances {
+                out.push(Metric::Gauge(
+                    "nomad.client.host.device.healthy",
+                    labels(&g.vendor, &g.device_type, &g.name, &d.id),
+                    if d.healthy { 1.0 } else { 0.0 },
+                ));
+            }
+        }
+        for g in self.devices.stats().await {
+            for (id, s) in &g.instance_stats {
+                let base = labels(&g.vendor, &g.device_type, &g.name, id);
+                if let Some(v) = s.summary.number {
+                    let mut l = base.clone();
+                    l.push(("unit", s.summary.unit.clone()));
+                    out.push(Metric::Gauge("nomad.client.host.device.summary", l, v));
+                }
+                for (stat, v) in &s.stats.attributes {
+                    let Some(n) = v.number else { continue };
+                    let mut l = base.clone();
+                    l.extend([("stat", stat.clone()), ("unit", v.unit.clone())]);
+                    out.push(Metric::Gauge("nomad.client.host.device.stat", l, n));
+                }
+            }
+        }
     }
 }
 
