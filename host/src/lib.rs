@@ -43,6 +43,7 @@ pub mod jobspec;
 pub mod logmon;
 pub mod metrics;
 pub mod node;
+pub mod node_class;
 pub mod pluginbook;
 pub mod ports;
 pub mod state;

@@ -20,6 +20,8 @@ pub struct NodeView {
     pub name: String,
     pub datacenter: String,
     pub node_class: String,
+    /// A hash of what the scheduler sees of the node ([`crate::node_class`]).
+    pub computed_class: String,
     pub node_pool: &'static str,
     pub attributes: BTreeMap<String, String>,
     pub meta: BTreeMap<String, String>,
@@ -95,6 +97,15 @@ impl Agent {
             .disk_total_mb
             .unwrap_or_else(|| attr("unique.storage.bytesfree") >> 20);
         let r = &c.reserved;
+        let devices = self.node_devices();
+        let computed_class = crate::node_class::computed_class(&crate::node_class::ClassInput {
+            datacenter: &n.datacenter,
+            node_class: &n.class,
+            node_pool: "default",
+            attributes: &n.attributes,
+            meta: &n.meta,
+            devices: &devices,
+        });
         NodeView {
             http_addr: self.http_addr(),
             node_resources: NodeResourcesView {
@@ -104,7 +115,7 @@ impl Agent {
                 }),
                 memory: serde_json::json!({ "MemoryMB": memory_mb }),
                 disk: serde_json::json!({ "DiskMB": disk_mb }),
-                devices: self.node_devices(),
+                devices,
                 min_dynamic_port: crate::ports::MIN_DYNAMIC,
                 max_dynamic_port: crate::ports::MAX_DYNAMIC,
             },
@@ -120,6 +131,7 @@ impl Agent {
             name: n.name,
             datacenter: n.datacenter,
             node_class: n.class,
+            computed_class,
             node_pool: "default",
             attributes: n.attributes,
             meta: n.meta,
