@@ -6,8 +6,12 @@
 //! `memory_mib = 1024`. The plugin config can list other groups instead:
 //!
 //! ```json
-//! {"devices": [{"vendor": "acme", "type": "gpu", "name": "a100", "ids": ["g0", "g1"]}]}
+//! {"devices": [{"vendor": "acme", "type": "gpu", "name": "a100", "ids": ["g0", "g1"],
+//!               "attributes": {"memory_mib": 40960, "model": "A100", "mig": true}}]}
 //! ```
+//!
+//! A configured group's `attributes` (optional) become its attributes: a JSON integer an
+//! `int`, another number a `float`, a string a `str`, a boolean a `boolean`.
 //!
 //! Reserving ids gives the task `MOCK_DEVICE_IDS=<ids joined by ",">` and, per id, the device
 //! node `/dev/null` as `/dev/mock-<id>` with permissions `rw`.
@@ -36,6 +40,27 @@ struct GroupConfig {
     device_type: String,
     name: String,
     ids: Vec<String>,
+    /// The group's attributes.
+    #[serde(default)]
+    attributes: std::collections::BTreeMap<String, serde_json::Value>,
+}
+
+/// A configured attribute value as the contract's attribute.
+fn attribute(name: &str, v: serde_json::Value) -> Result<Attribute, DeviceError> {
+    use serde_json::Value;
+    Ok(match v {
+        Value::Bool(b) => Attribute::Boolean(b),
+        Value::String(s) => Attribute::Str(s),
+        Value::Number(n) => match n.as_i64() {
+            Some(i) => Attribute::Int(i),
+            None => Attribute::Float(n.as_f64().unwrap_or_default()),
+        },
+        other => {
+            return Err(DeviceError::Failed(format!(
+                "invalid plugin config: attribute {name:?} must be a number, string or boolean, found {other}"
+            )));
+        }
+    })
 }
 
 /// The device groups a plugin config (JSON; blank means `{}`) describes.
@@ -51,13 +76,18 @@ fn groups(json: &str) -> Result<Vec<DeviceGroup>, DeviceError> {
             .with_attribute("memory_mib", Attribute::Int(1024));
         return Ok(vec![group]);
     };
-    Ok(groups
+    groups
         .into_iter()
         .map(|g| {
             let instances = g.ids.into_iter().map(DeviceInstance::healthy).collect();
-            DeviceGroup::new(g.vendor, g.device_type, g.name, instances)
+            let mut group = DeviceGroup::new(g.vendor, g.device_type, g.name, instances);
+            for (name, v) in g.attributes {
+                let a = attribute(&name, v)?;
+                group = group.with_attribute(name, a);
+            }
+            Ok(group)
         })
-        .collect())
+        .collect()
 }
 
 /// What reserving `ids` among `groups` gives a task.
@@ -165,6 +195,15 @@ mod tests {
             matches!(super::groups(r#"{"devices": 1}"#), Err(DeviceError::Failed(m)) if m.starts_with("invalid plugin config"))
         );
         assert!(super::groups(r#"{"bogus": 1}"#).is_err());
+        let json = r#"{"devices": [{"vendor": "acme", "type": "gpu", "name": "a100", "ids": ["g0"],
+            "attributes": {"memory_mib": 40960, "model": "A100", "mig": true, "tflops": 19.5}}]}"#;
+        let attrs = &super::groups(json).unwrap()[0].attributes;
+        assert!(attrs.contains(&("memory_mib".to_string(), Attribute::Int(40960))));
+        assert!(attrs.contains(&("model".to_string(), Attribute::Str("A100".into()))));
+        assert!(attrs.contains(&("mig".to_string(), Attribute::Boolean(true))));
+        assert!(attrs.contains(&("tflops".to_string(), Attribute::Float(19.5))));
+        let bad = json.replace("true", "[1]");
+        assert!(super::groups(&bad).is_err());
     }
 
     #[test]

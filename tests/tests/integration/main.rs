@@ -8,6 +8,7 @@ mod bad_input;
 mod cli;
 mod client;
 mod component_new;
+mod device_rules;
 mod devices;
 mod exec;
 mod frozen;
