@@ -147,3 +147,56 @@ fn a_taken_folder_or_a_bad_name_is_refused_and_nothing_is_written() {
         0
     );
 }
+
+/// Python and JavaScript projects of every world build with their own tools (installed as
+/// the polyglot examples' are) and pass their own `test.sh`: `agent component check`.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn python_and_js_projects_of_every_world_build_and_pass_check() {
+    let (python, deps) = crate::polyglot::componentize_py().await;
+    let node_modules = crate::polyglot::componentize_js().await;
+    let projects = repo_root().join("target/component-new/other");
+    let _ = std::fs::remove_dir_all(&projects);
+    std::fs::create_dir_all(&projects).unwrap();
+    // `test.sh` runs `agent`: the one under test, first on PATH.
+    let bin = projects.join("bin");
+    std::fs::create_dir_all(&bin).unwrap();
+    std::os::unix::fs::symlink(agent_bin(), bin.join("agent")).unwrap();
+    let path = format!(
+        "{}:{}",
+        bin.display(),
+        std::env::var("PATH").unwrap_or_default()
+    );
+    for lang in ["python", "js"] {
+        for world in ["driver", "hook", "device-plugin"] {
+            let name = format!("{lang}-{world}");
+            let out = agent(
+                &projects,
+                &["component", "new", "--world", world, "--lang", lang, &name],
+            );
+            assert!(out.status.success(), "{}", text(&out));
+            let dir = projects.join(&name);
+            for file in ["README.md", "build.sh", "test.sh", "wit/plugins.wit"] {
+                assert!(dir.join(file).is_file(), "{name}: no {file}");
+            }
+            if lang == "js" {
+                // The example's packages, instead of `npm install` fetching them again.
+                std::os::unix::fs::symlink(&node_modules, dir.join("node_modules")).unwrap();
+            }
+            let out = Command::new(dir.join("test.sh"))
+                .env("PATH", &path)
+                .env("PYTHON", &python)
+                .env("PYTHONPATH", &deps)
+                .output()
+                .unwrap();
+            let report = text(&out);
+            assert!(out.status.success(), "{name}'s test.sh failed:\n{report}");
+            assert!(
+                report.contains(" 0 failed") && !report.contains("warn "),
+                "{name}:\n{report}"
+            );
+            // The check's first line is the load `component validate` does.
+            let load = format!("pass  load: {world} component \"{name}\", contract 0.1.0");
+            assert!(report.contains(&load), "{name}:\n{report}");
+        }
+    }
+}

@@ -76,12 +76,14 @@ fn blocks(md: &str) -> Vec<Block> {
 }
 
 /// A source that a build in the tests compiles: the guest workspace, or a template that
-/// `component_new::` builds.
+/// `component_new::` builds (Rust, Python and JavaScript).
 fn compiled(path: &str) -> bool {
     [
         "guest-drivers/",
         "hooks-wasm/",
         "host/src/cli/component_new/templates/rust_",
+        "host/src/cli/component_new/templates/py_",
+        "host/src/cli/component_new/templates/js_",
     ]
     .iter()
     .any(|p| path.starts_with(p))

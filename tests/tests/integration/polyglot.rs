@@ -41,14 +41,35 @@ async fn run(what: &str, cmd: &mut Command) {
     );
 }
 
-async fn build_py(out: &Path) {
+/// A Python with componentize-py importable, and the folder to put in `PYTHONPATH`.
+pub async fn componentize_py() -> (String, PathBuf) {
     let folder = root().join("examples/plugins/python-hook");
-    let (python, deps) = crate::harness::python_with(
+    crate::harness::python_with(
         "componentize_py",
         &folder.join("requirements.txt"),
         "polyglot/py-deps",
     )
-    .await;
+    .await
+}
+
+/// `node_modules` with componentize-js (the JS example's, `npm ci` there when missing).
+pub async fn componentize_js() -> PathBuf {
+    let folder = root().join("examples/plugins/js-driver");
+    if !folder.join("node_modules/.bin/componentize-js").exists() {
+        run(
+            "npm ci in examples/plugins/js-driver",
+            Command::new("npm")
+                .args(["ci", "--no-audit", "--no-fund"])
+                .current_dir(&folder),
+        )
+        .await;
+    }
+    folder.join("node_modules")
+}
+
+async fn build_py(out: &Path) {
+    let folder = root().join("examples/plugins/python-hook");
+    let (python, deps) = componentize_py().await;
     run(
         "the Python hook's build.sh",
         Command::new(folder.join("build.sh"))
@@ -61,15 +82,7 @@ async fn build_py(out: &Path) {
 
 async fn build_js(out: &Path) {
     let folder = root().join("examples/plugins/js-driver");
-    if !folder.join("node_modules/.bin/componentize-js").exists() {
-        run(
-            "npm ci in examples/plugins/js-driver",
-            Command::new("npm")
-                .args(["ci", "--no-audit", "--no-fund"])
-                .current_dir(&folder),
-        )
-        .await;
-    }
+    componentize_js().await;
     run(
         "the JS driver's build.sh",
         Command::new(folder.join("build.sh")).arg(out),

@@ -9,7 +9,7 @@ mod cargo;
 use std::path::{Path, PathBuf};
 
 use anyhow::{Context, bail};
-use guest_artifacts::sources::SDK_FILES;
+use guest_artifacts::sources::{SDK_FILES, WIT};
 
 /// The world a new plugin exports.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
@@ -108,7 +108,7 @@ pub fn create(world: World, lang: Lang, name: &str, parent: &Path) -> anyhow::Re
     }
     let files = match lang {
         Lang::Rust => rust_project(world, name)?,
-        Lang::Python | Lang::Js => bail!("--lang {lang:?} is not available yet"),
+        Lang::Python | Lang::Js => other_project(world, lang, name),
     };
     let staging = tempfile::Builder::new()
         .prefix(&format!(".{name}-"))
@@ -120,6 +120,10 @@ pub fn create(world: World, lang: Lang, name: &str, parent: &Path) -> anyhow::Re
             std::fs::create_dir_all(dir)?;
         }
         std::fs::write(&file, text).with_context(|| format!("write {}", file.display()))?;
+        if path.ends_with(".sh") {
+            use std::os::unix::fs::PermissionsExt;
+            std::fs::set_permissions(&file, std::fs::Permissions::from_mode(0o755))?;
+        }
     }
     let staged = staging.keep();
     std::fs::rename(&staged, &dest).inspect_err(|_| {
@@ -179,4 +183,74 @@ fn rust_project(world: World, name: &str) -> anyhow::Result<Vec<(String, String)
         }
     }
     Ok(files)
+}
+
+/// A Python or JavaScript project: the plugin, the contract's WIT, the build and test
+/// scripts, the tool's pinned version.
+fn other_project(world: World, lang: Lang, name: &str) -> Vec<(String, String)> {
+    let crate_name = name.replace('-', "_");
+    let (source_path, source, setup, lang_text) = match lang {
+        Lang::Python => (
+            "app.py".to_string(),
+            match world {
+                World::Driver => include_str!("templates/py_driver.py.tmpl"),
+                World::Hook => include_str!("templates/py_hook.py.tmpl"),
+                World::DevicePlugin => include_str!("templates/py_device.py.tmpl"),
+            },
+            "pip install -r requirements.txt   # componentize-py",
+            "Python",
+        ),
+        _ => (
+            format!("{crate_name}.js"),
+            match world {
+                World::Driver => include_str!("templates/js_driver.js.tmpl"),
+                World::Hook => include_str!("templates/js_hook.js.tmpl"),
+                World::DevicePlugin => include_str!("templates/js_device.js.tmpl"),
+            },
+            "npm install    # componentize-js",
+            "JavaScript",
+        ),
+    };
+    let readme = include_str!("templates/other_README.md.tmpl")
+        .replace("__LANG__", lang_text)
+        .replace("__SOURCE__", &source_path)
+        .replace("__SETUP__", setup);
+    let mut files = vec![
+        (source_path, fill(source, world, name)),
+        ("README.md".to_string(), fill(&readme, world, name)),
+        (
+            "test.sh".to_string(),
+            fill(include_str!("templates/test.sh.tmpl"), world, name),
+        ),
+        (
+            ".gitignore".to_string(),
+            "/target\n/node_modules\n__pycache__/\n".to_string(),
+        ),
+    ];
+    match lang {
+        Lang::Python => {
+            files.push((
+                "build.sh".into(),
+                fill(include_str!("templates/py_build.sh.tmpl"), world, name),
+            ));
+            files.push((
+                "requirements.txt".into(),
+                include_str!("templates/py_requirements.txt.tmpl").into(),
+            ));
+        }
+        _ => {
+            files.push((
+                "build.sh".into(),
+                fill(include_str!("templates/js_build.sh.tmpl"), world, name),
+            ));
+            files.push((
+                "package.json".into(),
+                fill(include_str!("templates/js_package.json.tmpl"), world, name),
+            ));
+        }
+    }
+    for (file, text) in WIT {
+        files.push((format!("wit/{file}"), text.to_string()));
+    }
+    files
 }
