@@ -85,6 +85,7 @@ pub struct LoadedComponent {
 pub struct VersionStats {
     calls: AtomicU64,
     failures: AtomicU64,
+    peak_memory: AtomicU64,
     first_call_at: AtomicU64,
     changed: tokio::sync::Notify,
 }
@@ -98,6 +99,15 @@ impl VersionStats {
     /// Calls that trapped, ran out of memory or missed their deadline.
     pub fn failures(&self) -> u64 {
         self.failures.load(Ordering::Relaxed)
+    }
+
+    /// The most linear memory one instance of this version has held, bytes.
+    pub fn peak_memory_bytes(&self) -> u64 {
+        self.peak_memory.load(Ordering::Relaxed)
+    }
+
+    pub(crate) fn record_memory(&self, bytes: usize) {
+        self.peak_memory.fetch_max(bytes as u64, Ordering::Relaxed);
     }
 
     /// When the first call ended, ns since the Unix epoch (0: none yet).

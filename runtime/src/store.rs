@@ -24,6 +24,8 @@ use crate::host_api::{self, HostServices};
 struct MemoryCap {
     max: usize,
     hit: Arc<AtomicBool>,
+    /// The most linear memory the store's instance has asked for and got, bytes.
+    peak: usize,
 }
 
 impl ResourceLimiter for MemoryCap {
@@ -40,6 +42,7 @@ impl ResourceLimiter for MemoryCap {
                 self.max
             );
         }
+        self.peak = self.peak.max(desired);
         Ok(true)
     }
 
@@ -63,6 +66,13 @@ pub struct HostState {
     task: Option<Arc<TaskContext>>,
     services: Arc<HostServices>,
     deadline: Instant,
+}
+
+impl HostState {
+    /// The most linear memory this store's instance has held, bytes.
+    pub(crate) fn peak_memory(&self) -> usize {
+        self.limiter.peak
+    }
 }
 
 impl WasiView for HostState {
@@ -138,6 +148,7 @@ pub fn new_store(
         limiter: MemoryCap {
             max: limits.memory_bytes,
             hit: memory_hit.clone(),
+            peak: 0,
         },
         deadline_hit: deadline_hit.clone(),
         component,

@@ -141,6 +141,22 @@ pub async fn run(file: &std::path::Path, args: CheckArgs) -> anyhow::Result<i32>
             report.pass("limits", detail);
         }
     }
+    // Memory: the most an instance held over every call above, against the cap.
+    let (peak, cap) = (c.stats.peak_memory_bytes(), c.limits().memory_bytes as u64);
+    let mib = |b: u64| format!("{:.1} MiB", b as f64 / f64::from(1 << 20));
+    let detail = format!(
+        "memory: an instance held at most {} of its {} cap",
+        mib(peak),
+        mib(cap)
+    );
+    if peak * 4 > cap * 3 {
+        report.warn(
+            "limits",
+            format!("{detail}: near the cap (limits.memory_mb)"),
+        );
+    } else {
+        report.pass("limits", detail);
+    }
     report.print();
     Ok(i32::from(report.failed()))
 }

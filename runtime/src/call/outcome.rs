@@ -66,6 +66,7 @@ impl Call {
         result: Result<wasmtime::Result<R>, tokio::time::error::Elapsed>,
     ) -> Result<R, CallError> {
         let elapsed = self.started.elapsed();
+        comp.stats.record_memory(self.store.data().peak_memory());
         let metrics = self.metrics.clone();
         let warm = self.warm;
         let r = self.outcome(comp, op, result);

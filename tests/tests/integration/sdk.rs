@@ -296,6 +296,7 @@ fn component_check_passes_every_shipped_component_and_fails_broken_ones() {
         "pass  destroy (running, not forced)",
         "pass  stop: exited after stop",
         "pass  two tasks at once",
+        "pass  limits: memory: an instance held at most",
     ] {
         assert!(text.contains(line), "{line}:\n{text}");
     }
