@@ -73,7 +73,13 @@ fn reservation(found: &[Found], ids: &[String]) -> Result<ContainerReservation, 
         let key: String = f
             .device_type
             .chars()
-            .map(|c| if c.is_ascii_alphanumeric() { c.to_ascii_uppercase() } else { '_' })
+            .map(|c| {
+                if c.is_ascii_alphanumeric() {
+                    c.to_ascii_uppercase()
+                } else {
+                    '_'
+                }
+            })
             .collect();
         let key = format!("HOST_DEVICES_{key}");
         match env.iter_mut().find(|(k, _)| *k == key) {

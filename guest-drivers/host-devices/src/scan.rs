@@ -79,7 +79,9 @@ pub struct Found {
 }
 
 fn read(path: &Path) -> Option<String> {
-    std::fs::read_to_string(path).ok().map(|s| s.trim().to_string())
+    std::fs::read_to_string(path)
+        .ok()
+        .map(|s| s.trim().to_string())
 }
 
 /// `KEY=value` lines of a `uevent` file.
@@ -175,11 +177,14 @@ fn render_node(config: &Config, dir: &Path, id: &str) -> Found {
     let vendor = pci_vendor(&vendor_id);
     let mut f = found(config, dir, id, [&vendor, "gpu", &model]);
     f.attributes.push(("driver".into(), Attribute::Str(driver)));
-    f.attributes.push(("pci_device_id".into(), Attribute::Str(device_id)));
-    f.attributes.push(("pci_vendor_id".into(), Attribute::Str(vendor_id)));
+    f.attributes
+        .push(("pci_device_id".into(), Attribute::Str(device_id)));
+    f.attributes
+        .push(("pci_vendor_id".into(), Attribute::Str(vendor_id)));
     let vram = read(&device.join("mem_info_vram_total")).and_then(|v| v.parse::<i64>().ok());
     if let Some(bytes) = vram {
-        f.attributes.push(("memory_mib".into(), Attribute::Int(bytes >> 20)));
+        f.attributes
+            .push(("memory_mib".into(), Attribute::Int(bytes >> 20)));
     }
     f.pci_bus_id = link_name(device);
     f.busy_percent = read(&dir.join("device/gpu_busy_percent")).and_then(|v| v.parse().ok());
@@ -198,13 +203,19 @@ pub fn scan(config: &Config) -> Vec<Found> {
     }
     if config.drm {
         let drm = sys.join("class/drm");
-        for id in entries(&drm).into_iter().filter(|n| n.starts_with("renderD")) {
+        for id in entries(&drm)
+            .into_iter()
+            .filter(|n| n.starts_with("renderD"))
+        {
             out.push(render_node(config, &drm.join(&id), &id));
         }
     }
     for rule in &config.classes {
         let class = sys.join("class").join(&rule.class);
-        for id in entries(&class).into_iter().filter(|n| matches(&rule.pattern, n)) {
+        for id in entries(&class)
+            .into_iter()
+            .filter(|n| matches(&rule.pattern, n))
+        {
             let group = [rule.vendor.as_str(), &rule.device_type, &rule.name];
             out.push(found(config, &class.join(&id), &id, group));
         }

@@ -18,9 +18,18 @@ fn tree(name: &str) -> (PathBuf, Config) {
     let root = std::env::temp_dir().join(format!("host-devices-{}-{name}", std::process::id()));
     let _ = std::fs::remove_dir_all(&root);
     let sys = root.join("sys");
-    write(sys.join("class/misc/kvm/uevent"), "MAJOR=10\nMINOR=232\nDEVNAME=kvm\n");
-    write(sys.join("class/misc/tun/uevent"), "MAJOR=10\nMINOR=200\nDEVNAME=net/tun\n");
-    write(sys.join("class/drm/card0/uevent"), "MAJOR=226\nMINOR=0\nDEVNAME=dri/card0\n");
+    write(
+        sys.join("class/misc/kvm/uevent"),
+        "MAJOR=10\nMINOR=232\nDEVNAME=kvm\n",
+    );
+    write(
+        sys.join("class/misc/tun/uevent"),
+        "MAJOR=10\nMINOR=200\nDEVNAME=net/tun\n",
+    );
+    write(
+        sys.join("class/drm/card0/uevent"),
+        "MAJOR=226\nMINOR=0\nDEVNAME=dri/card0\n",
+    );
     let pci = sys.join("devices/pci0000:00/0000:03:00.0");
     write(pci.join("vendor"), "0x1002\n");
     write(pci.join("device"), "0x73bf\n");
@@ -28,10 +37,20 @@ fn tree(name: &str) -> (PathBuf, Config) {
     write(pci.join("gpu_busy_percent"), "7\n");
     symlink("../../../bus/pci/drivers/amdgpu", pci.join("driver")).unwrap();
     let render = sys.join("class/drm/renderD128");
-    write(render.join("uevent"), "MAJOR=226\nMINOR=128\nDEVNAME=dri/renderD128\n");
-    symlink("../../../devices/pci0000:00/0000:03:00.0", render.join("device")).unwrap();
+    write(
+        render.join("uevent"),
+        "MAJOR=226\nMINOR=128\nDEVNAME=dri/renderD128\n",
+    );
+    symlink(
+        "../../../devices/pci0000:00/0000:03:00.0",
+        render.join("device"),
+    )
+    .unwrap();
     for tty in ["ttyUSB0", "ttyUSB1", "ttyS0"] {
-        write(sys.join(format!("class/tty/{tty}/uevent")), &format!("MAJOR=188\nDEVNAME={tty}\n"));
+        write(
+            sys.join(format!("class/tty/{tty}/uevent")),
+            &format!("MAJOR=188\nDEVNAME={tty}\n"),
+        );
     }
     for node in ["kvm", "dri/renderD128", "ttyUSB0"] {
         write(root.join("dev").join(node), "");
@@ -63,21 +82,42 @@ fn what_sysfs_has_is_reported_in_groups_with_health_from_devfs() {
     assert_eq!(ids, ["kvm", "tun", "renderD128", "ttyUSB0", "ttyUSB1"]);
     let groups = groups(&found);
     let kvm = group(&groups, "kvm");
-    assert_eq!((kvm.vendor.as_str(), kvm.device_type.as_str()), ("linux", "kvm"));
+    assert_eq!(
+        (kvm.vendor.as_str(), kvm.device_type.as_str()),
+        ("linux", "kvm")
+    );
     assert!(kvm.devices[0].healthy);
-    assert_eq!(kvm.attributes, vec![("major".to_string(), Attribute::Int(10))]);
+    assert_eq!(
+        kvm.attributes,
+        vec![("major".to_string(), Attribute::Int(10))]
+    );
     let tun = group(&groups, "tun");
     assert!(!tun.devices[0].healthy);
     let reason = &tun.devices[0].health_description;
-    assert!(reason.starts_with("no device node ") && reason.ends_with("/dev/net/tun"), "{reason}");
+    assert!(
+        reason.starts_with("no device node ") && reason.ends_with("/dev/net/tun"),
+        "{reason}"
+    );
     let gpu = group(&groups, "amdgpu-73bf");
-    assert_eq!((gpu.vendor.as_str(), gpu.device_type.as_str()), ("amd", "gpu"));
+    assert_eq!(
+        (gpu.vendor.as_str(), gpu.device_type.as_str()),
+        ("amd", "gpu")
+    );
     assert_eq!(gpu.devices[0].pci_bus_id.as_deref(), Some("0000:03:00.0"));
-    assert!(gpu.attributes.contains(&("memory_mib".to_string(), Attribute::Int(8192))));
-    assert!(gpu.attributes.contains(&("driver".to_string(), Attribute::Str("amdgpu".into()))));
+    assert!(
+        gpu.attributes
+            .contains(&("memory_mib".to_string(), Attribute::Int(8192)))
+    );
+    assert!(
+        gpu.attributes
+            .contains(&("driver".to_string(), Attribute::Str("amdgpu".into())))
+    );
     let tty = group(&groups, "tty");
     assert_eq!(tty.devices.len(), 2);
-    assert_eq!((tty.devices[0].healthy, tty.devices[1].healthy), (true, false));
+    assert_eq!(
+        (tty.devices[0].healthy, tty.devices[1].healthy),
+        (true, false)
+    );
     std::fs::remove_dir_all(root).unwrap();
 }
 
@@ -101,7 +141,11 @@ fn a_reservation_gives_the_nodes_and_their_paths_by_type() {
     let found = scan::scan(&config);
     let ids = ["kvm", "ttyUSB0", "renderD128", "ttyUSB1"].map(String::from);
     let r = reservation(&found, &ids).unwrap();
-    let env: Vec<(&str, &str)> = r.env.iter().map(|(k, v)| (k.as_str(), v.as_str())).collect();
+    let env: Vec<(&str, &str)> = r
+        .env
+        .iter()
+        .map(|(k, v)| (k.as_str(), v.as_str()))
+        .collect();
     assert_eq!(
         env,
         [
@@ -111,7 +155,10 @@ fn a_reservation_gives_the_nodes_and_their_paths_by_type() {
         ]
     );
     assert_eq!(r.devices[2].task_path, "/dev/dri/renderD128");
-    assert_eq!(Path::new(&r.devices[2].host_path), root.join("dev/dri/renderD128"));
+    assert_eq!(
+        Path::new(&r.devices[2].host_path),
+        root.join("dev/dri/renderD128")
+    );
     assert_eq!(r.devices[2].permissions, "rw");
     let unknown = reservation(&found, &["kvm".into(), "sda".into()]);
     assert_eq!(unknown, Err(DeviceError::UnknownDevice("sda".into())));
