@@ -28,24 +28,11 @@ pub const CONSTRAINT_OPERATORS: &[&str] = &[
     "is_not_set",
 ];
 
-/// Operators a device `affinity` takes (Nomad's `Affinity.Validate`).
-pub const AFFINITY_OPERATORS: &[&str] = &[
-    "=",
-    "==",
-    "is",
-    "!=",
-    "not",
-    "<",
-    "<=",
-    ">",
-    ">=",
-    "regexp",
-    "version",
-    "semver",
-    "set_contains",
-    "set_contains_all",
-    "set_contains_any",
-];
+/// Operators a device `affinity` takes (Nomad's `Affinity.Validate`): a constraint's but
+/// `is_set` and `is_not_set`, the last two of [`CONSTRAINT_OPERATORS`].
+pub const AFFINITY_OPERATORS: &[&str] = CONSTRAINT_OPERATORS
+    .split_at(CONSTRAINT_OPERATORS.len() - 2)
+    .0;
 
 /// One device `constraint` (Nomad's `Constraint`: `attribute`, `operator`, `value`).
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]

@@ -158,14 +158,7 @@ async fn python_and_js_projects_of_every_world_build_and_pass_check() {
     let _ = std::fs::remove_dir_all(&projects);
     std::fs::create_dir_all(&projects).unwrap();
     // `test.sh` runs `agent`: the one under test, first on PATH.
-    let bin = projects.join("bin");
-    std::fs::create_dir_all(&bin).unwrap();
-    std::os::unix::fs::symlink(agent_bin(), bin.join("agent")).unwrap();
-    let path = format!(
-        "{}:{}",
-        bin.display(),
-        std::env::var("PATH").unwrap_or_default()
-    );
+    let path = crate::harness::path_with_agent(&projects);
     for lang in ["python", "js"] {
         for world in ["driver", "hook", "device-plugin"] {
             let name = format!("{lang}-{world}");

@@ -10,7 +10,7 @@ use std::process::Command;
 
 use paddock::config::AgentConfig;
 
-use crate::harness::{agent_bin, repo_root};
+use crate::harness::repo_root;
 
 /// A code block or table of the guide and how it is tested.
 struct Block {
@@ -179,14 +179,7 @@ fn every_block_of_the_guide_is_marked_and_holds() {
 fn the_guides_commands_run_as_written() {
     let work = repo_root().join("target/guide-run");
     let _ = std::fs::remove_dir_all(&work);
-    let bin = work.join("bin");
-    std::fs::create_dir_all(&bin).unwrap();
-    std::os::unix::fs::symlink(agent_bin(), bin.join("agent")).unwrap();
-    let path = format!(
-        "{}:{}",
-        bin.display(),
-        std::env::var("PATH").unwrap_or_default()
-    );
+    let path = crate::harness::path_with_agent(&work);
     for b in blocks(&guide()).iter().filter(|b| b.test == "run") {
         let out = Command::new("bash")
             .args(["-euo", "pipefail", "-c", &b.text])

@@ -1,6 +1,6 @@
-//! Cargo run by a test for a project of its own (the SDKs' packages, a generated plugin):
-//! without the outer build's flags, wrappers and target dir, which are for the host's test
-//! build.
+//! Commands a test runs as a user would in a project of its own (the SDKs' packages, a
+//! generated plugin, the guide's commands): cargo without the outer build's flags, wrappers
+//! and target dir, which are for the host's test build, and `agent` on `PATH`.
 
 use std::path::{Path, PathBuf};
 use std::process::Command;
@@ -27,4 +27,17 @@ pub fn cargo() -> Command {
         cmd.env_remove(var);
     }
     cmd
+}
+
+/// A `PATH` whose first folder, `dir/bin`, holds `agent`: the agent binary under test.
+pub fn path_with_agent(dir: &Path) -> String {
+    let bin = dir.join("bin");
+    std::fs::create_dir_all(&bin).unwrap();
+    let _ = std::fs::remove_file(bin.join("agent"));
+    std::os::unix::fs::symlink(super::agent_bin(), bin.join("agent")).unwrap();
+    format!(
+        "{}:{}",
+        bin.display(),
+        std::env::var("PATH").unwrap_or_default()
+    )
 }
