@@ -103,10 +103,17 @@ pub(super) async fn run(args: RunArgs) -> anyhow::Result<i32> {
         let r = agent.register_job(job)?;
         tracing::info!(eval_id = %r.eval_id, allocs = ?r.allocs, "job from --job registered");
     }
-    let shutdown = async {
-        let _ = tokio::signal::ctrl_c().await;
-        tracing::info!("interrupted: shutting down (tasks keep their state)");
+    // SIGTERM or SIGINT: stop taking work (the API), flush the state DB, leave tasks running
+    // (as Nomad's client does), exit 0; a second signal exits at once.
+    let (stop, stopping) = tokio::sync::watch::channel(None::<&'static str>);
+    watch_stop_signals(stop)?;
+    let shutdown = {
+        let mut stopping = stopping.clone();
+        async move {
+            let _ = stopping.wait_for(Option::is_some).await;
+        }
     };
+    let state = agent.state().clone();
     // The API on a runtime of its own: while thousands of allocations start on the agent's
     // runtime, a request does not queue behind them (placement runs on the request's
     // thread, the allocations it places on the agent's runtime).
@@ -117,14 +124,76 @@ pub(super) async fn run(args: RunArgs) -> anyhow::Result<i32> {
         .build()
         .context("starting the API's runtime")?;
     let listener = listener.into_std()?;
-    let served = api.spawn(async move {
+    let mut served = api.spawn(async move {
         let listener = tokio::net::TcpListener::from_std(listener)?;
         crate::api::serve(agent, listener, shutdown).await
     });
-    let result = served.await;
+    let mut signalled = stopping.clone();
+    let result = tokio::select! {
+        r = &mut served => Some(r),
+        _ = signalled.wait_for(Option::is_some) => {
+            // Requests in flight get a moment to finish; streams and blocking queries,
+            // which never end by themselves, are cut after it.
+            tokio::time::timeout(STOP_GRACE, &mut served).await.ok()
+        }
+    };
     api.shutdown_background();
-    result.context("the API stopped")??;
+    if let Some(result) = result {
+        result.context("the API stopped")??;
+    }
+    let signal = *stopping.borrow();
+    let Some(signal) = signal else {
+        return Ok(0);
+    };
+    let flushed = tokio::time::timeout(
+        STOP_GRACE,
+        tokio::task::spawn_blocking(move || state.flush()),
+    )
+    .await;
+    match flushed {
+        Ok(Ok(Ok(()))) => tracing::info!(signal, "stopped: state DB flushed; tasks keep running"),
+        Ok(Ok(Err(e))) => {
+            tracing::error!(signal, error = %e, "stopped: the state DB could not be flushed")
+        }
+        _ => tracing::error!(
+            signal,
+            "stopped: the state DB did not flush within {STOP_GRACE:?}"
+        ),
+    }
     Ok(0)
+}
+
+/// How long a stopping agent waits for requests in flight, and then for the state DB.
+const STOP_GRACE: std::time::Duration = std::time::Duration::from_secs(5);
+
+/// Sets `stop` to the first SIGTERM or SIGINT; exits the process at once on a second one.
+fn watch_stop_signals(
+    stop: tokio::sync::watch::Sender<Option<&'static str>>,
+) -> anyhow::Result<()> {
+    use tokio::signal::unix::{SignalKind, signal};
+    let mut term = signal(SignalKind::terminate()).context("listening for SIGTERM")?;
+    let mut int = signal(SignalKind::interrupt()).context("listening for SIGINT")?;
+    async fn next(
+        term: &mut tokio::signal::unix::Signal,
+        int: &mut tokio::signal::unix::Signal,
+    ) -> &'static str {
+        tokio::select! {
+            _ = term.recv() => "SIGTERM",
+            _ = int.recv() => "SIGINT",
+        }
+    }
+    tokio::spawn(async move {
+        let first = next(&mut term, &mut int).await;
+        tracing::info!(
+            signal = first,
+            "stopping: no new work, flushing the state DB; tasks keep running (a second signal exits at once)"
+        );
+        let _ = stop.send(Some(first));
+        let second = next(&mut term, &mut int).await;
+        tracing::warn!(signal = second, "second signal: exiting now");
+        std::process::exit(1);
+    });
+    Ok(())
 }
 
 fn resolve_bind(flag: Option<&str>, config: &AgentConfig) -> anyhow::Result<SocketAddr> {

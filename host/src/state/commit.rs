@@ -196,6 +196,23 @@ impl Committer {
     pub fn stats(&self) -> &CommitStats {
         &self.stats
     }
+
+    /// Returns once every request queued before it has been answered: an empty request
+    /// goes through the queue in order, past the de-duplication that would answer it at once.
+    pub fn flush(&self) -> Result<(), StateError> {
+        let (done, rx) = mpsc::sync_channel(1);
+        let request = Request {
+            ops: Vec::new(),
+            asked: Vec::new(),
+            done,
+        };
+        self.queue
+            .as_ref()
+            .ok_or_else(stopped)?
+            .send(request)
+            .map_err(|_| stopped())?;
+        rx.recv().map_err(|_| stopped())?
+    }
 }
 
 fn stopped() -> StateError {
@@ -475,5 +492,29 @@ mod tests {
         }
         let commits = db.commit_stats().commits.load(Ordering::SeqCst);
         assert!(commits < 100, "200 writes took {commits} commits");
+    }
+
+    #[test]
+    fn a_flush_returns_once_every_queued_write_is_on_the_backend() {
+        let backend = std::sync::Arc::new(FaultyBackend::new(MemBackend::default()));
+        backend.set_delay(Duration::from_millis(20));
+        let committer = super::Committer::start(backend.clone(), CommitOptions::default());
+        let key = |i: usize| format!("k{i}");
+        for i in 0..5 {
+            // Queued, not waited for: what task state updates do.
+            let op = crate::state::Op::Put("jobs", key(i), vec![i as u8]);
+            drop(committer.queue(vec![op]).unwrap());
+        }
+        use crate::state::Backend;
+        assert!(
+            backend.get("jobs", &key(4)).unwrap().is_none(),
+            "written already"
+        );
+        committer.flush().unwrap();
+        for i in 0..5 {
+            assert_eq!(backend.get("jobs", &key(i)).unwrap(), Some(vec![i as u8]));
+        }
+        // A flush with nothing queued returns at once.
+        committer.flush().unwrap();
     }
 }

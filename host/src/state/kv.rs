@@ -188,6 +188,9 @@ impl<B: Backend + 'static> StateDb for KvState<B> {
     fn commit_stats(&self) -> &CommitStats {
         self.commit.stats()
     }
+    fn flush(&self) -> Result<(), StateError> {
+        self.commit.flush()
+    }
 
     fn queue_job_placing(&self, job: &Job, eval_id: Option<&str>) -> Result<Durable, StateError> {
         let key = format!("{}/{}", job.namespace, job.id);

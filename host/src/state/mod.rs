@@ -227,6 +227,9 @@ pub trait StateDb: Send + Sync {
     fn variables(&self) -> Result<Vec<Variable>, StateError>;
     /// The write path's counters (writes asked, commits, writes de-duplicated away).
     fn commit_stats(&self) -> &CommitStats;
+    /// Returns once every write queued before the call is durable (or has failed): what an
+    /// agent that is asked to stop waits for.
+    fn flush(&self) -> Result<(), StateError>;
 }
 
 /// Table names.

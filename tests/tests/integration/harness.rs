@@ -434,16 +434,24 @@ impl AgentProcess {
 
     /// A graceful stop (SIGINT, as Ctrl-C or `systemctl stop` with KillMode=process).
     pub fn interrupt(&mut self) {
+        self.stop_by("INT");
+    }
+
+    /// Sends `signal` (`INT`, `TERM`) and waits, 20 s at most, for the agent to exit.
+    pub fn stop_by(&mut self, signal: &str) -> std::process::ExitStatus {
         let mut c = self.child.take().expect("running");
         let pid = rustix_pid(c.id());
         let _ = std::process::Command::new("kill")
-            .args(["-INT", &pid])
+            .args([&format!("-{signal}"), &pid])
             .status();
         let deadline = Instant::now() + Duration::from_secs(20);
-        while c.try_wait().unwrap().is_none() {
+        loop {
+            if let Some(status) = c.try_wait().unwrap() {
+                return status;
+            }
             assert!(
                 Instant::now() < deadline,
-                "the agent did not stop on SIGINT"
+                "the agent did not stop on SIG{signal}"
             );
             std::thread::sleep(Duration::from_millis(20));
         }

@@ -36,6 +36,7 @@ mod raw_exec;
 mod restore;
 mod runtime;
 mod sdk;
+mod shutdown;
 mod state;
 mod swap;
 mod swap_config;
