@@ -103,6 +103,10 @@ impl Agent {
             driver_checked: true,
             ..Default::default()
         };
+        if let Err(e) = super::register::bounds::check(job) {
+            v.errors.push(e.to_string());
+            return v;
+        }
         for (gi, g) in job.task_groups.iter().enumerate() {
             for (ti, t) in g.tasks.iter().enumerate() {
                 let path = format!("Job.TaskGroups[{gi}].Tasks[{ti}]");

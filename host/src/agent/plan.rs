@@ -326,6 +326,7 @@ impl Agent {
 
     /// What registering `job` would do, without doing it (`/v1/job/{id}/plan`).
     pub fn plan_job(&self, job: Job, want_diff: bool) -> Result<JobPlan, JobspecError> {
+        super::register::bounds::check(&job)?;
         let plan = self.plan(job)?;
         let diff = want_diff.then(|| {
             let mut d = crate::jobdiff::diff(plan.existing.as_ref(), &plan.job);

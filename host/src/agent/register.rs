@@ -14,6 +14,8 @@ use crate::evals::Trigger;
 use crate::jobspec::{Job, JobspecError};
 use crate::state::{Durable, StateError};
 
+pub mod bounds;
+
 /// Why a job was not registered.
 #[derive(Debug, thiserror::Error)]
 pub enum RegisterError {
@@ -97,6 +99,7 @@ impl Agent {
         mut job: Job,
         opts: RegisterOptions,
     ) -> Result<(Registered, Option<Placing>, Durable), RegisterError> {
+        bounds::check(&job)?;
         let guard = self.plan_lock.acquire();
         let existing = self
             .jobs

@@ -273,3 +273,56 @@ async fn announce_big_body(t: &TestAgent, path: &str) -> (u16, String) {
         .unwrap_or(0);
     (status, text)
 }
+
+/// A job past one of the registration bounds is a 400 naming the field and the bound, at
+/// once: `Count` 2^31-1 used to be taken and never answered while memory grew.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_job_past_a_bound_is_a_400_naming_the_field_and_the_bound_at_once() {
+    let t = TestAgent::start("", vec![]).await;
+    let task = json!({ "Name": "t", "Driver": "mock", "Config": { "run_for": "1s" } });
+    let group = |name: String, count: u64, tasks: usize| {
+        let tasks: Vec<_> = (0..tasks)
+            .map(|i| json!({ "Name": format!("t{i}"), "Driver": "mock" }))
+            .collect();
+        json!({ "Name": name, "Count": count, "Tasks": tasks })
+    };
+    let job = |groups: Vec<serde_json::Value>| json!({ "ID": "big", "Type": "batch", "TaskGroups": groups });
+    let cases = [
+        (
+            job(vec![group("g".into(), 2_147_483_647, 1)]),
+            "Job.TaskGroups[0].Count: 2147483647 is over the limit of 10000 allocations per group",
+        ),
+        (
+            job((0..1001).map(|i| group(format!("g{i}"), 1, 1)).collect()),
+            "Job.TaskGroups: 1001 task groups is over the limit of 1000",
+        ),
+        (
+            job(vec![group("g".into(), 1, 1001)]),
+            "Job.TaskGroups[0].Tasks: 1001 tasks is over the limit of 1000 per group",
+        ),
+        (
+            job((0..3).map(|i| group(format!("g{i}"), 9_000, 1)).collect()),
+            "Job.TaskGroups: 27000 allocations in all is over the limit of 20000 per job",
+        ),
+    ];
+    for (body, said) in cases {
+        let asked = std::time::Instant::now();
+        for path in ["/v1/jobs", "/v1/job/big/plan"] {
+            let (status, answer) = t.post(path, json!({ "Job": body })).await;
+            assert_eq!(status, 400, "{path}: {answer}");
+            assert!(answer.to_string().contains(said), "{path}: {answer}");
+        }
+        let (_, v) = t.post("/v1/validate/job", json!({ "Job": body })).await;
+        assert!(v["ValidationErrors"].to_string().contains(said), "{v}");
+        assert!(
+            asked.elapsed() < Duration::from_secs(5),
+            "{said}: {:?}",
+            asked.elapsed()
+        );
+    }
+    // Nothing was registered, and a job at the bounds is taken.
+    assert_eq!(t.get("/v1/jobs").await.as_array().unwrap().len(), 0);
+    let at = job(vec![json!({ "Name": "g", "Count": 2, "Tasks": [task] })]);
+    let (status, answer) = t.post("/v1/jobs", json!({ "Job": at })).await;
+    assert_eq!(status, 200, "{answer}");
+}
