@@ -60,6 +60,27 @@ pub(super) fn alloc_root(
     Ok((agent.alloc_root().join(&alloc.id), alloc))
 }
 
+/// [`alloc_root`], waiting (10 s at most) for the dir of an allocation that is placed but
+/// whose runner has not built its dir yet (its start is queued behind others): the answer
+/// is about to exist, so it is not a 404.
+pub(super) async fn built_alloc_root(
+    agent: &AppState,
+    id: &str,
+) -> Result<(PathBuf, crate::structs::Allocation), ApiError> {
+    let (root, alloc) = alloc_root(agent, id)?;
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(10);
+    while !root.exists()
+        && !alloc.is_terminal()
+        && std::time::Instant::now() < deadline
+        && agent
+            .allocation(&alloc.id)
+            .is_some_and(|a| !a.is_terminal())
+    {
+        tokio::time::sleep(std::time::Duration::from_millis(25)).await;
+    }
+    Ok((root, alloc))
+}
+
 /// `path` inside `root`, refusing anything that leaves it.
 pub(super) fn resolve(root: &Path, path: &str) -> Result<PathBuf, ApiError> {
     let rel = Path::new(path.trim_start_matches('/'));
@@ -122,7 +143,7 @@ async fn ls(
     UrlPath(id): UrlPath<String>,
     Query(q): Query<PathQuery>,
 ) -> Result<Response, ApiError> {
-    let (root, _) = alloc_root(&agent, &id)?;
+    let (root, _) = built_alloc_root(&agent, &id).await?;
     let dir = resolve(&root, q.path.as_deref().unwrap_or("/"))?;
     let rd = std::fs::read_dir(&dir).map_err(|e| {
         ApiError::bad_request(format!(
@@ -148,7 +169,7 @@ async fn stat(
     UrlPath(id): UrlPath<String>,
     Query(q): Query<PathQuery>,
 ) -> Result<Response, ApiError> {
-    let (root, _) = alloc_root(&agent, &id)?;
+    let (root, _) = built_alloc_root(&agent, &id).await?;
     let path = q.path.as_deref().unwrap_or("/");
     let full = resolve(&root, path)?;
     let meta =
