@@ -144,6 +144,8 @@ pub struct TaskConfig {
     pub stdout_repeat_duration: u64,
     /// A deliberate misbehaviour of one op.
     pub misbehave: Option<Misbehave>,
+    /// Bytes of padding kept in the task's handle (a driver that keeps too much state).
+    pub handle_padding: u64,
 }
 
 /// The mock driver's plugin config (`plugin "mock" { config { ... } }`).
@@ -178,6 +180,16 @@ pub fn parse_task_config(json: &str) -> Result<TaskConfig, Vec<FieldError>> {
                 config.misbehave = misbehave(&value, TASK_OPS, &mut errors);
                 Ok(())
             }
+            "handle_padding" => match value.as_u64() {
+                Some(n) if n <= 32 << 20 => {
+                    config.handle_padding = n;
+                    Ok(())
+                }
+                _ => Err(format!(
+                    "expected bytes from 0 to {}, got {value}",
+                    32 << 20
+                )),
+            },
             _ => Err("unknown field".to_string()),
         };
         if let Err(message) = checked {
@@ -307,7 +319,8 @@ mod tests {
                 "start_error": "nope", "start_error_recoverable": true, "start_block_for": 250,
                 "kill_after": "2s", "signal_error": "no signals", "stdout_string": "hi",
                 "driver_event": "pulling image",
-                "stdout_repeat": 2, "stdout_repeat_duration": "1s", "misbehave": null}"#,
+                "stdout_repeat": 2, "stdout_repeat_duration": "1s", "misbehave": null,
+                "handle_padding": 10}"#,
         )
         .unwrap();
         assert_eq!(
@@ -327,6 +340,7 @@ mod tests {
                 stdout_repeat: 2,
                 stdout_repeat_duration: S,
                 misbehave: None,
+                handle_padding: 10,
             }
         );
     }

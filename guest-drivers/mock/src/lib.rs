@@ -18,6 +18,7 @@
 //! | `driver_event` | string | `start` emits this task event (type "Driver"); Paddock's own |
 //! | `stdout_string` | string | written to the task's stdout at start (host `task-logs`) |
 //! | `stdout_repeat`, `stdout_repeat_duration` | int, duration | written that many more times, one per duration, while the task runs |
+//! | `handle_padding` | int | bytes of padding kept in the task's handle (a driver that keeps too much), at most 32 MiB |
 //! | `misbehave` | object | see below |
 //!
 //! A duration is a Go duration string (`"10s"`, `"250ms"`, `"1m30s"`) or an integer of

@@ -47,6 +47,9 @@ pub struct HandleState {
     /// Output the task writes to its stdout, and how much of it is written.
     #[serde(default)]
     pub stdout: Option<Stdout>,
+    /// `handle_padding` bytes of nothing.
+    #[serde(default, skip_serializing_if = "String::is_empty")]
+    pub padding: String,
 }
 
 /// `stdout_string` written at start and `repeat` more times, one every `every` ns, while
@@ -112,6 +115,7 @@ impl HandleState {
                 every: config.stdout_repeat_duration,
                 written: 0,
             }),
+            padding: "0".repeat(config.handle_padding as usize),
         }
     }
 

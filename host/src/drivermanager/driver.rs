@@ -210,8 +210,8 @@ impl Driver {
         driver_call!(self, task, "start", |d, s| d
             .paddock_plugin_task_driver()
             .call_start(s, &cfg))?
-        .map(handle_of)
         .map_err(driver_error)
+        .and_then(|h| self.checked(h))
     }
 
     /// Reattach to a task.
@@ -223,8 +223,8 @@ impl Driver {
         driver_call!(self, None, "recover", |d, s| d
             .paddock_plugin_task_driver()
             .call_recover(s, &handle))?
-        .map(handle_of)
         .map_err(driver_error)
+        .and_then(|h| self.checked(h))
     }
 
     /// Non-blocking wait.
@@ -242,7 +242,7 @@ impl Driver {
             wit::WaitStatus::Pending(w) => WaitStatus::Pending(WakeOn {
                 processes: w.processes,
                 after_ns: w.after_ns,
-                handle: w.handle.map(handle_of),
+                handle: w.handle.map(|h| self.checked(h)).transpose()?,
             }),
         })
     }
@@ -261,8 +261,8 @@ impl Driver {
         driver_call!(self, None, "stop", |d, s| d
             .paddock_plugin_task_driver()
             .call_stop(s, &handle, timeout_ns, &signal))?
-        .map(handle_of)
         .map_err(driver_error)
+        .and_then(|h| self.checked(h))
     }
 
     /// Release a task.
@@ -314,8 +314,8 @@ impl Driver {
         driver_call!(self, None, "signal", |d, s| d
             .paddock_plugin_task_driver()
             .call_signal(s, &handle, &signal))?
-        .map(handle_of)
         .map_err(driver_error)
+        .and_then(|h| self.checked(h))
     }
 
     /// Resource usage of a task.
@@ -345,6 +345,29 @@ fn driver_error(e: wit::DriverError) -> DriverCallError {
             recoverable: f.recoverable,
         }),
     })
+}
+
+/// The most a driver may keep in one task's handle, bytes: the host stores the handle with
+/// the task's state at every change, and a handle keeps only what finds the task again.
+pub const MAX_HANDLE_BYTES: usize = 1 << 20;
+
+impl Driver {
+    /// `h` as the host's handle, unless it is over [`MAX_HANDLE_BYTES`]: then the call
+    /// fails, naming the driver and the limit.
+    fn checked(&self, h: wit_types::TaskHandle) -> Result<TaskHandle, DriverCallError> {
+        let n = h.driver_state.len();
+        if n > MAX_HANDLE_BYTES {
+            return Err(DriverCallError::Driver(DriverError::Failed(Failure {
+                message: format!(
+                    "driver {:?} returned a task handle of {n} bytes, over the limit of \
+                     {MAX_HANDLE_BYTES} bytes",
+                    self.name
+                ),
+                recoverable: false,
+            })));
+        }
+        Ok(handle_of(h))
+    }
 }
 
 fn handle_of(h: wit_types::TaskHandle) -> TaskHandle {

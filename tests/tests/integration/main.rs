@@ -18,6 +18,7 @@ mod gotypes;
 mod gotypes_cluster;
 mod guide;
 mod hooks;
+mod hostile;
 mod host_devices;
 mod job_ops;
 mod jobs;
