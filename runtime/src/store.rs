@@ -66,6 +66,8 @@ pub struct HostState {
     task: Option<Arc<TaskContext>>,
     services: Arc<HostServices>,
     deadline: Instant,
+    /// Events the current call has emitted (`events` caps them per call).
+    events_emitted: u32,
 }
 
 impl HostState {
@@ -155,6 +157,7 @@ pub fn new_store(
         task,
         services,
         deadline,
+        events_emitted: 0,
     };
     let mut store = Store::new(engine, state);
     store.limiter(|s| &mut s.limiter);
@@ -197,6 +200,7 @@ pub fn arm(
     data.deadline_hit.store(false, Ordering::Relaxed);
     data.component = component;
     data.task = task;
+    data.events_emitted = 0;
 }
 
 /// The interfaces that only carry types: linked so that a component importing them finds
@@ -231,7 +235,11 @@ pub fn add_to_linker(linker: &mut Linker<HostState>) -> wasmtime::Result<()> {
         host_api::devices::Devices::new(&s.component, s.task.as_deref())
     })?;
     host_api::events::add_to_linker(linker, |s| {
-        host_api::events::Events::new(&s.component, s.services.events.as_deref())
+        host_api::events::Events::new(
+            &s.component,
+            s.services.events.as_deref(),
+            &mut s.events_emitted,
+        )
     })?;
     host_api::process::add_to_linker(linker, |s| {
         host_api::process::Process::new(&s.component, s.services.processes.as_deref())

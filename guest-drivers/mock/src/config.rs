@@ -146,6 +146,8 @@ pub struct TaskConfig {
     pub misbehave: Option<Misbehave>,
     /// Bytes of padding kept in the task's handle (a driver that keeps too much state).
     pub handle_padding: u64,
+    /// How many times `start` emits `driver_event` (a driver that floods; 0 means once).
+    pub driver_event_repeat: u64,
 }
 
 /// The mock driver's plugin config (`plugin "mock" { config { ... } }`).
@@ -180,6 +182,13 @@ pub fn parse_task_config(json: &str) -> Result<TaskConfig, Vec<FieldError>> {
                 config.misbehave = misbehave(&value, TASK_OPS, &mut errors);
                 Ok(())
             }
+            "driver_event_repeat" => match value.as_u64() {
+                Some(n) if n <= 10_000_000 => {
+                    config.driver_event_repeat = n;
+                    Ok(())
+                }
+                _ => Err(format!("expected a count from 0 to 10000000, got {value}")),
+            },
             "handle_padding" => match value.as_u64() {
                 Some(n) if n <= 32 << 20 => {
                     config.handle_padding = n;
@@ -320,7 +329,7 @@ mod tests {
                 "kill_after": "2s", "signal_error": "no signals", "stdout_string": "hi",
                 "driver_event": "pulling image",
                 "stdout_repeat": 2, "stdout_repeat_duration": "1s", "misbehave": null,
-                "handle_padding": 10}"#,
+                "handle_padding": 10, "driver_event_repeat": 3}"#,
         )
         .unwrap();
         assert_eq!(
@@ -341,6 +350,7 @@ mod tests {
                 stdout_repeat_duration: S,
                 misbehave: None,
                 handle_padding: 10,
+                driver_event_repeat: 3,
             }
         );
     }

@@ -18,6 +18,7 @@
 //! | `driver_event` | string | `start` emits this task event (type "Driver"); Paddock's own |
 //! | `stdout_string` | string | written to the task's stdout at start (host `task-logs`) |
 //! | `stdout_repeat`, `stdout_repeat_duration` | int, duration | written that many more times, one per duration, while the task runs |
+//! | `driver_event_repeat` | int | how many times `start` emits `driver_event` (a driver that floods), at most 10,000,000 |
 //! | `handle_padding` | int | bytes of padding kept in the task's handle (a driver that keeps too much), at most 32 MiB |
 //! | `misbehave` | object | see below |
 //!
@@ -135,11 +136,13 @@ impl Driver for Mock {
             });
         }
         if let Some(message) = &config.driver_event {
-            events::emit(
-                &task.id,
-                message,
-                &[("source".to_string(), "mock".to_string())],
-            );
+            for _ in 0..config.driver_event_repeat.max(1) {
+                events::emit(
+                    &task.id,
+                    message,
+                    &[("source".to_string(), "mock".to_string())],
+                );
+            }
         }
         let mut state = task::HandleState::new(&config, timer::now());
         write_stdout(&task.id, &mut state, timer::now());

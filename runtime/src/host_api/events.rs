@@ -13,16 +13,30 @@ pub trait EventSink: Send + Sync {
     fn emit(&self, event: DriverEvent);
 }
 
-/// The `events` view: the calling component and the embedder's sink.
+/// Events one call may emit; the rest of that call's are dropped, with one warning naming
+/// the component (each event becomes a task event the agent stores).
+pub const MAX_EVENTS_PER_CALL: u32 = 100;
+
+/// The `events` view: the calling component, the embedder's sink, and how many events the
+/// current call has emitted.
 pub struct Events<'a> {
     component: &'a ComponentContext,
     sink: Option<&'a dyn EventSink>,
+    emitted: &'a mut u32,
 }
 
 impl<'a> Events<'a> {
-    /// Events of `component`, delivered to `sink`.
-    pub fn new(component: &'a ComponentContext, sink: Option<&'a dyn EventSink>) -> Self {
-        Self { component, sink }
+    /// Events of `component`, delivered to `sink`; `emitted` counts this call's.
+    pub fn new(
+        component: &'a ComponentContext,
+        sink: Option<&'a dyn EventSink>,
+        emitted: &'a mut u32,
+    ) -> Self {
+        Self {
+            component,
+            sink,
+            emitted,
+        }
     }
 }
 
@@ -37,6 +51,13 @@ impl Host for Events<'_> {
             tracing::debug!(component = %self.component.name, "events.emit in a runtime without an event sink ignored");
             return;
         };
+        *self.emitted = self.emitted.saturating_add(1);
+        if *self.emitted > MAX_EVENTS_PER_CALL {
+            if *self.emitted == MAX_EVENTS_PER_CALL + 1 {
+                tracing::warn!(component = %self.component.name, task_id = %task_id, "component emitted more than {MAX_EVENTS_PER_CALL} events in one call: the rest of this call's are dropped");
+            }
+            return;
+        }
         sink.emit(DriverEvent {
             component: self.component.name.clone(),
             task_id,

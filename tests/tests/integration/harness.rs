@@ -53,7 +53,7 @@ pub fn settings(grants: Grants, timeout: Duration, config: serde_json::Value) ->
 #[derive(Clone)]
 pub struct TestRuntime {
     rt: Arc<Runtime>,
-    services: Arc<DriverServices>,
+    pub services: Arc<DriverServices>,
 }
 
 impl std::ops::Deref for TestRuntime {

@@ -54,3 +54,52 @@ async fn a_handle_over_the_limit_fails_its_task_naming_the_driver_and_others_run
     );
     assert_eq!(wait("after").await[0]["ClientStatus"], "complete");
 }
+
+/// A driver that emits 100,000 events in one call: the task's handler gets the first 100
+/// of each call, the rest are dropped, and the call answers well inside its deadline.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_flood_of_events_is_cut_at_the_per_call_limit() {
+    use std::collections::BTreeMap;
+    use std::sync::Arc;
+    use std::sync::atomic::{AtomicUsize, Ordering};
+
+    use crate::harness::{load, runtime, settings};
+    use paddock::runtime::Grants;
+
+    let mut s = BTreeMap::new();
+    let grants = Grants {
+        events: true,
+        ..Grants::default()
+    };
+    s.insert(
+        "mock".to_string(),
+        settings(grants, Duration::from_secs(10), json!({})),
+    );
+    let rt = runtime(s);
+    load(&rt, guest_artifacts::MOCK_DRIVER).await;
+    let got = Arc::new(AtomicUsize::new(0));
+    let counter = got.clone();
+    rt.services.events.register(
+        "flood",
+        "t",
+        Arc::new(move |_| {
+            counter.fetch_add(1, Ordering::Relaxed);
+        }),
+    );
+    let d = rt.driver_manager().dispense("mock").unwrap();
+    let config =
+        json!({ "run_for": "1h", "driver_event": "flood", "driver_event_repeat": 100_000 });
+    for round in 1..=2 {
+        let asked = std::time::Instant::now();
+        d.start(crate::runtime::task_config("flood", config.clone()), None)
+            .await
+            .unwrap();
+        assert!(
+            asked.elapsed() < Duration::from_secs(8),
+            "{:?}",
+            asked.elapsed()
+        );
+        // The count starts again with each call (a warm store serves the second).
+        assert_eq!(got.load(Ordering::Relaxed), 100 * round);
+    }
+}
