@@ -4,7 +4,7 @@
 //!
 //! Module map, top down (see README's architecture section). Each layer uses only the ones
 //! below it:
-//! - [`cli`], [`api`]: what users touch; they parse, call the [`agent`] and render;
+//! - [`cli`], [`api`], [`ui`]: what users touch; they parse, call the [`agent`] and render;
 //! - [`agent`]: wires the parts and offers typed operations (register, validate, restart,
 //!   signal, stats, gc, metrics); [`config`] is its HCL config;
 //! - [`allocrunner`]: one allocation, its lifecycle order, its record; above
@@ -51,4 +51,5 @@ pub mod structs;
 pub mod swap;
 pub mod taskenv;
 pub mod taskrunner;
+pub mod ui;
 pub mod util;

@@ -56,6 +56,7 @@ pub fn router(agent: Arc<Agent>) -> Router {
             agent.clone(),
             require_token,
         ))
+        .merge(crate::ui::routes(agent.clone()))
         .with_state(agent)
 }
 

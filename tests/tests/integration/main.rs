@@ -43,4 +43,5 @@ mod swap;
 mod swap_config;
 mod swap_drivers;
 mod telemetry;
+mod ui;
 mod vars;

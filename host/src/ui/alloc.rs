@@ -1,0 +1,231 @@
+//! `/ui/allocations/{id}`: each task's state and events as a timeline, its resources and
+//! device instances, the restart, signal and stop buttons, and its logs as they are written.
+
+use axum::extract::{Path, State};
+use axum::http::StatusCode;
+use axum::response::{IntoResponse, Response};
+use maud::{Markup, html};
+
+use super::{Tab, age, duration, enc, error_page, job_href, label, page, short, time_el};
+use crate::api::AppState;
+use crate::structs::{Allocation, TaskEvent, TaskEventType, TaskState};
+
+/// Signals the page offers.
+const SIGNALS: [&str; 6] = [
+    "SIGHUP", "SIGINT", "SIGTERM", "SIGUSR1", "SIGUSR2", "SIGKILL",
+];
+
+/// `GET /ui/allocations/{id}` (a unique prefix of the id works too).
+async fn render(agent: &AppState, id: &str) -> Response {
+    let alloc = agent.allocation(id).or_else(|| {
+        let found = agent.visit_allocations(|a| a.id.starts_with(id).then(|| a.clone()));
+        (found.len() == 1 && id.len() >= 2).then(|| found.into_iter().next().unwrap())
+    });
+    let Some(a) = alloc else {
+        return error_page(StatusCode::NOT_FOUND, &format!("No allocation {id:?}."));
+    };
+    let tasks: Vec<String> = a
+        .group()
+        .map(|g| g.tasks.iter().map(|t| t.name.clone()).collect())
+        .unwrap_or_else(|| a.task_states.keys().cloned().collect());
+    let watch = format!("/v1/allocation/{}", enc(&a.id));
+    let body = html! {
+        h1 { "Allocation " code { (short(&a.id)) } }
+        div #alloc data-live { (facts(&a)) }
+        (actions(&a, &tasks))
+        div #tasks data-live {
+            @for t in &tasks {
+                (task_section(&a, t, a.task_states.get(t)))
+            }
+        }
+        (logs(&a, &tasks))
+    };
+    page(
+        &format!("Allocation {}", short(&a.id)),
+        Tab::Jobs,
+        Some(&watch),
+        body,
+    )
+    .into_response()
+}
+
+pub(super) async fn show(State(agent): State<AppState>, Path(id): Path<String>) -> Response {
+    render(&agent, &id).await
+}
+
+fn facts(a: &Allocation) -> Markup {
+    let status = label(&a.client_status);
+    html! {
+        dl.facts {
+            dt { "ID" } dd { code { (a.id) } }
+            dt { "Job" } dd { a href=(job_href(&a.namespace, &a.job_id)) { (a.job_id) } }
+            dt { "Group" } dd { (a.task_group) }
+            dt { "Status" } dd {
+                span class=(format!("status {status}")) { (status) }
+                @if !a.client_description.is_empty() { " · " (a.client_description) }
+            }
+            dt { "Desired" } dd {
+                (label(&a.desired_status))
+                @if !a.desired_description.is_empty() { " · " (a.desired_description) }
+            }
+            dt { "Node" } dd { a href="/ui/node" { (a.node_name) } }
+            dt { "Created" } dd { (time_el(a.create_time)) " (" (age(a.create_time)) " ago)" }
+        }
+    }
+}
+
+/// Restart, signal and stop: forms the script sends to the API.
+fn actions(a: &Allocation, tasks: &[String]) -> Markup {
+    let id = enc(&a.id);
+    html! {
+        section.actions aria-labelledby="actions-h" {
+            h2 #actions-h { "Actions" }
+            form.inline data-api=(format!("/v1/client/allocation/{id}/restart")) {
+                label for="restart-task" { "Task" }
+                select #restart-task name="TaskName" {
+                    option value="" { "All tasks" }
+                    @for t in tasks { option value=(t) { (t) } }
+                }
+                button type="submit" { "Restart" }
+            }
+            form.inline data-api=(format!("/v1/client/allocation/{id}/signal")) {
+                label for="signal-task" { "Task" }
+                select #signal-task name="Task" {
+                    option value="" { "All tasks" }
+                    @for t in tasks { option value=(t) { (t) } }
+                }
+                label for="signal" { "Signal" }
+                select #signal name="Signal" {
+                    @for s in SIGNALS { option value=(s) { (s) } }
+                }
+                button type="submit" { "Send signal" }
+            }
+            form.inline data-api=(format!("/v1/allocation/{id}/stop"))
+                data-confirm="Stop this allocation?" {
+                button.danger type="submit" { "Stop allocation" }
+            }
+            p #action-result role="status" aria-live="polite" {}
+        }
+    }
+}
+
+/// What an event says, with what Nomad's UI adds: the restart delay, the exit code, the
+/// failing driver.
+fn event_text(e: &TaskEvent) -> String {
+    let mut s = if e.display_message.is_empty() {
+        e.message.clone()
+    } else {
+        e.display_message.clone()
+    };
+    let mut add = |x: String| {
+        if !x.is_empty() && !s.contains(&x) {
+            if !s.is_empty() {
+                s.push_str(" · ");
+            }
+            s.push_str(&x);
+        }
+    };
+    match e.event_type {
+        TaskEventType::Restarting if e.start_delay > 0 => {
+            add(format!("restarting in {}", duration(e.start_delay)))
+        }
+        TaskEventType::Terminated => add(format!("Exit Code: {}", e.exit_code)),
+        TaskEventType::DriverFailure => add(e.driver_error.clone()),
+        TaskEventType::SetupFailure => add(e.setup_error.clone()),
+        TaskEventType::Killing | TaskEventType::Killed => add(e.kill_reason.clone()),
+        _ => {}
+    }
+    s
+}
+
+fn task_section(a: &Allocation, task: &str, state: Option<&TaskState>) -> Markup {
+    let res = a
+        .allocated_resources
+        .tasks
+        .get(task)
+        .and_then(|r| serde_json::to_value(r).ok())
+        .unwrap_or_default();
+    let hid = format!("task-{}", enc(task));
+    html! {
+        section.task aria-labelledby=(hid) {
+            h2 id=(hid) { "Task " (task) }
+            @match state {
+                None => p.empty { "Not started yet." },
+                Some(s) => {
+                    @let st = label(&s.state);
+                    dl.facts {
+                        dt { "State" } dd {
+                            span class=(format!("status {st}")) { (st) }
+                            @if s.failed { " (failed)" }
+                        }
+                        dt { "Restarts" } dd { (s.restarts) }
+                        @if s.started_at > 0 { dt { "Started" } dd { (time_el(s.started_at)) } }
+                        @if s.finished_at > 0 { dt { "Finished" } dd { (time_el(s.finished_at)) } }
+                        dt { "CPU" } dd { (res["Cpu"]["CpuShares"]) " MHz" }
+                        dt { "Memory" } dd { (res["Memory"]["MemoryMB"]) " MiB" }
+                    }
+                    (devices(&res))
+                    h3 { "Events" }
+                    ol.timeline {
+                        @for e in s.events.iter().rev() {
+                            li data-event=(e.event_type.as_str()) {
+                                (time_el(e.time))
+                                " "
+                                strong { (e.event_type.as_str()) }
+                                @let text = event_text(e);
+                                @if !text.is_empty() { " " span.msg { (text) } }
+                            }
+                        }
+                    }
+                }
+            }
+        }
+    }
+}
+
+/// A task's device instances, from its allocated resources.
+fn devices(res: &serde_json::Value) -> Markup {
+    let Some(devs) = res["Devices"].as_array().filter(|d| !d.is_empty()) else {
+        return html! {};
+    };
+    html! {
+        h3 { "Devices" }
+        ul {
+            @for d in devs {
+                li {
+                    (d["Vendor"].as_str().unwrap_or("")) "/" (d["Type"].as_str().unwrap_or(""))
+                    "/" (d["Name"].as_str().unwrap_or("")) ": "
+                    @let ids: Vec<&str> = d["DeviceIDs"].as_array().into_iter().flatten()
+                        .filter_map(|v| v.as_str()).collect();
+                    code { (ids.join(", ")) }
+                }
+            }
+        }
+    }
+}
+
+/// The logs panel; the script follows the framed logs endpoint into it.
+fn logs(a: &Allocation, tasks: &[String]) -> Markup {
+    html! {
+        section.logs aria-labelledby="logs-h" data-logs=(a.id) {
+            h2 #logs-h { "Logs" }
+            div.inline {
+                label for="log-task" { "Task" }
+                select #log-task {
+                    @for t in tasks { option value=(t) { (t) } }
+                }
+                label for="log-type" { "Stream" }
+                select #log-type {
+                    option value="stdout" { "stdout" }
+                    option value="stderr" { "stderr" }
+                }
+                button #log-pause type="button" aria-pressed="false" { "Pause" }
+                span #log-state role="status" aria-live="polite" {}
+            }
+            pre #log tabindex="0" aria-label="Task output" {
+                noscript { "Following the logs needs JavaScript; the API serves them at /v1/client/fs/logs/"
+                    (a.id) "?task=NAME&type=stdout&plain=true." }
+            }
+        }
+    }
+}

@@ -1,0 +1,190 @@
+// Paddock's UI: the live parts and the buttons. The pages work without this script; it
+// follows changes (blocking queries), the task logs (the framed logs endpoint) and sends
+// the buttons' requests to the HTTP API with the ACL token kept in sessionStorage.
+'use strict';
+
+const TOKEN_KEY = 'paddock.token';
+const token = () => sessionStorage.getItem(TOKEN_KEY) || '';
+
+// A request to the agent, with the token when there is one.
+async function api(url, opts = {}) {
+  const headers = Object.assign({}, opts.headers || {});
+  if (token()) headers['X-Nomad-Token'] = token();
+  const r = await fetch(url, Object.assign({}, opts, { headers, credentials: 'same-origin' }));
+  if (r.status === 403) needToken(await r.text());
+  return r;
+}
+
+// Say that the token is needed, with a way to give it.
+function needToken(why) {
+  const n = document.getElementById('notice');
+  if (!n || !n.hidden) return;
+  n.textContent = (why || 'Permission denied') + '. ';
+  const a = document.createElement('a');
+  a.href = '/ui/login?next=' + encodeURIComponent(location.pathname + location.search);
+  a.textContent = 'Enter the ACL token';
+  n.append(a, ' to see live updates and use the buttons.');
+  n.hidden = false;
+}
+
+function say(text, bad) {
+  const out = document.getElementById('action-result');
+  if (out) { out.textContent = text; out.classList.toggle('error', !!bad); return; }
+  const n = document.getElementById('notice');
+  if (n) { n.textContent = text; n.hidden = false; }
+}
+
+// Refresh the page's live parts: fetch the page again and swap each [data-live] element.
+async function refresh() {
+  const r = await api(location.href, { headers: { Accept: 'text/html' } });
+  if (!r.ok) return;
+  const doc = new DOMParser().parseFromString(await r.text(), 'text/html');
+  for (const el of document.querySelectorAll('[data-live][id]')) {
+    const fresh = doc.getElementById(el.id);
+    if (fresh && fresh.innerHTML !== el.innerHTML) el.innerHTML = fresh.innerHTML;
+  }
+  document.dispatchEvent(new Event('paddock:refreshed'));
+}
+
+// Follow the page's watch URL with blocking queries; refresh when its index moves.
+async function watch(url) {
+  let index = 0;
+  const sep = url.includes('?') ? '&' : '?';
+  for (;;) {
+    try {
+      const r = await api(url + sep + 'index=' + index + '&wait=30s');
+      if (r.status === 403 || r.status === 404) return;
+      const next = Number(r.headers.get('X-Nomad-Index') || 0);
+      await r.arrayBuffer();
+      if (index !== 0 && next !== index) await refresh();
+      index = next > 0 ? next : index;
+      if (!r.ok) await sleep(2000);
+    } catch (e) {
+      await sleep(2000);
+    }
+  }
+}
+
+const sleep = (ms) => new Promise((res) => setTimeout(res, ms));
+
+// Buttons that call the API (stop, purge).
+document.addEventListener('click', async (ev) => {
+  const b = ev.target.closest('button[data-action]');
+  if (!b) return;
+  if (b.dataset.confirm && !confirm(b.dataset.confirm)) return;
+  b.disabled = true;
+  try {
+    const r = await api(b.dataset.url, { method: b.dataset.action });
+    say(r.ok ? (b.textContent + ': done') : (b.textContent + ' failed: ' + await r.text()), !r.ok);
+    if (r.ok) await refresh();
+  } finally { b.disabled = false; }
+});
+
+// Forms that post their fields as JSON to the API (restart, signal, stop).
+document.addEventListener('submit', async (ev) => {
+  const f = ev.target;
+  if (f.matches('form[data-login]')) {
+    sessionStorage.setItem(TOKEN_KEY, f.elements.token.value.trim());
+    return; // the form goes on to the agent, which sets the pages' cookie
+  }
+  if (f.matches('form[data-logout]')) { sessionStorage.removeItem(TOKEN_KEY); return; }
+  if (!f.matches('form[data-api]')) return;
+  ev.preventDefault();
+  if (f.dataset.confirm && !confirm(f.dataset.confirm)) return;
+  const body = {};
+  for (const [k, v] of new FormData(f)) if (v !== '') body[k] = v;
+  const what = f.querySelector('button[type=submit]').textContent;
+  const r = await api(f.dataset.api, { method: 'POST', body: JSON.stringify(body), headers: { 'Content-Type': 'application/json' } });
+  say(r.ok ? what + ': sent' : what + ' failed: ' + await r.text(), !r.ok);
+  if (r.ok) await refresh();
+});
+
+// Task logs: the framed endpoint (JSON objects back to back, Data in base64), followed.
+function logs(section) {
+  const alloc = section.dataset.logs;
+  const pre = document.getElementById('log');
+  const task = document.getElementById('log-task');
+  const type = document.getElementById('log-type');
+  const pause = document.getElementById('log-pause');
+  const state = document.getElementById('log-state');
+  const MAX = 256 * 1024;
+  let ctl = null, pos = 0, held = '', paused = false, gen = 0;
+
+  const show = (text) => {
+    if (paused) { held = (held + text).slice(-MAX); return; }
+    const atEnd = pre.scrollTop + pre.clientHeight >= pre.scrollHeight - 4;
+    let all = pre.textContent + text;
+    if (all.length > MAX) all = all.slice(-MAX);
+    pre.textContent = all;
+    if (atEnd) pre.scrollTop = pre.scrollHeight;
+  };
+
+  // Split complete top-level JSON objects off the front of buf.
+  const frames = (buf) => {
+    const out = []; let depth = 0, inStr = false, esc = false, start = 0;
+    for (let i = 0; i < buf.length; i++) {
+      const c = buf[i];
+      if (inStr) { if (esc) esc = false; else if (c === '\\') esc = true; else if (c === '"') inStr = false; continue; }
+      if (c === '"') inStr = true;
+      else if (c === '{') { if (depth++ === 0) start = i; }
+      else if (c === '}' && --depth === 0) out.push(buf.slice(start, i + 1)), start = i + 1;
+    }
+    return [out, depth === 0 ? '' : buf.slice(start)];
+  };
+
+  async function follow() {
+    const mine = ++gen;
+    if (ctl) ctl.abort();
+    ctl = new AbortController();
+    const url = '/v1/client/fs/logs/' + encodeURIComponent(alloc) + '?task=' + encodeURIComponent(task.value) +
+      '&type=' + type.value + '&follow=true&origin=start&offset=' + pos;
+    state.textContent = 'Following';
+    try {
+      const r = await api(url, { signal: ctl.signal });
+      if (!r.ok) { state.textContent = 'Logs: ' + r.status + ' ' + (await r.text()); return; }
+      const reader = r.body.getReader();
+      const text = new TextDecoder(), bytes = new TextDecoder();
+      let buf = '';
+      for (;;) {
+        const { value, done } = await reader.read();
+        if (done) break;
+        buf += text.decode(value, { stream: true });
+        let got; [got, buf] = frames(buf);
+        for (const f of got) {
+          const fr = JSON.parse(f);
+          if (!fr.Data) continue;
+          const raw = Uint8Array.from(atob(fr.Data), (ch) => ch.charCodeAt(0));
+          pos += raw.length;
+          show(bytes.decode(raw, { stream: true }));
+        }
+      }
+      if (mine !== gen) return;
+      state.textContent = 'The task is not running; waiting for more output';
+    } catch (e) {
+      if (mine !== gen || e.name === 'AbortError') return;
+      state.textContent = 'Disconnected; retrying';
+    }
+    await sleep(3000);
+    if (mine === gen) follow();
+  }
+
+  const restart = () => { pos = 0; held = ''; pre.textContent = ''; follow(); };
+  task.addEventListener('change', restart);
+  type.addEventListener('change', restart);
+  pause.addEventListener('click', () => {
+    paused = !paused;
+    pause.setAttribute('aria-pressed', String(paused));
+    pause.textContent = paused ? 'Resume' : 'Pause';
+    state.textContent = paused ? 'Paused' : 'Following';
+    if (!paused && held) { const h = held; held = ''; show(h); }
+  });
+  pre.textContent = '';
+  follow();
+}
+
+document.addEventListener('DOMContentLoaded', () => {
+  for (const f of document.querySelectorAll('form[data-logout]')) f.hidden = !token();
+  if (document.body.dataset.watch) watch(document.body.dataset.watch);
+  const l = document.querySelector('section[data-logs]');
+  if (l) logs(l);
+});

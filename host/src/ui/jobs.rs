@@ -1,0 +1,310 @@
+//! `/ui/jobs` (every job, filtered by namespace and text) and `/ui/jobs/{id}` (a job's
+//! groups, allocations, evaluations and definition).
+
+use axum::extract::{Path, Query, State};
+use axum::http::StatusCode;
+use axum::response::{IntoResponse, Response};
+use maud::{Markup, html};
+
+use super::{Tab, age, enc, error_page, job_href, label, page, short, time_el};
+use crate::agent::GroupSummary;
+use crate::api::AppState;
+
+#[derive(Debug, Default, serde::Deserialize)]
+pub(super) struct ListQuery {
+    /// Namespace to show (empty or `*`: all).
+    #[serde(default)]
+    namespace: String,
+    /// Text the job's id or name contains.
+    #[serde(default)]
+    q: String,
+}
+
+/// A group summary's counts by client status.
+fn counts(s: &GroupSummary) -> [(&'static str, u64); 6] {
+    [
+        ("running", s.running),
+        ("starting", s.starting),
+        ("queued", s.queued),
+        ("complete", s.complete),
+        ("failed", s.failed),
+        ("lost", s.lost + s.unknown),
+    ]
+}
+
+/// Allocation counts by client status as a small stacked bar with its numbers.
+fn bar<'a>(groups: impl Iterator<Item = &'a GroupSummary>) -> Markup {
+    let mut total = [0u64; 6];
+    let names = [
+        "running", "starting", "queued", "complete", "failed", "lost",
+    ];
+    for g in groups {
+        for (i, (_, n)) in counts(g).into_iter().enumerate() {
+            total[i] += n;
+        }
+    }
+    let sum: u64 = total.iter().sum();
+    let text: Vec<String> = names
+        .iter()
+        .zip(total)
+        .filter(|(_, n)| *n > 0)
+        .map(|(c, n)| format!("{n} {c}"))
+        .collect();
+    let text = if text.is_empty() {
+        "none".to_string()
+    } else {
+        text.join(", ")
+    };
+    html! {
+        div.bar role="img" aria-label=(format!("Allocations: {text}")) {
+            @for (c, n) in names.iter().zip(total) {
+                @if n > 0 {
+                    span class=(format!("seg {c}")) style=(format!("flex-grow:{n}")) {}
+                }
+            }
+            @if sum == 0 { span.seg.empty {} }
+        }
+        span.counts { (text) }
+    }
+}
+
+/// `GET /ui/jobs`.
+pub(super) async fn list(State(agent): State<AppState>, Query(q): Query<ListQuery>) -> Response {
+    let mut jobs = agent.jobs();
+    let mut namespaces: Vec<String> = jobs.iter().map(|j| j.namespace.clone()).collect();
+    namespaces.sort();
+    namespaces.dedup();
+    let all_ns = q.namespace.is_empty() || q.namespace == "*";
+    let text = q.q.trim().to_lowercase();
+    jobs.retain(|j| {
+        (all_ns || j.namespace == q.namespace)
+            && (text.is_empty()
+                || j.id.to_lowercase().contains(&text)
+                || j.name.to_lowercase().contains(&text))
+    });
+    jobs.sort_by(|a, b| (&a.namespace, &a.id).cmp(&(&b.namespace, &b.id)));
+    let body = html! {
+        h1 { "Jobs" }
+        form.filters method="get" action="/ui/jobs" role="search" {
+            div {
+                label for="ns" { "Namespace" }
+                select #ns name="namespace" {
+                    option value="*" selected[all_ns] { "All namespaces" }
+                    @for n in &namespaces {
+                        option value=(n) selected[!all_ns && *n == q.namespace] { (n) }
+                    }
+                }
+            }
+            div {
+                label for="q" { "Search" }
+                input #q type="search" name="q" value=(q.q) placeholder="id or name";
+            }
+            button type="submit" { "Filter" }
+        }
+        div #jobs data-live {
+            @if jobs.is_empty() {
+                p.empty { "No jobs" @if !text.is_empty() || !all_ns { " match the filter" } "." }
+            } @else {
+                div.scroll {
+                    table.jobs {
+                        caption.visually-hidden { "Jobs" }
+                        thead { tr {
+                            th scope="col" { "Name" } th scope="col" { "Namespace" }
+                            th scope="col" { "Type" } th scope="col" { "Status" }
+                            th scope="col" { "Allocations" } th scope="col" { "Submitted" }
+                            th scope="col" { "Actions" }
+                        } }
+                        tbody {
+                            @for j in &jobs {
+                                @let summary = agent.job_summary(j);
+                                tr data-job=(j.id) {
+                                    td { a href=(job_href(&j.namespace, &j.id)) { (j.id) } }
+                                    td { (j.namespace) }
+                                    td { (label(&j.job_type)) }
+                                    td { span class=(format!("status {}", j.state.status)) { (j.state.status) } }
+                                    td { (bar(summary.summary.values())) }
+                                    td { (time_el(j.state.submit_time.max(0) as u64)) }
+                                    td.actions { (job_buttons(&j.namespace, &j.id, j.stop)) }
+                                }
+                            }
+                        }
+                    }
+                }
+            }
+        }
+    };
+    page("Jobs", Tab::Jobs, Some("/v1/jobs?namespace=*"), body).into_response()
+}
+
+/// Stop and purge, for the script (they call `DELETE /v1/job/{id}`).
+fn job_buttons(namespace: &str, id: &str, stopped: bool) -> Markup {
+    let api = format!("/v1/job/{}?namespace={}", enc(id), enc(namespace));
+    html! {
+        @if !stopped {
+            button type="button" data-action="DELETE" data-url=(api)
+                data-confirm=(format!("Stop job {id}?")) aria-label=(format!("Stop job {id}")) { "Stop" }
+        }
+        button.danger type="button" data-action="DELETE" data-url=(format!("{api}&purge=true"))
+            data-confirm=(format!("Purge job {id}? It is forgotten for good."))
+            aria-label=(format!("Purge job {id}")) { "Purge" }
+    }
+}
+
+#[derive(Debug, Default, serde::Deserialize)]
+pub(super) struct JobQuery {
+    #[serde(default)]
+    namespace: String,
+}
+
+/// `GET /ui/jobs/{id}`.
+pub(super) async fn job(
+    State(agent): State<AppState>,
+    Path(id): Path<String>,
+    Query(q): Query<JobQuery>,
+) -> Response {
+    let ns = if q.namespace.is_empty() {
+        "default".to_string()
+    } else {
+        q.namespace
+    };
+    let Some(job) = agent.job(&ns, &id) else {
+        return error_page(
+            StatusCode::NOT_FOUND,
+            &format!("No job {id:?} in namespace {ns:?}."),
+        );
+    };
+    let summary = agent.job_summary(&job);
+    let mut allocs = agent.job_allocations(&ns, &id, false);
+    allocs.sort_by(|a, b| b.create_time.cmp(&a.create_time));
+    let evals = agent.evals().of_job(&ns, &id);
+    let definition = serde_json::to_string_pretty(&job).unwrap_or_default();
+    let watch = format!("/v1/job/{}/allocations?namespace={}", enc(&id), enc(&ns));
+    let body = html! {
+        h1 { "Job " (job.id) }
+        div #job data-live {
+            dl.facts {
+                dt { "Namespace" } dd { (job.namespace) }
+                dt { "Type" } dd { (label(&job.job_type)) }
+                dt { "Status" } dd { span class=(format!("status {}", job.state.status)) { (job.state.status) } }
+                dt { "Version" } dd { (job.state.version) }
+                dt { "Priority" } dd { (job.priority) }
+                dt { "Datacenters" } dd { (job.datacenters.join(", ")) }
+                dt { "Submitted" } dd { (time_el(job.state.submit_time.max(0) as u64)) }
+            }
+            div.buttons { (job_buttons(&job.namespace, &job.id, job.stop)) }
+            h2 { "Task groups" }
+            div.scroll { table {
+                thead { tr {
+                    th scope="col" { "Group" } th scope="col" { "Count" } th scope="col" { "Tasks" }
+                    th scope="col" { "Allocations" }
+                } }
+                tbody {
+                    @for g in &job.task_groups {
+                        tr {
+                            td { (g.name) }
+                            td { (g.count) }
+                            td { (g.tasks.iter().map(|t| t.name.as_str()).collect::<Vec<_>>().join(", ")) }
+                            td { (bar(summary.summary.get(&g.name).into_iter())) }
+                        }
+                    }
+                }
+            } }
+            h2 { "Allocations" }
+            @if allocs.is_empty() {
+                p.empty { "No allocations." }
+            } @else {
+                div.scroll { table.allocs {
+                    thead { tr {
+                        th scope="col" { "ID" } th scope="col" { "Group" } th scope="col" { "Status" }
+                        th scope="col" { "Desired" } th scope="col" { "Age" } th scope="col" { "Restarts" }
+                    } }
+                    tbody {
+                        @for a in &allocs {
+                            @let status = label(&a.client_status);
+                            tr {
+                                td { a href=(format!("/ui/allocations/{}", enc(&a.id))) { code { (short(&a.id)) } } }
+                                td { (a.task_group) }
+                                td { span class=(format!("status {status}")) { (status) } }
+                                td { (label(&a.desired_status)) }
+                                td { (age(a.create_time)) }
+                                td { (a.task_states.values().map(|s| s.restarts).sum::<u64>()) }
+                            }
+                        }
+                    }
+                } }
+            }
+            h2 { "Evaluations" }
+            @if evals.is_empty() {
+                p.empty { "No evaluations." }
+            } @else {
+                div.scroll { table.evals {
+                    thead { tr {
+                        th scope="col" { "ID" } th scope="col" { "Triggered by" } th scope="col" { "Status" }
+                        th scope="col" { "Placement failures" }
+                    } }
+                    tbody {
+                        @for e in &evals {
+                            tr {
+                                td { code { (short(&e.id)) } }
+                                td { (e.triggered_by) }
+                                td { (e.status) @if !e.status_description.is_empty() { " · " (e.status_description) } }
+                                td { (failures(e.failed_tg_allocs.as_ref())) }
+                            }
+                        }
+                    }
+                } }
+            }
+        }
+        h2 { "Definition" }
+        details {
+            summary { "Job JSON" }
+            pre.code { code { (definition) } }
+        }
+    };
+    page(&format!("Job {id}"), Tab::Jobs, Some(&watch), body).into_response()
+}
+
+/// An evaluation's placement failures by group: what filtered or exhausted the node.
+fn failures(failed: Option<&std::collections::BTreeMap<String, serde_json::Value>>) -> Markup {
+    let Some(failed) = failed.filter(|f| !f.is_empty()) else {
+        return html! { "none" };
+    };
+    html! {
+        ul.failures {
+            @for (group, m) in failed {
+                li {
+                    strong { (group) } ": "
+                    (reasons(m).join("; "))
+                }
+            }
+        }
+    }
+}
+
+/// The reasons an `AllocMetric` gives, as short phrases.
+fn reasons(m: &serde_json::Value) -> Vec<String> {
+    let mut out = Vec::new();
+    for key in [
+        "ConstraintFiltered",
+        "ClassFiltered",
+        "DimensionExhausted",
+        "ClassExhausted",
+    ] {
+        if let Some(obj) = m.get(key).and_then(|v| v.as_object()) {
+            for (what, n) in obj {
+                out.push(format!("{what} ({n})"));
+            }
+        }
+    }
+    if let Some(n) = m
+        .get("CoalescedFailures")
+        .and_then(|v| v.as_u64())
+        .filter(|n| *n > 0)
+    {
+        out.push(format!("{n} more like it"));
+    }
+    if out.is_empty() {
+        out.push("no node fits".into());
+    }
+    out
+}

@@ -1,0 +1,296 @@
+//! The web UI at `/ui`: every page read over plain HTTP (no script needed for what it
+//! shows), the token gate and its cookie, and the end-to-end run in headless Chromium
+//! (`tests/ui/e2e.mjs`, driven by playwright-core) with screenshots under
+//! `target/ui-screenshots/`.
+
+use std::path::PathBuf;
+use std::process::Command;
+use std::time::Duration;
+
+use serde_json::{Value, json};
+
+use crate::harness::{TestAgent, repo_root};
+
+/// A raw_exec service job that prints a numbered line every second.
+fn ticker(id: &str) -> Value {
+    json!({ "ID": id, "Type": "service", "TaskGroups": [{ "Name": "g", "Count": 1, "Tasks": [{
+        "Name": "t", "Driver": "raw_exec",
+        "Config": { "command": "/bin/sh", "args": ["-c", "i=0; while true; do i=$((i+1)); echo \"tick $i\"; sleep 1; done"] },
+        "Resources": { "CPU": 50, "MemoryMB": 32 } }] }] })
+}
+
+/// A client that does not follow redirects, so they can be checked.
+fn client() -> reqwest::Client {
+    reqwest::Client::builder()
+        .redirect(reqwest::redirect::Policy::none())
+        .build()
+        .unwrap()
+}
+
+/// `GET path`: status, headers and the page.
+async fn page(
+    t: &TestAgent,
+    path: &str,
+    headers: &[(&str, &str)],
+) -> (u16, reqwest::header::HeaderMap, String) {
+    let mut req = client().get(t.url(path));
+    for (k, v) in headers {
+        req = req.header(*k, *v);
+    }
+    let r = req.send().await.unwrap();
+    let (status, h) = (r.status().as_u16(), r.headers().clone());
+    (status, h, r.text().await.unwrap())
+}
+
+async fn running_alloc(t: &TestAgent, job: &str) -> String {
+    let allocs = t
+        .wait_allocs(job, Duration::from_secs(30), |a| {
+            a.iter().any(|a| a["TaskStates"]["t"]["State"] == "running")
+        })
+        .await;
+    allocs[0]["ID"].as_str().unwrap().to_string()
+}
+
+#[tokio::test]
+async fn every_page_renders_on_the_server() {
+    let t = TestAgent::start("", vec![]).await;
+    t.register(ticker("ticker")).await;
+    let alloc = running_alloc(&t, "ticker").await;
+    // A job no node can hold: its evaluation's placement failure shows on its page.
+    let mut big = ticker("too-big");
+    big["TaskGroups"][0]["Tasks"][0]["Resources"]["MemoryMB"] = json!(50_000_000);
+    t.register(big).await;
+
+    let (status, h, _) = page(&t, "/ui", &[]).await;
+    assert_eq!(status, 303, "/ui redirects");
+    assert_eq!(h["location"], "/ui/jobs");
+
+    let (status, h, jobs) = page(&t, "/ui/jobs", &[]).await;
+    assert_eq!(status, 200);
+    assert!(h["content-type"].to_str().unwrap().starts_with("text/html"));
+    assert!(jobs.contains("<h1>Jobs</h1>"), "{jobs}");
+    assert!(
+        jobs.contains(r#"href="/ui/jobs/ticker?namespace=default""#),
+        "{jobs}"
+    );
+    assert!(
+        jobs.contains("1 running"),
+        "the allocation bar counts it: {jobs}"
+    );
+    assert!(jobs.contains(r#"<label for="q">Search</label>"#), "{jobs}");
+    let (_, _, filtered) = page(&t, "/ui/jobs?q=big", &[]).await;
+    assert!(filtered.contains("too-big") && !filtered.contains("/ui/jobs/ticker?"));
+    let (_, _, other_ns) = page(&t, "/ui/jobs?namespace=prod", &[]).await;
+    assert!(other_ns.contains("No jobs match the filter"), "{other_ns}");
+
+    let (status, _, job) = page(&t, "/ui/jobs/ticker?namespace=default", &[]).await;
+    assert_eq!(status, 200);
+    for want in [
+        "Task groups",
+        "Allocations",
+        "Evaluations",
+        "Job JSON",
+        "job-register",
+    ] {
+        assert!(job.contains(want), "job page lacks {want}: {job}");
+    }
+    assert!(job.contains(&format!("/ui/allocations/{alloc}")), "{job}");
+    let (_, _, big) = page(&t, "/ui/jobs/too-big", &[]).await;
+    assert!(
+        big.contains(r#"<ul class="failures">"#) && big.contains("memory"),
+        "the placement failure names memory: {big}"
+    );
+
+    let (status, _, a) = page(&t, &format!("/ui/allocations/{alloc}"), &[]).await;
+    assert_eq!(status, 200);
+    for want in [
+        "Task t",
+        r#"data-event="Received""#,
+        r#"data-event="Task Setup""#,
+        r#"data-event="Started""#,
+        "Restart</button>",
+        "Send signal</button>",
+        "Stop allocation</button>",
+        r#"data-logs=""#,
+        "32 MiB",
+    ] {
+        assert!(a.contains(want), "allocation page lacks {want}: {a}");
+    }
+    // A unique prefix of the id finds it too.
+    let (status, _, _) = page(&t, &format!("/ui/allocations/{}", &alloc[..8]), &[]).await;
+    assert_eq!(status, 200);
+
+    let (status, _, node) = page(&t, "/ui/node", &[]).await;
+    assert_eq!(status, 200);
+    assert!(node.contains(r#"<tr data-driver="raw_exec">"#), "{node}");
+    assert!(node.contains("kernel.name"), "attributes: {node}");
+
+    let (status, _, comps) = page(&t, "/ui/components", &[]).await;
+    assert_eq!(status, 200);
+    assert!(comps.contains(r#"data-component="raw_exec""#), "{comps}");
+    assert!(comps.contains("Latency p50 / p99"), "{comps}");
+
+    for (path, code) in [
+        ("/ui/jobs/nope", 404),
+        ("/ui/allocations/nope", 404),
+        ("/ui/assets/nope.js", 404),
+    ] {
+        assert_eq!(page(&t, path, &[]).await.0, code, "{path}");
+    }
+    let (status, h, js) = page(&t, "/ui/assets/ui.js", &[]).await;
+    assert_eq!(status, 200);
+    assert!(
+        h["content-type"]
+            .to_str()
+            .unwrap()
+            .starts_with("text/javascript")
+    );
+    assert!(js.contains("X-Nomad-Token"));
+    let (status, _, css) = page(&t, "/ui/assets/ui.css", &[]).await;
+    assert_eq!(status, 200);
+    assert!(css.contains("@media"));
+}
+
+#[tokio::test]
+async fn a_token_protected_agent_asks_for_the_token_and_keeps_it_to_the_pages() {
+    let t = TestAgent::start("acl {\n  token = \"ui-s3cret\"\n}\n", vec![]).await;
+    let (status, _, body) = page(&t, "/ui/jobs", &[]).await;
+    assert_eq!(status, 403);
+    assert!(body.contains("403: Permission denied"), "{body}");
+    assert!(
+        body.contains(r#"<label for="token">ACL token</label>"#),
+        "{body}"
+    );
+    assert!(body.contains(r#"name="next" value="/ui/jobs""#), "{body}");
+
+    // The header the API takes works for the pages too.
+    let (status, _, _) = page(&t, "/ui/node", &[("X-Nomad-Token", "ui-s3cret")]).await;
+    assert_eq!(status, 200);
+
+    let url = t.url("/ui/login");
+    let login = |token: &'static str, next: &'static str| {
+        client()
+            .post(url.clone())
+            .form(&[("token", token), ("next", next)])
+            .send()
+    };
+    let r = login("wrong", "/ui/node").await.unwrap();
+    assert_eq!(r.status(), 403);
+    assert!(r.headers().get("set-cookie").is_none());
+    assert!(
+        r.text()
+            .await
+            .unwrap()
+            .contains("the ACL token is not valid")
+    );
+
+    let r = login("ui-s3cret", "/ui/node").await.unwrap();
+    assert_eq!(r.status(), 303);
+    assert_eq!(r.headers()["location"], "/ui/node");
+    let cookie = r.headers()["set-cookie"].to_str().unwrap().to_string();
+    for part in [
+        "paddock_ui_token=ui-s3cret",
+        "Path=/ui",
+        "HttpOnly",
+        "SameSite=Strict",
+    ] {
+        assert!(cookie.contains(part), "{cookie}");
+    }
+    let pair = cookie.split(';').next().unwrap().to_string();
+    let (status, _, body) = page(&t, "/ui/node", &[("Cookie", &pair)]).await;
+    assert_eq!(status, 200, "{body}");
+    // The cookie is a key to the pages only: the API still wants the header.
+    let r = client()
+        .get(t.url("/v1/jobs"))
+        .header("Cookie", &pair)
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(r.status(), 403);
+
+    // After signing in, only this agent's pages are a place to go.
+    let r = login("ui-s3cret", "https://elsewhere.example/")
+        .await
+        .unwrap();
+    assert_eq!(r.headers()["location"], "/ui/jobs");
+
+    let r = client().post(t.url("/ui/logout")).send().await.unwrap();
+    assert_eq!(r.status(), 303);
+    assert!(
+        r.headers()["set-cookie"]
+            .to_str()
+            .unwrap()
+            .contains("Max-Age=0")
+    );
+}
+
+/// Why the browser test cannot run here, or None when it can.
+fn browser_missing(ui: &std::path::Path) -> Option<String> {
+    let chromium = std::env::var("CHROMIUM").unwrap_or_else(|_| "/usr/bin/chromium".into());
+    if !std::path::Path::new(&chromium).exists() {
+        return Some(format!(
+            "no Chromium at {chromium} (apt-get install chromium)"
+        ));
+    }
+    if Command::new("node").arg("--version").output().is_err() {
+        return Some("no node on PATH".into());
+    }
+    if !ui.join("node_modules/playwright-core").exists() {
+        let ok = Command::new("npm")
+            .args(["ci", "--no-audit", "--no-fund"])
+            .current_dir(ui)
+            .status()
+            .is_ok_and(|s| s.success());
+        if !ok {
+            return Some("npm ci in tests/ui failed (playwright-core)".into());
+        }
+    }
+    None
+}
+
+#[tokio::test]
+async fn browser_end_to_end() {
+    let root = repo_root();
+    let ui = root.join("tests/ui");
+    if let Some(why) = browser_missing(&ui) {
+        eprintln!("\n**********\nSKIPPED ui::browser_end_to_end: {why}\n**********\n");
+        return;
+    }
+    let open = TestAgent::start("", vec![]).await;
+    let guarded = TestAgent::start("acl {\n  token = \"e2e-s3cret\"\n}\n", vec![]).await;
+    let shots: PathBuf = root.join("target/ui-screenshots");
+    let out = tokio::process::Command::new("node")
+        .arg(ui.join("e2e.mjs"))
+        .env("UI_BASE", &open.base)
+        .env("UI_TOKEN_BASE", &guarded.base)
+        .env("UI_TOKEN", "e2e-s3cret")
+        .env("UI_SHOTS", &shots)
+        .current_dir(&ui)
+        .kill_on_drop(true)
+        .output();
+    let out = tokio::time::timeout(Duration::from_secs(240), out)
+        .await
+        .expect("the browser run took over 4 minutes")
+        .unwrap();
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        out.status.success(),
+        "{stdout}\n{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert!(stdout.contains("passed, 0 failed"), "{stdout}");
+    for shot in [
+        "jobs",
+        "job",
+        "allocation",
+        "node",
+        "components",
+        "login",
+        "jobs-narrow",
+    ] {
+        assert!(
+            shots.join(format!("{shot}.png")).exists(),
+            "no screenshot {shot}"
+        );
+    }
+}

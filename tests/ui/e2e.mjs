@@ -1,0 +1,185 @@
+// End-to-end tests of the agent's web UI in headless Chromium, driven by playwright-core.
+// The integration test `ui::browser_end_to_end` starts the agents and runs this script:
+//   UI_BASE        an agent without a token
+//   UI_TOKEN_BASE  an agent whose API needs UI_TOKEN
+//   UI_SHOTS       where the screenshots go
+//   CHROMIUM       the browser (default /usr/bin/chromium)
+// Each check prints `ok - ...`; the first that fails prints why and exits 1.
+import { chromium } from 'playwright-core';
+import { mkdirSync } from 'node:fs';
+
+const BASE = process.env.UI_BASE;
+const TBASE = process.env.UI_TOKEN_BASE;
+const TOKEN = process.env.UI_TOKEN;
+const SHOTS = process.env.UI_SHOTS || 'target/ui-screenshots';
+mkdirSync(SHOTS, { recursive: true });
+
+let passed = 0;
+async function check(name, fn) {
+  try {
+    await fn();
+    passed++;
+    console.log(`ok - ${name}`);
+  } catch (e) {
+    console.log(`not ok - ${name}\n${e.stack || e}`);
+    throw e;
+  }
+}
+function assert(cond, msg) { if (!cond) throw new Error(msg); }
+
+// A raw_exec service job that prints a numbered line every second.
+function tickerJob(id) {
+  return { Job: { ID: id, Type: 'service', TaskGroups: [{ Name: 'g', Count: 1, Tasks: [{
+    Name: 't', Driver: 'raw_exec',
+    Config: { command: '/bin/sh', args: ['-c', 'i=0; while true; do i=$((i+1)); echo "tick $i"; sleep 1; done'] },
+    Resources: { CPU: 50, MemoryMB: 32 } }] }] } };
+}
+
+async function submit(base, job, token) {
+  const headers = { 'Content-Type': 'application/json' };
+  if (token) headers['X-Nomad-Token'] = token;
+  const r = await fetch(base + '/v1/jobs', { method: 'POST', headers, body: JSON.stringify(job) });
+  assert(r.ok, `registering ${job.Job.ID}: ${r.status} ${await r.text()}`);
+}
+
+const shot = (page, name) => page.screenshot({ path: `${SHOTS}/${name}.png`, fullPage: true });
+const lastTick = (text) => Math.max(0, ...[...text.matchAll(/tick (\d+)/g)].map((m) => Number(m[1])));
+
+const browser = await chromium.launch({
+  executablePath: process.env.CHROMIUM || '/usr/bin/chromium',
+  args: ['--no-sandbox', '--disable-dev-shm-usage'],
+});
+try {
+  const ctx = await browser.newContext({ viewport: { width: 1200, height: 900 } });
+  const page = await ctx.newPage();
+  page.on('dialog', (d) => d.accept());
+
+  await check('/ui redirects to the jobs page', async () => {
+    const r = await page.goto(BASE + '/ui');
+    assert(r.ok(), `status ${r.status()}`);
+    assert(new URL(page.url()).pathname === '/ui/jobs', `landed on ${page.url()}`);
+    await page.getByRole('heading', { name: 'Jobs', level: 1 }).waitFor();
+  });
+
+  await check('a job submitted over the API appears without a reload', async () => {
+    await page.evaluate(() => { window.__sameDocument = true; });
+    await submit(BASE, tickerJob('ticker'));
+    await page.locator('tr[data-job="ticker"]').waitFor({ timeout: 20000 });
+    await page.locator('tr[data-job="ticker"] .status', { hasText: 'running' }).waitFor({ timeout: 20000 });
+    assert(await page.evaluate(() => window.__sameDocument === true), 'the page was reloaded');
+    await shot(page, 'jobs');
+  });
+
+  await check('the job page shows its groups, allocations, evaluations and definition', async () => {
+    await page.getByRole('link', { name: 'ticker', exact: true }).click();
+    await page.getByRole('heading', { name: 'Job ticker' }).waitFor();
+    for (const h of ['Task groups', 'Allocations', 'Evaluations', 'Definition']) {
+      await page.getByRole('heading', { name: h }).waitFor();
+    }
+    await page.locator('table.allocs a').first().waitFor();
+    await shot(page, 'job');
+  });
+
+  await check('the allocation page follows the task\'s output as it is written', async () => {
+    await page.locator('table.allocs a').first().click();
+    await page.getByRole('heading', { name: /^Allocation/ }).waitFor();
+    const log = page.locator('#log');
+    await log.filter({ hasText: 'tick' }).waitFor({ timeout: 20000 });
+    const first = lastTick(await log.textContent());
+    await page.waitForFunction((n) => {
+      const m = [...document.getElementById('log').textContent.matchAll(/tick (\d+)/g)];
+      return m.length && Number(m[m.length - 1][1]) >= n + 2;
+    }, first, { timeout: 15000 });
+  });
+
+  await check('pause holds the output and resume shows what came meanwhile', async () => {
+    const log = page.locator('#log');
+    await page.getByRole('button', { name: 'Pause' }).click();
+    const held = await log.textContent();
+    await page.waitForTimeout(2500);
+    assert((await log.textContent()) === held, 'the log changed while paused');
+    await page.getByRole('button', { name: 'Resume' }).click();
+    assert(lastTick(await log.textContent()) >= lastTick(held) + 2, 'resume did not show the lines held');
+  });
+
+  await check('restart shows the Restart Signaled event without a reload', async () => {
+    await page.evaluate(() => { window.__sameDocument = true; });
+    await page.locator('#restart-task').selectOption('t');
+    await page.getByRole('button', { name: 'Restart', exact: true }).click();
+    await page.locator('#tasks li[data-event="Restart Signaled"]').waitFor({ timeout: 20000 });
+    await page.locator('#action-result', { hasText: 'Restart: sent' }).waitFor();
+    assert(await page.evaluate(() => window.__sameDocument === true), 'the page was reloaded');
+    await page.locator('#tasks li[data-event="Started"]').nth(1).waitFor({ timeout: 20000 });
+    await page.waitForTimeout(1500);
+    await page.setViewportSize({ width: 1000, height: 900 });
+    await page.screenshot({ path: `${SHOTS}/allocation.png` });
+    await shot(page, 'allocation-full');
+  });
+
+  await check('the node page shows drivers with their health', async () => {
+    await page.getByRole('link', { name: 'Node', exact: true }).click();
+    await page.getByRole('heading', { name: 'Drivers' }).waitFor();
+    await page.locator('tr[data-driver="raw_exec"] .status', { hasText: 'healthy' }).waitFor();
+    await shot(page, 'node');
+  });
+
+  await check('the components page lists the loaded components with their calls', async () => {
+    await page.getByRole('link', { name: 'Components', exact: true }).click();
+    await page.locator('section[data-component="raw_exec"]').waitFor();
+    const text = await page.locator('section[data-component="raw_exec"]').textContent();
+    assert(/Latency p50 \/ p99/.test(text) && /Calls\s*[1-9]/.test(text), `raw_exec shows no calls: ${text}`);
+    await shot(page, 'components');
+  });
+
+  await check('a narrow screen scrolls no page sideways', async () => {
+    await page.setViewportSize({ width: 390, height: 844 });
+    for (const path of ['/ui/jobs', '/ui/node', '/ui/components']) {
+      await page.goto(BASE + path);
+      const over = await page.evaluate(() => document.documentElement.scrollWidth - window.innerWidth);
+      assert(over <= 1, `${path} is ${over}px wider than the screen`);
+    }
+    await page.goto(BASE + '/ui/jobs');
+    await shot(page, 'jobs-narrow');
+  });
+
+  // An agent with an ACL token.
+  const tctx = await browser.newContext({ viewport: { width: 1200, height: 900 } });
+  const tpage = await tctx.newPage();
+  tpage.on('dialog', (d) => d.accept());
+
+  await check('a token-protected agent shows the 403 and asks for the token', async () => {
+    const r = await tpage.goto(TBASE + '/ui/jobs');
+    assert(r.status() === 403, `status ${r.status()}`);
+    await tpage.getByRole('heading', { name: /403/ }).waitFor();
+    await tpage.getByText('requires an ACL token').waitFor();
+    await shot(tpage, 'login');
+  });
+
+  await check('a wrong token is refused and says so', async () => {
+    await tpage.getByLabel('ACL token').fill('not-the-token');
+    const [r] = await Promise.all([tpage.waitForNavigation(), tpage.getByRole('button', { name: 'Sign in' }).click()]);
+    assert(r.status() === 403, `status ${r.status()}`);
+    await tpage.getByText('not valid').waitFor();
+  });
+
+  await check('with the token the pages and their live parts work', async () => {
+    await tpage.getByLabel('ACL token').fill(TOKEN);
+    await Promise.all([tpage.waitForURL(TBASE + '/ui/jobs'), tpage.getByRole('button', { name: 'Sign in' }).click()]);
+    await tpage.getByRole('heading', { name: 'Jobs', level: 1 }).waitFor();
+    const cookie = (await tctx.cookies()).find((c) => c.name === 'paddock_ui_token');
+    assert(cookie && cookie.httpOnly && cookie.sameSite === 'Strict' && cookie.path === '/ui', `cookie ${JSON.stringify(cookie)}`);
+    assert(await tpage.evaluate(() => sessionStorage.getItem('paddock.token')) === TOKEN, 'token not kept in sessionStorage');
+    assert(await tpage.evaluate(() => document.cookie) === '', 'the cookie is readable from scripts');
+    await tpage.evaluate(() => { window.__sameDocument = true; });
+    await submit(TBASE, tickerJob('guarded'), TOKEN);
+    await tpage.locator('tr[data-job="guarded"]').waitFor({ timeout: 20000 });
+    await tpage.getByRole('button', { name: 'Stop job guarded' }).click();
+    await tpage.locator('tr[data-job="guarded"] .status', { hasText: 'dead' }).waitFor({ timeout: 20000 });
+    assert(await tpage.evaluate(() => window.__sameDocument === true), 'the page was reloaded');
+    await tpage.goto(TBASE + '/ui/node');
+    await tpage.getByRole('heading', { name: 'Drivers' }).waitFor();
+  });
+} finally {
+  await browser.close();
+}
+console.log(`${passed} passed, 0 failed`);
