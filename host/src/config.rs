@@ -81,11 +81,16 @@ pub struct ServerConfig {
     pub event_buffer_size: Option<usize>,
 }
 
-/// The `acl` block: with a token set, every API request must carry it in `X-Nomad-Token`
-/// (as `nomad` and python-nomad send `NOMAD_TOKEN`), or as `Authorization: Bearer`.
+/// The `acl` block. `enabled = true` turns on Nomad's ACL system (bootstrap, tokens,
+/// policies; see [`crate::acl`]). `token` is one shared management token: alone, every API
+/// request must carry it in `X-Nomad-Token` (as `nomad` and python-nomad send
+/// `NOMAD_TOKEN`) or as `Authorization: Bearer`; with `enabled`, it is a management token
+/// beside the ACL system's own.
 #[derive(Debug, Clone, Default, Deserialize)]
 #[serde(deny_unknown_fields, default)]
 pub struct AclConfig {
+    /// Nomad's ACL system on (`agent run --acl-enabled` also turns it on).
+    pub enabled: bool,
     /// The token; none means the API is open (it binds to loopback by default).
     pub token: Option<String>,
 }

@@ -24,6 +24,7 @@
 /// The component runtime this agent is built on (the `paddock-runtime` crate).
 pub use paddock_runtime as runtime;
 
+pub mod acl;
 pub mod agent;
 pub mod allocdir;
 pub mod allocrunner;

@@ -127,6 +127,8 @@ pub struct Agent {
     config_file: String,
     /// The API token every request must carry, if set (`acl { token = ... }`).
     acl_token: Option<String>,
+    /// Nomad's ACL system: tokens and policies.
+    acl: crate::acl::AclStore,
     node: RwLock<NodeInfo>,
     /// The node as placement saw it when placement last failed (see `blocked.rs`).
     blocked_at: std::sync::Mutex<Option<blocked::Snapshot>>,
@@ -288,6 +290,11 @@ impl Agent {
             meta: opts.config.client.meta.clone(),
         };
 
+        let acl = crate::acl::AclStore::open(
+            db.clone(),
+            opts.config.acl.enabled,
+            opts.config.acl.token.as_deref(),
+        );
         let agent = Arc::new(Self {
             hooks,
             runtime,
@@ -304,6 +311,7 @@ impl Agent {
             watch: std::sync::Mutex::new(None),
             config_file: opts.config_file.clone(),
             acl_token: opts.config.acl.token.clone().filter(|t| !t.is_empty()),
+            acl,
             node: RwLock::new(node),
             resources: opts.config.client.clone(),
             blocked_at: Default::default(),
@@ -574,6 +582,11 @@ impl Agent {
     /// The API token every request must carry, if one is set (`acl { token = ... }`).
     pub fn acl_token(&self) -> Option<&str> {
         self.acl_token.as_deref()
+    }
+
+    /// Nomad's ACL system: tokens and policies, and whether it is on.
+    pub fn acl(&self) -> &crate::acl::AclStore {
+        &self.acl
     }
 
     /// Evaluations, for tools that follow them.

@@ -2,6 +2,7 @@
 //! times in ns, `X-Nomad-Index` on every read, errors as plain text with Nomad's status
 //! codes. Existing Nomad tooling (the `nomad` CLI, python-nomad) talks to it unchanged.
 
+mod acl;
 mod allocs;
 mod client;
 mod cluster;
@@ -33,6 +34,7 @@ pub type AppState = Arc<Agent>;
 /// The router for all endpoints.
 pub fn router(agent: Arc<Agent>) -> Router {
     Router::new()
+        .merge(acl::routes())
         .merge(jobs::routes())
         .merge(job_ops::routes())
         .merge(allocs::routes())
@@ -103,12 +105,16 @@ async fn wrong_method(method: axum::http::Method, uri: axum::http::Uri) -> ApiEr
     )
 }
 
-/// With an ACL token configured, a request without it is refused (403, as Nomad does).
+/// With the ACL system on, each request is checked against its token ([`acl::enforce`]);
+/// else, with an ACL token configured, a request without it is refused (403, as Nomad does).
 async fn require_token(
     axum::extract::State(agent): axum::extract::State<AppState>,
     req: axum::extract::Request,
     next: axum::middleware::Next,
 ) -> Response {
+    if agent.acl().enabled() {
+        return acl::enforce(agent, req, next).await;
+    }
     if let Some(want) = agent.acl_token() {
         let h = req.headers();
         let given = h

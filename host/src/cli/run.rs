@@ -38,13 +38,17 @@ pub struct RunArgs {
     /// Log as JSON.
     #[arg(long)]
     pub log_json: bool,
+    /// Turn on Nomad's ACL system (as `acl { enabled = true }`).
+    #[arg(long)]
+    pub acl_enabled: bool,
 }
 
 pub(super) async fn run(args: RunArgs) -> anyhow::Result<i32> {
-    let (config, config_file) = match &args.config {
+    let (mut config, config_file) = match &args.config {
         Some(p) => (AgentConfig::load(p)?, p.display().to_string()),
         None => (AgentConfig::default(), "<none>".to_string()),
     };
+    config.acl.enabled |= args.acl_enabled;
     let level = args
         .log_level
         .clone()

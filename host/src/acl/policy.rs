@@ -1,0 +1,494 @@
+//! Nomad's ACL policy language: HCL rules such as
+//!
+//! ```hcl
+//! namespace "default" {
+//!   policy       = "read"
+//!   capabilities = ["read-logs"]
+//!   variables {
+//!     path "app/*" { capabilities = ["read", "list"] }
+//!   }
+//! }
+//! namespace "prod-*" { policy = "deny" }
+//! node     { policy = "read" }
+//! agent    { policy = "write" }
+//! operator { policy = "read" }
+//! ```
+//!
+//! parsed and checked as Nomad's `acl.Parse` does, with the `policy` shorthands expanded
+//! into the capabilities they stand for. Empty rules are a valid policy that grants
+//! nothing (as in Nomad).
+
+use std::collections::{BTreeMap, BTreeSet};
+
+use hcl::{Block, Body, Expression, Structure};
+
+/// Why rules are not a valid policy: the message names the block and the value.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("{0}")]
+pub struct PolicyError(pub String);
+
+fn err<T>(m: impl Into<String>) -> Result<T, PolicyError> {
+    Err(PolicyError(m.into()))
+}
+
+/// A coarse level as `node`, `agent`, `operator`, `quota`, `plugin` and `node_pool` take it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
+pub enum Level {
+    /// Nothing is allowed.
+    Deny,
+    /// `list` (plugin only): listing, no detail.
+    List,
+    Read,
+    Write,
+}
+
+impl Level {
+    fn parse(s: &str, what: &str, allowed: &[&str]) -> Result<Level, PolicyError> {
+        if !allowed.contains(&s) {
+            return err(format!(
+                "Invalid {what} policy: {s:?} (one of {})",
+                allowed.join(", ")
+            ));
+        }
+        Ok(match s {
+            "deny" => Level::Deny,
+            "list" => Level::List,
+            "read" => Level::Read,
+            _ => Level::Write,
+        })
+    }
+}
+
+/// Namespace capabilities Nomad knows.
+pub const NAMESPACE_CAPABILITIES: &[&str] = &[
+    "deny",
+    "list-jobs",
+    "parse-job",
+    "read-job",
+    "submit-job",
+    "dispatch-job",
+    "read-logs",
+    "read-fs",
+    "alloc-exec",
+    "alloc-node-exec",
+    "alloc-lifecycle",
+    "sentinel-override",
+    "csi-register-plugin",
+    "csi-write-volume",
+    "csi-read-volume",
+    "csi-list-volume",
+    "csi-mount-volume",
+    "list-scaling-policies",
+    "read-scaling-policy",
+    "read-job-scaling",
+    "scale-job",
+    "submit-recommendation",
+    "host-volume-create",
+    "host-volume-register",
+    "host-volume-read",
+    "host-volume-write",
+    "host-volume-delete",
+];
+
+/// What `policy = "read"` grants in a namespace.
+const READ: &[&str] = &[
+    "list-jobs",
+    "parse-job",
+    "read-job",
+    "csi-list-volume",
+    "csi-read-volume",
+    "read-job-scaling",
+    "list-scaling-policies",
+    "read-scaling-policy",
+    "host-volume-read",
+];
+
+/// What `policy = "write"` grants beyond [`READ`].
+const WRITE_EXTRA: &[&str] = &[
+    "scale-job",
+    "submit-job",
+    "dispatch-job",
+    "read-logs",
+    "read-fs",
+    "alloc-exec",
+    "alloc-lifecycle",
+    "csi-mount-volume",
+    "csi-write-volume",
+    "submit-recommendation",
+    "host-volume-create",
+];
+
+/// What `policy = "scale"` grants.
+const SCALE: &[&str] = &[
+    "list-scaling-policies",
+    "read-scaling-policy",
+    "read-job-scaling",
+    "scale-job",
+];
+
+/// Capabilities of a `variables { path "..." { ... } }` rule.
+const VARIABLE_CAPABILITIES: &[&str] = &["deny", "list", "read", "write", "destroy"];
+
+/// The capabilities a namespace `policy` shorthand stands for.
+pub fn expand_namespace_policy(policy: &str) -> Option<Vec<&'static str>> {
+    Some(match policy {
+        "deny" => vec!["deny"],
+        "read" => READ.to_vec(),
+        "write" => READ.iter().chain(WRITE_EXTRA).copied().collect(),
+        "scale" => SCALE.to_vec(),
+        _ => return None,
+    })
+}
+
+/// The variable capabilities a namespace `policy` grants on every path: `read` lists and
+/// reads, `write` also writes and destroys.
+fn variables_of_policy(policy: &str) -> &'static [&'static str] {
+    match policy {
+        "read" => &["list", "read"],
+        "write" => &["list", "read", "write", "destroy"],
+        _ => &[],
+    }
+}
+
+/// One `namespace "<name>"` rule, expanded.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct NamespaceRule {
+    /// The name, possibly a glob with `*`.
+    pub name: String,
+    pub capabilities: BTreeSet<String>,
+    /// Variable capabilities by path (a path may end in or hold `*`).
+    pub variables: BTreeMap<String, BTreeSet<String>>,
+}
+
+/// A parsed policy.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct Policy {
+    pub namespaces: Vec<NamespaceRule>,
+    pub node: Option<Level>,
+    pub agent: Option<Level>,
+    pub operator: Option<Level>,
+    pub quota: Option<Level>,
+    pub plugin: Option<Level>,
+    /// `host_volume "<name>"` rules: name to capabilities (accepted; no endpoint here
+    /// checks them).
+    pub host_volumes: BTreeMap<String, BTreeSet<String>>,
+    /// `node_pool "<name>"` rules (accepted, as Nomad's).
+    pub node_pools: BTreeMap<String, Level>,
+}
+
+/// Names of namespaces, host volumes and node pools: letters, digits, `-` and `*` globs.
+fn valid_name(s: &str) -> bool {
+    (1..=128).contains(&s.len())
+        && s.chars()
+            .all(|c| c.is_ascii_alphanumeric() || c == '-' || c == '*' || c == '_')
+}
+
+/// Parse and check policy rules.
+pub fn parse(rules: &str) -> Result<Policy, PolicyError> {
+    let mut p = Policy::default();
+    if rules.trim().is_empty() {
+        return Ok(p);
+    }
+    let body: Body =
+        hcl::parse(rules).map_err(|e| PolicyError(format!("Failed to parse ACL Policy: {e}")))?;
+    for s in body.into_inner() {
+        let block = match s {
+            Structure::Block(b) => b,
+            Structure::Attribute(a) => {
+                return err(format!(
+                    "Failed to parse ACL Policy: unexpected attribute {:?} at the top level (rules are blocks: namespace, node, agent, operator, quota, plugin, host_volume, node_pool)",
+                    a.key.as_str()
+                ));
+            }
+        };
+        let kind = block.identifier.as_str().to_string();
+        match kind.as_str() {
+            "namespace" => p.namespaces.push(namespace_rule(&block)?),
+            "node" | "agent" | "operator" | "quota" | "plugin" => {
+                no_labels(&block)?;
+                let allowed: &[&str] = if kind == "plugin" {
+                    &["deny", "list", "read"]
+                } else {
+                    &["deny", "read", "write"]
+                };
+                let attrs = attributes(&block, &["policy"])?;
+                let policy = attrs
+                    .get("policy")
+                    .ok_or_else(|| PolicyError(format!("Invalid {kind} policy: no policy set")))?;
+                let level = Level::parse(&string(policy, &kind, "policy")?, &kind, allowed)?;
+                let slot = match kind.as_str() {
+                    "node" => &mut p.node,
+                    "agent" => &mut p.agent,
+                    "operator" => &mut p.operator,
+                    "quota" => &mut p.quota,
+                    _ => &mut p.plugin,
+                };
+                *slot = Some(level);
+            }
+            "host_volume" => {
+                let name = one_label(&block)?;
+                let attrs = attributes(&block, &["policy", "capabilities"])?;
+                let mut caps = BTreeSet::new();
+                if let Some(pol) = attrs.get("policy") {
+                    match string(pol, "host_volume", "policy")?.as_str() {
+                        "deny" | "read" => caps.insert("deny".to_string()),
+                        "write" => caps.insert("mount-readwrite".to_string()),
+                        other => return err(format!("Invalid host volume policy: {other:?}")),
+                    };
+                }
+                for c in strings(
+                    attrs.get("capabilities").copied(),
+                    "host_volume",
+                    "capabilities",
+                )? {
+                    if !["deny", "mount-readonly", "mount-readwrite"].contains(&c.as_str()) {
+                        return err(format!("Invalid host volume capability '{c}'"));
+                    }
+                    caps.insert(c);
+                }
+                p.host_volumes.insert(name, caps);
+            }
+            "node_pool" => {
+                let name = one_label(&block)?;
+                let attrs = attributes(&block, &["policy", "capabilities"])?;
+                let level = match attrs.get("policy") {
+                    Some(pol) => Level::parse(
+                        &string(pol, "node_pool", "policy")?,
+                        "node_pool",
+                        &["deny", "read", "write"],
+                    )?,
+                    None => Level::Deny,
+                };
+                p.node_pools.insert(name, level);
+            }
+            other => {
+                return err(format!(
+                    "Failed to parse ACL Policy: unknown block {other:?} (namespace, node, agent, operator, quota, plugin, host_volume, node_pool)"
+                ));
+            }
+        }
+    }
+    Ok(p)
+}
+
+fn namespace_rule(block: &Block) -> Result<NamespaceRule, PolicyError> {
+    let name = one_label(block)?;
+    let mut rule = NamespaceRule {
+        name: name.clone(),
+        ..Default::default()
+    };
+    let mut policy = None;
+    for s in block.body.iter() {
+        match s {
+            Structure::Attribute(a) => match a.key.as_str() {
+                "policy" => {
+                    let v = string(&a.expr, "namespace", "policy")?;
+                    let caps = expand_namespace_policy(&v).ok_or_else(|| {
+                        PolicyError(format!(
+                            "Invalid namespace policy: {v:?} in namespace {name:?} (one of deny, read, write, scale)"
+                        ))
+                    })?;
+                    rule.capabilities.extend(caps.iter().map(|c| c.to_string()));
+                    policy = Some(v);
+                }
+                "capabilities" => {
+                    for c in strings(Some(&a.expr), "namespace", "capabilities")? {
+                        if !NAMESPACE_CAPABILITIES.contains(&c.as_str()) {
+                            return err(format!(
+                                "Invalid namespace capability '{c}' in namespace {name:?}"
+                            ));
+                        }
+                        rule.capabilities.insert(c);
+                    }
+                }
+                other => {
+                    return err(format!(
+                        "Invalid namespace rule {name:?}: unknown key {other:?} (policy, capabilities, variables)"
+                    ));
+                }
+            },
+            Structure::Block(b) if b.identifier.as_str() == "variables" => {
+                no_labels(b)?;
+                for s in b.body.iter() {
+                    let Structure::Block(pb) = s else {
+                        return err(format!(
+                            "Invalid variables rule in namespace {name:?}: only path blocks"
+                        ));
+                    };
+                    if pb.identifier.as_str() != "path" {
+                        return err(format!(
+                            "Invalid variables rule in namespace {name:?}: unknown block {:?}",
+                            pb.identifier.as_str()
+                        ));
+                    }
+                    let path = one_label(pb)?;
+                    let attrs = attributes(pb, &["capabilities"])?;
+                    let caps = strings(attrs.get("capabilities").copied(), "path", "capabilities")?;
+                    for c in &caps {
+                        if !VARIABLE_CAPABILITIES.contains(&c.as_str()) {
+                            return err(format!(
+                                "Invalid variable capability '{c}' on path {path:?} in namespace {name:?}"
+                            ));
+                        }
+                    }
+                    rule.variables.entry(path).or_default().extend(caps);
+                }
+            }
+            Structure::Block(b) => {
+                return err(format!(
+                    "Invalid namespace rule {name:?}: unknown block {:?}",
+                    b.identifier.as_str()
+                ));
+            }
+        }
+    }
+    if !valid_name(&name) {
+        return err(format!("Invalid namespace name: {name:?}"));
+    }
+    if let Some(p) = policy {
+        let caps = variables_of_policy(&p);
+        if !caps.is_empty() {
+            rule.variables
+                .entry("*".into())
+                .or_default()
+                .extend(caps.iter().map(|c| c.to_string()));
+        }
+    }
+    Ok(rule)
+}
+
+fn no_labels(b: &Block) -> Result<(), PolicyError> {
+    if b.labels.is_empty() {
+        Ok(())
+    } else {
+        err(format!(
+            "Invalid {} block: it takes no label",
+            b.identifier.as_str()
+        ))
+    }
+}
+
+fn one_label(b: &Block) -> Result<String, PolicyError> {
+    match b.labels.as_slice() {
+        [l] => {
+            let name = l.as_str().to_string();
+            if b.identifier.as_str() != "path" && !valid_name(&name) {
+                return err(format!(
+                    "Invalid {} name: {name:?}",
+                    b.identifier.as_str().replace('_', " ")
+                ));
+            }
+            Ok(name)
+        }
+        _ => err(format!(
+            "Invalid {} block: it takes one name label",
+            b.identifier.as_str()
+        )),
+    }
+}
+
+/// A block's attributes, refusing keys not in `known` and nested blocks.
+fn attributes<'a>(
+    b: &'a Block,
+    known: &[&str],
+) -> Result<BTreeMap<String, &'a Expression>, PolicyError> {
+    let what = b.identifier.as_str();
+    let mut out = BTreeMap::new();
+    for s in b.body.iter() {
+        match s {
+            Structure::Attribute(a) if known.contains(&a.key.as_str()) => {
+                out.insert(a.key.as_str().to_string(), &a.expr);
+            }
+            Structure::Attribute(a) => {
+                return err(format!(
+                    "Invalid {what} rule: unknown key {:?} ({})",
+                    a.key.as_str(),
+                    known.join(", ")
+                ));
+            }
+            Structure::Block(inner) => {
+                return err(format!(
+                    "Invalid {what} rule: unexpected block {:?}",
+                    inner.identifier.as_str()
+                ));
+            }
+        }
+    }
+    Ok(out)
+}
+
+fn string(e: &Expression, what: &str, key: &str) -> Result<String, PolicyError> {
+    match e {
+        Expression::String(s) => Ok(s.clone()),
+        other => err(format!(
+            "Invalid {what} rule: {key} must be a string, not {other}"
+        )),
+    }
+}
+
+fn strings(e: Option<&Expression>, what: &str, key: &str) -> Result<Vec<String>, PolicyError> {
+    match e {
+        None => Ok(Vec::new()),
+        Some(Expression::Array(items)) => items.iter().map(|i| string(i, what, key)).collect(),
+        Some(other) => err(format!(
+            "Invalid {what} rule: {key} must be a list of strings, not {other}"
+        )),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn shorthands_expand_and_capabilities_add() {
+        let p = parse(
+            r#"namespace "default" {
+                 policy = "read"
+                 capabilities = ["read-logs"]
+               }
+               namespace "prod-*" { policy = "scale" }
+               node { policy = "write" }
+               plugin { policy = "list" }"#,
+        )
+        .unwrap();
+        let d = &p.namespaces[0];
+        assert!(d.capabilities.contains("read-job") && d.capabilities.contains("read-logs"));
+        assert!(!d.capabilities.contains("submit-job"));
+        assert_eq!(d.variables["*"].len(), 2);
+        assert!(p.namespaces[1].capabilities.contains("scale-job"));
+        assert_eq!(p.node, Some(Level::Write));
+        assert_eq!(p.plugin, Some(Level::List));
+        let w = expand_namespace_policy("write").unwrap();
+        assert!(w.contains(&"alloc-lifecycle") && w.contains(&"read-job"));
+    }
+
+    #[test]
+    fn bad_rules_name_what_is_wrong() {
+        for (rules, want) in [
+            (
+                r#"namespace "x" { policy = "own" }"#,
+                "Invalid namespace policy",
+            ),
+            (
+                r#"namespace "x" { capabilities = ["fly"] }"#,
+                "Invalid namespace capability 'fly'",
+            ),
+            (r#"node { policy = "scale" }"#, "Invalid node policy"),
+            (
+                r#"namespace "a/b" { policy = "read" }"#,
+                "Invalid namespace name",
+            ),
+            (r#"bogus { policy = "read" }"#, "unknown block \"bogus\""),
+            ("namespace {", "Failed to parse ACL Policy"),
+            (
+                "agent {\n  policy = \"read\"\n  extra = 1\n}",
+                "unknown key \"extra\"",
+            ),
+        ] {
+            let e = parse(rules).unwrap_err().0;
+            assert!(e.contains(want), "{rules}: {e}");
+        }
+        assert_eq!(parse("").unwrap(), Policy::default());
+    }
+}

@@ -1,0 +1,536 @@
+//! `/v1/acl/...`: Nomad's ACL bootstrap, token and policy endpoints, and the layer that
+//! checks every request against its token when the ACL system is on (see [`crate::acl`]).
+
+use std::sync::Arc;
+
+use axum::Router;
+use axum::body::Bytes;
+use axum::extract::{Extension, Path, State};
+use axum::http::StatusCode;
+use axum::response::{IntoResponse, Response};
+use axum::routing::{get, post};
+use base64::Engine;
+use serde::Deserialize;
+use serde_json::{Value, json};
+
+use super::{ApiError, AppState, with_index};
+use crate::acl::check::{Need, NsFrom};
+use crate::acl::store::{Caller, StoredPolicy, StoredToken, TokenSpec};
+use crate::acl::{Acl, Level, StoreError};
+
+pub(super) fn routes() -> Router<AppState> {
+    Router::new()
+        .route("/v1/acl/bootstrap", post(bootstrap))
+        .route("/v1/acl/tokens", get(list_tokens))
+        .route("/v1/acl/token", post(create_token).put(create_token))
+        .route(
+            "/v1/acl/token/{accessor}",
+            get(read_token)
+                .post(update_token)
+                .put(update_token)
+                .delete(delete_token),
+        )
+        .route("/v1/acl/policies", get(list_policies))
+        .route(
+            "/v1/acl/policy/{name}",
+            get(read_policy)
+                .post(upsert_policy)
+                .put(upsert_policy)
+                .delete(delete_policy),
+        )
+}
+
+/// Who made a request, as the layer resolved it.
+#[derive(Clone)]
+pub(crate) struct Who {
+    caller: Caller,
+    /// The secret the request carried (shown back only by `token/self`).
+    secret: Option<String>,
+    acl: Arc<Acl>,
+}
+
+fn denied() -> ApiError {
+    ApiError(StatusCode::FORBIDDEN, "Permission denied".into())
+}
+
+impl From<StoreError> for ApiError {
+    fn from(e: StoreError) -> Self {
+        let code = match &e {
+            StoreError::AlreadyBootstrapped(_) | StoreError::Invalid(_) => StatusCode::BAD_REQUEST,
+            StoreError::TokenNotFound | StoreError::PolicyNotFound => StatusCode::NOT_FOUND,
+            StoreError::State(_) => StatusCode::INTERNAL_SERVER_ERROR,
+        };
+        ApiError(code, e.to_string())
+    }
+}
+
+/// The secret a request carries: `X-Nomad-Token`, else `Authorization: Bearer`.
+pub(crate) fn secret_of(h: &axum::http::HeaderMap) -> Option<&str> {
+    h.get("X-Nomad-Token")
+        .and_then(|v| v.to_str().ok())
+        .or_else(|| {
+            h.get(axum::http::header::AUTHORIZATION)
+                .and_then(|v| v.to_str().ok())
+                .and_then(|v| v.strip_prefix("Bearer "))
+        })
+        .filter(|s| !s.is_empty())
+}
+
+/// The layer: resolve the token, check what the endpoint needs, refuse with 403.
+pub(crate) async fn enforce(
+    agent: AppState,
+    req: axum::extract::Request,
+    next: axum::middleware::Next,
+) -> Response {
+    let store = agent.acl();
+    let secret = secret_of(req.headers()).map(str::to_string);
+    let Some(caller) = store.resolve(secret.as_deref()) else {
+        return ApiError(StatusCode::FORBIDDEN, "ACL token not found".into()).into_response();
+    };
+    let acl = Arc::new(store.acl_of(&caller));
+    let need = crate::acl::check::need(req.method().as_str(), req.uri().path());
+    let query: Vec<(String, String)> =
+        axum::extract::Query::<Vec<(String, String)>>::try_from_uri(req.uri())
+            .map(|q| q.0)
+            .unwrap_or_default();
+    let q_ns = query
+        .iter()
+        .find(|(k, _)| k == "namespace")
+        .map(|(_, v)| v.clone())
+        .filter(|v| !v.is_empty())
+        .unwrap_or_else(|| "default".into());
+    let mut req = req;
+    let ok = match &need {
+        Need::Open | Need::AclApi => true,
+        Need::Management => acl.is_management(),
+        Need::Node(l) => acl.allow_node(*l),
+        Need::Agent(l) => acl.allow_agent(*l),
+        Need::Operator(l) => acl.allow_operator(*l),
+        Need::Ns(caps, from) => {
+            let ns = match from {
+                NsFrom::Query => q_ns.clone(),
+                NsFrom::Alloc(id) => agent
+                    .peek_allocation(id, |a| a.namespace.clone())
+                    .unwrap_or_else(|| q_ns.clone()),
+                NsFrom::Eval(id) => agent
+                    .evals()
+                    .get(id)
+                    .map(|e| e.namespace)
+                    .unwrap_or_else(|| q_ns.clone()),
+                NsFrom::JobBody => {
+                    let (parts, body) = req.into_parts();
+                    let bytes = match axum::body::to_bytes(body, super::MAX_BODY).await {
+                        Ok(b) => b,
+                        Err(e) => {
+                            return ApiError::bad_request(format!("reading the body: {e}"))
+                                .into_response();
+                        }
+                    };
+                    let ns = job_namespace(&bytes).unwrap_or_else(|| q_ns.clone());
+                    req = axum::extract::Request::from_parts(parts, axum::body::Body::from(bytes));
+                    ns
+                }
+            };
+            caps.iter().any(|c| acl.allow_ns(&ns, c))
+        }
+        Need::Variable(op, path) => {
+            let path = if path.is_empty() {
+                query
+                    .iter()
+                    .find(|(k, _)| k == "prefix")
+                    .map(|(_, v)| v.clone())
+                    .unwrap_or_default()
+            } else {
+                path.clone()
+            };
+            acl.allow_variable(&q_ns, &path, op)
+        }
+        Need::Events => events_allowed(&acl, &query, &q_ns),
+    };
+    if !ok {
+        return denied().into_response();
+    }
+    req.extensions_mut().insert(Who {
+        caller,
+        secret,
+        acl,
+    });
+    next.run(req).await
+}
+
+/// The namespace of the job a body holds (`{"Job": {...}}` or the job itself).
+fn job_namespace(body: &[u8]) -> Option<String> {
+    let v: Value = serde_json::from_slice(body).ok()?;
+    let job = v.get("Job").unwrap_or(&v);
+    job.get("Namespace")
+        .and_then(Value::as_str)
+        .filter(|s| !s.is_empty())
+        .map(str::to_string)
+}
+
+/// The event stream: each `?topic=Topic:filter` needs what reading that kind needs
+/// (jobs, evaluations, allocations and deployments `read-job`; nodes `node:read`); every
+/// topic (none given, or `*`) needs a management token, as in Nomad.
+fn events_allowed(acl: &Acl, query: &[(String, String)], ns: &str) -> bool {
+    let topics: Vec<&str> = query
+        .iter()
+        .filter(|(k, _)| k == "topic")
+        .map(|(_, v)| v.split(':').next().unwrap_or(""))
+        .collect();
+    if topics.is_empty() {
+        return acl.is_management();
+    }
+    topics.iter().all(|t| match *t {
+        "Job" | "Evaluation" | "Allocation" | "Deployment" => acl.allow_ns(ns, "read-job"),
+        "Node" => acl.allow_node(Level::Read),
+        _ => acl.is_management(),
+    })
+}
+
+fn enabled(agent: &AppState) -> Result<(), ApiError> {
+    if agent.acl().enabled() {
+        Ok(())
+    } else {
+        Err(ApiError::bad_request("ACL support disabled"))
+    }
+}
+
+fn who(w: Option<Extension<Who>>) -> Result<Who, ApiError> {
+    w.map(|Extension(w)| w).ok_or_else(denied)
+}
+
+fn management(w: &Who) -> Result<(), ApiError> {
+    if w.acl.is_management() {
+        Ok(())
+    } else {
+        Err(denied())
+    }
+}
+
+/// A token in Nomad's wire shape; `secret` is shown only where Nomad's caller may see it
+/// and this agent knows it (it keeps only a hash).
+fn token_json(t: &StoredToken, secret: Option<&str>) -> Value {
+    let mut v = stub_json(t);
+    v["SecretID"] = json!(secret.unwrap_or(""));
+    v
+}
+
+fn stub_json(t: &StoredToken) -> Value {
+    let hash =
+        base64::engine::general_purpose::STANDARD.encode(crate::acl::store::sha256(&format!(
+            "{}|{}|{}|{}|{:?}",
+            t.accessor_id, t.modify_index, t.name, t.kind, t.policies
+        )));
+    json!({
+        "AccessorID": t.accessor_id,
+        "Name": t.name,
+        "Type": t.kind,
+        "Policies": t.policies,
+        "Roles": null,
+        "Global": t.global,
+        "Hash": hash,
+        "CreateTime": crate::util::go_time(t.create_time),
+        "ExpirationTime": (t.expiration_time != 0).then(|| crate::util::go_time(t.expiration_time)),
+        "ExpirationTTL": t.expiration_ttl_ns,
+        "CreateIndex": t.create_index,
+        "ModifyIndex": t.modify_index,
+    })
+}
+
+/// The config's `acl { token }` as `token/self` shows it: a management token whose
+/// AccessorID is derived from the secret's hash.
+fn configured_json(secret: &str) -> Value {
+    let h = crate::acl::store::sha256(secret);
+    let id = uuid::Builder::from_random_bytes(h[..16].try_into().expect("16 bytes")).into_uuid();
+    json!({
+        "AccessorID": id.to_string(), "SecretID": secret, "Name": "Configured Token",
+        "Type": "management", "Policies": null, "Roles": null, "Global": false,
+        "Hash": "", "CreateTime": crate::util::GO_ZERO_TIME, "ExpirationTime": null,
+        "ExpirationTTL": 0, "CreateIndex": 0, "ModifyIndex": 0,
+    })
+}
+
+#[derive(Debug, Default, Deserialize)]
+#[serde(default)]
+struct BootstrapBody {
+    #[serde(rename = "BootstrapSecret")]
+    bootstrap_secret: Option<String>,
+}
+
+/// `POST /v1/acl/bootstrap`: the first management token; a second call is a 400.
+async fn bootstrap(State(agent): State<AppState>, body: Bytes) -> Result<Response, ApiError> {
+    enabled(&agent)?;
+    let b: BootstrapBody = if body.iter().all(u8::is_ascii_whitespace) {
+        BootstrapBody::default()
+    } else {
+        serde_json::from_slice(&body)
+            .map_err(|e| ApiError::bad_request(format!("invalid bootstrap request: {e}")))?
+    };
+    let (t, secret) = agent.acl().bootstrap(b.bootstrap_secret)?;
+    tracing::info!(accessor = %t.accessor_id, "ACL system bootstrapped");
+    Ok(with_index(t.modify_index, &token_json(&t, Some(&secret))))
+}
+
+async fn list_tokens(
+    State(agent): State<AppState>,
+    w: Option<Extension<Who>>,
+) -> Result<Response, ApiError> {
+    enabled(&agent)?;
+    management(&who(w)?)?;
+    let list: Vec<Value> = agent.acl().tokens().iter().map(stub_json).collect();
+    Ok(with_index(agent.acl().index(), &list))
+}
+
+/// A token as a create or update body gives it.
+#[derive(Debug, Default, Deserialize)]
+#[serde(default)]
+struct TokenBody {
+    #[serde(rename = "AccessorID")]
+    accessor_id: Option<String>,
+    #[serde(rename = "Name")]
+    name: Option<String>,
+    #[serde(rename = "Type")]
+    kind: Option<String>,
+    #[serde(rename = "Policies")]
+    policies: Option<Vec<String>>,
+    #[serde(rename = "Global")]
+    global: Option<bool>,
+    #[serde(rename = "ExpirationTTL")]
+    ttl: Option<Value>,
+    #[serde(rename = "ExpirationTime")]
+    expiration_time: Option<String>,
+}
+
+impl TokenBody {
+    fn parse(body: &[u8]) -> Result<Self, ApiError> {
+        serde_json::from_slice(body)
+            .map_err(|e| ApiError::bad_request(format!("invalid ACL token: {e}")))
+    }
+
+    fn spec(self) -> Result<TokenSpec, ApiError> {
+        let ttl_ns = match &self.ttl {
+            None | Some(Value::Null) => 0,
+            Some(Value::Number(n)) => n.as_u64().ok_or_else(|| {
+                ApiError::bad_request("ExpirationTTL: a duration in ns or like \"1h\"")
+            })?,
+            Some(Value::String(s)) => crate::util::parse_duration(s)
+                .map(|d| d.as_nanos() as u64)
+                .ok_or_else(|| {
+                    ApiError::bad_request(format!("ExpirationTTL: {s:?} is no duration"))
+                })?,
+            Some(_) => return Err(ApiError::bad_request("ExpirationTTL: a duration")),
+        };
+        let expiration_time = match self.expiration_time.as_deref() {
+            None | Some("") => 0,
+            Some(s) => crate::util::parse_go_time(s).ok_or_else(|| {
+                ApiError::bad_request(format!("ExpirationTime: {s:?} is not an RFC 3339 time"))
+            })?,
+        };
+        Ok(TokenSpec {
+            name: self.name.unwrap_or_default(),
+            kind: self.kind.unwrap_or_else(|| "client".into()),
+            policies: self.policies.unwrap_or_default(),
+            global: self.global.unwrap_or(false),
+            ttl_ns,
+            expiration_time,
+        })
+    }
+}
+
+/// `POST /v1/acl/token`: a new token, SecretID shown once.
+async fn create_token(
+    State(agent): State<AppState>,
+    w: Option<Extension<Who>>,
+    body: Bytes,
+) -> Result<Response, ApiError> {
+    enabled(&agent)?;
+    management(&who(w)?)?;
+    let b = TokenBody::parse(&body)?;
+    if b.accessor_id.as_deref().is_some_and(|a| !a.is_empty()) {
+        return Err(ApiError::bad_request(
+            "AccessorID must be empty when creating a token (update it at /v1/acl/token/{accessor})",
+        ));
+    }
+    let (t, secret) = agent.acl().create_token(b.spec()?)?;
+    tracing::info!(accessor = %t.accessor_id, name = %t.name, kind = %t.kind, "ACL token created");
+    Ok(with_index(t.modify_index, &token_json(&t, Some(&secret))))
+}
+
+/// `GET /v1/acl/token/{accessor}` (and `self`): a management token reads any token, a
+/// client token its own.
+async fn read_token(
+    State(agent): State<AppState>,
+    Path(accessor): Path<String>,
+    w: Option<Extension<Who>>,
+) -> Result<Response, ApiError> {
+    enabled(&agent)?;
+    let w = who(w)?;
+    let index = agent.acl().index();
+    let own =
+        |t: &StoredToken| matches!(&w.caller, Caller::Token(me) if me.accessor_id == t.accessor_id);
+    if accessor == "self" {
+        return match &w.caller {
+            Caller::Token(t) => Ok(with_index(index, &token_json(t, w.secret.as_deref()))),
+            Caller::Configured => Ok(with_index(
+                index,
+                &configured_json(w.secret.as_deref().unwrap_or_default()),
+            )),
+            Caller::Anonymous => Err(ApiError(
+                StatusCode::NOT_FOUND,
+                "ACL token not found".into(),
+            )),
+        };
+    }
+    let t = agent.acl().token(&accessor);
+    match t {
+        Some(t) if own(&t) => Ok(with_index(index, &token_json(&t, w.secret.as_deref()))),
+        Some(t) if w.acl.is_management() => Ok(with_index(index, &token_json(&t, None))),
+        None if w.acl.is_management() => Err(StoreError::TokenNotFound.into()),
+        _ => Err(denied()),
+    }
+}
+
+async fn update_token(
+    State(agent): State<AppState>,
+    Path(accessor): Path<String>,
+    w: Option<Extension<Who>>,
+    body: Bytes,
+) -> Result<Response, ApiError> {
+    enabled(&agent)?;
+    management(&who(w)?)?;
+    let b = TokenBody::parse(&body)?;
+    if let Some(a) = b.accessor_id.as_deref().filter(|a| !a.is_empty())
+        && a != accessor
+    {
+        return Err(ApiError::bad_request(format!(
+            "AccessorID {a:?} does not match the path's {accessor:?}"
+        )));
+    }
+    let t = agent.acl().update_token(&accessor, b.spec()?)?;
+    Ok(with_index(t.modify_index, &token_json(&t, None)))
+}
+
+async fn delete_token(
+    State(agent): State<AppState>,
+    Path(accessor): Path<String>,
+    w: Option<Extension<Who>>,
+) -> Result<Response, ApiError> {
+    enabled(&agent)?;
+    management(&who(w)?)?;
+    agent.acl().delete_token(&accessor)?;
+    tracing::info!(accessor = %accessor, "ACL token deleted");
+    Ok(with_index(agent.acl().index(), &Value::Null))
+}
+
+fn policy_json(p: &StoredPolicy, full: bool) -> Value {
+    let mut v = json!({
+        "Name": p.name, "Description": p.description,
+        "CreateIndex": p.create_index, "ModifyIndex": p.modify_index,
+    });
+    if full {
+        v["Rules"] = json!(p.rules);
+        v["JobACL"] = Value::Null;
+    }
+    v
+}
+
+/// The policies a token may see: all for a management token, else its own.
+fn may_see(w: &Who, name: &str) -> bool {
+    w.acl.is_management()
+        || match &w.caller {
+            Caller::Token(t) => t.policies.iter().any(|p| p == name),
+            Caller::Anonymous => name == "anonymous",
+            Caller::Configured => true,
+        }
+}
+
+async fn list_policies(
+    State(agent): State<AppState>,
+    w: Option<Extension<Who>>,
+) -> Result<Response, ApiError> {
+    enabled(&agent)?;
+    let w = who(w)?;
+    let list: Vec<Value> = agent
+        .acl()
+        .policies()
+        .iter()
+        .filter(|p| may_see(&w, &p.name))
+        .map(|p| policy_json(p, false))
+        .collect();
+    Ok(with_index(agent.acl().index(), &list))
+}
+
+async fn read_policy(
+    State(agent): State<AppState>,
+    Path(name): Path<String>,
+    w: Option<Extension<Who>>,
+) -> Result<Response, ApiError> {
+    enabled(&agent)?;
+    let w = who(w)?;
+    if !may_see(&w, &name) {
+        return Err(denied());
+    }
+    let p = agent
+        .acl()
+        .policy(&name)
+        .ok_or(StoreError::PolicyNotFound)?;
+    Ok(with_index(agent.acl().index(), &policy_json(&p, true)))
+}
+
+#[derive(Debug, Default, Deserialize)]
+#[serde(default)]
+struct PolicyBody {
+    #[serde(rename = "Name")]
+    name: Option<String>,
+    #[serde(rename = "Description")]
+    description: Option<String>,
+    #[serde(rename = "Rules")]
+    rules: Option<String>,
+}
+
+/// `POST /v1/acl/policy/{name}`: create or replace; rules that do not parse are a 400
+/// naming what is wrong.
+async fn upsert_policy(
+    State(agent): State<AppState>,
+    Path(name): Path<String>,
+    w: Option<Extension<Who>>,
+    body: Bytes,
+) -> Result<Response, ApiError> {
+    enabled(&agent)?;
+    management(&who(w)?)?;
+    let b: PolicyBody = serde_json::from_slice(&body)
+        .map_err(|e| ApiError::bad_request(format!("invalid ACL policy: {e}")))?;
+    if let Some(n) = b.name.as_deref().filter(|n| !n.is_empty())
+        && n != name
+    {
+        return Err(ApiError::bad_request(format!(
+            "Policy name {n:?} does not match request path {name:?}"
+        )));
+    }
+    agent.acl().upsert_policy(
+        &name,
+        b.description.unwrap_or_default(),
+        b.rules.unwrap_or_default(),
+    )?;
+    tracing::info!(policy = %name, "ACL policy written");
+    Ok((
+        StatusCode::OK,
+        [("X-Nomad-Index", agent.acl().index().to_string())],
+    )
+        .into_response())
+}
+
+async fn delete_policy(
+    State(agent): State<AppState>,
+    Path(name): Path<String>,
+    w: Option<Extension<Who>>,
+) -> Result<Response, ApiError> {
+    enabled(&agent)?;
+    management(&who(w)?)?;
+    agent.acl().delete_policy(&name)?;
+    Ok((
+        StatusCode::OK,
+        [("X-Nomad-Index", agent.acl().index().to_string())],
+    )
+        .into_response())
+}
