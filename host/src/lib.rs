@@ -38,6 +38,8 @@ pub mod drivermanager;
 pub mod evals;
 pub mod events;
 pub mod executor;
+#[cfg(any(test, feature = "fuzzing"))]
+pub mod fuzzing;
 pub mod hookmanager;
 pub mod jobdiff;
 pub mod jobspec;

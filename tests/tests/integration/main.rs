@@ -3,6 +3,7 @@
 
 mod harness;
 
+mod acl;
 mod api;
 mod bad_input;
 mod cli;
