@@ -20,8 +20,8 @@
 
 use std::collections::BTreeMap;
 
-pub use crate::parse::RenderError;
-use crate::parse::{Action, Expr, Node, Range};
+pub use super::parse::RenderError;
+use super::parse::{Action, Expr, Node, Range};
 
 /// A variable as `nomadVarList` lists it.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
@@ -88,7 +88,7 @@ pub fn render(
     err_missing_key: bool,
     source: &dyn Source,
 ) -> Result<String, RenderError> {
-    let nodes = crate::parse::parse(text, left, right)?;
+    let nodes = super::parse::parse(text, left, right)?;
     let mut eval = Eval {
         source,
         err_missing_key,
