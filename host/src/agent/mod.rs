@@ -26,7 +26,7 @@ use crate::drivermanager::{DriverManager, DriverServices};
 use crate::hookmanager::HookManager;
 use crate::jobspec::Job;
 use crate::runtime::{Runtime, RuntimeOptions};
-use crate::state::{MemState, RedbState, StateDb};
+use crate::state::{MemState, StateDb};
 use crate::structs::{Allocation, DesiredStatus};
 use crate::taskenv::NodeInfo;
 use crate::taskrunner::interfaces::Plugins;
@@ -185,10 +185,10 @@ impl Agent {
         let db: Arc<dyn StateDb> = if opts.in_memory_state {
             Arc::new(MemState::new())
         } else {
-            Arc::new(RedbState::open_with_cache(
+            crate::state::open_redb(
                 &data_dir.join("state.redb"),
                 opts.config.client.state_cache_bytes(),
-            )?)
+            )?
         };
 
         // Host processes go through the task executor and are recorded in the state DB, so

@@ -1,5 +1,11 @@
 //! A backend that fails on purpose, for tests of what the state layer does when the disk
-//! does: wraps another backend and fails its next writes on request.
+//! does: wraps another backend and fails its next writes on request, or a share of all
+//! its writes.
+//!
+//! A running agent takes the share from the environment, for soak tests only:
+//! `PADDOCK_TEST_STATE_WRITE_FAULTS=N` (off when unset) fails about one state DB commit in
+//! `N`, chosen by a fixed pseudo-random sequence (`PADDOCK_TEST_STATE_WRITE_FAULTS_SEED`, 0
+//! by default). The agent logs a warning at start when it is on.
 
 use std::sync::atomic::{AtomicU64, Ordering};
 
@@ -11,8 +17,71 @@ pub struct FaultyBackend<B: Backend> {
     inner: B,
     fail: AtomicU64,
     delay_us: AtomicU64,
+    /// Fail about one write in this many (0: never).
+    one_in: AtomicU64,
+    seed: AtomicU64,
+    /// Writes seen, for the pseudo-random sequence.
+    seen: AtomicU64,
     /// Writes that reached the inner backend.
     pub writes: AtomicU64,
+    /// Writes failed on purpose.
+    pub injected: AtomicU64,
+}
+
+/// The environment variable that turns injected commit failures on in a running agent.
+pub const WRITE_FAULTS_ENV: &str = "PADDOCK_TEST_STATE_WRITE_FAULTS";
+/// Its seed.
+pub const WRITE_FAULTS_SEED_ENV: &str = "PADDOCK_TEST_STATE_WRITE_FAULTS_SEED";
+
+/// `(one_in, seed)` from [`WRITE_FAULTS_ENV`] and [`WRITE_FAULTS_SEED_ENV`]: `None` when
+/// unset, empty or 0, an error naming the variable when not a number.
+pub fn write_faults_from_env() -> Result<Option<(u64, u64)>, StateError> {
+    let read =
+        |name: &str| -> Result<Option<u64>, StateError> {
+            match std::env::var(name) {
+                Ok(v) if !v.trim().is_empty() => v.trim().parse().map(Some).map_err(|_| {
+                    StateError::Storage(format!("{name}={v:?} is not a whole number"))
+                }),
+                _ => Ok(None),
+            }
+        };
+    match read(WRITE_FAULTS_ENV)? {
+        Some(n) if n > 0 => Ok(Some((n, read(WRITE_FAULTS_SEED_ENV)?.unwrap_or(0)))),
+        _ => Ok(None),
+    }
+}
+
+/// The agent's state DB: the redb file at `path`, behind a [`FaultyBackend`] failing a
+/// share of the commits when [`WRITE_FAULTS_ENV`] says so.
+pub fn open_redb(
+    path: &std::path::Path,
+    cache_bytes: usize,
+) -> Result<std::sync::Arc<dyn super::StateDb>, StateError> {
+    let Some((one_in, seed)) = write_faults_from_env()? else {
+        return Ok(std::sync::Arc::new(super::RedbState::open_with_cache(
+            path,
+            cache_bytes,
+        )?));
+    };
+    tracing::warn!(
+        one_in,
+        seed,
+        "{WRITE_FAULTS_ENV} is set: about one state DB commit in {one_in} will fail on purpose"
+    );
+    let backend = FaultyBackend::new(super::RedbBackend::open_with_cache(path, cache_bytes)?);
+    backend.fail_one_in(one_in, seed);
+    Ok(std::sync::Arc::new(super::KvState::with_backend(
+        backend,
+        super::CommitOptions::default(),
+    )))
+}
+
+/// SplitMix64: a well-spread value for the `i`th write.
+fn mix(mut z: u64) -> u64 {
+    z = z.wrapping_add(0x9E37_79B9_7F4A_7C15);
+    z = (z ^ (z >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
+    z = (z ^ (z >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
+    z ^ (z >> 31)
 }
 
 impl<B: Backend> FaultyBackend<B> {
@@ -22,8 +91,19 @@ impl<B: Backend> FaultyBackend<B> {
             inner,
             fail: AtomicU64::new(0),
             delay_us: AtomicU64::new(0),
+            one_in: AtomicU64::new(0),
+            seed: AtomicU64::new(0),
+            seen: AtomicU64::new(0),
             writes: AtomicU64::new(0),
+            injected: AtomicU64::new(0),
         }
+    }
+
+    /// Fail about one write in `n` (0: none), picked by a pseudo-random sequence from
+    /// `seed`, so a run can be repeated.
+    pub fn fail_one_in(&self, n: u64, seed: u64) {
+        self.seed.store(seed, Ordering::SeqCst);
+        self.one_in.store(n, Ordering::SeqCst);
     }
 
     /// Make every write take `d` (as a disk's fsync would).
@@ -43,7 +123,17 @@ impl<B: Backend> Backend for FaultyBackend<B> {
             .fail
             .fetch_update(Ordering::SeqCst, Ordering::SeqCst, |n| n.checked_sub(1))
             .is_ok();
-        if failing {
+        let one_in = self.one_in.load(Ordering::SeqCst);
+        let by_share = one_in > 0 && {
+            let i = self.seen.fetch_add(1, Ordering::Relaxed);
+            mix(self.seed.load(Ordering::Relaxed) ^ i).is_multiple_of(one_in)
+        };
+        if failing || by_share {
+            let n = self.injected.fetch_add(1, Ordering::Relaxed) + 1;
+            tracing::warn!(
+                injected = n,
+                "state DB write failed on purpose (injected fault)"
+            );
             return Err(StateError::Storage(
                 "injected fault: the commit failed".into(),
             ));

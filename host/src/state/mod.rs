@@ -21,7 +21,9 @@ use serde::de::DeserializeOwned;
 use serde::{Deserialize, Serialize};
 
 pub use commit::{CommitOptions, CommitStats, Durable};
-pub use faulty::FaultyBackend;
+pub use faulty::{
+    FaultyBackend, WRITE_FAULTS_ENV, WRITE_FAULTS_SEED_ENV, open_redb, write_faults_from_env,
+};
 pub use kv::{KvState, MemState, RedbState};
 pub use mem::MemBackend;
 pub use redb_backend::RedbBackend;
