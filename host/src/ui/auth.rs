@@ -68,11 +68,29 @@ pub enum Denied {
     Missing,
     #[error("the ACL token is not valid")]
     Invalid,
+    #[error("the ACL token's policies do not allow this page")]
+    NotAllowed,
 }
 
 /// Whether `token` may see what `need` names.
 pub fn authorize(agent: &Agent, token: Option<&str>, need: &Need) -> Result<(), Denied> {
-    let _ = need; // One token sees everything until policies name what each may see.
+    if agent.acl().enabled() {
+        // Nomad's ACL system: what the API's reads of the same things need.
+        let token = token.filter(|t| !t.is_empty());
+        let caller = agent.acl().resolve(token).ok_or(Denied::Invalid)?;
+        let acl = agent.acl().acl_of(&caller);
+        let ok = match need {
+            Need::ReadJobs { namespace } => acl.allow_ns(namespace, "read-job"),
+            Need::ReadNode => acl.allow_node(crate::acl::Level::Read),
+            Need::ReadAgent => acl.allow_agent(crate::acl::Level::Read),
+        };
+        return match (ok, token) {
+            (true, _) => Ok(()),
+            (false, None) => Err(Denied::Missing),
+            (false, Some(_)) => Err(Denied::NotAllowed),
+        };
+    }
+    // One token sees everything.
     let Some(want) = agent.acl_token() else {
         return Ok(());
     };
@@ -202,7 +220,10 @@ pub(super) struct LoginForm {
 pub(super) async fn login(State(agent): State<AppState>, Form(f): Form<LoginForm>) -> Response {
     let next = safe_next(&f.next).to_string();
     let token = f.token.trim();
-    if let Err(why) = authorize(&agent, Some(token), &Need::ReadAgent) {
+    // A valid token logs in; each page then checks what its policies allow.
+    if let Err(why) = authorize(&agent, Some(token), &Need::ReadAgent)
+        && why != Denied::NotAllowed
+    {
         return login_form(StatusCode::FORBIDDEN, &why, &next);
     }
     let cookie = format!(

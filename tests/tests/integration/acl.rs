@@ -273,6 +273,26 @@ async fn tokens_may_do_what_their_policies_grant_and_survive_a_restart() {
     denied(&a, "GET", "/v1/jobs?namespace=other", Some(&reader)).await;
     denied(&a, "GET", "/v1/jobs?namespace=*", Some(&reader)).await;
 
+    // The web UI's pages check the same: the node and a namespace's jobs, not the agent's
+    // components, and nothing without a token.
+    for (page, want) in [
+        ("/ui/node", 200),
+        ("/ui/jobs?namespace=default", 200),
+        ("/ui/components", 403),
+    ] {
+        assert_eq!(
+            call(&a, "GET", page, Some(&reader), None).await.0,
+            want,
+            "{page}"
+        );
+    }
+    assert_eq!(
+        call(&a, "GET", "/ui/jobs?namespace=default", None, None)
+            .await
+            .0,
+        403
+    );
+
     // read-logs alone: the logs, not the job, not the files.
     let (s, t) = call(&a, "GET", &logs, Some(&logger), None).await;
     assert_eq!(s, 200);
