@@ -126,8 +126,9 @@ fn event_text(e: &TaskEvent) -> String {
         }
     };
     match e.event_type {
+        // The delay, rounded (the message has it to the ns).
         TaskEventType::Restarting if e.start_delay > 0 => {
-            add(format!("restarting in {}", duration(e.start_delay)))
+            return format!("Task restarting in {}", duration(e.start_delay));
         }
         TaskEventType::Terminated => add(format!("Exit Code: {}", e.exit_code)),
         TaskEventType::DriverFailure => add(e.driver_error.clone()),

@@ -175,7 +175,7 @@ pub(super) async fn job(
     };
     let summary = agent.job_summary(&job);
     let mut allocs = agent.job_allocations(&ns, &id, false);
-    allocs.sort_by(|a, b| b.create_time.cmp(&a.create_time));
+    allocs.sort_by_key(|a| std::cmp::Reverse(a.create_time));
     let evals = agent.evals().of_job(&ns, &id);
     let definition = serde_json::to_string_pretty(&job).unwrap_or_default();
     let watch = format!("/v1/job/{}/allocations?namespace={}", enc(&id), enc(&ns));

@@ -40,6 +40,36 @@ pub fn routes(agent: AppState) -> Router<AppState> {
         .route("/ui/login", get(auth::login_page).post(auth::login))
         .route("/ui/logout", post(auth::logout))
         .route("/ui/assets/{file}", get(asset))
+        .layer(axum::middleware::from_fn(guard_headers))
+}
+
+/// What every UI answer tells the browser: run only this agent's own script and styles,
+/// connect only to this agent, never show the pages in a frame (a framed page's buttons
+/// could be clicked through an overlay), send no referrer elsewhere.
+const CSP: &str = "default-src 'none'; script-src 'self'; style-src 'self'; \
+    style-src-attr 'unsafe-inline'; img-src 'self'; connect-src 'self'; form-action 'self'; \
+    frame-ancestors 'none'; base-uri 'none'";
+
+async fn guard_headers(req: axum::extract::Request, next: axum::middleware::Next) -> Response {
+    let mut r = next.run(req).await;
+    let h = r.headers_mut();
+    h.insert(
+        header::CONTENT_SECURITY_POLICY,
+        header::HeaderValue::from_static(CSP),
+    );
+    h.insert(
+        header::X_CONTENT_TYPE_OPTIONS,
+        header::HeaderValue::from_static("nosniff"),
+    );
+    h.insert(
+        header::X_FRAME_OPTIONS,
+        header::HeaderValue::from_static("DENY"),
+    );
+    h.insert(
+        header::REFERRER_POLICY,
+        header::HeaderValue::from_static("same-origin"),
+    );
+    r
 }
 
 async fn to_jobs() -> Redirect {
@@ -174,9 +204,9 @@ pub(crate) fn duration(ns: u64) -> String {
     }
     let s = ms / 1000;
     match s {
-        0..60 if ms % 1000 != 0 => format!("{:.1}s", ms as f64 / 1000.0),
+        0..60 if !ms.is_multiple_of(1000) => format!("{:.1}s", ms as f64 / 1000.0),
         0..60 => format!("{s}s"),
-        _ if s % 60 == 0 => format!("{}m", s / 60),
+        _ if s.is_multiple_of(60) => format!("{}m", s / 60),
         _ => format!("{}m{}s", s / 60, s % 60),
     }
 }

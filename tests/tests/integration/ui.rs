@@ -9,7 +9,7 @@ use std::time::Duration;
 
 use serde_json::{Value, json};
 
-use crate::harness::{TestAgent, repo_root};
+use crate::harness::{TestAgent, mock_job, repo_root};
 
 /// A raw_exec service job that prints a numbered line every second.
 fn ticker(id: &str) -> Value {
@@ -149,6 +149,58 @@ async fn every_page_renders_on_the_server() {
     let (status, _, css) = page(&t, "/ui/assets/ui.css", &[]).await;
     assert_eq!(status, 200);
     assert!(css.contains("@media"));
+}
+
+#[tokio::test]
+async fn the_timeline_names_restart_delays_exit_codes_and_the_failing_driver() {
+    let t = TestAgent::start("", vec![]).await;
+    t.post_job(json!({ "ID": "exits", "Type": "batch", "TaskGroups": [{ "Name": "g",
+        "RestartPolicy": { "Attempts": 1, "Delay": 1_000_000_000u64, "Mode": "fail", "Interval": 600_000_000_000u64 },
+        "Tasks": [{ "Name": "t", "Driver": "raw_exec", "Config": { "command": "/bin/sh", "args": ["-c", "exit 3"] } }] }] }))
+        .await;
+    t.post_job(mock_job(
+        "trap",
+        json!({"misbehave": {"op": "start", "kind": "trap"}}),
+    ))
+    .await;
+    for (job, wants) in [
+        (
+            "exits",
+            &[
+                r#"data-event="Terminated""#,
+                "Exit Code: 3",
+                r#"data-event="Restarting""#,
+                "<span class=\"msg\">Task restarting in 1",
+                r#"data-event="Not Restarting""#,
+            ][..],
+        ),
+        (
+            "trap",
+            &[
+                r#"data-event="Driver Failure""#,
+                "&quot;mock&quot;",
+                "trapped",
+            ][..],
+        ),
+    ] {
+        let a = t.finished_alloc(job).await;
+        let (status, h, body) = page(
+            &t,
+            &format!("/ui/allocations/{}", a["ID"].as_str().unwrap()),
+            &[],
+        )
+        .await;
+        assert_eq!(status, 200);
+        assert!(
+            h["content-security-policy"]
+                .to_str()
+                .unwrap()
+                .contains("frame-ancestors 'none'")
+        );
+        for want in wants {
+            assert!(body.contains(want), "{job}: the page lacks {want}: {body}");
+        }
+    }
 }
 
 #[tokio::test]
