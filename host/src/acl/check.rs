@@ -13,7 +13,7 @@ pub enum NsFrom {
     Alloc(String),
     /// The namespace of the evaluation with this ID.
     Eval(String),
-    /// The job in the request body (`Job.Namespace`), as a registration is made in.
+    /// The request body's `Job.Namespace` (a registration's) or `Namespace` (a search's).
     JobBody,
 }
 
@@ -27,6 +27,9 @@ pub enum Need {
     /// One of these namespace capabilities.
     Ns(&'static [&'static str], NsFrom),
     Node(Level),
+    /// A node's allocations: `node:read`, and `read-job` in every namespace (they may be
+    /// in any).
+    NodeAllocs,
     Agent(Level),
     Operator(Level),
     /// A variable operation (`list`, `read`, `write`, `destroy`) on a path.
@@ -86,6 +89,7 @@ pub fn need(method: &str, path: &str) -> Need {
             _,
             "drain" | "eligibility" | "evaluate" | "purge",
         ] => Node(Level::Write),
+        ["v1", "node", _, "allocations"] => NodeAllocs,
         ["v1", "node", ..] => Node(Level::Read),
         ["v1", "agent", "members"] => Node(Level::Read),
         ["v1", "agent", "servers"] if get => Agent(Level::Read),
@@ -101,7 +105,7 @@ pub fn need(method: &str, path: &str) -> Need {
         ["v1", "deployments"] | ["v1", "deployment", ..] => Ns(READ_JOB, Query),
         ["v1", "scaling", "policies"] => Ns(&["list-scaling-policies"], Query),
         ["v1", "scaling", "policy", _] => Ns(&["read-scaling-policy"], Query),
-        ["v1", "search", ..] => Ns(&["list-jobs", "read-job"], Query),
+        ["v1", "search", ..] => Ns(&["list-jobs", "read-job"], JobBody),
         ["v1", "event", "stream"] => Events,
         ["v1", "vars"] => Variable("list", String::new()),
         ["v1", "var", ..] => {

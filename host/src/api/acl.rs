@@ -104,14 +104,22 @@ pub(crate) async fn enforce(
         Need::Open | Need::AclApi => true,
         Need::Management => acl.is_management(),
         Need::Node(l) => acl.allow_node(*l),
+        Need::NodeAllocs => acl.allow_node(Level::Read) && acl.allow_ns("*", "read-job"),
         Need::Agent(l) => acl.allow_agent(*l),
         Need::Operator(l) => acl.allow_operator(*l),
         Need::Ns(caps, from) => {
             let ns = match from {
-                NsFrom::Query => q_ns.clone(),
-                NsFrom::Alloc(id) => agent
-                    .peek_allocation(id, |a| a.namespace.clone())
-                    .unwrap_or_else(|| q_ns.clone()),
+                NsFrom::Query => {
+                    // A list without `?namespace=` shows every namespace here; for a token
+                    // that may not see them all it shows `default`, Nomad's default.
+                    if !query.iter().any(|(k, _)| k == "namespace")
+                        && !caps.iter().any(|c| acl.allow_ns("*", c))
+                    {
+                        add_default_namespace(&mut req);
+                    }
+                    q_ns.clone()
+                }
+                NsFrom::Alloc(id) => alloc_namespace(&agent, id).unwrap_or_else(|| q_ns.clone()),
                 NsFrom::Eval(id) => agent
                     .evals()
                     .get(id)
@@ -156,6 +164,33 @@ pub(crate) async fn enforce(
         acl,
     });
     next.run(req).await
+}
+
+/// The namespace of the allocation `id` names, exactly or as a unique prefix (as the
+/// allocation endpoints take it).
+fn alloc_namespace(agent: &AppState, id: &str) -> Option<String> {
+    agent
+        .peek_allocation(id, |a| a.namespace.clone())
+        .or_else(|| {
+            let m = agent.visit_allocations(|a| a.id.starts_with(id).then(|| a.namespace.clone()));
+            (m.len() == 1 && !id.is_empty()).then(|| m.into_iter().next().unwrap_or_default())
+        })
+}
+
+/// Add `namespace=default` to the request's query.
+fn add_default_namespace(req: &mut axum::extract::Request) {
+    let uri = req.uri();
+    let pq = match uri.query() {
+        Some(q) if !q.is_empty() => format!("{}?{q}&namespace=default", uri.path()),
+        _ => format!("{}?namespace=default", uri.path()),
+    };
+    if let Ok(pq) = pq.parse::<axum::http::uri::PathAndQuery>() {
+        let mut parts = uri.clone().into_parts();
+        parts.path_and_query = Some(pq);
+        if let Ok(u) = axum::http::Uri::from_parts(parts) {
+            *req.uri_mut() = u;
+        }
+    }
 }
 
 /// The namespace of the job a body holds (`{"Job": {...}}` or the job itself).

@@ -244,8 +244,48 @@ async fn tokens_may_do_what_their_policies_grant_and_survive_a_restart() {
     let logs = format!("/v1/client/fs/logs/{alloc}?task=t&type=stdout&plain=true");
 
     // namespace "default" { policy = "read" }: reads, no writes, no logs.
+    // A job in another namespace: lists without `?namespace=` show a management token
+    // every namespace, a token that may read only `default` just that one.
+    let other = json!({ "Job": { "ID": "elsewhere", "Namespace": "other", "Type": "batch",
+        "TaskGroups": [{ "Name": "g", "Tasks": [{ "Name": "t", "Driver": "raw_exec",
+            "Config": { "command": "/bin/true" } }] }] } });
+    denied(
+        &a,
+        "GET",
+        "/v1/job/elsewhere?namespace=other",
+        Some(&reader),
+    )
+    .await;
+    let (s, t) = call(&a, "POST", "/v1/jobs", Some(&reader), Some(other.clone())).await;
+    assert_eq!((s, t.as_str()), (403, "Permission denied"));
+    ok_json(&a, "POST", "/v1/jobs", &mgmt, Some(other)).await;
+    let ids = |v: &Value| -> Vec<String> {
+        let mut ids: Vec<String> = v
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|j| j["ID"].as_str().unwrap().into())
+            .collect();
+        ids.sort();
+        ids
+    };
+    let all = ok_json(&a, "GET", "/v1/jobs", &mgmt, None).await;
+    assert_eq!(ids(&all), ["elsewhere", "web"]);
     let jobs = ok_json(&a, "GET", "/v1/jobs", &reader, None).await;
-    assert_eq!(jobs[0]["ID"], "web");
+    assert_eq!(ids(&jobs), ["web"]);
+    let allocs = ok_json(&a, "GET", "/v1/allocations", &reader, None).await;
+    assert!(
+        allocs
+            .as_array()
+            .unwrap()
+            .iter()
+            .all(|a| a["Namespace"] == "default"),
+        "{allocs}"
+    );
+    let node = ok_json(&a, "GET", "/v1/nodes", &reader, None).await;
+    let node_allocs = format!("/v1/node/{}/allocations", node[0]["ID"].as_str().unwrap());
+    denied(&a, "GET", &node_allocs, Some(&reader)).await;
+    ok_json(&a, "GET", &node_allocs, &mgmt, None).await;
     ok_json(&a, "GET", "/v1/job/web", &reader, None).await;
     ok_json(&a, "GET", &format!("/v1/allocation/{alloc}"), &reader, None).await;
     ok_json(&a, "GET", "/v1/nodes", &reader, None).await;
@@ -366,7 +406,7 @@ async fn tokens_may_do_what_their_policies_grant_and_survive_a_restart() {
     a.interrupt();
     a.start().await;
     let jobs = ok_json(&a, "GET", "/v1/jobs", &reader, None).await;
-    assert_eq!(jobs[0]["ID"], "web");
+    assert_eq!(ids(&jobs), ["web"]);
     denied(&a, "POST", "/v1/jobs", Some(&reader)).await;
     assert_eq!(call(&a, "GET", &logs, Some(&logger), None).await.0, 200);
     let (s, t) = call(&a, "POST", "/v1/acl/bootstrap", None, None).await;
@@ -383,6 +423,14 @@ async fn tokens_may_do_what_their_policies_grant_and_survive_a_restart() {
     python_nomad_as_reader(&a, &reader).await;
 
     ok_json(&a, "DELETE", "/v1/job/web?purge=true", &mgmt, None).await;
+    ok_json(
+        &a,
+        "DELETE",
+        "/v1/job/elsewhere?namespace=other&purge=true",
+        &mgmt,
+        None,
+    )
+    .await;
     a.interrupt();
     crate::harness::reap_executor(&dir.path().join("data"));
 }
