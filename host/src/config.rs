@@ -274,9 +274,20 @@ impl Limits {
                     .ok_or_else(|| format!("limits.call_timeout: invalid duration {s:?}"))?,
             ),
         };
+        let memory_bytes = match self.memory_mb {
+            None => None,
+            Some(mb) => Some(
+                usize::try_from(mb)
+                    .ok()
+                    .and_then(|m| m.checked_mul(1 << 20))
+                    .ok_or_else(|| {
+                        format!("limits.memory_mb: {mb} MiB is more than a component can address")
+                    })?,
+            ),
+        };
         Ok(ComponentSettings {
             grants,
-            memory_bytes: self.memory_mb.map(|m| (m as usize) << 20),
+            memory_bytes,
             call_timeout,
             instance_reuse: self.instance_reuse,
             config,
@@ -418,6 +429,16 @@ mod tests {
         assert_eq!(c.client.state_cache_bytes(), 32 << 20);
         let c = AgentConfig::parse("client {\n  state_cache_mb = 4\n}\n", "t.hcl").unwrap();
         assert_eq!(c.client.state_cache_bytes(), 4 << 20);
+    }
+
+    /// Found by fuzzing (`fuzz/corpus/agent_config/memory-mb-overflow`): the MiB were
+    /// shifted into bytes and wrapped, so 2^54 MiB became a limit of 0 bytes.
+    #[test]
+    fn a_memory_limit_past_the_address_space_is_an_error_naming_it() {
+        let text = "plugin \"mock\" {\n  limits {\n    memory_mb = 18014398509481984\n  }\n}\n";
+        let c = AgentConfig::parse(text, "t.hcl").unwrap();
+        let e = c.component_settings("t.hcl").unwrap_err();
+        assert!(e.to_string().contains("limits.memory_mb"), "{e}");
     }
 
     #[test]

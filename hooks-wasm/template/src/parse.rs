@@ -87,14 +87,22 @@ enum Token {
 
 /// Split `text` into text and actions, applying trim markers.
 fn tokens(text: &str, left: &str, right: &str) -> Result<Vec<Token>, RenderError> {
+    if left.is_empty() || right.is_empty() {
+        // An empty delimiter is found everywhere: the split would never advance.
+        return Err(RenderError {
+            line: 1,
+            message: format!("empty delimiter (left {left:?}, right {right:?})"),
+        });
+    }
     let mut out = Vec::new();
     let mut rest = text;
     let mut trim_next = false;
+    // Lines are counted as the split moves on, each newline once.
+    let (mut line, mut counted) = (1, 0);
     while let Some(start) = rest.find(left) {
-        let line = text[..text.len() - rest.len() + start]
-            .matches('\n')
-            .count()
-            + 1;
+        let at = text.len() - rest.len() + start;
+        line += text[counted..at].matches('\n').count();
+        counted = at;
         let mut before = &rest[..start];
         if trim_next {
             before = before.trim_start();
@@ -341,7 +349,7 @@ fn expr(a: &Action, w: &[Word]) -> Result<Expr, RenderError> {
 /// Parse a whole template.
 pub fn parse(text: &str, left: &str, right: &str) -> Result<Vec<Node>, RenderError> {
     let mut toks = tokens(text, left, right)?.into_iter();
-    match block(&mut toks, None)? {
+    match block(&mut toks, None, 0)? {
         (_, Close::Else(a) | Close::End(a)) => {
             Err(a.error(format!("unexpected {{{{{}}}}}", a.text)))
         }
@@ -357,12 +365,25 @@ enum Close {
     Eof,
 }
 
+/// How deep `with` and `range` blocks may nest: parsing, rendering and dropping the tree
+/// recurse once per level, and the hook's stack is small.
+pub const MAX_NESTING: usize = 100;
+
 /// Nodes up to the `else` or `end` that closes `opener` (or the end of the text when there
-/// is no opener), and what closed them.
+/// is no opener), and what closed them; `depth` blocks enclose them.
 fn block(
     toks: &mut impl Iterator<Item = Token>,
     opener: Option<&Action>,
+    depth: usize,
 ) -> Result<(Vec<Node>, Close), RenderError> {
+    if let Some(o) = opener
+        && depth > MAX_NESTING
+    {
+        return Err(o.error(format!(
+            "blocks nest more than {MAX_NESTING} deep at {{{{{}}}}}",
+            o.text
+        )));
+    }
     let mut out = Vec::new();
     while let Some(t) = toks.next() {
         let a = match t {
@@ -379,11 +400,11 @@ fn block(
             Parsed::Else => return Ok((out, Close::Else(a))),
             Parsed::End => return Ok((out, Close::End(a))),
             Parsed::With(e) => {
-                let (body, otherwise) = branches(toks, &a)?;
+                let (body, otherwise) = branches(toks, &a, depth + 1)?;
                 out.push(Node::With(a, e, body, otherwise));
             }
             Parsed::Range(r) => {
-                let (body, otherwise) = branches(toks, &a)?;
+                let (body, otherwise) = branches(toks, &a, depth + 1)?;
                 out.push(Node::Range(a, r, body, otherwise));
             }
         }
@@ -398,12 +419,13 @@ fn block(
 fn branches(
     toks: &mut impl Iterator<Item = Token>,
     opener: &Action,
+    depth: usize,
 ) -> Result<(Vec<Node>, Vec<Node>), RenderError> {
-    let (body, close) = block(toks, Some(opener))?;
+    let (body, close) = block(toks, Some(opener), depth)?;
     let Close::Else(_) = close else {
         return Ok((body, Vec::new()));
     };
-    let (otherwise, close) = block(toks, Some(opener))?;
+    let (otherwise, close) = block(toks, Some(opener), depth)?;
     match close {
         Close::Else(a) => Err(a.error(format!("a second {{{{else}}}} in {{{{{}}}}}", opener.text))),
         _ => Ok((body, otherwise)),
@@ -416,6 +438,35 @@ mod tests {
 
     fn p(text: &str) -> Result<Vec<Node>, RenderError> {
         parse(text, "{{", "}}")
+    }
+
+    /// Found by fuzzing (`fuzz/corpus/template/empty-delimiters`): an empty delimiter
+    /// matched at the same place forever, and the hook hung.
+    #[test]
+    fn an_empty_delimiter_is_an_error() {
+        for (l, r) in [("", ""), ("", "}}"), ("{{", "")] {
+            let e = parse("a {{ x }} b", l, r).unwrap_err();
+            assert!(e.message.contains("empty delimiter"), "{e}");
+        }
+    }
+
+    /// A template of 100,000 actions on as many lines parses in linear time (the line of each
+    /// action was once counted from the start of the text).
+    #[test]
+    fn line_numbers_of_many_actions_are_counted_once() {
+        let text = "{{ .x }}\n".repeat(100_000) + "{{ end }}";
+        let started = std::time::Instant::now();
+        let e = p(&text).unwrap_err();
+        assert_eq!(e.line, 100_001, "{e}");
+        assert!(started.elapsed() < std::time::Duration::from_secs(10));
+    }
+
+    #[test]
+    fn blocks_nest_at_most_max_nesting_deep() {
+        let nested = |n: usize| "{{ with \"x\" }}".repeat(n) + &"{{ end }}".repeat(n);
+        assert!(p(&nested(MAX_NESTING)).is_ok());
+        let e = p(&nested(100_000)).unwrap_err();
+        assert!(e.message.contains("nest more than"), "{e}");
     }
 
     #[test]

@@ -1,0 +1,29 @@
+#!/usr/bin/env bash
+# Fuzz one target for a while: fuzz/run.sh TARGET SECONDS [libFuzzer flags...]
+#
+# Builds the targets (cargo-fuzz, no sanitizer, optimized with debug assertions), then runs
+# TARGET over a working corpus in fuzz/target/corpus/TARGET, seeded from fuzz/corpus/TARGET.
+# Crashes go to fuzz/artifacts/TARGET/. Afterwards, `fuzz/run.sh TARGET minimize` merges the
+# working corpus back into fuzz/corpus/TARGET, keeping only inputs that add coverage.
+set -euo pipefail
+cd "$(dirname "$0")"
+target=${1:?usage: run.sh TARGET SECONDS|minimize [libFuzzer flags...]}
+what=${2:?usage: run.sh TARGET SECONDS|minimize [libFuzzer flags...]}
+shift 2
+export RUSTC_BOOTSTRAP=1 # cargo-fuzz needs nightly flags; the toolchain is stable
+cargo fuzz build -s none -O --debug-assertions "$target"
+bin=target/x86_64-unknown-linux-gnu/release/$target
+work=target/corpus/$target
+mkdir -p "$work" "artifacts/$target"
+if [ "$what" = minimize ]; then
+  fresh=$(mktemp -d)
+  "$bin" -merge=1 -max_len=65536 "$fresh" "corpus/$target" "$work"
+  rm -f "corpus/$target"/*
+  cp "$fresh"/* "corpus/$target/"
+  rm -rf "$fresh"
+  echo "corpus/$target: $(ls "corpus/$target" | wc -l) inputs"
+  exit 0
+fi
+exec "$bin" "$work" "corpus/$target" \
+  -max_total_time="$what" -timeout=10 -rss_limit_mb=2048 -max_len=65536 \
+  -artifact_prefix="artifacts/$target/" -print_final_stats=1 "$@"
