@@ -54,7 +54,10 @@ async fn running_alloc(t: &TestAgent, job: &str) -> String {
 #[tokio::test]
 async fn every_page_renders_on_the_server() {
     let t = TestAgent::start("", vec![]).await;
-    t.register(ticker("ticker")).await;
+    let mut job = ticker("ticker");
+    job["TaskGroups"][0]["Tasks"][0]["Resources"]["Devices"] =
+        json!([{ "Name": "paddock/mock", "Count": 1 }]);
+    t.register(job).await;
     let alloc = running_alloc(&t, "ticker").await;
     // A job no node can hold: its evaluation's placement failure shows on its page.
     let mut big = ticker("too-big");
@@ -113,6 +116,8 @@ async fn every_page_renders_on_the_server() {
         "Stop allocation</button>",
         r#"data-logs=""#,
         "32 MiB",
+        "<h3>Devices</h3>",
+        "paddock/mock/mock-device: <code>mock-",
     ] {
         assert!(a.contains(want), "allocation page lacks {want}: {a}");
     }
@@ -124,6 +129,11 @@ async fn every_page_renders_on_the_server() {
     assert_eq!(status, 200);
     assert!(node.contains(r#"<tr data-driver="raw_exec">"#), "{node}");
     assert!(node.contains("kernel.name"), "attributes: {node}");
+    assert!(
+        node.contains("<td>paddock/mock/mock-device</td><td><code>mock-0</code></td>"),
+        "device instances: {node}"
+    );
+    assert!(node.contains(r#"<span class="status healthy">healthy</span>"#));
 
     let (status, _, comps) = page(&t, "/ui/components", &[]).await;
     assert_eq!(status, 200);
