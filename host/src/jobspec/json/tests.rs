@@ -80,3 +80,16 @@ fn task_restart_policy_merges_over_group() {
         RestartPolicy::default_for(JobType::Batch).interval
     );
 }
+
+/// Found by fuzzing (`fuzz/corpus/jobspec_json/float-roundtrip`): a large number in a task's
+/// config read back from the job's own JSON (as the state DB and the API keep it) as a
+/// different number.
+#[test]
+fn numbers_in_a_config_read_back_exactly() {
+    let text = r#"{"ID": "web", "TaskGroups": [{"Name": "g", "Tasks": [{"Name": "t",
+        "Driver": "raw_exec", "Config": {"args": [555555550000000000000000000000000000001145844511,
+        0.1, 1e300, 2.2250738585072014e-308]}}]}]}"#;
+    let job = crate::jobspec::parse_job_json(text.as_bytes()).unwrap();
+    let again = crate::jobspec::parse_job_json(&serde_json::to_vec(&job).unwrap()).unwrap();
+    assert!(again.spec_eq(&job), "{job:?}\n{again:?}");
+}
