@@ -290,9 +290,18 @@ impl TaskRunner {
     ) -> Result<RunEnd, RunEnd> {
         let task_id = cfg.id.clone();
         let driver = &inv.driver;
+        let mut start = Box::pin(driver.start(cfg, Some(ctx)));
         let handle = tokio::select! {
-            r = Box::pin(driver.start(cfg, Some(ctx))) => r,
-            _ = self.kill.cancelled() => return Err(RunEnd::KilledBeforeStart),
+            r = &mut start => r,
+            _ = self.kill.cancelled() => {
+                // Killed while starting: the driver may have made the task already (a
+                // process spawned), so the start is let end and what it made is released;
+                // dropped halfway, its task would run on with nothing tracking it.
+                if let Ok(h) = start.await {
+                    let _ = Box::pin(driver.destroy(h, true)).await;
+                }
+                return Err(RunEnd::KilledBeforeStart);
+            }
         };
         let handle = handle.map_err(|e| {
             let recoverable = e.recoverable();
