@@ -5,6 +5,7 @@
 // The CLI's own output goes to stdout; everything else logs through `tracing`.
 #![allow(clippy::print_stdout)]
 
+mod acl;
 mod alloc;
 mod component;
 mod component_call;
@@ -46,6 +47,9 @@ pub enum Command {
     /// Inspect and validate components.
     #[command(subcommand)]
     Component(component::ComponentCommand),
+    /// Nomad's ACL system: bootstrap, policies, tokens.
+    #[command(subcommand)]
+    Acl(acl::AclCommand),
     /// The task executor the agent starts for itself (not for people).
     #[command(hide = true)]
     Executor {
@@ -153,6 +157,7 @@ pub async fn main(cli: Cli) -> anyhow::Result<i32> {
         Command::Alloc(cmd) => alloc::run(cmd).await,
         Command::Node(cmd) => node::run(cmd).await,
         Command::Component(cmd) => component::run(cmd).await,
+        Command::Acl(cmd) => acl::run(cmd).await,
     }
 }
 

@@ -10,6 +10,8 @@ use serde_json::{Value, json};
 
 use crate::harness::{AgentProcess, NODE_DISK, TestAgent};
 
+mod cli;
+
 const CONFIGURED: &str = "configured-management-s3cret";
 
 /// A request as `secret` (none: anonymous): status and body text.
