@@ -39,6 +39,7 @@ mod restore;
 mod runtime;
 mod sdk;
 mod shutdown;
+mod soak;
 mod state;
 mod swap;
 mod swap_config;
