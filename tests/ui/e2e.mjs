@@ -131,6 +131,20 @@ try {
     await shot(page, 'components');
   });
 
+  await check('a long log opens at its last 64 KiB', async () => {
+    const job = tickerJob('chatty');
+    job.Job.TaskGroups[0].Tasks[0].Config.args = ['-c',
+      'i=0; while [ $i -lt 4000 ]; do echo "line $i ............................................................"; i=$((i+1)); done; echo END; exec sleep 600'];
+    await submit(BASE, job);
+    await page.goto(BASE + '/ui/jobs/chatty');
+    await page.locator('table.allocs a').first().waitFor({ timeout: 20000 });
+    await page.locator('table.allocs a').first().click();
+    await page.locator('#log', { hasText: 'END' }).waitFor({ timeout: 20000 });
+    const text = await page.locator('#log').textContent();
+    assert(!text.includes('line 0 '), 'the log starts at its beginning');
+    assert(text.length <= 64 * 1024 + 4 && text.length > 60 * 1024, `${text.length} characters shown`);
+  });
+
   await check('a narrow screen scrolls no page sideways', async () => {
     await page.setViewportSize({ width: 390, height: 844 });
     for (const path of ['/ui/jobs', '/ui/node', '/ui/components']) {

@@ -168,7 +168,23 @@ function logs(section) {
     if (mine === gen) follow();
   }
 
-  const restart = () => { pos = 0; held = ''; pre.textContent = ''; follow(); };
+  // Start from the last 64 KiB: the sizes of the task's log files (rotated ones too).
+  async function tail() {
+    let total = 0;
+    try {
+      const r = await api('/v1/client/fs/ls/' + encodeURIComponent(alloc) + '?path=alloc/logs');
+      if (r.ok) {
+        const prefix = task.value + '.' + type.value + '.';
+        for (const f of await r.json()) {
+          if (f.Name.startsWith(prefix) && /^\d+$/.test(f.Name.slice(prefix.length))) total += f.Size;
+        }
+      }
+    } catch (e) { /* from the start, then */ }
+    pos = Math.max(0, total - 64 * 1024);
+    follow();
+  }
+
+  const restart = () => { held = ''; pre.textContent = ''; tail(); };
   task.addEventListener('change', restart);
   type.addEventListener('change', restart);
   pause.addEventListener('click', () => {
@@ -178,8 +194,7 @@ function logs(section) {
     state.textContent = paused ? 'Paused' : 'Following';
     if (!paused && held) { const h = held; held = ''; show(h); }
   });
-  pre.textContent = '';
-  follow();
+  restart();
 }
 
 document.addEventListener('DOMContentLoaded', () => {
