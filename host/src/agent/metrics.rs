@@ -169,6 +169,15 @@ impl Agent {
                 limits.parallel as f64,
             ),
             ("paddock.client.start_queue.bound", limits.bound as f64),
+            // 1 while the state DB takes writes, 0 while a full or failing disk stops them.
+            (
+                "paddock.state.writable",
+                if self.db.unwritable().is_none() {
+                    1.0
+                } else {
+                    0.0
+                },
+            ),
         ] {
             out.push(Metric::Gauge(name, Vec::new(), v));
         }
@@ -201,6 +210,14 @@ impl Agent {
             misses as f64,
         ));
         out
+    }
+}
+
+impl Agent {
+    /// Why the state DB refuses writes now (a full or failing disk), or `None` while it
+    /// takes them: the API answers writes 503 meanwhile.
+    pub fn state_unwritable(&self) -> Option<String> {
+        self.db.unwritable()
     }
 }
 

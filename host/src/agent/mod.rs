@@ -40,6 +40,7 @@ mod jobs;
 mod metrics;
 mod ops;
 mod order;
+mod outage;
 mod periodic;
 mod placing;
 mod plan;
@@ -340,6 +341,7 @@ impl Agent {
         agent.warn_if_little_disk();
         agent.restore()?;
         agent.spawn_unblocker();
+        agent.spawn_outage_watch();
         agent.place_interrupted();
         let scheduling = agent.load_scheduling();
         let draining = scheduling.drain.is_some();

@@ -63,11 +63,11 @@ impl Agent {
         job: Job,
         opts: RegisterOptions,
     ) -> Result<Registered, RegisterError> {
-        let (mut r, placing, job_written) = self.store_job(job, opts)?;
+        let (mut r, placing, job_written, previous) = self.store_job(job, opts)?;
         if let Some(p) = placing {
             r.allocs = p.run(self)?;
         }
-        job_written.wait()?;
+        self.stored_or_undone(job_written, previous, &r)?;
         Ok(r)
     }
 
@@ -80,7 +80,7 @@ impl Agent {
         job: Job,
         opts: RegisterOptions,
     ) -> Result<Registered, RegisterError> {
-        let (r, placing, job_written) = self.store_job(job, opts)?;
+        let (r, placing, job_written, previous) = self.store_job(job, opts)?;
         if let Some(p) = placing {
             let agent = self.clone();
             self.work.spawn_blocking(move || {
@@ -88,25 +88,62 @@ impl Agent {
                 let _ = p.run(&agent);
             });
         }
-        // Answered once the job is durable; its placement may already be on its way.
-        job_written.wait()?;
+        // Answered once the job is durable; its placement may already be on its way (and
+        // fails with it: the state DB fails every write queued after a failed one).
+        self.stored_or_undone(job_written, previous, &r)?;
         Ok(r)
     }
 
-    /// Plan `job` and store it with its evaluation; what is left to place is returned.
+    /// Wait for a registration's job write. When it failed (a full disk), the job table
+    /// goes back to what is stored, unless a later change replaced the job meanwhile: a
+    /// registration that was not acknowledged does not show as registered.
+    fn stored_or_undone(
+        &self,
+        job_written: Durable,
+        previous: ((String, String), Option<Job>),
+        r: &Registered,
+    ) -> Result<(), StateError> {
+        let Err(e) = job_written.wait() else {
+            return Ok(());
+        };
+        let (key, previous) = previous;
+        let mut jobs = self.jobs.write().unwrap();
+        if jobs
+            .get(&key)
+            .is_some_and(|j| j.state.modify_index == r.index)
+        {
+            match previous {
+                Some(p) => jobs.insert(key, p),
+                None => jobs.remove(&key),
+            };
+        }
+        Err(e)
+    }
+
+    /// Plan `job` and store it with its evaluation; what is left to place is returned,
+    /// with the job as it was before (to undo the change if the write fails).
+    #[allow(clippy::type_complexity)]
     fn store_job(
         self: &Arc<Self>,
         mut job: Job,
         opts: RegisterOptions,
-    ) -> Result<(Registered, Option<Placing>, Durable), RegisterError> {
+    ) -> Result<
+        (
+            Registered,
+            Option<Placing>,
+            Durable,
+            ((String, String), Option<Job>),
+        ),
+        RegisterError,
+    > {
         bounds::check(&job)?;
+        // Nothing is planned, changed in memory or started that could not be recorded.
+        if let Some(reason) = self.db.unwritable() {
+            return Err(StateError::Unwritable { reason }.into());
+        }
         let guard = self.plan_lock.acquire();
-        let existing = self
-            .jobs
-            .read()
-            .unwrap()
-            .get(&(job.namespace.clone(), job.id.clone()))
-            .cloned();
+        let key = (job.namespace.clone(), job.id.clone());
+        let existing = self.jobs.read().unwrap().get(&key).cloned();
         if let Some(expected) = opts.enforce_index {
             check_index(expected, existing.as_ref())?;
         }
@@ -120,7 +157,8 @@ impl Agent {
             }
         }
         let plan = self.plan(job)?;
-        self.apply(plan, None, guard)
+        let (r, placing, written) = self.apply(plan, None, guard)?;
+        Ok((r, placing, written, (key, existing)))
     }
 
     /// Carry out a plan: store the job (a new version when its spec changed), stop and

@@ -17,6 +17,7 @@ mod metrics;
 mod node;
 mod scale;
 mod search;
+mod state_gate;
 mod vars;
 
 use std::sync::Arc;
@@ -53,6 +54,10 @@ pub fn router(agent: Arc<Agent>) -> Router {
         .fallback(unknown_path)
         .method_not_allowed_fallback(wrong_method)
         .layer(axum::extract::DefaultBodyLimit::max(MAX_BODY))
+        .layer(axum::middleware::from_fn_with_state(
+            agent.clone(),
+            state_gate::refuse_writes_while_unwritable,
+        ))
         .layer(axum::middleware::from_fn(refuse_announced_oversize))
         .layer(axum::middleware::from_fn_with_state(
             agent.clone(),

@@ -15,6 +15,10 @@
 //!   reached the disk is never taken for written (Nomad's cache could go stale there).
 //! - **Isolation of failures.** When a shared transaction fails, each write in it is tried
 //!   again in a transaction of its own, so one bad write fails only its caller.
+//! - **Outages.** When the disk fails a commit (full, failing fsync), it and every write
+//!   queued after it fail, new writes are refused at once, and the file is reopened and
+//!   retried with backoff ([`super::recover`]). The de-duplication memory is forgotten:
+//!   a commit that reported an error may still have reached the file.
 //!
 //! What a power loss can lose: nothing that was acknowledged. A write whose caller has not
 //! returned yet may or may not be on disk.
@@ -23,6 +27,7 @@ use std::collections::HashMap;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, mpsc};
 
+use super::recover::{Health, Outage, op_bytes};
 use super::{Backend, Op, StateError};
 
 /// Counters of the write path.
@@ -34,7 +39,8 @@ pub struct CommitStats {
     pub commits: AtomicU64,
     /// Writes that had nothing left to do after de-duplication.
     pub skipped: AtomicU64,
-    /// Transactions that failed.
+    /// Writes that failed: transactions that failed, and writes refused while the state
+    /// DB cannot write.
     pub failures: AtomicU64,
 }
 
@@ -129,6 +135,7 @@ pub struct Committer {
     stats: Arc<CommitStats>,
     thread: Option<std::thread::JoinHandle<()>>,
     shared: Arc<Mutex<Shared>>,
+    health: Arc<Health>,
     dedup: bool,
 }
 
@@ -149,18 +156,25 @@ impl Committer {
         let (queue, rx) = mpsc::channel::<Request>();
         let stats = Arc::new(CommitStats::default());
         let shared = Arc::new(Mutex::new(Shared::default()));
-        let (s, sh) = (stats.clone(), shared.clone());
+        let health = Arc::new(Health::default());
+        let (s, sh, h) = (stats.clone(), shared.clone(), health.clone());
         let thread = std::thread::Builder::new()
             .name("state-commit".into())
-            .spawn(move || run(backend.as_ref(), &rx, options, &s, &sh))
+            .spawn(move || run(backend.as_ref(), &rx, options, &s, &sh, &h))
             .expect("starting the state committer thread");
         Self {
             queue: Some(queue),
             stats,
             thread: Some(thread),
             shared,
+            health,
             dedup: options.dedup,
         }
+    }
+
+    /// Why writes are refused now, or `None` while they are taken.
+    pub fn unwritable(&self) -> Option<String> {
+        self.health.reason()
     }
 
     /// Apply `ops` atomically; returns once they are durable (or known to change nothing).
@@ -173,6 +187,11 @@ impl Committer {
     /// keep that lock's order and are still committed together with other writers'.
     pub fn queue(&self, ops: Vec<Op>) -> Result<Durable, StateError> {
         self.stats.writes.fetch_add(1, Ordering::Relaxed);
+        // During an outage: refused at once, not queued behind a disk that is not there.
+        if let Some(refused) = self.health.refusal() {
+            self.stats.failures.fetch_add(1, Ordering::Relaxed);
+            return Err(refused);
+        }
         if self.dedup {
             let mut shared = self.shared.lock().unwrap();
             // Nothing to do and nothing on its way: no transaction, not even a hop to the
@@ -327,6 +346,7 @@ fn run(
     options: CommitOptions,
     stats: &CommitStats,
     shared: &Mutex<Shared>,
+    health: &Health,
 ) {
     // Answer a request and clear its in-flight marks (after the memory is up to date, so a
     // caller never sees its key free while the memory still lags).
@@ -348,7 +368,34 @@ fn run(
             shared.lock().unwrap().memory.apply(view);
         }
     };
-    while let Ok(first) = rx.recv() {
+    // Set while the disk fails the writes (see `super::recover`).
+    let mut outage: Option<Outage> = None;
+    let begin_outage = |e: &StateError, bytes: usize| {
+        stats.failures.fetch_add(1, Ordering::Relaxed);
+        // A commit that reported an error may have reached the file all the same: what
+        // the memory says was committed is no longer known.
+        if options.dedup {
+            shared.lock().unwrap().memory.values.clear();
+        }
+        Outage::begin(backend, health, e, bytes)
+    };
+    loop {
+        let first = match &outage {
+            None => match rx.recv() {
+                Ok(r) => r,
+                Err(_) => break,
+            },
+            Some(o) => match rx.recv_timeout(o.until_due()) {
+                Ok(r) => r,
+                Err(mpsc::RecvTimeoutError::Timeout) => {
+                    if outage.as_mut().is_some_and(|o| o.retry(backend, health)) {
+                        outage = None;
+                    }
+                    continue;
+                }
+                Err(mpsc::RecvTimeoutError::Disconnected) => break,
+            },
+        };
         let mut batch = vec![first];
         if options.group {
             while batch.len() < MAX_BATCH {
@@ -358,6 +405,21 @@ fn run(
                 }
             }
         }
+        // During an outage, what was queued before it began (or raced its start) fails:
+        // writes are applied in the order queued, so nothing that counts on a failed write
+        // lands without it. A steady stream of writes does not put the retries off.
+        if let Some(o) = &mut outage
+            && !(o.due() && o.retry(backend, health))
+        {
+            for r in batch {
+                if !r.ops.is_empty() {
+                    stats.failures.fetch_add(1, Ordering::Relaxed);
+                }
+                answer(r, Err(health.refused()));
+            }
+            continue;
+        }
+        outage = None;
         let mut view = View::new();
         let mut per_request = Vec::with_capacity(batch.len());
         for r in &mut batch {
@@ -374,12 +436,20 @@ fn run(
             }
             continue;
         }
+        let bytes = op_bytes(&all);
         match backend.write(all) {
             Ok(()) => {
                 stats.commits.fetch_add(1, Ordering::Relaxed);
                 remember(view);
                 for r in batch {
                     answer(r, Ok(()));
+                }
+            }
+            Err(e) if e.is_io() => {
+                // The disk, not one write, is at fault: the whole batch fails.
+                outage = Some(begin_outage(&e, bytes));
+                for r in batch {
+                    answer(r, Err(health.refused()));
                 }
             }
             Err(e) if batch.len() == 1 => {
@@ -394,13 +464,22 @@ fn run(
                         answer(r, Ok(()));
                         continue;
                     }
+                    if let Some(refused) = health.refusal() {
+                        stats.failures.fetch_add(1, Ordering::Relaxed);
+                        answer(r, Err(refused));
+                        continue;
+                    }
                     let mut view = View::new();
                     let ops = filter(ops, &mut view);
+                    let bytes = op_bytes(&ops);
                     let res = backend.write(ops);
                     match &res {
                         Ok(()) => {
                             stats.commits.fetch_add(1, Ordering::Relaxed);
                             remember(view);
+                        }
+                        Err(e) if e.is_io() => {
+                            outage = Some(begin_outage(e, bytes));
                         }
                         Err(_) => {
                             stats.failures.fetch_add(1, Ordering::Relaxed);

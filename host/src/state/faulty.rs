@@ -26,6 +26,8 @@ pub struct FaultyBackend<B: Backend> {
     pub writes: AtomicU64,
     /// Writes failed on purpose.
     pub injected: AtomicU64,
+    /// Disk faults as redb meets them (see [`IoFaults`]).
+    pub io: IoFaults,
 }
 
 /// The environment variable that turns injected commit failures on in a running agent.
@@ -96,6 +98,7 @@ impl<B: Backend> FaultyBackend<B> {
             seen: AtomicU64::new(0),
             writes: AtomicU64::new(0),
             injected: AtomicU64::new(0),
+            io: IoFaults::default(),
         }
     }
 
@@ -119,6 +122,7 @@ impl<B: Backend> FaultyBackend<B> {
 
 impl<B: Backend> Backend for FaultyBackend<B> {
     fn write(&self, ops: Vec<Op>) -> Result<(), StateError> {
+        self.io.write()?;
         let failing = self
             .fail
             .fetch_update(Ordering::SeqCst, Ordering::SeqCst, |n| n.checked_sub(1))
@@ -147,6 +151,7 @@ impl<B: Backend> Backend for FaultyBackend<B> {
     }
 
     fn get(&self, table: &'static str, key: &str) -> Result<Option<Vec<u8>>, StateError> {
+        self.io.read()?;
         self.inner.get(table, key)
     }
 
@@ -155,6 +160,78 @@ impl<B: Backend> Backend for FaultyBackend<B> {
         table: &'static str,
         prefix: &str,
     ) -> Result<Vec<(String, Vec<u8>)>, StateError> {
+        self.io.read()?;
         self.inner.scan(table, prefix)
+    }
+
+    fn reopen(&self) -> Result<(), StateError> {
+        self.io.reopen();
+        self.inner.reopen()
+    }
+}
+
+/// Disk faults as redb meets them: a failed fsync or a full disk fails the commit with an
+/// I/O error ([`StateError::Io`]), and every later read and write fails too until the
+/// backend is reopened ([`Backend::reopen`]).
+#[derive(Default)]
+pub struct IoFaults {
+    fail_sync: AtomicU64,
+    full: std::sync::atomic::AtomicBool,
+    failed: std::sync::atomic::AtomicBool,
+    /// Times the backend was reopened after a fault.
+    pub reopens: AtomicU64,
+    /// Writes failed with an I/O error on purpose.
+    pub failed_writes: AtomicU64,
+}
+
+impl IoFaults {
+    /// Fail the next `n` commits as a failed fsync does.
+    pub fn fail_sync_next(&self, n: u64) {
+        self.fail_sync.store(n, Ordering::SeqCst);
+    }
+
+    /// Fail every commit with `No space left on device` until called with `false`.
+    pub fn set_disk_full(&self, full: bool) {
+        self.full.store(full, Ordering::SeqCst);
+    }
+
+    fn error(detail: &str) -> StateError {
+        StateError::Io {
+            path: "(injected fault)".into(),
+            detail: detail.into(),
+        }
+    }
+
+    fn read(&self) -> Result<(), StateError> {
+        if self.failed.load(Ordering::SeqCst) {
+            return Err(Self::error(
+                "Previous I/O error occurred. Please close and re-open the database.",
+            ));
+        }
+        Ok(())
+    }
+
+    fn write(&self) -> Result<(), StateError> {
+        self.read()?;
+        let detail = if self.full.load(Ordering::SeqCst) {
+            "No space left on device (os error 28)"
+        } else if self
+            .fail_sync
+            .fetch_update(Ordering::SeqCst, Ordering::SeqCst, |n| n.checked_sub(1))
+            .is_ok()
+        {
+            "fsync failed: Input/output error (os error 5)"
+        } else {
+            return Ok(());
+        };
+        self.failed.store(true, Ordering::SeqCst);
+        self.failed_writes.fetch_add(1, Ordering::Relaxed);
+        Err(Self::error(detail))
+    }
+
+    fn reopen(&self) {
+        if self.failed.swap(false, Ordering::SeqCst) {
+            self.reopens.fetch_add(1, Ordering::Relaxed);
+        }
     }
 }

@@ -188,6 +188,9 @@ impl<B: Backend + 'static> StateDb for KvState<B> {
     fn commit_stats(&self) -> &CommitStats {
         self.commit.stats()
     }
+    fn unwritable(&self) -> Option<String> {
+        self.commit.unwritable()
+    }
     fn flush(&self) -> Result<(), StateError> {
         self.commit.flush()
     }

@@ -13,6 +13,7 @@ mod commit;
 mod faulty;
 mod kv;
 mod mem;
+mod recover;
 mod redb_backend;
 
 use std::collections::BTreeMap;
@@ -78,9 +79,33 @@ pub enum StateError {
         /// Decoder's message.
         detail: String,
     },
+    /// The disk failed a read or a write (full, read-only, failing). redb refuses every
+    /// later operation until the file is reopened, which the committer does at once.
+    #[error("I/O error on state file {path}: {detail}")]
+    Io {
+        path: String,
+        /// What the operating system said (`No space left on device`).
+        detail: String,
+    },
+    /// A write refused while the state DB cannot write: nothing of it was applied. The
+    /// committer retries in the background; writes are taken again once
+    /// one succeeds.
+    #[error("the state DB cannot write ({reason}); retrying in the background, try again later")]
+    Unwritable {
+        /// The error that stopped the writes.
+        reason: String,
+    },
     /// Any other storage failure.
     #[error("state storage error: {0}")]
     Storage(String),
+}
+
+impl StateError {
+    /// An I/O error or a refusal because of one: the disk, not the data, is at fault, and
+    /// the same write may succeed once the disk does.
+    pub fn is_io(&self) -> bool {
+        matches!(self, StateError::Io { .. } | StateError::Unwritable { .. })
+    }
 }
 
 /// A driver handle as persisted for a task (what `start` returned, updated by later calls).
@@ -229,6 +254,9 @@ pub trait StateDb: Send + Sync {
     fn variables(&self) -> Result<Vec<Variable>, StateError>;
     /// The write path's counters (writes asked, commits, writes de-duplicated away).
     fn commit_stats(&self) -> &CommitStats;
+    /// Why writes are refused now (the I/O error that stopped them), or `None` while the
+    /// state DB writes. Reads go on either way.
+    fn unwritable(&self) -> Option<String>;
     /// Returns once every write queued before the call is durable (or has failed): what an
     /// agent that is asked to stop waits for.
     fn flush(&self) -> Result<(), StateError>;
@@ -281,6 +309,13 @@ pub trait Backend: Send + Sync {
     /// All `(key, value)` whose key starts with `prefix`, in key order.
     fn scan(&self, table: &'static str, prefix: &str)
     -> Result<Vec<(String, Vec<u8>)>, StateError>;
+    /// Close and open the storage again after an I/O error ([`StateError::Io`]): redb
+    /// refuses every operation once one failed, until the file is reopened. Does nothing
+    /// when no I/O error was seen since the last open. Called by the committer thread only,
+    /// so never beside a write; reads wait for it.
+    fn reopen(&self) -> Result<(), StateError> {
+        Ok(())
+    }
 }
 
 /// A plugin manager's stored states, decoded as `T`. What cannot be read or decoded is

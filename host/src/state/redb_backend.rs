@@ -2,8 +2,16 @@
 //!
 //! Each write is one redb transaction committed with redb's default durability (a single
 //! fsync, checksummed pages), so a write that returned `Ok` survives a crash or power loss.
+//!
+//! After an I/O error (a full disk, a failed fsync) redb refuses every later operation,
+//! reads too, until the file is closed and opened again: [`Backend::reopen`] does that, and
+//! a read that meets such an error reopens and tries once more. A commit that failed left
+//! the file as the last successful commit wrote it (redb's commit writes the new pages
+//! before the header that points at them), so reopening finds every acknowledged write.
 
 use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Mutex, RwLock};
 
 use redb::{Database, ReadableDatabase, ReadableTable, TableDefinition};
 
@@ -17,8 +25,16 @@ fn def(name: &'static str) -> TableDefinition<'static, &'static str, &'static [u
 
 /// A redb file.
 pub struct RedbBackend {
-    db: Database,
+    /// `None` only while a reopen failed (the next one tries again).
+    db: RwLock<Option<Database>>,
     path: PathBuf,
+    cache_bytes: usize,
+    /// An I/O error was seen since the file was opened: redb refuses everything until it
+    /// is opened again.
+    failed: AtomicBool,
+    /// The last I/O error the operating system reported (redb's later refusals only say
+    /// that there was one).
+    last_io: Mutex<Option<String>>,
 }
 
 impl RedbBackend {
@@ -35,50 +51,90 @@ impl RedbBackend {
     /// [`RedbBackend::open`], with redb keeping at most `cache_bytes` of the file in memory
     /// (read cache and write buffer together).
     pub fn open_with_cache(path: &Path, cache_bytes: usize) -> Result<Self, StateError> {
-        let shown = path.display().to_string();
-        let db = redb::Builder::new()
-            .set_cache_size(cache_bytes)
-            .create(path)
-            .map_err(|e| match e {
-                redb::DatabaseError::DatabaseAlreadyOpen => StateError::InUse {
-                    path: shown.clone(),
-                },
-                redb::DatabaseError::Storage(redb::StorageError::Corrupted(detail)) => {
-                    StateError::Corrupt {
-                        path: shown.clone(),
-                        detail,
-                    }
-                }
-                redb::DatabaseError::UpgradeRequired(v) => StateError::Corrupt {
-                    path: shown.clone(),
-                    detail: format!(
-                        "written in redb file format {v}, which this agent cannot read"
-                    ),
-                },
-                other => StateError::Storage(format!("opening {shown}: {other}")),
-            })?;
         let backend = Self {
-            db,
+            db: RwLock::new(Some(open_file(path, cache_bytes)?)),
             path: path.to_path_buf(),
+            cache_bytes,
+            failed: AtomicBool::new(false),
+            last_io: Mutex::new(None),
         };
         backend.init_schema()?;
         Ok(backend)
     }
 
-    fn err(&self, e: impl std::fmt::Display) -> StateError {
-        let text = e.to_string();
-        if text.to_lowercase().contains("corrupt") {
-            StateError::Corrupt {
-                path: self.path.display().to_string(),
-                detail: text,
+    /// A redb error as a [`StateError`]; an I/O error marks the file for reopening.
+    fn err(&self, e: impl Into<redb::Error>) -> StateError {
+        let path = self.path.display().to_string();
+        match e.into() {
+            redb::Error::Io(io) => {
+                let detail = io.to_string();
+                *self.last_io.lock().unwrap() = Some(detail.clone());
+                self.failed.store(true, Ordering::SeqCst);
+                StateError::Io { path, detail }
             }
-        } else {
-            StateError::Storage(format!("{}: {text}", self.path.display()))
+            redb::Error::PreviousIo | redb::Error::DatabaseClosed => {
+                self.failed.store(true, Ordering::SeqCst);
+                let last = self.last_io.lock().unwrap().clone();
+                StateError::Io {
+                    path,
+                    detail: match last {
+                        Some(d) => format!("{d} (an earlier operation failed)"),
+                        None => "an earlier operation failed with an I/O error".into(),
+                    },
+                }
+            }
+            redb::Error::Corrupted(detail) => StateError::Corrupt { path, detail },
+            other => {
+                let text = other.to_string();
+                if text.to_lowercase().contains("corrupt") {
+                    StateError::Corrupt { path, detail: text }
+                } else {
+                    StateError::Storage(format!("{path}: {text}"))
+                }
+            }
+        }
+    }
+
+    /// Run `f` on the open file. A read (`retry`) that fails with an I/O error reopens the
+    /// file and runs once more: the error may be a write's, which poisoned the file for
+    /// every reader too.
+    fn with_db<T>(
+        &self,
+        retry: bool,
+        f: impl Fn(&Database) -> Result<T, StateError>,
+    ) -> Result<T, StateError> {
+        let run = || {
+            let guard = self.db.read().unwrap_or_else(|e| e.into_inner());
+            match guard.as_ref() {
+                Some(db) => f(db),
+                None => Err(self.closed()),
+            }
+        };
+        match run() {
+            Err(e) if retry && e.is_io() => {
+                self.reopen()?;
+                run()
+            }
+            other => other,
+        }
+    }
+
+    fn closed(&self) -> StateError {
+        StateError::Io {
+            path: self.path.display().to_string(),
+            detail: match self.last_io.lock().unwrap().clone() {
+                Some(d) => format!("{d} (the file could not be reopened yet)"),
+                None => "the file could not be reopened yet".into(),
+            },
         }
     }
 
     fn init_schema(&self) -> Result<(), StateError> {
-        let txn = self.db.begin_write().map_err(|e| self.err(e))?;
+        self.with_db(false, |db| self.init_schema_in(db))
+    }
+
+    fn init_schema_in(&self, db: &Database) -> Result<(), StateError> {
+        let txn = db.begin_write().map_err(|e| self.err(e))?;
         let found = {
             for t in tables::ALL {
                 txn.open_table(def(t)).map_err(|e| self.err(e))?;
@@ -119,10 +175,93 @@ impl RedbBackend {
     }
 }
 
+/// Open (or create) the file with redb, its errors named for the user.
+fn open_file(path: &Path, cache_bytes: usize) -> Result<Database, StateError> {
+    let shown = path.display().to_string();
+    redb::Builder::new()
+        .set_cache_size(cache_bytes)
+        .create(path)
+        .map_err(|e| match e {
+            redb::DatabaseError::DatabaseAlreadyOpen => StateError::InUse {
+                path: shown.clone(),
+            },
+            redb::DatabaseError::Storage(redb::StorageError::Corrupted(detail)) => {
+                StateError::Corrupt {
+                    path: shown.clone(),
+                    detail,
+                }
+            }
+            redb::DatabaseError::Storage(redb::StorageError::Io(io)) => StateError::Io {
+                path: shown.clone(),
+                detail: format!("opening: {io}"),
+            },
+            redb::DatabaseError::UpgradeRequired(v) => StateError::Corrupt {
+                path: shown.clone(),
+                detail: format!("written in redb file format {v}, which this agent cannot read"),
+            },
+            other => StateError::Storage(format!("opening {shown}: {other}")),
+        })
+}
+
 impl Backend for RedbBackend {
     fn write(&self, ops: Vec<Op>) -> Result<(), StateError> {
-        let txn = self.db.begin_write().map_err(|e| self.err(e))?;
-        for op in &ops {
+        self.with_db(false, |db| self.write_in(db, &ops))
+    }
+
+    fn get(&self, table: &'static str, key: &str) -> Result<Option<Vec<u8>>, StateError> {
+        self.with_db(true, |db| {
+            let txn = db.begin_read().map_err(|e| self.err(e))?;
+            let t = txn.open_table(def(table)).map_err(|e| self.err(e))?;
+            Ok(t.get(key)
+                .map_err(|e| self.err(e))?
+                .map(|v| v.value().to_vec()))
+        })
+    }
+
+    fn scan(
+        &self,
+        table: &'static str,
+        prefix: &str,
+    ) -> Result<Vec<(String, Vec<u8>)>, StateError> {
+        self.with_db(true, |db| {
+            let txn = db.begin_read().map_err(|e| self.err(e))?;
+            let t = txn.open_table(def(table)).map_err(|e| self.err(e))?;
+            let mut out = Vec::new();
+            for item in t.range(prefix..).map_err(|e| self.err(e))? {
+                let (k, v) = item.map_err(|e| self.err(e))?;
+                let k = k.value();
+                if !k.starts_with(prefix) {
+                    break;
+                }
+                out.push((k.to_string(), v.value().to_vec()));
+            }
+            Ok(out)
+        })
+    }
+
+    fn reopen(&self) -> Result<(), StateError> {
+        let mut slot = self.db.write().unwrap_or_else(|e| e.into_inner());
+        if !self.failed.load(Ordering::SeqCst) && slot.is_some() {
+            return Ok(());
+        }
+        // Close first: redb holds a lock on the file, which a second open would meet.
+        if let Some(old) = slot.take()
+            && let Err(e) = old.close()
+        {
+            tracing::debug!(path = %self.path.display(), error = %e, "closing the state file after an I/O error");
+        }
+        let db = open_file(&self.path, self.cache_bytes)?;
+        *slot = Some(db);
+        self.failed.store(false, Ordering::SeqCst);
+        tracing::debug!(path = %self.path.display(), "state file reopened after an I/O error");
+        Ok(())
+    }
+}
+
+impl RedbBackend {
+    fn write_in(&self, db: &Database, ops: &[Op]) -> Result<(), StateError> {
+        let txn = db.begin_write().map_err(|e| self.err(e))?;
+        for op in ops {
             match op {
                 Op::Put(t, k, v) => {
                     let mut table = txn.open_table(def(t)).map_err(|e| self.err(e))?;
@@ -149,33 +288,6 @@ impl Backend for RedbBackend {
             }
         }
         txn.commit().map_err(|e| self.err(e))
-    }
-
-    fn get(&self, table: &'static str, key: &str) -> Result<Option<Vec<u8>>, StateError> {
-        let txn = self.db.begin_read().map_err(|e| self.err(e))?;
-        let t = txn.open_table(def(table)).map_err(|e| self.err(e))?;
-        Ok(t.get(key)
-            .map_err(|e| self.err(e))?
-            .map(|v| v.value().to_vec()))
-    }
-
-    fn scan(
-        &self,
-        table: &'static str,
-        prefix: &str,
-    ) -> Result<Vec<(String, Vec<u8>)>, StateError> {
-        let txn = self.db.begin_read().map_err(|e| self.err(e))?;
-        let t = txn.open_table(def(table)).map_err(|e| self.err(e))?;
-        let mut out = Vec::new();
-        for item in t.range(prefix..).map_err(|e| self.err(e))? {
-            let (k, v) = item.map_err(|e| self.err(e))?;
-            let k = k.value();
-            if !k.starts_with(prefix) {
-                break;
-            }
-            out.push((k.to_string(), v.value().to_vec()));
-        }
-        Ok(out)
     }
 }
 

@@ -11,6 +11,7 @@ mod client;
 mod component_new;
 mod device_rules;
 mod devices;
+mod disk_full;
 mod exec;
 mod frozen;
 mod fs;
