@@ -195,8 +195,18 @@ pub async fn run(opts: Options, dir: &std::path::Path) -> Report {
         .values()
         .map(|j| j.seen_allocs.len() as u64)
         .sum();
+    // Memory stays flat: the last third's median RSS within 1.5 times the first third's.
+    let (first, last) = rep.rss_thirds();
+    if last > first * RSS_GROWTH_BOUND {
+        rep.violations.push(format!(
+            "agent RSS grew: median {first:.1} MiB in the first third, {last:.1} MiB in the last (bound {RSS_GROWTH_BOUND}x)"
+        ));
+    }
     rep
 }
+
+/// How much the median RSS of the run's last third may exceed its first third's.
+pub const RSS_GROWTH_BOUND: f64 = 1.5;
 
 async fn start(
     agent: &mut SoakAgent,
