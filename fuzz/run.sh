@@ -17,13 +17,16 @@ work=target/corpus/$target
 mkdir -p "$work" "artifacts/$target"
 if [ "$what" = minimize ]; then
   fresh=$(mktemp -d)
-  "$bin" -merge=1 -max_len=65536 "$fresh" "corpus/$target" "$work"
+  "$bin" -merge=1 -max_len=131072 "$fresh" "corpus/$target" "$work"
   rm -f "corpus/$target"/*
   cp "$fresh"/* "corpus/$target/"
   rm -rf "$fresh"
   echo "corpus/$target: $(ls "corpus/$target" | wc -l) inputs"
   exit 0
 fi
+# The API target starts an agent (compiling its built-in components) at its first input.
+timeout=10
+[ "$target" = api_query ] && timeout=120
 exec "$bin" "$work" "corpus/$target" \
-  -max_total_time="$what" -timeout=10 -rss_limit_mb=2048 -max_len=65536 \
+  -max_total_time="$what" -timeout="$timeout" -rss_limit_mb=2048 -max_len=131072 \
   -artifact_prefix="artifacts/$target/" -print_final_stats=1 "$@"

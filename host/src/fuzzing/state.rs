@@ -40,50 +40,13 @@ pub fn state_records(data: &[u8]) {
 
 /// Input: the bytes of a state file. Opening it gives the state DB or a typed error; an
 /// opened one reads as [`state_records`] does.
-///
-/// redb checks its pages with `debug_assert!` before it returns `Corrupted` (skipped under
-/// `--cfg fuzzing`, which cargo-fuzz sets): in a debug build that is not the fuzz crate's
-/// (the smoke test) a panic raised inside redb's own sources counts as its corruption error.
 pub fn state_file(data: &[u8]) {
-    record_panic_locations();
     let dir = tempfile::tempdir().expect("a temporary dir");
     let path = dir.path().join("state.redb");
     std::fs::write(&path, data).expect("writing the state file");
-    let open_and_read = || {
-        if let Ok(db) = RedbState::open_with_cache(&path, 1 << 20) {
-            read_all(&db);
-        }
-    };
-    if cfg!(all(debug_assertions, not(feature = "fuzzing"))) {
-        if let Err(panic) = std::panic::catch_unwind(open_and_read) {
-            let from_redb = PANIC_AT
-                .with(|p| p.take())
-                .is_some_and(|f| f.contains("/redb-"));
-            if !from_redb {
-                std::panic::resume_unwind(panic);
-            }
-        }
-    } else {
-        open_and_read();
+    if let Ok(db) = RedbState::open_with_cache(&path, 1 << 20) {
+        read_all(&db);
     }
-}
-
-thread_local! {
-    /// Where this thread's last panic was raised (debug builds, see [`state_file`]).
-    static PANIC_AT: std::cell::Cell<Option<String>> = const { std::cell::Cell::new(None) };
-}
-
-/// Record each panic's file in [`PANIC_AT`], then report it as before.
-pub(super) fn record_panic_locations() {
-    static ONCE: std::sync::Once = std::sync::Once::new();
-    ONCE.call_once(|| {
-        let previous = std::panic::take_hook();
-        std::panic::set_hook(Box::new(move |info| {
-            let file = info.location().map(|l| l.file().to_string());
-            PANIC_AT.with(|p| p.set(file));
-            previous(info);
-        }));
-    });
 }
 
 /// Everything the agent reads, then one write that depends on what was read.

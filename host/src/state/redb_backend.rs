@@ -106,7 +106,7 @@ impl RedbBackend {
         let run = || {
             let guard = self.db.read().unwrap_or_else(|e| e.into_inner());
             match guard.as_ref() {
-                Some(db) => f(db),
+                Some(db) => unpanicked(&self.path, || f(db)),
                 None => Err(self.closed()),
             }
         };
@@ -175,32 +175,51 @@ impl RedbBackend {
     }
 }
 
+/// Run `f` on the file; a panic inside redb is the file's corruption. redb checks most of
+/// what it reads, but some damaged pages (a page of an unknown type, found by fuzzing:
+/// `fuzz/corpus/state_file/`) reach an `unreachable!` in it instead of its `Corrupted`.
+fn unpanicked<T>(path: &Path, f: impl FnOnce() -> Result<T, StateError>) -> Result<T, StateError> {
+    std::panic::catch_unwind(std::panic::AssertUnwindSafe(f)).unwrap_or_else(|panic| {
+        let what = panic
+            .downcast_ref::<&str>()
+            .map(|s| s.to_string())
+            .or_else(|| panic.downcast_ref::<String>().cloned())
+            .unwrap_or_else(|| "a panic".into());
+        Err(StateError::Corrupt {
+            path: path.display().to_string(),
+            detail: format!("the storage layer failed reading it: {what}"),
+        })
+    })
+}
+
 /// Open (or create) the file with redb, its errors named for the user.
 fn open_file(path: &Path, cache_bytes: usize) -> Result<Database, StateError> {
     let shown = path.display().to_string();
-    redb::Builder::new()
-        .set_cache_size(cache_bytes)
-        .create(path)
-        .map_err(|e| match e {
-            redb::DatabaseError::DatabaseAlreadyOpen => StateError::InUse {
+    let opened = unpanicked(path, || {
+        Ok(redb::Builder::new()
+            .set_cache_size(cache_bytes)
+            .create(path))
+    })?;
+    opened.map_err(|e| match e {
+        redb::DatabaseError::DatabaseAlreadyOpen => StateError::InUse {
+            path: shown.clone(),
+        },
+        redb::DatabaseError::Storage(redb::StorageError::Corrupted(detail)) => {
+            StateError::Corrupt {
                 path: shown.clone(),
-            },
-            redb::DatabaseError::Storage(redb::StorageError::Corrupted(detail)) => {
-                StateError::Corrupt {
-                    path: shown.clone(),
-                    detail,
-                }
+                detail,
             }
-            redb::DatabaseError::Storage(redb::StorageError::Io(io)) => StateError::Io {
-                path: shown.clone(),
-                detail: format!("opening: {io}"),
-            },
-            redb::DatabaseError::UpgradeRequired(v) => StateError::Corrupt {
-                path: shown.clone(),
-                detail: format!("written in redb file format {v}, which this agent cannot read"),
-            },
-            other => StateError::Storage(format!("opening {shown}: {other}")),
-        })
+        }
+        redb::DatabaseError::Storage(redb::StorageError::Io(io)) => StateError::Io {
+            path: shown.clone(),
+            detail: format!("opening: {io}"),
+        },
+        redb::DatabaseError::UpgradeRequired(v) => StateError::Corrupt {
+            path: shown.clone(),
+            detail: format!("written in redb file format {v}, which this agent cannot read"),
+        },
+        other => StateError::Storage(format!("opening {shown}: {other}")),
+    })
 }
 
 impl Backend for RedbBackend {
@@ -372,5 +391,25 @@ mod tests {
             .err()
             .expect("a second opener must be refused");
         assert!(matches!(e, StateError::InUse { .. }), "{e:?}");
+    }
+
+    /// Found by fuzzing: a damaged page of an unknown type made redb panic while opening
+    /// the file (an `unreachable!` in its B-tree code), which took the agent down instead of
+    /// saying the file is corrupt.
+    #[test]
+    fn a_file_whose_damage_panics_redb_is_corrupt() {
+        let damaged = std::fs::read(
+            Path::new(env!("CARGO_MANIFEST_DIR"))
+                .join("../fuzz/corpus/state_file/damaged-page-type.redb"),
+        )
+        .unwrap();
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("state.redb");
+        std::fs::write(&path, damaged).unwrap();
+        match RedbBackend::open(&path) {
+            Err(StateError::Corrupt { detail, .. }) => assert!(!detail.is_empty()),
+            Err(other) => panic!("{other:?}"),
+            Ok(_) => panic!("the damaged file opened"),
+        }
     }
 }
