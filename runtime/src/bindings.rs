@@ -189,6 +189,7 @@ pub mod v0_1_0 {
                     stderr_path: c.stderr_path,
                     logs: c.logs.map(Into::into),
                     user: c.user,
+                    argv0: String::new(),
                 }
             }
         }

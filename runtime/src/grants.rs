@@ -49,13 +49,22 @@ impl Grants {
         }
     }
 
-    /// Whether `path` may be spawned under the `process` grant.
+    /// Whether `path` (absolute, with no `.` or `..` parts) may be spawned under the
+    /// `process` grant. A `*` matches within one folder (`/usr/bin/*` is not
+    /// `/usr/bin/x/y`); `**` spans folders; `"*"` alone allows any command.
     pub fn allows_command(&self, path: &str) -> bool {
+        self.process
+            .iter()
+            .any(|p| p == "*" || pattern_matches(p, path))
+    }
+
+    /// Whether the file `real` (a path with every symlink resolved) may be spawned: it must
+    /// match a pattern as written or with the pattern's own literal folders resolved (so
+    /// `/bin/*` still allows `/usr/bin/dash` where `/bin` links to `/usr/bin` and `/bin/sh`
+    /// to `dash`). A link inside an allowed folder to a file outside it does not match.
+    pub fn allows_real_command(&self, real: &str) -> bool {
         self.process.iter().any(|p| {
-            p == "*"
-                || glob::Pattern::new(p)
-                    .map(|pat| pat.matches(path))
-                    .unwrap_or(false)
+            p == "*" || pattern_matches(p, real) || pattern_matches(&resolve_pattern(p), real)
         })
     }
 
@@ -90,6 +99,38 @@ impl Grants {
     }
 }
 
+/// Glob match where `*`, `?` and `[..]` never match a `/`.
+fn pattern_matches(pattern: &str, path: &str) -> bool {
+    const OPTIONS: glob::MatchOptions = glob::MatchOptions {
+        case_sensitive: true,
+        require_literal_separator: true,
+        require_literal_leading_dot: false,
+    };
+    glob::Pattern::new(pattern)
+        .map(|pat| pat.matches_with(path, OPTIONS))
+        .unwrap_or(false)
+}
+
+/// `pattern` with the symlinks of its literal part resolved: the whole path when it has no
+/// wildcard, else the folders before the first part with one. Unresolvable: as written.
+fn resolve_pattern(pattern: &str) -> String {
+    let is_glob = |part: &str| part.contains(['*', '?', '[']);
+    let parts: Vec<&str> = pattern.split('/').collect();
+    let literal = parts.iter().take_while(|p| !is_glob(p)).count();
+    let head = parts[..literal].join("/");
+    let Ok(real) = std::fs::canonicalize(if head.is_empty() { "/" } else { &head }) else {
+        return pattern.to_string();
+    };
+    let mut out = real.display().to_string();
+    for part in &parts[literal..] {
+        if !out.ends_with('/') {
+            out.push('/');
+        }
+        out.push_str(part);
+    }
+    out
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -105,5 +146,34 @@ mod tests {
         assert!(g.allows_command("/usr/bin/env"));
         assert!(!g.allows_command("/bin/sh"));
         assert!(Grants::all().allows_command("/anything"));
+        // `*` stays in its folder; `**` spans folders.
+        assert!(!g.allows_command("/usr/bin/x/y"));
+        let deep = Grants {
+            process: vec!["/opt/tools/**/run".into()],
+            ..Default::default()
+        };
+        assert!(deep.allows_command("/opt/tools/a/b/run"));
+        assert!(!deep.allows_command("/opt/other/run"));
+    }
+
+    #[test]
+    fn a_real_path_matches_the_pattern_with_its_folders_resolved() {
+        let dir = std::env::temp_dir().join(format!("paddock-grants-{}", std::process::id()));
+        let allowed = dir.join("allowed");
+        let elsewhere = dir.join("elsewhere");
+        std::fs::create_dir_all(&allowed).unwrap();
+        std::fs::create_dir_all(&elsewhere).unwrap();
+        let link = dir.join("link-to-allowed");
+        let _ = std::fs::remove_file(&link);
+        std::os::unix::fs::symlink(&allowed, &link).unwrap();
+        let g = Grants {
+            process: vec![format!("{}/*", link.display())],
+            ..Default::default()
+        };
+        let real = std::fs::canonicalize(&allowed).unwrap();
+        assert!(g.allows_real_command(&format!("{}/tool", real.display())));
+        let outside = std::fs::canonicalize(&elsewhere).unwrap();
+        assert!(!g.allows_real_command(&format!("{}/tool", outside.display())));
+        std::fs::remove_dir_all(&dir).unwrap();
     }
 }

@@ -268,6 +268,9 @@ pub struct Command {
     pub logs: Option<LogConfig>,
     /// User to run as; empty for the agent's.
     pub user: String,
+    /// The name the process is given as `argv[0]` when `path` is where a symlink led (the
+    /// name the component asked for, so multi-call programs still see it); empty: `path`.
+    pub argv0: String,
 }
 
 /// How an isolated process is confined (`process.spawn-isolated`); the fields are the

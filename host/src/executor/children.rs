@@ -24,6 +24,9 @@ impl ProcessTable {
         if !cmd.cwd.is_empty() {
             c.current_dir(&cmd.cwd);
         }
+        if !cmd.argv0.is_empty() {
+            c.arg0(&cmd.argv0);
+        }
         let rotate = |path: &str, what: &str| -> Result<Option<RotatingFile>, HostError> {
             match (
                 &cmd.logs,

@@ -56,6 +56,9 @@ pub struct SpawnCommand {
     /// also what an executor from before isolation reads.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub isolation: Option<crate::runtime::types::Isolation>,
+    /// `argv[0]` when it is not `path` (a symlink the grant check resolved); absent: `path`.
+    #[serde(default, skip_serializing_if = "String::is_empty")]
+    pub argv0: String,
 }
 
 /// How a process exited.

@@ -327,6 +327,7 @@ impl ProcessTable {
             stderr: cmd.stderr_path,
             rotate: cmd.logs.map(|l| (l.max_files, l.max_bytes())),
             isolation,
+            argv0: cmd.argv0,
         };
         // In the table before the request, so an exit that comes before the answer lands.
         self.procs.lock().unwrap().insert(id, Proc::new(0, owner));

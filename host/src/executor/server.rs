@@ -181,6 +181,9 @@ fn spawn(id: u64, cmd: &SpawnCommand, shared: &Shared, dir: &Path) -> std::io::R
             if !cmd.cwd.is_empty() {
                 c.current_dir(&cmd.cwd);
             }
+            if !cmd.argv0.is_empty() {
+                std::os::unix::process::CommandExt::arg0(&mut c, &cmd.argv0);
+            }
             // Dropping `c` closes the parent's copies of the write ends.
             (Child::Std(c.spawn()?), None)
         }

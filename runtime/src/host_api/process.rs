@@ -84,15 +84,46 @@ impl<'a> Process<'a> {
     }
 
     /// The command with its path resolved, once the grant allows that path.
-    fn allowed(&self, cmd: WitCommand) -> Result<Command, HostError> {
+    ///
+    /// The grant is matched on the absolute path with `.` and `..` folded away, and for a
+    /// plain spawn on the file itself, every symlink resolved: a link inside an allowed
+    /// folder to a program outside it is refused, and the resolved file is what runs (its
+    /// `argv[0]` still the name asked for). An isolated command runs inside the task's chroot,
+    /// where the host's links mean nothing: its path is matched as it is.
+    fn allowed(&self, cmd: WitCommand, isolated: bool) -> Result<Command, HostError> {
         let mut cmd = Command::from(cmd);
-        cmd.path = resolve_program(&cmd.path, &cmd.env, &cmd.cwd)?;
-        if !self.component.grants.allows_command(&cmd.path) {
-            return Err(HostError::Denied(format!(
-                "component {:?} may not run {:?}: allowed commands are {:?}",
-                self.component.name, cmd.path, self.component.grants.process
-            )));
+        let asked = lexical(&resolve_program(&cmd.path, &cmd.env, &cmd.cwd)?);
+        let grants = &self.component.grants;
+        let denied = |shown: String| {
+            HostError::Denied(format!(
+                "component {:?} may not run {shown}: allowed commands are {:?}",
+                self.component.name, grants.process
+            ))
+        };
+        if isolated {
+            if !grants.allows_command(&asked) {
+                return Err(denied(format!("{asked:?}")));
+            }
+            cmd.path = asked;
+            return Ok(cmd);
         }
+        let real = match std::fs::canonicalize(&asked) {
+            Ok(real) => real.display().to_string(),
+            // Say nothing of a file the grant would not let it run anyway.
+            Err(_) if !grants.allows_command(&asked) => return Err(denied(format!("{asked:?}"))),
+            Err(e) => return Err(HostError::Failed(format!("spawning {asked}: {e}"))),
+        };
+        if !grants.allows_real_command(&real) {
+            return Err(denied(if real == asked {
+                format!("{asked:?}")
+            } else {
+                format!("{asked:?} (it resolves to {real:?})")
+            }));
+        }
+        if real != asked {
+            cmd.argv0 = asked;
+        }
+        cmd.path = real;
         Ok(cmd)
     }
 
@@ -112,7 +143,7 @@ impl<'a> Process<'a> {
 impl Host for Process<'_> {
     async fn spawn(&mut self, cmd: WitCommand) -> Result<u64, WitHostError> {
         let host = self.granted("process.spawn")?;
-        let cmd = self.allowed(cmd)?;
+        let cmd = self.allowed(cmd, false)?;
         Ok(host.spawn(&self.component.name, cmd).await?)
     }
 
@@ -122,7 +153,7 @@ impl Host for Process<'_> {
         iso: WitIsolation,
     ) -> Result<u64, WitHostError> {
         let host = self.isolating("process.spawn-isolated")?;
-        let cmd = self.allowed(cmd)?;
+        let cmd = self.allowed(cmd, true)?;
         Ok(host
             .spawn_isolated(&self.component.name, cmd, iso.into())
             .await?)
@@ -196,7 +227,7 @@ fn resolve_program(path: &str, env: &[(String, String)], cwd: &str) -> Result<St
         } else {
             Path::new(cwd).join(p)
         };
-        return Ok(full.display().to_string());
+        return absolute(&full);
     }
     let search = env
         .iter()
@@ -205,17 +236,47 @@ fn resolve_program(path: &str, env: &[(String, String)], cwd: &str) -> Result<St
         .or_else(|| std::env::var("PATH").ok())
         .unwrap_or_else(|| "/usr/local/bin:/usr/bin:/bin".into());
     for dir in search.split(':').filter(|d| !d.is_empty()) {
-        let candidate = Path::new(dir).join(path);
+        // A relative entry is taken from the folder the command will run in.
+        let dir = match Path::new(dir) {
+            d if d.is_absolute() || cwd.is_empty() => d.to_path_buf(),
+            d => Path::new(cwd).join(d),
+        };
+        let candidate = dir.join(path);
         if let Ok(m) = std::fs::metadata(&candidate)
             && m.is_file()
             && m.permissions().mode() & 0o111 != 0
         {
-            return Ok(candidate.display().to_string());
+            return absolute(&candidate);
         }
     }
     Err(HostError::Invalid(format!(
         "command: {path:?} not found in PATH ({search})"
     )))
+}
+
+/// `path` made absolute against the agent's folder (where a command with no working
+/// directory runs).
+fn absolute(path: &Path) -> Result<String, HostError> {
+    std::path::absolute(path)
+        .map(|p| p.display().to_string())
+        .map_err(|e| HostError::Invalid(format!("command: {}: {e}", path.display())))
+}
+
+/// An absolute path with `.` and `..` folded away by its text alone (the grant is matched on
+/// this, so `/usr/bin/../../tmp/x` is `/tmp/x`).
+fn lexical(path: &str) -> String {
+    use std::path::Component;
+    let mut out = std::path::PathBuf::from("/");
+    for part in Path::new(path).components() {
+        match part {
+            Component::ParentDir => {
+                out.pop();
+            }
+            Component::Normal(p) => out.push(p),
+            Component::RootDir | Component::CurDir | Component::Prefix(_) => {}
+        }
+    }
+    out.display().to_string()
 }
 
 #[cfg(test)]
@@ -315,6 +376,77 @@ mod tests {
             futures::executor::block_on(no_host.status(1)),
             Err(WitHostError::Failed(m)) if m.contains("not available")
         ));
+    }
+
+    #[test]
+    fn escapes_by_dots_links_and_path_are_refused() {
+        use std::os::unix::fs::{PermissionsExt, symlink};
+        let dir = std::env::temp_dir().join(format!("paddock-escape-{}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&dir);
+        let (allowed, outside) = (dir.join("allowed"), dir.join("outside"));
+        for d in [&allowed, &outside] {
+            std::fs::create_dir_all(d).unwrap();
+            let tool = d.join("tool");
+            std::fs::write(&tool, "#!/bin/sh\n").unwrap();
+            std::fs::set_permissions(&tool, std::fs::Permissions::from_mode(0o755)).unwrap();
+        }
+        symlink(outside.join("tool"), allowed.join("escape")).unwrap();
+        symlink(allowed.join("tool"), allowed.join("alias")).unwrap();
+        let allowed = std::fs::canonicalize(&allowed)
+            .unwrap()
+            .display()
+            .to_string();
+        let host = Recorder::default();
+        let component = ComponentContext {
+            name: "raw_exec".into(),
+            grants: crate::Grants {
+                process: vec![format!("{allowed}/*")],
+                ..Default::default()
+            },
+            plugin_config: "{}".into(),
+            limits: Default::default(),
+        };
+        let mut view = Process::new(&component, Some(&host));
+        let mut spawn = |path: String, path_env: &str, cwd: &str| {
+            let mut cmd = command(&path);
+            cmd.env = vec![("PATH".into(), path_env.into())];
+            cmd.cwd = cwd.into();
+            futures::executor::block_on(view.spawn(cmd))
+        };
+        let denied = |r: Result<u64, WitHostError>, want: &str| match r {
+            Err(WitHostError::Denied(m)) => assert!(m.contains(want), "{m}"),
+            other => panic!("expected a denial naming {want:?}, got {other:?}"),
+        };
+        assert_eq!(spawn(format!("{allowed}/tool"), "", "").unwrap(), 7);
+        assert_eq!(spawn(format!("{allowed}/alias"), "", "").unwrap(), 7);
+        assert_eq!(spawn("tool".into(), &allowed, "").unwrap(), 7);
+        let outside_tool = format!("{}/outside/tool", dir.display());
+        denied(
+            spawn(format!("{allowed}/../outside/tool"), "", ""),
+            &outside_tool,
+        );
+        denied(spawn(format!("{allowed}/escape"), "", ""), "resolves to");
+        denied(
+            spawn("escape".into(), "allowed", &dir.display().to_string()),
+            "resolves to",
+        );
+        denied(spawn("sh".into(), "/usr/bin:/bin", ""), "may not run");
+        denied(
+            spawn(format!("{allowed}/../../../../../../etc/passwd"), "", ""),
+            "\"/etc/passwd\"",
+        );
+        // A missing file outside the grant is refused without saying whether it exists.
+        denied(
+            spawn("/no/such/file".into(), "", ""),
+            "may not run \"/no/such/file\"",
+        );
+        let ran = host.0.lock().unwrap().clone();
+        let tool = format!("{allowed}/tool");
+        assert_eq!(
+            ran.iter().map(|(_, p)| p.as_str()).collect::<Vec<_>>(),
+            [&tool, &tool, &tool]
+        );
+        std::fs::remove_dir_all(&dir).unwrap();
     }
 
     #[test]
