@@ -68,6 +68,8 @@ pub struct HostState {
     deadline: Instant,
     /// Events the current call has emitted (`events` caps them per call).
     events_emitted: u32,
+    /// Log lines the current call has written (`log` caps them per call).
+    lines_logged: u32,
 }
 
 impl HostState {
@@ -158,6 +160,7 @@ pub fn new_store(
         services,
         deadline,
         events_emitted: 0,
+        lines_logged: 0,
     };
     let mut store = Store::new(engine, state);
     store.limiter(|s| &mut s.limiter);
@@ -201,6 +204,7 @@ pub fn arm(
     data.component = component;
     data.task = task;
     data.events_emitted = 0;
+    data.lines_logged = 0;
 }
 
 /// The interfaces that only carry types: linked so that a component importing them finds
@@ -223,7 +227,9 @@ pub fn add_to_linker(linker: &mut Linker<HostState>) -> wasmtime::Result<()> {
     wasmtime_wasi::p2::add_to_linker_async(linker)?;
     v0_1_0::types::add_to_linker::<_, HasNoFunctions>(linker, |_| NoFunctions)?;
     v0_1_0::info::add_to_linker::<_, HasNoFunctions>(linker, |_| NoFunctions)?;
-    host_api::log::add_to_linker(linker, |s| host_api::log::Log::new(&s.component.name))?;
+    host_api::log::add_to_linker(linker, |s| {
+        host_api::log::Log::new(&s.component.name, &mut s.lines_logged)
+    })?;
     host_api::config::add_to_linker(linker, |s| {
         host_api::config::Config::new(&s.component.plugin_config)
     })?;

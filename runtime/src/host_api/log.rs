@@ -8,20 +8,33 @@ use crate::bindings::v0_1_0::types::LogLevel;
 /// Longest line kept; the rest is cut so a guest cannot flood the log with one call.
 const MAX_LINE: usize = 4096;
 
-/// The `log` view: who is writing.
+/// Lines one call may log; the rest of that call's are dropped, with one warning naming the
+/// component (a guest logging in a loop would otherwise fill the agent's log until its
+/// deadline).
+pub const MAX_LOG_LINES_PER_CALL: u32 = 1000;
+
+/// The `log` view: who is writing, and how many lines the current call has written.
 pub struct Log<'a> {
     component: &'a str,
+    written: &'a mut u32,
 }
 
 impl<'a> Log<'a> {
-    /// Log lines of `component`.
-    pub fn new(component: &'a str) -> Self {
-        Self { component }
+    /// Log lines of `component`; `written` counts this call's.
+    pub fn new(component: &'a str, written: &'a mut u32) -> Self {
+        Self { component, written }
     }
 }
 
 impl Host for Log<'_> {
     async fn write(&mut self, level: LogLevel, message: String) {
+        *self.written = self.written.saturating_add(1);
+        if *self.written > MAX_LOG_LINES_PER_CALL {
+            if *self.written == MAX_LOG_LINES_PER_CALL + 1 {
+                tracing::warn!(target: "component", component = self.component, "component logged more than {MAX_LOG_LINES_PER_CALL} lines in one call: the rest of this call's are dropped");
+            }
+            return;
+        }
         let mut message = message;
         if message.len() > MAX_LINE {
             let mut cut = MAX_LINE;
