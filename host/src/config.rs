@@ -142,6 +142,9 @@ pub struct ClientConfig {
     /// Starts that may wait in the start queue before placement holds back more (the
     /// allocations stay stored and pending meanwhile; default 4096).
     pub start_queue_max: Option<usize>,
+    /// Live (not terminal) allocations the node may hold, all jobs together; a job that
+    /// would pass it is a 400 (default 20,000).
+    pub max_live_allocs: Option<usize>,
     /// Memory redb may keep of the state file (its page cache and write buffer), MiB
     /// (default 32; redb's own default is 1 GiB).
     pub state_cache_mb: Option<u64>,

@@ -165,7 +165,13 @@ impl Agent {
             mut capacity,
             ports: mut held,
             devices: mut held_devices,
+            others_live,
         } = self.holdings(&key);
+        let limit = self
+            .resources
+            .max_live_allocs
+            .unwrap_or(super::register::bounds::MAX_NODE_LIVE_ALLOCS);
+        super::register::bounds::check_node(&job, others_live, limit)?;
         let mut plan = Plan {
             job,
             existing,

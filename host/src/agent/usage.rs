@@ -45,6 +45,8 @@ struct Inner {
     /// Allocation ids by job, in id order.
     by_job: HashMap<JobKey, BTreeSet<String>>,
     used: Amounts,
+    /// How many entries are live.
+    live: usize,
     cores: BTreeSet<u16>,
     ports: BTreeMap<u16, String>,
     devices: BTreeMap<String, String>,
@@ -56,6 +58,7 @@ impl Inner {
             return;
         };
         self.used.add(e.footprint.amounts);
+        self.live += 1;
         self.cores.extend(e.footprint.cores.iter().copied());
         for p in &e.footprint.ports {
             self.ports.insert(*p, e.holder.clone());
@@ -70,6 +73,7 @@ impl Inner {
             return;
         };
         self.used.sub(e.footprint.amounts);
+        self.live -= 1;
         for c in &e.footprint.cores {
             self.cores.remove(c);
         }
@@ -92,6 +96,8 @@ pub(super) struct Holdings {
     pub ports: BTreeMap<u16, String>,
     /// Device instances the other jobs hold, keyed `<vendor>/<type>/<name>/<id>`.
     pub devices: BTreeMap<String, String>,
+    /// How many live allocations the other jobs have.
+    pub others_live: usize,
 }
 
 /// The live allocations' holdings.
@@ -213,6 +219,7 @@ impl NodeUsage {
             }
         }
         Holdings {
+            others_live: inner.live - live.len(),
             live,
             capacity: base,
             ports,

@@ -326,3 +326,42 @@ async fn a_job_past_a_bound_is_a_400_naming_the_field_and_the_bound_at_once() {
     let (status, answer) = t.post("/v1/jobs", json!({ "Job": at })).await;
     assert_eq!(status, 200, "{answer}");
 }
+
+/// Live allocations on the node are bounded (`client { max_live_allocs }`): a job that would
+/// pass the bound with the others' live ones is a 400 naming it; once those end, it fits.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn live_allocations_on_the_node_are_bounded() {
+    let t = TestAgent::start("client {\n  max_live_allocs = 5\n}\n", vec![]).await;
+    let job = |id: &str, count: u32, run_for: &str| {
+        json!({ "ID": id, "Type": "batch", "TaskGroups": [{ "Name": "g", "Count": count,
+            "Tasks": [{ "Name": "t", "Driver": "mock", "Config": { "run_for": run_for } }] }] })
+    };
+    let (status, answer) = t
+        .post("/v1/jobs", json!({ "Job": job("first", 3, "3s") }))
+        .await;
+    assert_eq!(status, 200, "{answer}");
+    let (status, answer) = t
+        .post("/v1/jobs", json!({ "Job": job("second", 3, "1s") }))
+        .await;
+    assert_eq!(status, 400, "{answer}");
+    let said = answer.to_string();
+    assert!(
+        said.contains("Job.TaskGroups: its 3 allocations with the 3 live on the node make 6, over the limit of 5 live allocations per node"),
+        "{said}"
+    );
+    // The job itself may grow up to the bound (its own allocations are not counted twice).
+    let (status, answer) = t
+        .post("/v1/jobs", json!({ "Job": job("first", 5, "3s") }))
+        .await;
+    assert_eq!(status, 200, "{answer}");
+    t.wait_allocs(
+        "first",
+        Duration::from_secs(30),
+        crate::harness::all_terminal,
+    )
+    .await;
+    let (status, answer) = t
+        .post("/v1/jobs", json!({ "Job": job("second", 3, "1s") }))
+        .await;
+    assert_eq!(status, 200, "{answer}");
+}

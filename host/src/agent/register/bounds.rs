@@ -13,6 +13,28 @@ pub const MAX_TASKS: usize = 1_000;
 /// Allocations one job may have on the node: its groups' counts together.
 pub const MAX_JOB_ALLOCS: u64 = 20_000;
 
+/// Live allocations on the node, all jobs together (`client { max_live_allocs }`).
+pub const MAX_NODE_LIVE_ALLOCS: usize = 20_000;
+
+/// Whether `job`, with every allocation it asks for live, keeps the node within `limit`
+/// live allocations, the other jobs' `others_live` included. A stopped job asks for none.
+pub fn check_node(job: &Job, others_live: usize, limit: usize) -> Result<(), JobspecError> {
+    if job.stop || job.is_parent() {
+        return Ok(());
+    }
+    let wanted: u64 = job.task_groups.iter().map(|g| u64::from(g.count)).sum();
+    let total = others_live as u64 + wanted;
+    if total > limit as u64 {
+        return Err(JobspecError::new(
+            "Job.TaskGroups",
+            format!(
+                "its {wanted} allocations with the {others_live} live on the node make {total}, over the limit of {limit} live allocations per node (client {{ max_live_allocs }})"
+            ),
+        ));
+    }
+    Ok(())
+}
+
 /// The first bound `job` is past, as the error a registration answers with.
 pub fn check(job: &Job) -> Result<(), JobspecError> {
     let over = |path: String, what: String| Err(JobspecError::new(path, what));
