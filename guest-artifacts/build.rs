@@ -27,6 +27,7 @@ const ARTIFACTS: &[&str] = &[
     "fixture_future_version",
     "fixture_unknown_world",
     "fixture_mismatched_hook",
+    "fixture_hostile",
     "env_inject_hook",
     "policy_hook",
     "template_hook",

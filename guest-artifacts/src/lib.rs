@@ -67,6 +67,10 @@ artifact!(
     /// Test fixture: a hook claiming contract 0.1.0 whose export types differ.
     FIXTURE_MISMATCHED_HOOK, "PADDOCK_GUEST_FIXTURE_MISMATCHED_HOOK", "fixture_mismatched_hook.wasm");
 artifact!(
+    /// Test fixture: the `hostile` driver, which does one hostile thing per task config option
+    /// (reads host files, spawns outside its grant, floods logs, grows memory, spins).
+    FIXTURE_HOSTILE, "PADDOCK_GUEST_FIXTURE_HOSTILE", "fixture_hostile.wasm");
+artifact!(
     /// Test fixture: the `fixture-env` hook, a second env-setting hook that counts its runs.
     FIXTURE_ENV_HOOK, "PADDOCK_GUEST_FIXTURE_ENV_HOOK", "fixture_env_hook.wasm");
 

@@ -22,6 +22,7 @@ mod guide;
 mod hooks;
 mod host_devices;
 mod hostile;
+mod hostile_fixture;
 mod job_ops;
 mod jobs;
 mod lifecycle;
