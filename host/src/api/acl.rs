@@ -82,13 +82,17 @@ pub(crate) async fn enforce(
     req: axum::extract::Request,
     next: axum::middleware::Next,
 ) -> Response {
+    let need = crate::acl::check::need(req.method().as_str(), req.uri().path());
+    if need == Need::Open {
+        // As in Nomad, these never look at the token.
+        return next.run(req).await;
+    }
     let store = agent.acl();
     let secret = secret_of(req.headers()).map(str::to_string);
     let Some(caller) = store.resolve(secret.as_deref()) else {
         return ApiError(StatusCode::FORBIDDEN, "ACL token not found".into()).into_response();
     };
     let acl = Arc::new(store.acl_of(&caller));
-    let need = crate::acl::check::need(req.method().as_str(), req.uri().path());
     let query: Vec<(String, String)> =
         axum::extract::Query::<Vec<(String, String)>>::try_from_uri(req.uri())
             .map(|q| q.0)
@@ -125,19 +129,13 @@ pub(crate) async fn enforce(
                     .get(id)
                     .map(|e| e.namespace)
                     .unwrap_or_else(|| q_ns.clone()),
-                NsFrom::JobBody => {
-                    let (parts, body) = req.into_parts();
-                    let bytes = match axum::body::to_bytes(body, super::MAX_BODY).await {
-                        Ok(b) => b,
-                        Err(e) => {
-                            return ApiError::bad_request(format!("reading the body: {e}"))
-                                .into_response();
-                        }
-                    };
-                    let ns = job_namespace(&bytes).unwrap_or_else(|| q_ns.clone());
-                    req = axum::extract::Request::from_parts(parts, axum::body::Body::from(bytes));
-                    ns
-                }
+                NsFrom::JobBody => match body_namespace(req).await {
+                    Ok((r, ns)) => {
+                        req = r;
+                        ns.unwrap_or_else(|| q_ns.clone())
+                    }
+                    Err(e) => return e.into_response(),
+                },
             };
             caps.iter().any(|c| acl.allow_ns(&ns, c))
         }
@@ -151,7 +149,19 @@ pub(crate) async fn enforce(
             } else {
                 path.clone()
             };
-            acl.allow_variable(&q_ns, &path, op)
+            // A write's body may name its namespace, which wins (as in Nomad).
+            let ns = if *op == "write" {
+                match body_namespace(req).await {
+                    Ok((r, ns)) => {
+                        req = r;
+                        ns.unwrap_or_else(|| q_ns.clone())
+                    }
+                    Err(e) => return e.into_response(),
+                }
+            } else {
+                q_ns.clone()
+            };
+            acl.allow_variable(&ns, &path, op)
         }
         Need::Events => events_allowed(&acl, &query, &q_ns),
     };
@@ -191,6 +201,22 @@ fn add_default_namespace(req: &mut axum::extract::Request) {
             *req.uri_mut() = u;
         }
     }
+}
+
+/// Read the request's body for the namespace it names ([`job_namespace`]); the request
+/// comes back with the same body.
+async fn body_namespace(
+    req: axum::extract::Request,
+) -> Result<(axum::extract::Request, Option<String>), ApiError> {
+    let (parts, body) = req.into_parts();
+    let bytes = axum::body::to_bytes(body, super::MAX_BODY)
+        .await
+        .map_err(|e| ApiError::bad_request(format!("reading the request body: {e}")))?;
+    let ns = job_namespace(&bytes);
+    Ok((
+        axum::extract::Request::from_parts(parts, axum::body::Body::from(bytes)),
+        ns,
+    ))
 }
 
 /// The namespace of the job a body holds (`{"Job": {...}}` or the job itself).

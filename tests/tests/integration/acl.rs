@@ -8,9 +8,10 @@ use std::time::{Duration, Instant};
 
 use serde_json::{Value, json};
 
-use crate::harness::{AgentProcess, NODE_DISK, TestAgent};
+use crate::harness::{AgentProcess, NODE_DISK};
 
 mod cli;
+mod config;
 
 const CONFIGURED: &str = "configured-management-s3cret";
 
@@ -477,61 +478,5 @@ print("ok")
         out.status.success() && String::from_utf8_lossy(&out.stdout).contains("ok"),
         "python-nomad: {}",
         String::from_utf8_lossy(&out.stderr)
-    );
-}
-
-#[tokio::test]
-async fn with_the_acl_system_off_its_api_is_refused_and_the_rest_stays_open() {
-    let t = TestAgent::start("", vec![]).await;
-    let r = t.http.get(t.url("/v1/jobs")).send().await.unwrap();
-    assert_eq!(r.status(), 200);
-    let r = t
-        .http
-        .post(t.url("/v1/acl/bootstrap"))
-        .send()
-        .await
-        .unwrap();
-    assert_eq!(r.status(), 400);
-    assert_eq!(r.text().await.unwrap(), "ACL support disabled");
-}
-
-#[tokio::test]
-async fn acl_enabled_in_the_config_file_turns_it_on() {
-    let t = TestAgent::start("acl {\n  enabled = true\n}\n", vec![]).await;
-    let r = t.http.get(t.url("/v1/jobs")).send().await.unwrap();
-    assert_eq!(r.status(), 403);
-    assert_eq!(r.text().await.unwrap(), "Permission denied");
-    // An anonymous policy opens what it grants to requests without a token.
-    let boot: Value = t
-        .http
-        .post(t.url("/v1/acl/bootstrap"))
-        .send()
-        .await
-        .unwrap()
-        .json()
-        .await
-        .unwrap();
-    let mgmt = boot["SecretID"].as_str().unwrap();
-    let r = t
-        .http
-        .post(t.url("/v1/acl/policy/anonymous"))
-        .header("X-Nomad-Token", mgmt)
-        .json(&json!({ "Name": "anonymous", "Rules": "namespace \"default\" {\n  capabilities = [\"list-jobs\"]\n}" }))
-        .send()
-        .await
-        .unwrap();
-    assert_eq!(r.status(), 200);
-    assert_eq!(
-        t.http.get(t.url("/v1/jobs")).send().await.unwrap().status(),
-        200
-    );
-    assert_eq!(
-        t.http
-            .get(t.url("/v1/nodes"))
-            .send()
-            .await
-            .unwrap()
-            .status(),
-        403
     );
 }
