@@ -33,7 +33,10 @@ const COOKIE: &str = "paddock_ui_token";
 /// What a page shows, for the check of a token's rights.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Need {
-    /// Jobs, their allocations and evaluations in a namespace (`*`: all of them).
+    /// The jobs list of every namespace: it shows those the token may read, so it needs
+    /// one of them (the default namespace or one holding a job).
+    ListJobs,
+    /// Jobs, their allocations and evaluations in a namespace.
     ReadJobs { namespace: String },
     /// The node: attributes, drivers, devices, events.
     ReadNode,
@@ -54,10 +57,13 @@ impl Need {
             .into_iter()
             .flat_map(|q| q.split('&'))
             .find_map(|kv| kv.strip_prefix("namespace="))
-            .filter(|n| !n.is_empty())
-            .unwrap_or(if path == "/ui/jobs" { "*" } else { "default" })
-            .to_string();
-        Need::ReadJobs { namespace }
+            .filter(|n| !n.is_empty());
+        match namespace {
+            None | Some("*") if path == "/ui/jobs" => Need::ListJobs,
+            n => Need::ReadJobs {
+                namespace: n.unwrap_or("default").to_string(),
+            },
+        }
     }
 }
 
@@ -81,6 +87,12 @@ pub fn authorize(agent: &Agent, token: Option<&str>, need: &Need) -> Result<(), 
         let acl = agent.acl().acl_of(&caller);
         let ok = match need {
             Need::ReadJobs { namespace } => acl.allow_ns(namespace, "read-job"),
+            Need::ListJobs => agent
+                .jobs()
+                .iter()
+                .map(|j| j.namespace.as_str())
+                .chain(["default"])
+                .any(|ns| acl.allow_ns(ns, "read-job")),
             Need::ReadNode => acl.allow_node(crate::acl::Level::Read),
             Need::ReadAgent => acl.allow_agent(crate::acl::Level::Read),
         };
@@ -147,12 +159,31 @@ fn decode(s: &str) -> String {
     String::from_utf8_lossy(&out).into_owned()
 }
 
+/// The token a page was let in with, for pages that show only what it may see.
+#[derive(Debug, Clone)]
+pub(crate) struct Viewer(pub Option<String>);
+
+impl Viewer {
+    /// Whether this viewer may read the jobs of `namespace`.
+    pub(crate) fn reads_jobs(&self, agent: &Agent, namespace: &str) -> bool {
+        let need = Need::ReadJobs {
+            namespace: namespace.to_string(),
+        };
+        authorize(agent, self.0.as_deref(), &need).is_ok()
+    }
+}
+
 /// The pages' gate: a request without the right token gets a 403 page that says so and
 /// asks for the token.
 pub(super) async fn gate(State(agent): State<AppState>, req: Request, next: Next) -> Response {
     let need = Need::of(req.uri().path(), req.uri().query());
     match authorize(&agent, token_of(req.headers()).as_deref(), &need) {
-        Ok(()) => next.run(req).await,
+        Ok(()) => {
+            let token = token_of(req.headers());
+            let mut req = req;
+            req.extensions_mut().insert(Viewer(token));
+            next.run(req).await
+        }
         Err(why) => {
             let here = req
                 .uri()
@@ -279,5 +310,7 @@ mod tests {
             }
         );
         assert_eq!(Need::of("/ui/node", None), Need::ReadNode);
+        assert_eq!(Need::of("/ui/jobs", None), Need::ListJobs);
+        assert_eq!(Need::of("/ui/jobs", Some("namespace=*")), Need::ListJobs);
     }
 }

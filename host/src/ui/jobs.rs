@@ -69,8 +69,14 @@ fn bar<'a>(groups: impl Iterator<Item = &'a GroupSummary>) -> Markup {
 }
 
 /// `GET /ui/jobs`.
-pub(super) async fn list(State(agent): State<AppState>, Query(q): Query<ListQuery>) -> Response {
+pub(super) async fn list(
+    State(agent): State<AppState>,
+    Query(q): Query<ListQuery>,
+    axum::Extension(viewer): axum::Extension<super::auth::Viewer>,
+) -> Response {
     let mut jobs = agent.jobs();
+    // Only the namespaces the token may read (all of them without ACL policies).
+    jobs.retain(|j| viewer.reads_jobs(&agent, &j.namespace));
     let mut namespaces: Vec<String> = jobs.iter().map(|j| j.namespace.clone()).collect();
     namespaces.sort();
     namespaces.dedup();

@@ -286,6 +286,64 @@ async fn a_token_protected_agent_asks_for_the_token_and_keeps_it_to_the_pages() 
     );
 }
 
+#[tokio::test]
+async fn with_acl_policies_the_jobs_list_shows_the_namespaces_a_token_reads() {
+    let t = TestAgent::start(
+        "acl {\n  enabled = true\n  token = \"ui-mgmt\"\n}\n",
+        vec![],
+    )
+    .await;
+    let mgmt = |path: &str, body: Value| {
+        client()
+            .post(t.url(path))
+            .header("X-Nomad-Token", "ui-mgmt")
+            .json(&body)
+            .send()
+    };
+    for (id, ns) in [("mine", "default"), ("theirs", "prod")] {
+        let job = json!({ "ID": id, "Namespace": ns, "Type": "batch", "TaskGroups": [{ "Name": "g",
+            "Tasks": [{ "Name": "t", "Driver": "raw_exec", "Config": { "command": "true" } }] }] });
+        let r = mgmt("/v1/jobs", json!({ "Job": job })).await.unwrap();
+        assert_eq!(r.status(), 200, "{}", r.text().await.unwrap());
+    }
+    let rules = "namespace \"default\" {\n  policy = \"read\"\n}\n";
+    let r = mgmt(
+        "/v1/acl/policy/reader",
+        json!({ "Name": "reader", "Rules": rules }),
+    )
+    .await
+    .unwrap();
+    assert_eq!(r.status(), 200, "{}", r.text().await.unwrap());
+    let r = mgmt(
+        "/v1/acl/token",
+        json!({ "Name": "ui", "Type": "client", "Policies": ["reader"] }),
+    )
+    .await
+    .unwrap();
+    let token: Value = r.json().await.unwrap();
+    let reader = token["SecretID"].as_str().unwrap();
+
+    let (status, _, body) = page(&t, "/ui/jobs", &[("X-Nomad-Token", reader)]).await;
+    assert_eq!(status, 200, "{body}");
+    assert!(body.contains("/ui/jobs/mine?"), "{body}");
+    assert!(
+        !body.contains("theirs"),
+        "a namespace the token cannot read: {body}"
+    );
+    let (status, _, body) = page(&t, "/ui/jobs", &[("X-Nomad-Token", "ui-mgmt")]).await;
+    assert_eq!(status, 200);
+    assert!(body.contains("/ui/jobs/theirs?namespace=prod"), "{body}");
+    for (path, token, want) in [
+        ("/ui/jobs?namespace=prod", Some(reader), 403),
+        ("/ui/jobs/theirs?namespace=prod", Some(reader), 403),
+        ("/ui/jobs/mine", Some(reader), 200),
+        ("/ui/jobs", None, 403),
+    ] {
+        let headers: Vec<(&str, &str)> = token.map(|t| ("X-Nomad-Token", t)).into_iter().collect();
+        assert_eq!(page(&t, path, &headers).await.0, want, "{path}");
+    }
+}
+
 /// Why the browser test cannot run here, or None when it can.
 fn browser_missing(ui: &std::path::Path) -> Option<String> {
     let chromium = std::env::var("CHROMIUM").unwrap_or_else(|_| "/usr/bin/chromium".into());
