@@ -4,7 +4,7 @@
 # Builds the targets (cargo-fuzz, no sanitizer, optimized with debug assertions), then runs
 # TARGET over a working corpus in fuzz/target/corpus/TARGET, seeded from fuzz/corpus/TARGET.
 # Crashes go to fuzz/artifacts/TARGET/. Afterwards, `fuzz/run.sh TARGET minimize` merges the
-# working corpus back into fuzz/corpus/TARGET, keeping only inputs that add coverage.
+# working corpus back into fuzz/corpus/TARGET: inputs that add coverage, at most KEEP (300).
 set -euo pipefail
 cd "$(dirname "$0")"
 target=${1:?usage: run.sh TARGET SECONDS|minimize [libFuzzer flags...]}
@@ -16,10 +16,19 @@ bin=target/x86_64-unknown-linux-gnu/release/$target
 work=target/corpus/$target
 mkdir -p "$work" "artifacts/$target"
 if [ "$what" = minimize ]; then
+  # Coverage set cover of the repo's corpus and the working one; the repo keeps its named
+  # seeds and the smallest of the rest, up to $keep files in all.
+  keep=${KEEP:-300}
   fresh=$(mktemp -d)
-  "$bin" -merge=1 -max_len=131072 "$fresh" "corpus/$target" "$work"
-  rm -f "corpus/$target"/*
-  cp "$fresh"/* "corpus/$target/"
+  "$bin" -set_cover_merge=1 -use_counters=0 -max_len=131072 "$fresh" "corpus/$target" "$work"
+  have=$(sha1sum "corpus/$target"/* | cut -d' ' -f1)
+  room=$((keep - $(ls "corpus/$target" | wc -l)))
+  for f in $(ls -Sr "$fresh"); do
+    [ "$room" -gt 0 ] || break
+    grep -q "$f" <<<"$have" && continue
+    cp "$fresh/$f" "corpus/$target/$f"
+    room=$((room - 1))
+  done
   rm -rf "$fresh"
   echo "corpus/$target: $(ls "corpus/$target" | wc -l) inputs"
   exit 0

@@ -301,6 +301,13 @@ impl Limits {
 impl AgentConfig {
     /// Parse HCL text; `file` names it in errors.
     pub fn parse(text: &str, file: &str) -> Result<Self, ConfigError> {
+        crate::jobspec::hcl_depth::check(text).map_err(|(line, _)| ConfigError {
+            file: file.to_string(),
+            message: format!(
+                "line {line}: brackets nest more than {} deep",
+                crate::jobspec::hcl_depth::MAX_DEPTH
+            ),
+        })?;
         hcl::from_str(text).map_err(|e| ConfigError {
             file: file.to_string(),
             message: e.to_string(),

@@ -19,6 +19,7 @@ use serde_json::Value;
 use super::{Job, JobspecError};
 
 mod blocks;
+pub(crate) mod depth;
 mod vars;
 
 type R<T> = Result<T, JobspecError>;
@@ -182,6 +183,15 @@ pub fn parse_job_hcl(src: &str) -> R<Job> {
 /// `variable` blocks' defaults. A value is read as HCL when it parses as a literal (`3`,
 /// `true`, `["a"]`) and as a string otherwise, as Nomad's `-var` does.
 pub fn parse_job_hcl_with_vars(src: &str, vars: &BTreeMap<String, String>) -> R<Job> {
+    depth::check(src).map_err(|(line, _)| {
+        JobspecError::new(
+            "job",
+            format!(
+                "invalid HCL: line {line}: brackets nest more than {} deep",
+                depth::MAX_DEPTH
+            ),
+        )
+    })?;
     let body = hcl::edit::parser::parse_body(src)
         .map_err(|e| JobspecError::new("job", format!("invalid HCL: {e}")))?;
     let mut conv = Conv {
