@@ -93,29 +93,53 @@ pub fn render(
         source,
         err_missing_key,
         vars: Vec::new(),
+        steps: 0,
     };
     let mut out = String::with_capacity(text.len());
     eval.nodes(&nodes, &Value::Nothing, &mut out)?;
     Ok(out)
 }
 
+/// Actions and `range` iterations one render may take: nested ranges multiply, so a short
+/// template could otherwise run for ever (fuzzing found ranges nested ten deep).
+pub const MAX_STEPS: usize = 1_000_000;
+/// The most text one render may produce.
+pub const MAX_OUTPUT: usize = 16 << 20;
+
 struct Eval<'a> {
     source: &'a dyn Source,
     err_missing_key: bool,
     /// Declared `$variables`, innermost last.
     vars: Vec<(String, Value)>,
+    /// Actions and iterations so far.
+    steps: usize,
 }
 
 impl Eval<'_> {
+    /// Count one step at `a`; past the budget of steps or output, the render fails there.
+    fn step(&mut self, a: &Action, out: &str) -> Result<(), RenderError> {
+        self.steps += 1;
+        if self.steps > MAX_STEPS || out.len() > MAX_OUTPUT {
+            return Err(a.error(format!(
+                "rendering takes more than {MAX_STEPS} steps or {} MiB at {:?} (do ranges nest too deep?)",
+                MAX_OUTPUT >> 20,
+                a.text
+            )));
+        }
+        Ok(())
+    }
+
     fn nodes(&mut self, nodes: &[Node], dot: &Value, out: &mut String) -> Result<(), RenderError> {
         for n in nodes {
             match n {
                 Node::Text(t) => out.push_str(t),
                 Node::Output(a, e) => {
+                    self.step(a, out)?;
                     let v = self.expr(a, e, dot)?;
                     out.push_str(&print(a, v)?);
                 }
                 Node::With(a, e, body, otherwise) => {
+                    self.step(a, out)?;
                     let v = self.expr(a, e, dot)?;
                     if v.truthy() {
                         self.nodes(body, &v, out)?;
@@ -157,6 +181,7 @@ impl Eval<'_> {
             return self.nodes(otherwise, dot, out);
         }
         for (key, elem) in elems {
+            self.step(a, out)?;
             let scope = self.vars.len();
             if let Some(k) = &r.key {
                 self.vars.push((k.clone(), key));
@@ -361,6 +386,18 @@ mod tests {
 
     fn r(text: &str) -> Result<String, RenderError> {
         render(text, "{{", "}}", false, &Fake)
+    }
+
+    /// Found by fuzzing (`fuzz/corpus/template/nested-ranges`): ranges nested ten deep over
+    /// three items each rendered 3^10 bodies and the hook hung; renders are bounded.
+    #[test]
+    fn nested_ranges_stop_at_the_step_budget() {
+        let n = 40;
+        let text = "{{ range nomadVar \"nomad/jobs/web\" }}x".repeat(n) + &"{{ end }}".repeat(n);
+        let started = std::time::Instant::now();
+        let e = render(&text, "{{", "}}", false, &Fake).unwrap_err();
+        assert!(e.message.contains("steps"), "{e}");
+        assert!(started.elapsed() < std::time::Duration::from_secs(20));
     }
 
     #[test]

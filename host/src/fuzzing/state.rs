@@ -41,12 +41,31 @@ pub fn state_records(data: &[u8]) {
 /// Input: the bytes of a state file. Opening it gives the state DB or a typed error; an
 /// opened one reads as [`state_records`] does.
 pub fn state_file(data: &[u8]) {
+    let_redb_panics_unwind();
     let dir = tempfile::tempdir().expect("a temporary dir");
     let path = dir.path().join("state.redb");
     std::fs::write(&path, data).expect("writing the state file");
     if let Ok(db) = RedbState::open_with_cache(&path, 1 << 20) {
         read_all(&db);
     }
+}
+
+/// The state DB turns a panic inside redb into its `Corrupt` error (`redb_backend.rs`), but
+/// libFuzzer's panic hook aborts at every panic, caught or not: here a panic raised in
+/// redb's sources is left to unwind to that handler, and any other still aborts.
+fn let_redb_panics_unwind() {
+    static ONCE: std::sync::Once = std::sync::Once::new();
+    ONCE.call_once(|| {
+        let fuzzer_hook = std::panic::take_hook();
+        std::panic::set_hook(Box::new(move |info| {
+            let in_redb = info.location().is_some_and(|l| l.file().contains("/redb-"));
+            if in_redb {
+                tracing::debug!(%info, "redb panicked; the state DB reports the file corrupt");
+            } else {
+                fuzzer_hook(info);
+            }
+        }));
+    });
 }
 
 /// Everything the agent reads, then one write that depends on what was read.
