@@ -6,8 +6,8 @@ use axum::http::StatusCode;
 use axum::response::{IntoResponse, Response};
 use maud::{Markup, html};
 
+use super::AppState;
 use super::{Tab, age, duration, enc, error_page, job_href, label, page, short, time_el};
-use crate::api::AppState;
 use crate::structs::{Allocation, TaskEvent, TaskEventType, TaskState};
 
 /// Signals the page offers.

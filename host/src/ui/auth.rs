@@ -23,9 +23,9 @@ use axum::middleware::Next;
 use axum::response::{IntoResponse, Redirect, Response};
 use maud::{Markup, html};
 
+use super::AppState;
 use super::{Tab, enc, page};
 use crate::agent::Agent;
-use crate::api::AppState;
 
 /// The cookie that carries the token for the pages.
 const COOKIE: &str = "paddock_ui_token";

@@ -6,9 +6,9 @@ use axum::http::StatusCode;
 use axum::response::{IntoResponse, Response};
 use maud::{Markup, html};
 
+use super::AppState;
 use super::{Tab, age, enc, error_page, job_href, label, page, short, time_el};
 use crate::agent::GroupSummary;
-use crate::api::AppState;
 
 #[derive(Debug, Default, serde::Deserialize)]
 pub(super) struct ListQuery {

@@ -21,7 +21,9 @@ use axum::response::{Html, IntoResponse, Redirect, Response};
 use axum::routing::{get, post};
 use maud::{DOCTYPE, Markup, html};
 
-use crate::api::AppState;
+/// What every handler gets: the agent (the API's router state, named here so the UI does
+/// not reach back into the API module that mounts it).
+pub type AppState = std::sync::Arc<crate::agent::Agent>;
 
 pub use auth::{Need, authorize};
 

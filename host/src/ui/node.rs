@@ -7,8 +7,8 @@ use axum::extract::State;
 use axum::response::{IntoResponse, Response};
 use maud::html;
 
+use super::AppState;
 use super::{Tab, label, page, time_el, when};
-use crate::api::AppState;
 use crate::metrics::{LATENCY_BUCKETS, Metric};
 
 /// `GET /ui/node`.
