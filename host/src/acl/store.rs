@@ -198,6 +198,20 @@ impl AclStore {
         Some(Caller::Token(t.clone()))
     }
 
+    /// Whether `secret` is a stored token's whose time has passed (Nomad then answers
+    /// "ACL token expired" rather than "not found").
+    pub fn expired(&self, secret: &str) -> bool {
+        let inner = self.lock();
+        let hex = hex::encode(sha256(secret));
+        inner
+            .by_secret
+            .get(&hex)
+            .and_then(|a| inner.tokens.get(a))
+            .is_some_and(|t| {
+                t.expiration_time != 0 && t.expiration_time <= crate::util::now_nanos()
+            })
+    }
+
     /// What `caller` may do.
     pub fn acl_of(&self, caller: &Caller) -> Acl {
         let names: Vec<String> = match caller {
@@ -448,5 +462,6 @@ mod tests {
             s.resolve(Some(&short)).is_none(),
             "an expired token resolves"
         );
+        assert!(s.expired(&short) && !s.expired("nope"));
     }
 }
