@@ -451,6 +451,9 @@ impl Agent {
         let mut jobs: Vec<(String, String)> = marked.iter().map(|(_, j)| j.clone()).collect();
         jobs.sort();
         jobs.dedup();
+        // A job whose placement fails again (the state DB still cannot write) keeps its
+        // marks, for the next try.
+        let mut failed = std::collections::BTreeSet::new();
         for (namespace, id) in jobs {
             let Some(job) = self.job(&namespace, &id) else {
                 continue;
@@ -463,10 +466,11 @@ impl Agent {
                 self.evaluate_job_with(&namespace, &id, crate::evals::Trigger::JobRegister)
             {
                 tracing::warn!(job = %id, error = %e, "placing an interrupted job failed");
+                failed.insert((namespace, id));
             }
         }
         // Handled (placed again above, or no longer wanted): the marks go.
-        for (eval, _) in &marked {
+        for (eval, _) in marked.iter().filter(|(_, j)| !failed.contains(j)) {
             if let Err(e) = self.db.queue_placing_done(eval) {
                 tracing::warn!(error = %e, "clearing a placement's mark failed");
             }
