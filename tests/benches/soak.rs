@@ -4,7 +4,7 @@
 //! checked after every restart; prints a Markdown report (and writes it to `--report`).
 //!
 //! `cargo bench -p paddock-tests --bench soak -- [--minutes 30] [--seed N] [--report FILE]
-//! [--kill-every SECONDS (180)] [--faults N (25: every other agent life fails about one
+//! [--kill-every SECONDS (180)] [--faults N (100: every other agent life fails about one
 //! state DB commit in N as a failed fsync does; 0: none)]`
 //!
 //! Exits 1 when an invariant broke.
@@ -19,7 +19,7 @@ fn main() {
     let mut seed = 1u64;
     let mut report: Option<String> = None;
     let mut kill_every = 180u64;
-    let mut faults = 25u64;
+    let mut faults = 100u64;
     let mut args = std::env::args().skip(1);
     while let Some(a) = args.next() {
         match a.as_str() {

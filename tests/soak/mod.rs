@@ -104,7 +104,8 @@ pub async fn run(opts: Options, dir: &std::path::Path) -> Report {
     let mut next_kill = Instant::now() + jitter(&mut rng, opts.kill_every);
     let mut next_check = Instant::now() + opts.check_every;
     let total: u64 = MIX.iter().map(|m| m.1).sum();
-    while began.elapsed() < opts.duration && rep.violations.len() < 50 {
+    let (mut last_hup, mut last_swap) = (Instant::now(), Instant::now());
+    while began.elapsed() < opts.duration {
         let now = Instant::now();
         if now >= next_kill {
             // Two kill -9 for each SIGTERM restart.
@@ -144,16 +145,20 @@ pub async fn run(opts: Options, dir: &std::path::Path) -> Report {
             .map(|m| m.0)
             .unwrap_or("read");
         match op {
-            "agent_sighup" => {
+            // At most one SIGHUP and one swap in each RARE_GAP.
+            "agent_sighup" if last_hup.elapsed() >= RARE_GAP => {
+                last_hup = Instant::now();
                 agent.signal("HUP");
                 rep.agent_sighups += 1;
             }
-            "hot_swap" => {
+            "hot_swap" if last_swap.elapsed() >= RARE_GAP => {
+                last_swap = Instant::now();
                 build += 1;
                 agent::put(&agent.hooks, "versioned.wasm", &(opts.hook)(build));
                 rep.swaps += 1;
                 rep.hook_build = build;
             }
+            "agent_sighup" | "hot_swap" => {}
             op => {
                 let ok = do_op(op, &agent, &mut model, &mut rng, &token, &opts, &mut rep).await;
                 if let Some(ok) = ok {
@@ -204,6 +209,9 @@ pub async fn run(opts: Options, dir: &std::path::Path) -> Report {
     }
     rep
 }
+
+/// The least time between two SIGHUPs, and between two hot swaps.
+const RARE_GAP: Duration = Duration::from_secs(15);
 
 /// How much the median RSS of the run's last third may exceed its first third's.
 pub const RSS_GROWTH_BOUND: f64 = 1.5;
@@ -258,11 +266,14 @@ async fn full_check(
     rep.checks += 1;
     let problems = check::check(agent, model, token, opts.settle, opts.pending_bound).await;
     let at = rep.checks;
-    rep.violations.extend(
-        problems
-            .into_iter()
-            .map(|p| format!("check {at} ({when}): {p}")),
-    );
+    for p in problems {
+        // A problem that holds on from an earlier check is told once.
+        if rep.seen.insert(p.clone()) {
+            rep.violations.push(format!("check {at} ({when}): {p}"));
+        } else {
+            rep.repeated += 1;
+        }
+    }
 }
 
 /// The last hook build put in place is the active one.

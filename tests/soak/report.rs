@@ -21,8 +21,12 @@ pub struct Report {
     /// Commits failed on purpose (counted in the agent's log).
     pub faults_injected: u64,
     pub checks: u64,
-    /// Broken invariants, with the check they were found at.
+    /// Broken invariants, with the check they were first found at.
     pub violations: Vec<String>,
+    /// Problems seen so far (a problem that holds on is told once).
+    pub seen: std::collections::HashSet<String>,
+    /// Times a problem already told was seen again at a later check.
+    pub repeated: u64,
     /// `(seconds since the start, life, RSS KiB)`.
     pub rss: Vec<(f64, u64, u64)>,
     /// API latency by kind of call (ms).
@@ -146,7 +150,12 @@ impl Report {
         if self.violations.is_empty() {
             let _ = writeln!(s, "\nInvariants: all held.");
         } else {
-            let _ = writeln!(s, "\nInvariants broken ({}):", self.violations.len());
+            let _ = writeln!(
+                s,
+                "\nInvariants broken ({}, each told at the first check that saw it; seen again at later checks {} times):",
+                self.violations.len(),
+                self.repeated
+            );
             for v in &self.violations {
                 let _ = writeln!(s, "- {v}");
             }
