@@ -122,22 +122,26 @@ impl<B: Backend> FaultyBackend<B> {
 
 impl<B: Backend> Backend for FaultyBackend<B> {
     fn write(&self, ops: Vec<Op>) -> Result<(), StateError> {
+        // The share set by `fail_one_in` fails as a failed fsync does (the file refuses
+        // everything until reopened), not as a lone failed commit.
+        let one_in = self.one_in.load(Ordering::SeqCst);
+        if one_in > 0 && !self.io.failed.load(Ordering::SeqCst) {
+            let i = self.seen.fetch_add(1, Ordering::Relaxed);
+            if mix(self.seed.load(Ordering::Relaxed) ^ i).is_multiple_of(one_in) {
+                let n = self.injected.fetch_add(1, Ordering::Relaxed) + 1;
+                tracing::warn!(
+                    injected = n,
+                    "state DB fsync failed on purpose (injected fault)"
+                );
+                self.io.fail_sync_next(1);
+            }
+        }
         self.io.write()?;
         let failing = self
             .fail
             .fetch_update(Ordering::SeqCst, Ordering::SeqCst, |n| n.checked_sub(1))
             .is_ok();
-        let one_in = self.one_in.load(Ordering::SeqCst);
-        let by_share = one_in > 0 && {
-            let i = self.seen.fetch_add(1, Ordering::Relaxed);
-            mix(self.seed.load(Ordering::Relaxed) ^ i).is_multiple_of(one_in)
-        };
-        if failing || by_share {
-            let n = self.injected.fetch_add(1, Ordering::Relaxed) + 1;
-            tracing::warn!(
-                injected = n,
-                "state DB write failed on purpose (injected fault)"
-            );
+        if failing {
             return Err(StateError::Storage(
                 "injected fault: the commit failed".into(),
             ));
