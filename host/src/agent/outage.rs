@@ -1,8 +1,7 @@
-//! After a state DB outage (a full or failing disk, see [`crate::state`]): placements that
-//! failed because their allocations could not be stored are made again once the state DB
-//! writes again. Their jobs were stored with a mark that their placement was on its way,
-//! which only a stored placement clears, so they are the ones a restart would place again
-//! ([`Agent::place_interrupted`]); this does it without the restart.
+//! Placements cut short, made again: by a crash (at start) or by a state DB outage (a full
+//! or failing disk, see [`crate::state`]) whose allocations could not be stored (once the
+//! state DB writes again). Their jobs were stored with a mark that their placement was on
+//! its way, which only a stored placement clears ([`Agent::place_interrupted`]).
 
 use std::sync::Arc;
 use std::time::Duration;
@@ -30,5 +29,44 @@ impl Agent {
                 was_down = down;
             }
         });
+    }
+
+    /// Jobs whose registration was answered but whose placement a crash cut short (their
+    /// mark is still in the state DB) are evaluated again: what they are missing is placed.
+    pub(super) fn place_interrupted(self: &Arc<Self>) {
+        let marked = match self.db.interrupted_placements() {
+            Ok(m) => m,
+            Err(e) => {
+                tracing::error!(error = %e, "reading interrupted placements failed");
+                return;
+            }
+        };
+        let mut jobs: Vec<(String, String)> = marked.iter().map(|(_, j)| j.clone()).collect();
+        jobs.sort();
+        jobs.dedup();
+        // A job whose placement fails again (the state DB still cannot write) keeps its
+        // marks, for the next try.
+        let mut failed = std::collections::BTreeSet::new();
+        for (namespace, id) in jobs {
+            let Some(job) = self.job(&namespace, &id) else {
+                continue;
+            };
+            if job.stop || job.is_parent() {
+                continue;
+            }
+            tracing::info!(job = %id, namespace = %namespace, "placing a job whose placement was interrupted");
+            if let Err(e) =
+                self.evaluate_job_with(&namespace, &id, crate::evals::Trigger::JobRegister)
+            {
+                tracing::warn!(job = %id, error = %e, "placing an interrupted job failed");
+                failed.insert((namespace, id));
+            }
+        }
+        // Handled (placed again above, or no longer wanted): the marks go.
+        for (eval, _) in marked.iter().filter(|(_, j)| !failed.contains(j)) {
+            if let Err(e) = self.db.queue_placing_done(eval) {
+                tracing::warn!(error = %e, "clearing a placement's mark failed");
+            }
+        }
     }
 }

@@ -12,11 +12,9 @@ mod json;
 
 pub use device::{AFFINITY_OPERATORS, CONSTRAINT_OPERATORS, DeviceAffinity, DeviceConstraint};
 
-/// The bound on bracket nesting every HCL input (jobs, the agent config) is checked against.
-pub(crate) use hcl::depth as hcl_depth;
+pub(crate) use hcl::depth as hcl_depth; // the agent config's HCL is held to it too
 pub use hcl::{parse_job_hcl, parse_job_hcl_with_vars};
 pub use json::{RegisterRequest, parse_job_json, parse_register_request};
-
 use std::collections::BTreeMap;
 
 use serde::{Deserialize, Serialize};
