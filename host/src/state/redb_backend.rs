@@ -210,6 +210,15 @@ fn open_file(path: &Path, cache_bytes: usize) -> Result<Database, StateError> {
                 detail,
             }
         }
+        // redb reports a file that is not a redb file (a damaged header) as invalid data.
+        redb::DatabaseError::Storage(redb::StorageError::Io(io))
+            if io.kind() == std::io::ErrorKind::InvalidData =>
+        {
+            StateError::Corrupt {
+                path: shown.clone(),
+                detail: io.to_string(),
+            }
+        }
         redb::DatabaseError::Storage(redb::StorageError::Io(io)) => StateError::Io {
             path: shown.clone(),
             detail: format!("opening: {io}"),
