@@ -380,6 +380,14 @@ impl Agent {
         // Allocations of one version of a job share one copy of it, as they did when placed
         // (rows of schema 4 and older each carry their own; the state DB shares the others').
         let mut shared_jobs: BTreeMap<(String, String, u64, u64), Arc<Job>> = BTreeMap::new();
+        // What the stored jobs say was acknowledged wins over an allocation's own record: a
+        // stop or purge answered 200 whose allocations' stop was refused by the state DB
+        // (a failing disk) and then lost to a crash must not come back running.
+        let running: std::collections::HashSet<(&str, &str)> = jobs
+            .iter()
+            .filter(|j| !j.stop)
+            .map(|j| (j.namespace.as_str(), j.id.as_str()))
+            .collect();
         for mut a in allocs {
             let version = (
                 a.namespace.clone(),
@@ -405,8 +413,14 @@ impl Agent {
                 self.restored.write().unwrap().insert(a.id.clone(), a);
                 continue;
             }
-            let stop =
-                (a.desired_status == DesiredStatus::Stop).then(|| a.desired_description.clone());
+            let stop = if a.desired_status == DesiredStatus::Stop {
+                Some(a.desired_description.clone())
+            } else if !running.contains(&(a.namespace.as_str(), a.job_id.as_str())) {
+                tracing::warn!(alloc_id = %a.id, job = %a.job_id, "restored allocation of a stopped or purged job: stopping it");
+                Some("job deregistered".to_string())
+            } else {
+                None
+            };
             let id = a.id.clone();
             let runner = AllocRunner::restore(a, &config);
             if let Some(reason) = stop {

@@ -173,8 +173,12 @@ impl AllocRunner {
         }
         if self.kill.is_cancelled() {
             self.killed_before_start();
-            self.done.send_replace(true);
-            return;
+            // A restored task that was running goes on below: its runner reattaches, sees
+            // the kill and stops it (left alone, its process would run on untracked).
+            if self.all_tasks_dead() {
+                self.done.send_replace(true);
+                return;
+            }
         }
         if let Err(e) = self.dir.build() {
             for t in &self.tasks {
@@ -218,6 +222,16 @@ impl AllocRunner {
                 s.finished_at = crate::util::now_nanos();
             });
         }
+    }
+
+    fn all_tasks_dead(&self) -> bool {
+        self.shared.peek(|a| {
+            self.tasks.iter().all(|t| {
+                a.task_states
+                    .get(t.name())
+                    .is_some_and(|s| s.state == TaskRunState::Dead)
+            })
+        })
     }
 
     /// Update the allocation in place to a new version of its job (one whose group and

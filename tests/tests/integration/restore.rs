@@ -471,3 +471,59 @@ async fn a_registration_answered_but_not_placed_before_a_crash_is_placed_after_t
         "the marks are cleared once placed"
     );
 }
+
+/// A stop the API acknowledged whose allocations' stop never reached the state file (the
+/// state DB refused it on a failing disk, then the agent was killed): the stored job says
+/// it was stopped, and a restart stops its allocations instead of running them on.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn allocations_of_a_job_stored_as_stopped_are_stopped_on_restore() {
+    use paddock::state::{RedbState, StateDb};
+
+    let dir = tempfile::tempdir().unwrap();
+    let mut agent = AgentProcess::new(dir.path());
+    agent.start().await;
+    let job = |id: &str| {
+        json!({ "ID": id, "Type": "service", "TaskGroups": [{ "Name": "g",
+            "Tasks": [{ "Name": "t", "Driver": "raw_exec",
+                "Config": { "command": "/bin/sh", "args": ["-c", "echo $$ > local/pid; exec sleep 600"] } }] }] })
+    };
+    let running = |a: &[Value]| a.len() == 1 && a[0]["TaskStates"]["t"]["State"] == "running";
+    let mut pids = Vec::new();
+    for id in ["kept", "stopped"] {
+        agent.post_job(job(id)).await;
+        let allocs = agent.wait_allocs(id, running).await;
+        let alloc = allocs[0]["ID"].as_str().unwrap().to_string();
+        pids.push(pid_in(&task_dir(dir.path(), &alloc).join("local/pid")).await);
+    }
+    agent.kill9();
+    // The stop's job write landed; its allocations' did not.
+    {
+        let db = RedbState::open(&dir.path().join("data/state.redb")).unwrap();
+        let mut stopped = db
+            .jobs()
+            .unwrap()
+            .into_iter()
+            .find(|j| j.id == "stopped")
+            .unwrap();
+        stopped.stop = true;
+        db.put_job(&stopped).unwrap();
+    }
+    agent.start().await;
+    let allocs = agent
+        .wait_allocs("stopped", |a| {
+            a.len() == 1 && a[0]["TaskStates"]["t"]["State"] == "dead"
+        })
+        .await;
+    assert_eq!(allocs[0]["DesiredStatus"], "stop", "{:#}", allocs[0]);
+    let deadline = Instant::now() + Duration::from_secs(20);
+    while alive(pids[1]) {
+        assert!(
+            Instant::now() < deadline,
+            "the stopped job's task still runs"
+        );
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    let kept = agent.wait_allocs("kept", running).await;
+    assert_eq!(kept[0]["TaskStates"]["t"]["Restarts"], 0);
+    assert!(alive(pids[0]), "the other job's task runs on");
+}
