@@ -38,6 +38,7 @@
 mod decode;
 mod scalars;
 
+pub mod acl;
 pub mod agent;
 pub mod allocations;
 pub mod consul;
@@ -51,6 +52,7 @@ pub mod resources;
 pub mod services;
 pub mod tasks;
 
+pub use acl::*;
 pub use agent::*;
 pub use allocations::*;
 pub use consul::*;

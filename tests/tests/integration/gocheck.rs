@@ -109,6 +109,8 @@ pub struct GoCheck<'t> {
     pub failures: Vec<String>,
     /// Routes answered 200, as (method, template).
     pub covered: BTreeSet<(String, String)>,
+    /// Sent as `X-Nomad-Token` with every request, when set.
+    pub token: Option<String>,
 }
 
 impl<'t> GoCheck<'t> {
@@ -122,6 +124,7 @@ impl<'t> GoCheck<'t> {
             t,
             failures: Vec::new(),
             covered: BTreeSet::new(),
+            token: None,
         }
     }
 
@@ -162,6 +165,9 @@ impl<'t> GoCheck<'t> {
         let what = format!("{} {}", r.method, r.path());
         let method = reqwest::Method::from_bytes(r.method.as_bytes()).unwrap();
         let mut rb = self.t.http.request(method, self.t.url(&r.path()));
+        if let Some(t) = &self.token {
+            rb = rb.header("X-Nomad-Token", t);
+        }
         if let Some(b) = &r.body {
             rb = rb.json(b);
         }
@@ -210,6 +216,9 @@ impl<'t> GoCheck<'t> {
         let what = format!("{} {path}", r.method);
         let method = reqwest::Method::from_bytes(r.method.as_bytes()).unwrap();
         let mut rb = self.t.http.request(method, self.t.url(&path));
+        if let Some(t) = &self.token {
+            rb = rb.header("X-Nomad-Token", t);
+        }
         if let Some(b) = &r.body {
             rb = rb.json(b);
         }
@@ -438,8 +447,18 @@ fn short(s: &str) -> String {
 pub fn served_routes() -> BTreeSet<(String, String)> {
     let dir = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../host/src/api");
     let mut out = BTreeSet::new();
-    for entry in std::fs::read_dir(&dir).unwrap() {
-        let file = entry.unwrap().path();
+    let (mut files, mut dirs) = (Vec::new(), vec![dir]);
+    while let Some(dir) = dirs.pop() {
+        for entry in std::fs::read_dir(&dir).unwrap() {
+            let path = entry.unwrap().path();
+            if path.is_dir() {
+                dirs.push(path);
+            } else if path.extension().is_some_and(|e| e == "rs") {
+                files.push(path);
+            }
+        }
+    }
+    for file in files {
         let src = std::fs::read_to_string(&file).unwrap();
         let mut rest = src.as_str();
         while let Some(at) = rest.find(".route(") {

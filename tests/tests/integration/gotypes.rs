@@ -167,6 +167,12 @@ async fn every_endpoint_decodes_as_nomads_go_client_decodes_it() {
 
     crate::gotypes_cluster::cluster(&mut c, &t.agent.node().id, &web_id).await;
     check_events(&mut c, events).await;
+    // The ACL routes, on an agent with the ACL system on.
+    let secured = TestAgent::start("acl {\n  enabled = true\n}\n", vec![]).await;
+    let mut a = GoCheck::new(&secured);
+    crate::gotypes_cluster::acl(&mut a).await;
+    c.covered.extend(a.covered);
+    c.failures.extend(a.failures);
 
     // Every route the routers declare was called, and answered 200.
     let served = served_routes();

@@ -148,3 +148,48 @@ async fn variables(c: &mut GoCheck<'_>) {
         c.status(req(m, "/v1/var/").expect(400)).await;
     }
 }
+
+/// Check the ACL routes against an agent of its own with the ACL system on: bootstrap,
+/// policies and tokens, each method the router takes.
+pub async fn acl(c: &mut GoCheck<'_>) {
+    let Some((boot, _)) = c
+        .json::<go::ACLToken>(req("POST", "/v1/acl/bootstrap"))
+        .await
+    else {
+        return;
+    };
+    c.token = Some(boot.SecretID.clone());
+    let rules = r#"namespace "default" { policy = "read" }"#;
+    for (m, name) in [("POST", "readers"), ("PUT", "others")] {
+        let body = json!({ "Name": name, "Description": "gotypes", "Rules": rules });
+        c.write(req(m, "/v1/acl/policy/{name}").arg(name).body(body))
+            .await;
+    }
+    c.json::<Vec<Option<go::ACLPolicyListStub>>>(req("GET", "/v1/acl/policies"))
+        .await;
+    c.json::<go::ACLPolicy>(req("GET", "/v1/acl/policy/{name}").arg("readers"))
+        .await;
+    let mut made = Vec::new();
+    for m in ["POST", "PUT"] {
+        let body = json!({ "Name": "reader", "Type": "client", "Policies": ["readers"] });
+        if let Some((t, _)) = c
+            .json::<go::ACLToken>(req(m, "/v1/acl/token").body(body))
+            .await
+        {
+            made.push(t.AccessorID);
+        }
+    }
+    c.json::<Vec<Option<go::ACLTokenListStub>>>(req("GET", "/v1/acl/tokens"))
+        .await;
+    for (id, m) in made.iter().zip(["POST", "PUT"]) {
+        c.json::<go::ACLToken>(req("GET", "/v1/acl/token/{accessor}").arg(id))
+            .await;
+        let body = json!({ "AccessorID": id, "Name": "renamed", "Type": "client", "Policies": ["others"] });
+        c.json::<go::ACLToken>(req(m, "/v1/acl/token/{accessor}").arg(id).body(body))
+            .await;
+        c.write(req("DELETE", "/v1/acl/token/{accessor}").arg(id))
+            .await;
+    }
+    c.write(req("DELETE", "/v1/acl/policy/{name}").arg("others"))
+        .await;
+}
