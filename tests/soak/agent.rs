@@ -251,36 +251,7 @@ pub fn rss_kib(pid: u32) -> Option<u64> {
         .ok()
 }
 
-/// Kill the task executor of the agent whose data dir is `data`, and every process of its
-/// session (its tasks): they outlive the agent by design, a finished soak must not.
-pub fn reap_executor(data: &Path) {
-    let needle = format!("{}/executor", data.display());
-    let Ok(procs) = std::fs::read_dir("/proc") else {
-        return;
-    };
-    let pids: Vec<i32> = procs
-        .flatten()
-        .filter_map(|e| e.file_name().to_str()?.parse().ok())
-        .collect();
-    for exec in pids.iter().copied().filter(|pid| {
-        std::fs::read(format!("/proc/{pid}/cmdline")).is_ok_and(|c| {
-            let c = String::from_utf8_lossy(&c).replace('\0', " ");
-            c.contains(" executor ") && c.contains(&needle)
-        })
-    }) {
-        let doomed: Vec<String> = pids
-            .iter()
-            .copied()
-            .filter(|p| *p == exec || session_of(*p) == Some(exec))
-            .map(|p| p.to_string())
-            .collect();
-        let _ = Command::new("kill")
-            .arg("-KILL")
-            .args(&doomed)
-            .stderr(Stdio::null())
-            .status();
-    }
-}
+pub use paddock_tests::procs::reap_executor;
 
 /// `pid`'s parent, start time (clock ticks after boot) and command line, for reports.
 pub fn describe(pid: u32) -> String {
@@ -298,16 +269,6 @@ pub fn describe(pid: u32) -> String {
         fields.get(19).unwrap_or(&"?"),
         cmd.trim()
     )
-}
-
-fn session_of(pid: i32) -> Option<i32> {
-    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
-    stat.rsplit_once(')')?
-        .1
-        .split_whitespace()
-        .nth(3)?
-        .parse()
-        .ok()
 }
 
 /// Live (not zombie) processes whose environment holds `PADDOCK_SOAK=<token>`, as

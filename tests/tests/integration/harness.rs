@@ -548,48 +548,7 @@ impl Drop for TestAgent {
     }
 }
 
-/// Kill the task executor of the agent whose data dir is `data`, and every task it
-/// parents: the executor outlives its agent by design (and its tasks with it), which a
-/// finished test must not leave running. The executor leads a session of its own; its
-/// tasks are in that session.
-pub fn reap_executor(data: &Path) {
-    let needle = format!("{}/executor", data.display());
-    let Ok(procs) = std::fs::read_dir("/proc") else {
-        return;
-    };
-    let pids: Vec<i32> = procs
-        .flatten()
-        .filter_map(|e| e.file_name().to_str()?.parse().ok())
-        .collect();
-    let session = |pid: i32| -> Option<i32> {
-        let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
-        // After the `(comm)`: state, ppid, pgrp, session.
-        stat.rsplit_once(')')?
-            .1
-            .split_whitespace()
-            .nth(3)?
-            .parse()
-            .ok()
-    };
-    for exec in pids.iter().copied().filter(|pid| {
-        std::fs::read(format!("/proc/{pid}/cmdline")).is_ok_and(|c| {
-            let c = String::from_utf8_lossy(&c).replace('\0', " ");
-            c.contains(" executor ") && c.contains(&needle)
-        })
-    }) {
-        let doomed: Vec<String> = pids
-            .iter()
-            .copied()
-            .filter(|p| *p == exec || session(*p) == Some(exec))
-            .map(|p| p.to_string())
-            .collect();
-        let _ = std::process::Command::new("kill")
-            .arg("-KILL")
-            .args(&doomed)
-            .stderr(std::process::Stdio::null())
-            .status();
-    }
-}
+pub use paddock_tests::procs::reap_executor;
 
 fn rustix_pid(pid: u32) -> String {
     pid.to_string()
