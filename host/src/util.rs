@@ -210,3 +210,56 @@ mod go_time_tests {
         assert_eq!(rfc3339(t(951_782_400)), "2000-02-29T00:00:00Z");
     }
 }
+
+/// `d` as Go's `time.Duration` prints it (`0s`, `250ms`, `1.5s`, `1m30s`, `1h0m0s`): the
+/// form Nomad's task event messages use ("Task restarting in 15s").
+pub fn go_duration(d: std::time::Duration) -> String {
+    /// `v` in `unit`s, with the fraction's trailing zeros dropped.
+    fn frac(v: u128, unit: u128) -> String {
+        let (int, rem) = (v / unit, v % unit);
+        if rem == 0 {
+            return int.to_string();
+        }
+        let width = unit.ilog10() as usize;
+        let digits = format!("{rem:0width$}");
+        format!("{int}.{}", digits.trim_end_matches('0'))
+    }
+    let ns = d.as_nanos();
+    const S: u128 = 1_000_000_000;
+    match ns {
+        0 => "0s".into(),
+        1..1_000 => format!("{ns}ns"),
+        1_000..1_000_000 => format!("{}µs", frac(ns, 1_000)),
+        1_000_000..S => format!("{}ms", frac(ns, 1_000_000)),
+        _ => {
+            let secs = ns / S;
+            let (h, m) = (secs / 3600, secs / 60 % 60);
+            let s = frac(secs % 60 * S + ns % S, S);
+            match (h, m) {
+                (0, 0) => format!("{s}s"),
+                (0, m) => format!("{m}m{s}s"),
+                (h, m) => format!("{h}h{m}m{s}s"),
+            }
+        }
+    }
+}
+
+#[cfg(test)]
+mod go_duration_tests {
+    use super::go_duration;
+    use std::time::Duration;
+
+    #[test]
+    fn prints_as_go_does() {
+        let ms = Duration::from_millis;
+        assert_eq!(go_duration(Duration::ZERO), "0s");
+        assert_eq!(go_duration(Duration::from_nanos(42)), "42ns");
+        assert_eq!(go_duration(Duration::from_nanos(1_500)), "1.5µs");
+        assert_eq!(go_duration(ms(250)), "250ms");
+        assert_eq!(go_duration(ms(1_500)), "1.5s");
+        assert_eq!(go_duration(ms(15_000)), "15s");
+        assert_eq!(go_duration(ms(90_000)), "1m30s");
+        assert_eq!(go_duration(ms(3_600_000)), "1h0m0s");
+        assert_eq!(go_duration(ms(3_661_250)), "1h1m1.25s");
+    }
+}

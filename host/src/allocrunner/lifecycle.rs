@@ -162,11 +162,12 @@ impl AllocRunner {
             let mut ev = TaskEvent::new(
                 TaskEventType::WaitingShutdownDelay,
                 format!(
-                    "Waiting for the group's shutdown_delay of {delay:?} before killing the task."
+                    "Waiting for the group's shutdown_delay of {} before killing the task.",
+                    crate::util::go_duration(delay)
                 ),
             );
             ev.details
-                .insert("shutdown_delay".into(), format!("{delay:?}"));
+                .insert("shutdown_delay".into(), crate::util::go_duration(delay));
             self.shared.event(n, ev);
         }
         tokio::time::sleep(delay).await;

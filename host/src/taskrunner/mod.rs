@@ -303,7 +303,7 @@ impl TaskRunner {
                 Decision::Restart { delay, reason } => {
                     let mut ev = TaskEvent::new(
                         TaskEventType::Restarting,
-                        format!("Task restarting in {delay:?}"),
+                        format!("Task restarting in {}", crate::util::go_duration(delay)),
                     );
                     ev.start_delay = delay.as_nanos() as u64;
                     ev.details.insert("restart_reason".into(), reason);

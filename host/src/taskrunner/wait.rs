@@ -66,7 +66,7 @@ impl TaskRunner {
                 _ = self.kill.cancelled(), if !killing => {
                     Box::pin(self.killing(view)).await;
                     let timeout = Duration::from_nanos(self.task.kill_timeout);
-                    self.event(TaskEvent::new(TaskEventType::Killing, format!("Sent interrupt. Waiting {timeout:?} before force killing")));
+                    self.event(TaskEvent::new(TaskEventType::Killing, format!("Sent interrupt. Waiting {} before force killing", crate::util::go_duration(timeout))));
                     Box::pin(self.stop_task(task)).await?;
                     kill_deadline = Some(tokio::time::Instant::now() + timeout + KILL_GRACE);
                 }

@@ -22,10 +22,13 @@ impl TaskHook for ShutdownDelayHook {
             if !delay.is_zero() {
                 let mut ev = TaskEvent::new(
                     TaskEventType::WaitingShutdownDelay,
-                    format!("Waiting for shutdown_delay of {delay:?} before killing the task."),
+                    format!(
+                        "Waiting for shutdown_delay of {} before killing the task.",
+                        crate::util::go_duration(delay)
+                    ),
                 );
                 ev.details
-                    .insert("shutdown_delay".into(), format!("{delay:?}"));
+                    .insert("shutdown_delay".into(), crate::util::go_duration(delay));
                 (req.emit)(ev);
                 tokio::time::sleep(delay).await;
             }
