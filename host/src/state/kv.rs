@@ -15,7 +15,7 @@ use super::{
     Op, ProcessRecord, RedbBackend, StateDb, StateError, commit, tables,
 };
 use crate::jobspec::Job;
-use crate::structs::{Allocation, TaskState, Variable};
+use crate::structs::{Allocation, JobSubmission, TaskState, Variable};
 
 /// The typed state layer over a backend; writes go through the committer (group commit
 /// and de-duplication, see [`commit`]).
@@ -119,13 +119,17 @@ fn variable_key(namespace: &str, path: &str) -> String {
 }
 
 impl<B: Backend + 'static> KvState<B> {
-    /// The version rows of the job stored under `job_key`, oldest first; not those of a
-    /// job whose id extends this one's (`a` and `a/periodic-1`).
-    fn version_rows(&self, job_key: &str) -> Result<Vec<(String, Vec<u8>)>, StateError> {
+    /// The rows of `table` (keyed by version) of the job stored under `job_key`, oldest
+    /// first; not those of a job whose id extends this one's (`a` and `a/periodic-1`).
+    fn version_rows(
+        &self,
+        table: &'static str,
+        job_key: &str,
+    ) -> Result<Vec<(String, Vec<u8>)>, StateError> {
         let prefix = format!("{job_key}/");
         Ok(self
             .backend
-            .scan(tables::JOB_VERSIONS, &prefix)?
+            .scan(table, &prefix)?
             .into_iter()
             .filter(|(k, _)| {
                 let rest = &k[prefix.len()..];
@@ -195,7 +199,12 @@ impl<B: Backend + 'static> StateDb for KvState<B> {
         self.commit.flush()
     }
 
-    fn queue_job_placing(&self, job: &Job, eval_id: Option<&str>) -> Result<Durable, StateError> {
+    fn queue_job_version(
+        &self,
+        job: &Job,
+        eval_id: Option<&str>,
+        submission: Option<&JobSubmission>,
+    ) -> Result<Durable, StateError> {
         let key = format!("{}/{}", job.namespace, job.id);
         let version = job.state.version;
         let mut ops = vec![
@@ -206,8 +215,16 @@ impl<B: Backend + 'static> StateDb for KvState<B> {
                 encode(job),
             ),
         ];
+        if let Some(s) = submission {
+            ops.push(Op::Put(
+                tables::JOB_SUBMISSIONS,
+                version_key(&key, version),
+                encode(s),
+            ));
+        }
         if let Some(old) = version.checked_sub(JOB_VERSIONS_KEPT) {
             ops.push(Op::Delete(tables::JOB_VERSIONS, version_key(&key, old)));
+            ops.push(Op::Delete(tables::JOB_SUBMISSIONS, version_key(&key, old)));
         }
         if let Some(eval) = eval_id {
             ops.push(Op::Put(
@@ -237,10 +254,26 @@ impl<B: Backend + 'static> StateDb for KvState<B> {
     fn delete_job(&self, namespace: &str, id: &str) -> Result<(), StateError> {
         let key = format!("{namespace}/{id}");
         let mut ops = vec![Op::Delete(tables::JOBS, key.clone())];
-        for (k, _) in self.version_rows(&key)? {
+        for (k, _) in self.version_rows(tables::JOB_VERSIONS, &key)? {
             ops.push(Op::Delete(tables::JOB_VERSIONS, k));
         }
+        for (k, _) in self.version_rows(tables::JOB_SUBMISSIONS, &key)? {
+            ops.push(Op::Delete(tables::JOB_SUBMISSIONS, k));
+        }
         self.commit.write(ops)
+    }
+
+    fn job_submission(
+        &self,
+        namespace: &str,
+        id: &str,
+        version: u64,
+    ) -> Result<Option<JobSubmission>, StateError> {
+        let key = version_key(&format!("{namespace}/{id}"), version);
+        self.backend
+            .get(tables::JOB_SUBMISSIONS, &key)?
+            .map(|v| decode(tables::JOB_SUBMISSIONS, &key, &v))
+            .transpose()
     }
 
     fn put_job_version(&self, job: &Job) -> Result<(), StateError> {
@@ -254,7 +287,7 @@ impl<B: Backend + 'static> StateDb for KvState<B> {
 
     fn job_versions(&self, namespace: &str, id: &str) -> Result<Vec<Job>, StateError> {
         let mut out = self
-            .version_rows(&format!("{namespace}/{id}"))?
+            .version_rows(tables::JOB_VERSIONS, &format!("{namespace}/{id}"))?
             .iter()
             .map(|(k, v)| decode::<Job>(tables::JOB_VERSIONS, k, v))
             .collect::<Result<Vec<_>, _>>()?;

@@ -15,6 +15,8 @@ mod kv;
 mod mem;
 mod recover;
 mod redb_backend;
+#[cfg(test)]
+mod submission_tests;
 
 use std::collections::BTreeMap;
 
@@ -31,7 +33,7 @@ pub use redb_backend::RedbBackend;
 
 pub use crate::executor::processes::ProcessRecord;
 use crate::jobspec::Job;
-use crate::structs::{Allocation, TaskState, Variable};
+use crate::structs::{Allocation, JobSubmission, TaskState, Variable};
 
 /// Schema version this agent writes. Older files are upgraded at open; newer ones refused.
 ///
@@ -40,7 +42,8 @@ use crate::structs::{Allocation, TaskState, Variable};
 /// - 3: adds `job_versions` (the last [`JOB_VERSIONS_KEPT`] versions of each job); jobs carry
 ///   their version, indexes and status beside their spec.
 /// - 4: adds `variables` (Nomad Variables, keyed `<namespace>/<path>`).
-pub const SCHEMA_VERSION: u64 = 5;
+/// - 6: adds `job_submissions` (a job version's source as submitted, keyed as its version).
+pub const SCHEMA_VERSION: u64 = 6;
 
 /// Versions of a job kept for `/v1/job/{id}/versions` and revert (Nomad keeps six).
 pub const JOB_VERSIONS_KEPT: u64 = 6;
@@ -170,12 +173,29 @@ pub trait StateDb: Send + Sync {
     /// [`StateDb::queue_job`], and in the same transaction, when `eval_id` is given, a mark
     /// that the placement of that evaluation is on its way: a restart finds the jobs whose
     /// placement a crash cut short ([`StateDb::interrupted_placements`]).
-    fn queue_job_placing(&self, job: &Job, eval_id: Option<&str>) -> Result<Durable, StateError>;
+    fn queue_job_placing(&self, job: &Job, eval_id: Option<&str>) -> Result<Durable, StateError> {
+        self.queue_job_version(job, eval_id, None)
+    }
+    /// [`StateDb::queue_job_placing`], with the source the version was submitted as, in the
+    /// same transaction (kept as long as the version is).
+    fn queue_job_version(
+        &self,
+        job: &Job,
+        eval_id: Option<&str>,
+        submission: Option<&JobSubmission>,
+    ) -> Result<Durable, StateError>;
+    /// The source version `version` of a job was submitted as, when it was given.
+    fn job_submission(
+        &self,
+        namespace: &str,
+        id: &str,
+        version: u64,
+    ) -> Result<Option<JobSubmission>, StateError>;
     /// The placement of evaluation `eval_id` is stored: forget its mark (queued).
     fn queue_placing_done(&self, eval_id: &str) -> Result<Durable, StateError>;
     /// Placements marked and never done, as (evaluation id, (namespace, job id)).
     fn interrupted_placements(&self) -> Result<Vec<(String, (String, String))>, StateError>;
-    /// Remove a job and its versions.
+    /// Remove a job and its versions (with their submissions).
     fn delete_job(&self, namespace: &str, id: &str) -> Result<(), StateError>;
     /// Replace the record of one kept version of a job (its stability changed).
     fn put_job_version(&self, job: &Job) -> Result<(), StateError>;
@@ -275,6 +295,8 @@ pub(crate) mod tables {
     pub const VARIABLES: &str = "variables";
     /// The jobs allocation rows name, one row per job version (schema 5).
     pub const ALLOC_JOBS: &str = "alloc_jobs";
+    /// A job version's source as submitted, keyed as the version (schema 6).
+    pub const JOB_SUBMISSIONS: &str = "job_submissions";
     pub const ALL: &[&str] = &[
         META,
         JOBS,
@@ -286,6 +308,7 @@ pub(crate) mod tables {
         JOB_VERSIONS,
         VARIABLES,
         ALLOC_JOBS,
+        JOB_SUBMISSIONS,
     ];
 }
 
