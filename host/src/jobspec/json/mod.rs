@@ -11,6 +11,7 @@ use super::*;
 mod device;
 mod group;
 mod obj;
+mod submission;
 mod task;
 
 use group::group_from_value;
@@ -66,13 +67,15 @@ pub struct RegisterRequest {
     pub enforce_index: Option<u64>,
     /// `PreserveCounts`: keep the registered job's group counts.
     pub preserve_counts: bool,
+    /// `Submission`: the job file's source and variables, kept with the job's version.
+    pub submission: Option<crate::structs::JobSubmission>,
 }
 
 /// Parse a register request body: `{"Job": {...}}` with Nomad's `EnforceIndex`,
-/// `JobModifyIndex` and `PreserveCounts`. Its other fields are accepted and do not apply on
-/// one node: `PolicyOverride` (Sentinel), `EvalPriority` (evaluations are immediate),
-/// `Submission` (the source is not kept), and the write request's `Namespace`, `Region`,
-/// `SecretID` (the token travels in a header) and `IdempotencyToken`.
+/// `JobModifyIndex`, `PreserveCounts` and `Submission`. Its other fields are accepted and
+/// do not apply on one node: `PolicyOverride` (Sentinel), `EvalPriority` (evaluations are
+/// immediate), and the write request's `Namespace`, `Region`, `SecretID` (the token
+/// travels in a header) and `IdempotencyToken`.
 pub fn parse_register_request(body: &[u8]) -> R<RegisterRequest> {
     let v: Value = serde_json::from_slice(body)
         .map_err(|e| JobspecError::new("body", format!("invalid JSON: {e}")))?;
@@ -84,10 +87,10 @@ pub fn parse_register_request(body: &[u8]) -> R<RegisterRequest> {
     let enforce = top.boolean("EnforceIndex")?.unwrap_or(false);
     let modify_index = top.uint("JobModifyIndex", u64::MAX)?.unwrap_or(0);
     let preserve_counts = top.boolean("PreserveCounts")?.unwrap_or(false);
+    let submission = submission::submission_from_value(top.get("Submission"))?;
     top.finish(&[
         "PolicyOverride",
         "EvalPriority",
-        "Submission",
         "Namespace",
         "Region",
         "SecretID",
@@ -97,6 +100,7 @@ pub fn parse_register_request(body: &[u8]) -> R<RegisterRequest> {
         job: job_from_value(job)?,
         enforce_index: enforce.then_some(modify_index),
         preserve_counts,
+        submission,
     })
 }
 
