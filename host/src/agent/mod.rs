@@ -45,6 +45,7 @@ mod periodic;
 mod placing;
 mod plan;
 mod register;
+mod submission;
 mod usage;
 mod vars;
 mod views;

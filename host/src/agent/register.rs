@@ -13,6 +13,7 @@ use super::{Agent, Registered};
 use crate::evals::Trigger;
 use crate::jobspec::{Job, JobspecError};
 use crate::state::{Durable, StateError};
+use crate::structs::JobSubmission;
 
 pub mod bounds;
 
@@ -41,13 +42,17 @@ pub enum RegisterError {
 }
 
 /// Options of a registration (Nomad's `JobRegisterRequest`).
-#[derive(Debug, Clone, Copy, Default)]
+#[derive(Debug, Clone, Default)]
 pub struct RegisterOptions {
     /// Register only if the job's modify index is this (0: only if the job does not exist).
     pub enforce_index: Option<u64>,
     /// Keep the counts of the groups the registered job has (Nomad's `PreserveCounts`,
     /// which `nomad job run -preserve-counts` sets).
     pub preserve_counts: bool,
+    /// The job file's source (Nomad's `Submission`), kept with the version the
+    /// registration makes; dropped when the spec did not change (no version is made) or
+    /// when it is over [`crate::structs::MAX_SOURCE_SIZE`].
+    pub submission: Option<JobSubmission>,
 }
 
 impl Agent {
@@ -156,19 +161,26 @@ impl Agent {
                 }
             }
         }
+        let (submission, warning) =
+            crate::structs::admit_submission(opts.submission, crate::structs::MAX_SOURCE_SIZE);
+        if let Some(w) = warning {
+            tracing::warn!(job = %key.1, namespace = %key.0, "{w}");
+        }
         let plan = self.plan(job)?;
-        let (r, placing, written) = self.apply(plan, None, guard)?;
+        let (r, placing, written) = self.apply(plan, None, guard, submission)?;
         Ok((r, placing, written, (key, existing)))
     }
 
-    /// Carry out a plan: store the job (a new version when its spec changed), stop and
-    /// update what the plan says, record the evaluation, and place the new allocations.
-    /// `trigger` overrides what the evaluation says triggered it (an evaluation asked for).
+    /// Carry out a plan: store the job (a new version when its spec changed, with its
+    /// `submission` when one was given), stop and update what the plan says, record the
+    /// evaluation, and place the new allocations. `trigger` overrides what the evaluation
+    /// says triggered it (an evaluation asked for).
     fn apply(
         self: &Arc<Self>,
         plan: Plan,
         trigger: Option<Trigger>,
         guard: PlanGuard,
+        submission: Option<JobSubmission>,
     ) -> Result<(Registered, Option<Placing>, Durable), RegisterError> {
         let spec_changed = plan.spec_changed();
         let Plan {
@@ -206,6 +218,16 @@ impl Agent {
                 ..Default::default()
             },
         };
+        // As in Nomad, a registration that changes nothing makes no version and keeps no
+        // source; a new version keeps the source it was submitted as.
+        let new_version = existing.is_none() || spec_changed;
+        let submission = submission.filter(|_| new_version).map(|s| JobSubmission {
+            namespace: job.namespace.clone(),
+            job_id: job.id.clone(),
+            version: job.state.version,
+            job_modify_index: job.state.job_modify_index,
+            ..s
+        });
         // Keep what the agent knows of the job's lineage (a dispatched or launched child).
         if let Some(e) = &existing {
             if job.parent_id.is_empty() {
@@ -235,7 +257,7 @@ impl Agent {
         // A periodic or parameterized job is not evaluated itself: its children are.
         if job.is_parent() {
             tracing::info!(job = %job.id, namespace = %job.namespace, version = job.state.version, "job registered (launched by its children)");
-            let job_written = self.db.queue_job(&job)?;
+            let job_written = self.db.queue_job_version(&job, None, submission.as_ref())?;
             let r = Registered {
                 eval_id: String::new(),
                 index,
@@ -259,7 +281,9 @@ impl Agent {
         // Queued under the plan lock (so versions of a job are written in order), waited
         // for by the caller after the lock is let go; with the mark that its placement is
         // on its way, which the placement clears once its allocations are stored.
-        let job_written = self.db.queue_job_placing(&job, Some(&eval_id))?;
+        let job_written = self
+            .db
+            .queue_job_version(&job, Some(&eval_id), submission.as_ref())?;
         let registered = Registered {
             eval_id: eval_id.clone(),
             index,
@@ -321,7 +345,7 @@ impl Agent {
         }
         let guard = self.plan_lock.acquire();
         let plan = self.plan_with(job, true)?;
-        let (mut r, placing, job_written) = self.apply(plan, Some(trigger), guard)?;
+        let (mut r, placing, job_written) = self.apply(plan, Some(trigger), guard, None)?;
         if let Some(p) = placing {
             r.allocs = p.run(self)?;
         }
@@ -438,10 +462,13 @@ impl Agent {
                 ))
             })?;
         old.state = crate::jobspec::JobState::default();
+        // The new version keeps the source the old one was submitted as (as in Nomad).
+        let submission = self.db.job_submission(namespace, id, version)?;
         self.register_job_with(
             old,
             RegisterOptions {
                 enforce_index: Some(current.state.job_modify_index),
+                submission,
                 ..Default::default()
             },
         )

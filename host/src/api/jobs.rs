@@ -23,6 +23,7 @@ pub(super) fn routes() -> Router<AppState> {
         )
         .route("/v1/job/{id}/allocations", get(allocations))
         .route("/v1/job/{id}/summary", get(job_summary))
+        .route("/v1/job/{id}/submission", get(submission))
         .route("/v1/validate/job", post(validate).put(validate))
         .route("/v1/jobs/parse", post(parse).put(parse))
 }
@@ -65,16 +66,25 @@ fn do_register(
     agent: AppState,
     req: crate::jobspec::RegisterRequest,
 ) -> Result<Response, ApiError> {
+    // As Nomad's server does: a source over the limit is dropped, the job registered, and
+    // the answer's `Warnings` says so.
+    let (submission, warning) =
+        crate::structs::admit_submission(req.submission, crate::structs::MAX_SOURCE_SIZE);
     let r = agent
         .submit_job_with(
             req.job,
             RegisterOptions {
                 enforce_index: req.enforce_index,
                 preserve_counts: req.preserve_counts,
+                submission,
             },
         )
         .map_err(register_refused)?;
-    Ok(with_index(r.index, &register_response(&r)))
+    let mut body = register_response(&r);
+    if let Some(w) = warning {
+        body["Warnings"] = json!(w);
+    }
+    Ok(with_index(r.index, &body))
 }
 
 /// Nomad's `JobRegisterResponse`.
@@ -234,6 +244,33 @@ async fn job_summary(
 ) -> Result<Response, ApiError> {
     let (index, _, job) = q.job(&agent, &id).await?;
     Ok(with_index(index, &agent.job_summary(&job)))
+}
+
+/// `?version=N` of `GET /v1/job/{id}/submission` (required).
+#[derive(Deserialize)]
+struct VersionQuery {
+    version: Option<String>,
+}
+
+/// `GET /v1/job/{id}/submission?version=N`: the source that version of the job was
+/// submitted as. No version (or not a number) is Nomad's 400, no source for it Nomad's 404.
+async fn submission(
+    State(agent): State<AppState>,
+    Path(id): Path<String>,
+    Query(q): Query<QueryOptions>,
+    Query(vq): Query<VersionQuery>,
+) -> Result<Response, ApiError> {
+    let version = vq
+        .version
+        .as_deref()
+        .and_then(|v| v.parse::<u64>().ok())
+        .ok_or_else(|| ApiError::bad_request("Unable to parse job submission version parameter"))?;
+    let index = q.block(&agent).await;
+    let sub = agent
+        .job_submission(&q.namespace(), &id, version)
+        .map_err(ApiError::internal)?
+        .ok_or_else(|| ApiError::not_found("job source not found"))?;
+    Ok(with_index(index, &sub))
 }
 
 /// `POST /v1/jobs/parse`: `{"JobHCL": "...", "Canonicalize": true}` → the job as API JSON.
