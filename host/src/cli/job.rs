@@ -12,7 +12,8 @@ use super::ApiArgs;
 /// Job commands.
 #[derive(Debug, clap::Subcommand)]
 pub enum JobCommand {
-    /// Submit a job file (Nomad JSON) and follow it until it settles.
+    /// Submit a job file (HCL or Nomad JSON, sent with its source as Nomad's CLI does) and
+    /// follow it until it settles.
     Run {
         /// API address and token.
         #[command(flatten)]
@@ -144,9 +145,14 @@ pub async fn job_run(
     vars: &[String],
     detach: bool,
 ) -> anyhow::Result<i32> {
-    let job = super::read_job_file(file, vars)?;
+    let (job, submission) = super::read_job_source(file, vars)?;
     let client = api.client()?;
-    let body = serde_json::json!({ "Job": job });
+    // Nomad's `api.JobSubmission`: the fields a client sets.
+    let submission = serde_json::json!({
+        "Source": submission.source, "Format": submission.format,
+        "VariableFlags": submission.variable_flags, "Variables": submission.variables,
+    });
+    let body = serde_json::json!({ "Job": job, "Submission": submission });
     let resp = client
         .post(api.url("/v1/jobs"))
         .json(&body)
@@ -160,6 +166,9 @@ pub async fn job_run(
     }
     let reg: Value = serde_json::from_str(&text)?;
     let eval_id = reg["EvalID"].as_str().unwrap_or_default().to_string();
+    if let Some(w) = reg["Warnings"].as_str().filter(|w| !w.is_empty()) {
+        println!("==> Job Warnings:\n{w}");
+    }
     println!("==> Job {:?} submitted (evaluation {eval_id})", job.id);
     if detach {
         return Ok(0);

@@ -208,6 +208,16 @@ pub(crate) fn read_job_file(
     path: &PathBuf,
     vars: &[String],
 ) -> anyhow::Result<crate::jobspec::Job> {
+    read_job_source(path, vars).map(|(job, _)| job)
+}
+
+/// [`read_job_file`], with the file's text as Nomad's CLI submits it beside the job
+/// (`Submission`: format `hcl2` or `json`, the `-var` flags), so the agent keeps the
+/// source with the job's version.
+pub(crate) fn read_job_source(
+    path: &PathBuf,
+    vars: &[String],
+) -> anyhow::Result<(crate::jobspec::Job, crate::structs::JobSubmission)> {
     let text = std::fs::read_to_string(path)
         .map_err(|e| anyhow::anyhow!("reading {}: {e}", path.display()))?;
     let mut values = std::collections::BTreeMap::new();
@@ -217,7 +227,8 @@ pub(crate) fn read_job_file(
             .ok_or_else(|| anyhow::anyhow!("-var {v:?}: expected name=value"))?;
         values.insert(k.trim().to_string(), val.to_string());
     }
-    let parsed = if text.trim_start().starts_with('{') {
+    let json = text.trim_start().starts_with('{');
+    let parsed = if json {
         if !values.is_empty() {
             anyhow::bail!(
                 "{}: -var applies to HCL job files, not JSON",
@@ -228,7 +239,14 @@ pub(crate) fn read_job_file(
     } else {
         crate::jobspec::parse_job_hcl_with_vars(&text, &values)
     };
-    parsed.map_err(|e| anyhow::anyhow!("{}: {e}", path.display()))
+    let job = parsed.map_err(|e| anyhow::anyhow!("{}: {e}", path.display()))?;
+    let submission = crate::structs::JobSubmission {
+        format: if json { "json" } else { "hcl2" }.into(),
+        variable_flags: (!values.is_empty()).then_some(values),
+        source: text,
+        ..Default::default()
+    };
+    Ok((job, submission))
 }
 
 #[cfg(test)]
