@@ -184,6 +184,14 @@ pub(super) async fn job(
     allocs.sort_by_key(|a| std::cmp::Reverse(a.create_time));
     let evals = agent.evals().of_job(&ns, &id);
     let definition = serde_json::to_string_pretty(&job).unwrap_or_default();
+    // The HCL the current version was submitted as, when it came as HCL.
+    let source = agent
+        .job_submission(&ns, &id, job.state.version)
+        .unwrap_or_else(|e| {
+            tracing::warn!(job = %id, error = %e, "reading the job's submission failed");
+            None
+        })
+        .filter(|s| s.is_hcl());
     let watch = format!("/v1/job/{}/allocations?namespace={}", enc(&id), enc(&ns));
     let body = html! {
         h1 { "Job " (job.id) }
@@ -266,8 +274,29 @@ pub(super) async fn job(
             summary { "Job JSON" }
             pre.code { code { (definition) } }
         }
+        @if let Some(s) = &source { (hcl_source(s)) }
     };
     page(&format!("Job {id}"), Tab::Jobs, Some(&watch), body).into_response()
+}
+
+/// The HCL a job version was submitted as, with the variables given with it.
+fn hcl_source(s: &crate::structs::JobSubmission) -> Markup {
+    html! {
+        details.source {
+            summary { "Job HCL (version " (s.version) ", as submitted)" }
+            pre.code { code data-format=(s.format) { (s.source) } }
+            @if let Some(flags) = s.variable_flags.as_ref().filter(|f| !f.is_empty()) {
+                h3 { "Variables (-var)" }
+                dl.facts {
+                    @for (k, v) in flags { dt { (k) } dd { code { (v) } } }
+                }
+            }
+            @if !s.variables.is_empty() {
+                h3 { "Variable files" }
+                pre.code { code { (s.variables) } }
+            }
+        }
+    }
 }
 
 /// An evaluation's placement failures by group: what filtered or exhausted the node.
