@@ -26,6 +26,9 @@ pub struct Acl {
     namespaces: BTreeMap<String, NsCaps>,
     /// Namespace rules whose names are globs.
     globs: BTreeMap<String, NsCaps>,
+    /// Variable rules by namespace and path, as Nomad keeps them: apart from the
+    /// namespace's capabilities (a namespace `deny` does not take them away).
+    variables: BTreeMap<(String, String), BTreeSet<String>>,
     node: Option<Level>,
     agent: Option<Level>,
     operator: Option<Level>,
@@ -34,7 +37,6 @@ pub struct Acl {
 #[derive(Debug, Clone, Default)]
 struct NsCaps {
     caps: BTreeSet<String>,
-    variables: BTreeMap<String, BTreeSet<String>>,
 }
 
 /// Merge two coarse levels: deny wins, else the higher.
@@ -87,8 +89,8 @@ impl Acl {
                 let e = map.entry(ns.name.clone()).or_default();
                 e.caps.extend(ns.capabilities.iter().cloned());
                 for (path, caps) in &ns.variables {
-                    e.variables
-                        .entry(path.clone())
+                    acl.variables
+                        .entry((ns.name.clone(), path.clone()))
                         .or_default()
                         .extend(caps.iter().cloned());
                 }
@@ -134,26 +136,45 @@ impl Acl {
                 .is_some_and(|r| !r.caps.contains("deny") && !r.caps.is_empty())
     }
 
+    /// Whether a namespace capability spec holds in `ns`: `a+b` needs both `a` and `b`.
+    pub fn allow_ns_spec(&self, ns: &str, spec: &str) -> bool {
+        spec.split('+').all(|c| self.allow_ns(ns, c))
+    }
+
+    /// Whether some namespace the token has a rule for grants `spec` (Nomad's
+    /// `AllowNsOp("*", op)`, which lets a list across namespaces through to be filtered).
+    pub fn allow_spec_somewhere(&self, spec: &str) -> bool {
+        self.management
+            || self
+                .namespaces
+                .keys()
+                .chain(self.globs.keys())
+                .any(|ns| self.allow_ns_spec(ns, spec))
+    }
+
     /// Whether the token may do `op` (`list`, `read`, `write`, `destroy`) on variable
-    /// `path` of namespace `ns`: the path's exact rule, else its closest glob.
+    /// `path` of namespace `ns`, as Nomad's `AllowVariableOperation`: the rule for exactly
+    /// that namespace and path, else the closest glob over both (namespace and path
+    /// joined). A namespace's `policy` grants no variables; only `variables` blocks do.
     pub fn allow_variable(&self, ns: &str, path: &str, op: &str) -> bool {
         if self.management {
             return true;
         }
-        let Some(r) = self.ns_rule(ns) else {
-            return false;
-        };
-        if r.caps.contains("deny") {
-            return false;
-        }
-        let caps = r.variables.get(path).or_else(|| {
-            r.variables
-                .iter()
-                .filter(|(g, _)| g.contains('*') && glob_match(g, path))
-                .min_by_key(|(g, _)| path.len() as isize - g.replace('*', "").len() as isize)
-                .map(|(_, c)| c)
-        });
-        caps.is_some_and(|c| !c.contains("deny") && c.contains(op))
+        let key = format!("{ns}\0{path}");
+        let caps = self
+            .variables
+            .get(&(ns.to_string(), path.to_string()))
+            .filter(|_| !ns.contains('*') && !path.contains('*'))
+            .or_else(|| {
+                self.variables
+                    .iter()
+                    .filter(|((n, p), _)| n.contains('*') || p.contains('*'))
+                    .map(|((n, p), c)| (format!("{n}\0{p}"), c))
+                    .filter(|(g, _)| glob_match(g, &key))
+                    .min_by_key(|(g, _)| key.len() as isize - g.replace('*', "").len() as isize)
+                    .map(|(_, c)| c)
+            });
+        caps.is_some_and(|c| c.contains(op))
     }
 
     fn level(&self, l: Option<Level>, want: Level) -> bool {
@@ -197,11 +218,47 @@ mod tests {
         assert!(acl.allow_ns("dev", "alloc-lifecycle"));
         assert!(acl.allow_node(Level::Read) && !acl.allow_node(Level::Write));
         assert!(!acl.allow_agent(Level::Read));
-        assert!(acl.allow_variable("dev", "a/b", "write"));
-        assert!(!acl.allow_variable("default", "a/b", "write"));
+        // A namespace policy grants no variables (as in Nomad): only `variables` blocks.
+        assert!(!acl.allow_variable("dev", "a/b", "write"));
+        assert!(
+            acl.allow_spec_somewhere("submit-job")
+                && !acl.allow_spec_somewhere("sentinel-override")
+        );
+        assert!(acl.allow_ns_spec("dev", "list-jobs+read-job"));
+        assert!(!acl.allow_ns_spec("default", "read-job+submit-job"));
         let deny = policy::parse(r#"namespace "dev" { capabilities = ["deny"] }"#).unwrap();
         let both = Acl::from_policies([&p, &deny]);
         assert!(!both.allow_ns("dev", "read-job"));
         assert!(Acl::management().allow_ns("x", "alloc-exec"));
+    }
+
+    #[test]
+    fn variables_match_namespace_and_path_together_as_nomad_does() {
+        let p = policy::parse(
+            r#"namespace "default" {
+                 policy = "deny"
+                 variables {
+                   path "app/*" { capabilities = ["read"] }
+                   path "app/secret" { capabilities = ["deny"] }
+                 }
+               }
+               namespace "*" {
+                 variables {
+                   path "shared/*" { capabilities = ["write", "list"] }
+                 }
+               }"#,
+        )
+        .unwrap();
+        let acl = Acl::from_policies([&p]);
+        // `read` implies `list`; a namespace deny does not reach the variables.
+        assert!(acl.allow_variable("default", "app/one", "read"));
+        assert!(acl.allow_variable("default", "app/one", "list"));
+        assert!(!acl.allow_variable("default", "app/one", "write"));
+        // The exact path wins over the glob; `deny` grants nothing.
+        assert!(!acl.allow_variable("default", "app/secret", "read"));
+        // A namespace glob covers every namespace's paths under it.
+        assert!(acl.allow_variable("prod", "shared/x", "write"));
+        assert!(!acl.allow_variable("prod", "app/one", "read"));
+        assert!(!acl.allow_ns("default", "read-job"));
     }
 }

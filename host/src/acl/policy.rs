@@ -140,14 +140,16 @@ pub fn expand_namespace_policy(policy: &str) -> Option<Vec<&'static str>> {
     })
 }
 
-/// The variable capabilities a namespace `policy` grants on every path: `read` lists and
-/// reads, `write` also writes and destroys.
-fn variables_of_policy(policy: &str) -> &'static [&'static str] {
-    match policy {
-        "read" => &["list", "read"],
-        "write" => &["list", "read", "write", "destroy"],
-        _ => &[],
+/// A variable path rule's capabilities as Nomad expands them: `deny` alone stands for
+/// nothing else, and `read` brings `list`.
+fn expand_variable_capabilities(mut caps: Vec<String>) -> Vec<String> {
+    if caps.iter().any(|c| c == "deny") {
+        return vec!["deny".into()];
     }
+    if caps.iter().any(|c| c == "read") && !caps.iter().any(|c| c == "list") {
+        caps.push("list".into());
+    }
+    caps
 }
 
 /// One `namespace "<name>"` rule, expanded.
@@ -277,7 +279,6 @@ fn namespace_rule(block: &Block) -> Result<NamespaceRule, PolicyError> {
         name: name.clone(),
         ..Default::default()
     };
-    let mut policy = None;
     for s in block.body.iter() {
         match s {
             Structure::Attribute(a) => match a.key.as_str() {
@@ -289,7 +290,6 @@ fn namespace_rule(block: &Block) -> Result<NamespaceRule, PolicyError> {
                         ))
                     })?;
                     rule.capabilities.extend(caps.iter().map(|c| c.to_string()));
-                    policy = Some(v);
                 }
                 "capabilities" => {
                     for c in strings(Some(&a.expr), "namespace", "capabilities")? {
@@ -331,7 +331,10 @@ fn namespace_rule(block: &Block) -> Result<NamespaceRule, PolicyError> {
                             ));
                         }
                     }
-                    rule.variables.entry(path).or_default().extend(caps);
+                    rule.variables
+                        .entry(path)
+                        .or_default()
+                        .extend(expand_variable_capabilities(caps));
                 }
             }
             Structure::Block(b) => {
@@ -344,15 +347,6 @@ fn namespace_rule(block: &Block) -> Result<NamespaceRule, PolicyError> {
     }
     if !valid_name(&name) {
         return err(format!("Invalid namespace name: {name:?}"));
-    }
-    if let Some(p) = policy {
-        let caps = variables_of_policy(&p);
-        if !caps.is_empty() {
-            rule.variables
-                .entry("*".into())
-                .or_default()
-                .extend(caps.iter().map(|c| c.to_string()));
-        }
     }
     Ok(rule)
 }
@@ -455,7 +449,8 @@ mod tests {
         let d = &p.namespaces[0];
         assert!(d.capabilities.contains("read-job") && d.capabilities.contains("read-logs"));
         assert!(!d.capabilities.contains("submit-job"));
-        assert_eq!(d.variables["*"].len(), 2);
+        // A namespace policy grants no variables (Nomad's acl/policy.go).
+        assert!(d.variables.is_empty());
         assert!(p.namespaces[1].capabilities.contains("scale-job"));
         assert_eq!(p.node, Some(Level::Write));
         assert_eq!(p.plugin, Some(Level::List));
