@@ -379,3 +379,15 @@ go_struct! {
         EvalID: String,
     }
 }
+
+go_struct! {
+    /// Mirrors `JobSubmission` in api/jobs.go (GET /v1/job/{id}/submission, which
+    /// `Jobs.Submission` decodes into; the server's Namespace, JobID, Version and
+    /// JobModifyIndex are not in it).
+    JobSubmission {
+        Source: String,
+        Format: String,
+        VariableFlags: BTreeMap<String, String>,
+        Variables: String,
+    }
+}

@@ -207,8 +207,18 @@ async fn job_operations(c: &mut GoCheck<'_>) {
         )
         .await;
     }
-    c.json::<go::JobRegisterResponse>(req("PUT", "/v1/jobs").body(json!({ "Job": v1 })))
-        .await;
+    let source = json!({ "Source": "job \"ver\" {}\n", "Format": "hcl2",
+        "VariableFlags": { "owner": "second" }, "Variables": "" });
+    c.json::<go::JobRegisterResponse>(
+        req("PUT", "/v1/jobs").body(json!({ "Job": v1, "Submission": source })),
+    )
+    .await;
+    c.json::<go::JobSubmission>(
+        req("GET", "/v1/job/{id}/submission")
+            .arg("ver")
+            .query("version=1"),
+    )
+    .await;
     for q in ["diffs=true", ""] {
         c.json::<go::JobVersionsResponse>(req("GET", "/v1/job/{id}/versions").arg("ver").query(q))
             .await;

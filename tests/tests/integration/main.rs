@@ -43,6 +43,7 @@ mod sdk;
 mod shutdown;
 mod soak;
 mod state;
+mod submissions;
 mod swap;
 mod swap_config;
 mod swap_drivers;
