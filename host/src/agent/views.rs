@@ -167,6 +167,11 @@ impl Agent {
         self.swapper.status()
     }
 
+    /// The recent history of components no longer loaded.
+    pub fn unloaded_components(&self) -> Vec<crate::swap::ComponentHistory> {
+        self.swapper.unloaded()
+    }
+
     /// Hot-swap counters.
     pub fn swap_metrics(&self) -> &crate::swap::SwapMetrics {
         &self.swapper.metrics

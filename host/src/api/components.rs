@@ -1,6 +1,8 @@
 //! Paddock's own component endpoints: `GET /v1/components` (every component version, active
 //! or draining, and every refused file, with its identity, source, grants, limits, calls,
-//! errors and the tasks it serves), `POST /v1/components/reload` (look at the components
+//! errors and the tasks it serves; the version each current one replaced and the recent
+//! history of swaps, refusals, reverts and removals; and, as `Unloaded`, the history of
+//! components no longer loaded), `POST /v1/components/reload` (look at the components
 //! folders now, for setups where file events are not delivered) and `POST
 //! /v1/agent/reload` (re-read the config file's `plugin` and `hook` blocks, as SIGHUP
 //! does).
@@ -24,7 +26,11 @@ pub(super) fn routes() -> Router<AppState> {
 async fn components(State(agent): State<AppState>) -> Response {
     with_index(
         agent.index(),
-        &json!({ "Components": agent.components(), "Refused": agent.refusals() }),
+        &json!({
+            "Components": agent.components(),
+            "Refused": agent.refusals(),
+            "Unloaded": agent.unloaded_components(),
+        }),
     )
 }
 

@@ -17,15 +17,22 @@
 //! - A deleted file unloads its component (a built-in of the same name takes over again).
 //!
 //! Every change is a `Component` event on the event stream and is counted in the metrics.
+//! Each component's recent history (swaps, refusals, reverts, removals) is kept in memory
+//! for `/v1/components` and the UI.
 //! Files: this one (applying a file), `watch.rs` (folder events, debounced), `revert.rs`
-//! (auto-revert), `view.rs` (what `/v1/components` shows), `reload.rs` (config reload).
+//! (auto-revert), `view.rs` (what `/v1/components` shows), `history.rs` (what happened to
+//! each component), `reload.rs` (config reload).
 
+mod history;
 mod reload;
 mod revert;
 mod view;
 pub mod watch;
 
-pub use view::{ComponentState, ComponentStatus};
+pub use history::{Kind as SwapEventKind, SwapEvent};
+pub use view::{ComponentHistory, ComponentState, ComponentStatus, PreviousVersion};
+
+use history::{History, Kind, Subject};
 
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
@@ -116,8 +123,10 @@ pub struct Swapper {
     /// Refusals of built-ins at start.
     builtin_refusals: Vec<String>,
     auto_revert: RwLock<BTreeMap<String, AutoRevert>>,
-    /// The sha256 each component's current version replaced.
-    previous: Mutex<BTreeMap<(World, String), String>>,
+    /// The version each component's current version replaced.
+    previous: Mutex<BTreeMap<(World, String), PreviousVersion>>,
+    /// What happened to each component and refused file, newest first.
+    history: History,
     /// Hot-swap counters.
     pub metrics: SwapMetrics,
 }
@@ -166,6 +175,7 @@ impl Swapper {
             builtin_refusals,
             auto_revert: RwLock::new(parts.auto_revert),
             previous: Mutex::new(BTreeMap::new()),
+            history: History::default(),
             metrics: SwapMetrics::default(),
         });
         for dir in s.dirs.clone() {
@@ -182,6 +192,7 @@ impl Swapper {
                 match s.runtime.load(source, Arc::from(bytes)).await {
                     Ok(c) => {
                         s.warn_if_replacing_built_in(&c);
+                        s.remember(Kind::Loaded, &c, None, "loaded at start");
                         s.record(
                             &path,
                             sha,
@@ -193,7 +204,9 @@ impl Swapper {
                     }
                     Err(r) => {
                         tracing::error!("{r}");
-                        s.record(&path, sha, FileState::Refused(r.error.to_string()));
+                        let reason = r.error.to_string();
+                        s.remember_refusal(&path, &sha, &reason);
+                        s.record(&path, sha, FileState::Refused(reason));
                     }
                 }
             }
@@ -343,8 +356,11 @@ impl Swapper {
                 .previous
                 .lock()
                 .unwrap()
-                .insert(key, old.sha256.clone()),
+                .insert(key, PreviousVersion::of(old)),
         };
+        if let ComponentSource::File(p) = &new.source {
+            self.history.adopt(p, new.world, &new.name);
+        }
         let handoff = if new.world == World::Driver {
             self.drivers.bindings().handoff(&new).await
         } else {
@@ -360,13 +376,13 @@ impl Swapper {
         match old {
             None => {
                 tracing::info!(name = %new.name, world = %new.world, source = %new.source, sha256 = %&new.sha256[..12], "component loaded");
-                self.tell("ComponentLoaded", &new, None, why);
+                self.tell(Kind::Loaded, &new, None, why);
                 Applied::Loaded(new.name.clone())
             }
             Some(old) => {
                 self.metrics.swaps.fetch_add(1, Ordering::Relaxed);
                 tracing::info!(name = %new.name, world = %new.world, source = %new.source, old = %&old.sha256[..12], new = %&new.sha256[..12], moved = handoff.moved.len(), pinned = handoff.pinned.len(), "component replaced");
-                self.tell("ComponentReplaced", &new, Some(&old), why);
+                self.tell(Kind::Swapped, &new, Some(&old), why);
                 if !handoff.pinned.is_empty() {
                     self.watch_draining(old.clone());
                 }
@@ -384,6 +400,7 @@ impl Swapper {
     /// again. A driver's running tasks stay on their versions until they end.
     async fn remove(self: &Arc<Self>, path: &Path) -> Applied {
         self.files.lock().unwrap().remove(path);
+        self.history.forget_file(path);
         let Some(cur) = self.runtime.registry.by_file(path) else {
             return Applied::Removed(None);
         };
@@ -392,6 +409,7 @@ impl Swapper {
             let source = ComponentSource::BuiltIn(a.file_name.to_string());
             match self.runtime.prepare(source, Arc::from(a.bytes)).await {
                 Ok(b) => {
+                    self.remember(Kind::Removed, &cur, None, "file deleted");
                     self.install(
                         b,
                         Instant::now(),
@@ -410,7 +428,7 @@ impl Swapper {
         }
         let tasks = self.drivers.bindings().versions_in_use(&cur.name);
         tracing::info!(name = %cur.name, world = %cur.world, file = %path.display(), running_tasks = tasks.values().sum::<usize>(), "component unloaded: its file was deleted");
-        self.tell("ComponentUnloaded", &cur, None, "file deleted");
+        self.tell(Kind::Removed, &cur, None, "file deleted");
         Applied::Removed(Some(cur.name.clone()))
     }
 
@@ -424,6 +442,7 @@ impl Swapper {
     /// Record and tell a refusal; nothing else changes.
     fn refused(&self, path: &Path, sha256: String, reason: &str) -> Applied {
         self.metrics.refusals.fetch_add(1, Ordering::Relaxed);
+        self.remember_refusal(path, &sha256, reason);
         self.record(path, sha256, FileState::Refused(reason.to_string()));
         tracing::error!(file = %path.display(), reason, "component refused; the running version (if any) stays");
         let details = BTreeMap::from([("file".to_string(), path.display().to_string())]);
@@ -446,20 +465,43 @@ impl Swapper {
         Applied::Refused(reason.to_string())
     }
 
-    /// A node event, a change and a `Component` event for what happened to `c`.
-    fn tell(
-        &self,
-        event_type: &'static str,
-        c: &LoadedComponent,
-        old: Option<&LoadedComponent>,
-        why: &str,
-    ) {
-        let verb = match event_type {
-            "ComponentLoaded" => "loaded",
-            "ComponentReplaced" => "replaced",
-            "ComponentReverted" => "reverted",
-            _ => "unloaded",
+    /// Add what happened to `c` (with the other version, `old`) to its history.
+    fn remember(&self, kind: Kind, c: &LoadedComponent, old: Option<&LoadedComponent>, why: &str) {
+        let e = SwapEvent {
+            time: crate::util::now_nanos(),
+            kind,
+            sha256: c.sha256.clone(),
+            previous_sha256: old.map(|o| o.sha256.clone()).unwrap_or_default(),
+            reason: why.to_string(),
+            source: c.source.to_string(),
         };
+        self.history
+            .record(Subject::Component(c.world, c.name.clone()), e);
+    }
+
+    /// Add a refusal of `path` to its history, and to that of the component the file
+    /// serves, which keeps serving.
+    fn remember_refusal(&self, path: &Path, sha256: &str, reason: &str) {
+        let e = SwapEvent {
+            time: crate::util::now_nanos(),
+            kind: Kind::Refused,
+            sha256: sha256.to_string(),
+            previous_sha256: String::new(),
+            reason: reason.to_string(),
+            source: path.display().to_string(),
+        };
+        if let Some(cur) = self.runtime.registry.by_file(path) {
+            self.history
+                .record(Subject::Component(cur.world, cur.name.clone()), e.clone());
+        }
+        self.history.record(Subject::File(path.to_path_buf()), e);
+    }
+
+    /// Remember, and tell with a node event, a change and a `Component` event, what
+    /// happened to `c`.
+    fn tell(&self, kind: Kind, c: &LoadedComponent, old: Option<&LoadedComponent>, why: &str) {
+        self.remember(kind, c, old, why);
+        let (event_type, verb) = (kind.event_type(), kind.verb());
         let mut details = BTreeMap::from([
             ("component".to_string(), c.name.clone()),
             ("sha256".to_string(), c.sha256.clone()),

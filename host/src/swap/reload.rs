@@ -60,6 +60,7 @@ impl Swapper {
                             c.name, r.error
                         );
                         tracing::error!("{reason}");
+                        self.remember(super::Kind::Refused, &c, None, &reason);
                         self.node_events
                             .push("Component", reason.clone(), BTreeMap::new());
                         Applied::Refused(reason)

@@ -126,7 +126,7 @@ impl Swapper {
             .lock()
             .unwrap()
             .remove(&(bad.world, bad.name.clone()));
-        self.tell("ComponentReverted", &good, Some(&bad), &why);
+        self.tell(super::Kind::Reverted, &good, Some(&bad), &why);
         if !handoff.pinned.is_empty() {
             self.watch_draining(bad);
         }
@@ -148,7 +148,7 @@ impl Swapper {
                 {
                     tracing::info!(name = %old.name, sha256 = %&old.sha256[..12], "draining driver version unloaded: its last task ended");
                     s.tell(
-                        "ComponentUnloaded",
+                        super::Kind::Drained,
                         &old,
                         None,
                         "its last running task ended",

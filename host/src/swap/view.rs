@@ -1,7 +1,9 @@
 //! What `/v1/components` shows of each component version: the current ones (`active`),
 //! driver versions kept for the tasks a newer version refused (`draining`), and files that
 //! were refused (`refused`, with the reason), each with its identity, where it came from,
-//! its grants and limits, its calls and failures, and the tasks it serves.
+//! its grants and limits, its calls and failures, and the tasks it serves; for the current
+//! version also the version it replaced and what happened to the component lately (and,
+//! apart, the history of components no longer loaded).
 
 use std::collections::BTreeMap;
 use std::path::PathBuf;
@@ -9,9 +11,10 @@ use std::sync::Arc;
 
 use serde::Serialize;
 
+use super::history::{Subject, SwapEvent};
 use super::{FileState, Swapper};
-use crate::runtime::LoadedComponent;
 use crate::runtime::inspect::grants_used;
+use crate::runtime::{LoadedComponent, World};
 
 /// Where a version stands.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
@@ -23,6 +26,49 @@ pub enum ComponentState {
     Draining,
     /// A file that was refused.
     Refused,
+}
+
+/// The version a component's current version replaced.
+#[derive(Debug, Clone, Serialize)]
+#[serde(rename_all = "PascalCase")]
+pub struct PreviousVersion {
+    /// sha256 of its bytes.
+    #[serde(rename = "SHA256")]
+    pub sha256: String,
+    /// The plugin's own version.
+    pub plugin_version: String,
+    /// When it was loaded, ns.
+    pub loaded_at: u64,
+    /// Where it came from.
+    pub source: String,
+    /// A driver version that still runs tasks the new version refused.
+    pub draining: bool,
+    /// Still held to be made current again if the new version fails its first calls
+    /// (auto-revert); once let go, only its identity is remembered.
+    pub kept_for_revert: bool,
+}
+
+impl PreviousVersion {
+    pub(super) fn of(c: &LoadedComponent) -> Self {
+        Self {
+            sha256: c.sha256.clone(),
+            plugin_version: c.plugin_version.clone(),
+            loaded_at: c.loaded_at,
+            source: c.source.to_string(),
+            draining: false,
+            kept_for_revert: false,
+        }
+    }
+}
+
+/// The history of a component that is no longer loaded.
+#[derive(Debug, Clone, Serialize)]
+#[serde(rename_all = "PascalCase")]
+pub struct ComponentHistory {
+    pub name: String,
+    pub world: String,
+    /// Newest first.
+    pub history: Vec<SwapEvent>,
 }
 
 /// One component version as the API shows it.
@@ -80,6 +126,12 @@ pub struct ComponentStatus {
     pub imports: Vec<String>,
     /// The grants those imports can use.
     pub grants_used: Vec<&'static str>,
+    /// For the current version: the version it replaced, if one did.
+    pub previous: Option<PreviousVersion>,
+    /// What happened to the component (for a refused file, to the file) lately, newest
+    /// first: loaded, swapped, refused, reverted, removed, drained. Empty on draining
+    /// versions (their component's current version has it).
+    pub history: Vec<SwapEvent>,
 }
 
 impl ComponentStatus {
@@ -117,6 +169,8 @@ impl ComponentStatus {
             warm_idle: c.warm_idle(),
             imports: c.imports.clone(),
             grants_used: grants_used(&c.imports),
+            previous: None,
+            history: Vec::new(),
         }
     }
 }
@@ -126,11 +180,13 @@ impl Swapper {
     /// draining versions, then refused files.
     pub fn status(&self) -> Vec<ComponentStatus> {
         let previous = self.previous.lock().unwrap().clone();
+        let mut history = self.history.snapshot();
         let mut out = Vec::new();
         for c in self.runtime.registry.list() {
-            let prev = previous
-                .get(&(c.world, c.name.clone()))
-                .cloned()
+            let before = previous.get(&(c.world, c.name.clone())).cloned();
+            let prev = before
+                .as_ref()
+                .map(|p| p.sha256.clone())
                 .unwrap_or_default();
             let mut by_version: BTreeMap<String, (Arc<LoadedComponent>, Vec<String>)> =
                 BTreeMap::new();
@@ -150,6 +206,18 @@ impl Swapper {
                 .unwrap_or_default();
             let mut active = ComponentStatus::of(&c, ComponentState::Active, prev, mine);
             active.replaces_built_in = self.replaces_built_in(&c);
+            active.previous = before.map(|mut p| {
+                p.draining = by_version.contains_key(&p.sha256);
+                p.kept_for_revert = self
+                    .runtime
+                    .registry
+                    .previous(c.world, &c.name)
+                    .is_some_and(|k| k.sha256 == p.sha256);
+                p
+            });
+            active.history = history
+                .remove(&Subject::Component(c.world, c.name.clone()))
+                .unwrap_or_default();
             out.push(active);
             for (_, (v, mut tasks)) in by_version {
                 tasks.sort();
@@ -175,12 +243,12 @@ impl Swapper {
             }
         }
         for (_, (v, tasks)) in orphans {
-            out.push(ComponentStatus::of(
-                &v,
-                ComponentState::Draining,
-                String::new(),
-                tasks,
-            ));
+            let mut s = ComponentStatus::of(&v, ComponentState::Draining, String::new(), tasks);
+            // A deleted driver's history goes with its first draining version.
+            s.history = history
+                .remove(&Subject::Component(v.world, v.name.clone()))
+                .unwrap_or_default();
+            out.push(s);
         }
         for (path, r) in self.files.lock().unwrap().iter() {
             if let FileState::Refused(reason) = &r.state {
@@ -209,9 +277,47 @@ impl Swapper {
                     warm_idle: 0,
                     imports: Vec::new(),
                     grants_used: Vec::new(),
+                    previous: None,
+                    history: history
+                        .get(&Subject::File(path.clone()))
+                        .cloned()
+                        .unwrap_or_default(),
                 });
             }
         }
         out
+    }
+
+    /// The history of each component that is no longer loaded (its file deleted, no
+    /// built-in of its name, no task left on it), by world and name.
+    pub fn unloaded(&self) -> Vec<ComponentHistory> {
+        let mut shown: Vec<(World, String)> = self
+            .runtime
+            .registry
+            .list()
+            .iter()
+            .map(|c| (c.world, c.name.clone()))
+            .collect();
+        shown.extend(
+            self.drivers
+                .bindings()
+                .all()
+                .into_iter()
+                .map(|b| (World::Driver, b.driver_name.clone())),
+        );
+        self.history
+            .snapshot()
+            .into_iter()
+            .filter_map(|(who, history)| match who {
+                Subject::Component(world, name) if !shown.contains(&(world, name.clone())) => {
+                    Some(ComponentHistory {
+                        name,
+                        world: world.to_string(),
+                        history,
+                    })
+                }
+                _ => None,
+            })
+            .collect()
     }
 }
