@@ -207,6 +207,26 @@ class Cluster(unittest.TestCase):
         bad = n.validate.validate_job({"Job": job}).json()
         self.assertTrue(any("Config.run_for" in e for e in bad["ValidationErrors"]), bad)
 
+    def test_a_job_registered_with_its_hcl_source_keeps_it(self):
+        # As `nomad job run` does: the HCL parsed by the agent, then registered with the
+        # source beside it (Nomad's Submission), then read back by version.
+        n = client()
+        hcl = 'job "py-src" {\n  type = "batch"\n  group "g" {\n    task "t" {\n      driver = "mock"\n      config {\n        run_for = "10ms"\n      }\n    }\n  }\n}\n'
+        job = n.jobs.parse(hcl)
+        submission = {"Source": hcl, "Format": "hcl2", "VariableFlags": {"x": "1"}, "Variables": ""}
+        reg = n.job.register_job("py-src", {"Job": job, "Submission": submission})
+        self.assertEqual(reg["Warnings"], "")
+        got = n.job.request("py-src", "submission", params={"version": 0}, method="get").json()
+        self.assertEqual(got["Source"], hcl)
+        self.assertEqual(got["Format"], "hcl2")
+        self.assertEqual(got["VariableFlags"], {"x": "1"})
+        self.assertEqual((got["JobID"], got["Namespace"], got["Version"]), ("py-src", "default", 0))
+        with self.assertRaises(nx.URLNotFoundNomadException):
+            n.job.request("py-src", "submission", params={"version": 1}, method="get")
+        n.job.deregister_job("py-src", purge=True)
+        with self.assertRaises(nx.URLNotFoundNomadException):
+            n.job.request("py-src", "submission", params={"version": 0}, method="get")
+
     def test_bad_requests_raise_the_matching_exceptions(self):
         n = client()
         with self.assertRaises(nx.URLNotFoundNomadException):
