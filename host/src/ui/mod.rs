@@ -11,6 +11,7 @@
 
 mod alloc;
 mod auth;
+mod components;
 mod jobs;
 mod node;
 
@@ -35,7 +36,7 @@ pub fn routes(agent: AppState) -> Router<AppState> {
         .route("/ui/jobs/{id}", get(jobs::job))
         .route("/ui/allocations/{id}", get(alloc::show))
         .route("/ui/node", get(node::node))
-        .route("/ui/components", get(node::components))
+        .route("/ui/components", get(components::components))
         .route_layer(axum::middleware::from_fn_with_state(agent, auth::gate))
         .route("/ui", get(to_jobs))
         .route("/ui/", get(to_jobs))

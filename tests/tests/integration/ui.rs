@@ -11,6 +11,8 @@ use serde_json::{Value, json};
 
 use crate::harness::{TestAgent, mock_job, repo_root};
 
+mod components;
+
 /// A raw_exec service job that prints a numbered line every second.
 fn ticker(id: &str) -> Value {
     json!({ "ID": id, "Type": "service", "TaskGroups": [{ "Name": "g", "Count": 1, "Tasks": [{
