@@ -327,10 +327,13 @@ impl Agent {
             .collect();
         let mut collected = Vec::new();
         for (ns, id) in dead {
-            let Some(job) = self.jobs.write().unwrap().remove(&(ns.clone(), id.clone())) else {
+            let key = (ns.clone(), id.clone());
+            let Some(job) = self.jobs.read().unwrap().get(&key).cloned() else {
                 continue;
             };
+            // Forgotten once the state DB forgot it: a refused delete leaves the job shown.
             self.db.delete_job(&ns, &id)?;
+            self.jobs.write().unwrap().remove(&key);
             let mut stopped = job;
             stopped.stop = true;
             self.periodic_job_changed(&stopped);

@@ -328,6 +328,9 @@ impl Agent {
         id: &str,
         trigger: Trigger,
     ) -> Result<Registered, RegisterError> {
+        // The job as it is once this plan's turn comes: read before, a stop or purge that
+        // came meanwhile would be undone by storing the job as it was.
+        let guard = self.plan_lock.acquire();
         let job = self
             .job(namespace, id)
             .ok_or_else(|| RegisterError::NotFound("job not found".into()))?;
@@ -343,7 +346,6 @@ impl Agent {
                 "can't evaluate parameterized job",
             )));
         }
-        let guard = self.plan_lock.acquire();
         let plan = self.plan_with(job, true)?;
         let (mut r, placing, job_written) = self.apply(plan, Some(trigger), guard, None)?;
         if let Some(p) = placing {
@@ -374,13 +376,23 @@ impl Agent {
     /// Stop a job: a new version with `Stop` set, its allocations stopped; with `purge`,
     /// forget the job and its versions too. A job that does not exist is not an error (as
     /// in Nomad): nothing happens and no evaluation is made.
+    ///
+    /// The change is durable before anything else happens: the job table changes and the
+    /// allocations stop only once the state DB took the write. A write the state DB refuses
+    /// (a failing disk) changes nothing, so the refusal (503) and what the API shows agree,
+    /// before and after a crash. Under the plan lock, so no plan made from the job as it was
+    /// stores it again after the change.
     pub fn deregister_job(
         self: &Arc<Self>,
         namespace: &str,
         id: &str,
         purge: bool,
     ) -> Result<Registered, StateError> {
+        if let Some(reason) = self.db.unwritable() {
+            return Err(StateError::Unwritable { reason });
+        }
         let key = (namespace.to_string(), id.to_string());
+        let guard = self.plan_lock.acquire();
         let Some(existing) = self.jobs.read().unwrap().get(&key).cloned() else {
             return Ok(Registered {
                 eval_id: String::new(),
@@ -389,16 +401,13 @@ impl Agent {
                 allocs: Vec::new(),
             });
         };
-        for r in self.live_runners(namespace, id) {
-            r.stop("job deregistered");
-        }
         let index = self.changes.bump();
         let mut job = existing.clone();
+        job.stop = true;
         if purge {
-            self.jobs.write().unwrap().remove(&key);
             self.db.delete_job(namespace, id)?;
+            self.jobs.write().unwrap().remove(&key);
         } else {
-            job.stop = true;
             if !existing.stop {
                 job.state.version += 1;
                 job.state.job_modify_index = index;
@@ -408,6 +417,10 @@ impl Agent {
             job.state.stable = false;
             self.db.put_job(&job)?;
             self.jobs.write().unwrap().insert(key, job.clone());
+        }
+        drop(guard);
+        for r in self.live_runners(namespace, id) {
+            r.stop("job deregistered");
         }
         self.periodic_job_changed(&job);
         let eval_id = if existing.is_parent() {

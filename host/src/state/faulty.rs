@@ -6,6 +6,11 @@
 //! `PADDOCK_TEST_STATE_WRITE_FAULTS=N` (off when unset) fails about one state DB commit in
 //! `N`, chosen by a fixed pseudo-random sequence (`PADDOCK_TEST_STATE_WRITE_FAULTS_SEED`, 0
 //! by default). The agent logs a warning at start when it is on.
+//!
+//! `PADDOCK_TEST_STATE_FULL_FILE=<path>` makes the disk full on demand, for tests that need
+//! a refused write at a chosen moment: every commit fails with `No space left on device`
+//! while a file exists at that path (the agent's retries included), and writes are taken
+//! again once it is removed.
 
 use std::sync::atomic::{AtomicU64, Ordering};
 
@@ -34,6 +39,8 @@ pub struct FaultyBackend<B: Backend> {
 pub const WRITE_FAULTS_ENV: &str = "PADDOCK_TEST_STATE_WRITE_FAULTS";
 /// Its seed.
 pub const WRITE_FAULTS_SEED_ENV: &str = "PADDOCK_TEST_STATE_WRITE_FAULTS_SEED";
+/// The environment variable naming the file whose presence makes the disk full.
+pub const FULL_FILE_ENV: &str = "PADDOCK_TEST_STATE_FULL_FILE";
 
 /// `(one_in, seed)` from [`WRITE_FAULTS_ENV`] and [`WRITE_FAULTS_SEED_ENV`]: `None` when
 /// unset, empty or 0, an error naming the variable when not a number.
@@ -59,19 +66,28 @@ pub fn open_redb(
     path: &std::path::Path,
     cache_bytes: usize,
 ) -> Result<std::sync::Arc<dyn super::StateDb>, StateError> {
-    let Some((one_in, seed)) = write_faults_from_env()? else {
+    let faults = write_faults_from_env()?;
+    let full_file = std::env::var_os(FULL_FILE_ENV).filter(|v| !v.is_empty());
+    if faults.is_none() && full_file.is_none() {
         return Ok(std::sync::Arc::new(super::RedbState::open_with_cache(
             path,
             cache_bytes,
         )?));
-    };
-    tracing::warn!(
-        one_in,
-        seed,
-        "{WRITE_FAULTS_ENV} is set: about one state DB commit in {one_in} will fail on purpose"
-    );
+    }
     let backend = FaultyBackend::new(super::RedbBackend::open_with_cache(path, cache_bytes)?);
-    backend.fail_one_in(one_in, seed);
+    if let Some((one_in, seed)) = faults {
+        tracing::warn!(
+            one_in,
+            seed,
+            "{WRITE_FAULTS_ENV} is set: about one state DB commit in {one_in} will fail on purpose"
+        );
+        backend.fail_one_in(one_in, seed);
+    }
+    if let Some(file) = full_file {
+        let file = std::path::PathBuf::from(file);
+        tracing::warn!(file = %file.display(), "{FULL_FILE_ENV} is set: state DB commits fail as on a full disk while this file exists");
+        backend.io.full_while_exists(file);
+    }
     Ok(std::sync::Arc::new(super::KvState::with_backend(
         backend,
         super::CommitOptions::default(),
@@ -181,6 +197,8 @@ impl<B: Backend> Backend for FaultyBackend<B> {
 pub struct IoFaults {
     fail_sync: AtomicU64,
     full: std::sync::atomic::AtomicBool,
+    /// The disk is full while a file exists here.
+    full_file: std::sync::OnceLock<std::path::PathBuf>,
     failed: std::sync::atomic::AtomicBool,
     /// Times the backend was reopened after a fault.
     pub reopens: AtomicU64,
@@ -197,6 +215,15 @@ impl IoFaults {
     /// Fail every commit with `No space left on device` until called with `false`.
     pub fn set_disk_full(&self, full: bool) {
         self.full.store(full, Ordering::SeqCst);
+    }
+
+    /// Fail every commit with `No space left on device` while a file exists at `path`.
+    pub fn full_while_exists(&self, path: std::path::PathBuf) {
+        let _ = self.full_file.set(path);
+    }
+
+    fn full(&self) -> bool {
+        self.full.load(Ordering::SeqCst) || self.full_file.get().is_some_and(|p| p.exists())
     }
 
     fn error(detail: &str) -> StateError {
@@ -217,7 +244,7 @@ impl IoFaults {
 
     fn write(&self) -> Result<(), StateError> {
         self.read()?;
-        let detail = if self.full.load(Ordering::SeqCst) {
+        let detail = if self.full() {
             "No space left on device (os error 28)"
         } else if self
             .fail_sync

@@ -365,6 +365,8 @@ pub struct AgentProcess {
     pub port: u16,
     /// Extra arguments of `agent run`.
     pub args: Vec<String>,
+    /// Extra environment of the agent process.
+    pub env: Vec<(String, String)>,
     child: Option<Child>,
     pub http: reqwest::Client,
 }
@@ -380,6 +382,7 @@ impl AgentProcess {
             dir: dir.to_path_buf(),
             port,
             args: Vec::new(),
+            env: Vec::new(),
             child: None,
             http: reqwest::Client::new(),
         }
@@ -404,6 +407,7 @@ impl AgentProcess {
             .arg(self.dir.join("data"))
             .args(["--bind", &format!("127.0.0.1:{}", self.port)])
             .args(&self.args)
+            .envs(self.env.iter().map(|(k, v)| (k, v)))
             .stdin(Stdio::null())
             .stdout(log.try_clone().unwrap())
             .stderr(log)

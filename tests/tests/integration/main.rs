@@ -33,6 +33,7 @@ mod node;
 mod nomad_plugin;
 mod nomad_plugin_go;
 mod nomad_plugin_python;
+mod outage;
 mod placement;
 mod polyglot;
 mod python;
