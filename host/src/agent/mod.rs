@@ -27,7 +27,7 @@ use crate::hookmanager::HookManager;
 use crate::jobspec::Job;
 use crate::runtime::{Runtime, RuntimeOptions};
 use crate::state::{MemState, StateDb};
-use crate::structs::{Allocation, DesiredStatus};
+use crate::structs::Allocation;
 use crate::taskenv::NodeInfo;
 use crate::taskrunner::interfaces::Plugins;
 
@@ -45,6 +45,7 @@ mod periodic;
 mod placing;
 mod plan;
 mod register;
+mod restore;
 mod submission;
 mod usage;
 mod vars;
@@ -357,100 +358,6 @@ impl Agent {
             tokio::spawn(async move { a.run_drain(generation).await });
         }
         Ok(agent)
-    }
-
-    /// Restore jobs and allocations from the state DB: finished allocations are listed as
-    /// they were; every other one gets a runner that reattaches to its running tasks. One
-    /// allocation that cannot be restored is marked failed and does not stop the others.
-    fn restore(self: &Arc<Self>) -> anyhow::Result<()> {
-        let jobs = self.db.jobs()?;
-        let allocs = self.db.allocs()?;
-        // The change index goes on from where the stored state left it, so an index a
-        // client saw before the restart (a blocking query's, an EnforceIndex) is never
-        // handed out again for another change.
-        let stored = jobs
-            .iter()
-            .map(|j| j.state.modify_index.max(j.state.job_modify_index))
-            .chain(allocs.iter().map(|a| a.modify_index))
-            .max()
-            .unwrap_or(0);
-        self.changes.raise_to(stored);
-        let index = self.changes.bump();
-        let config = self.runner_config();
-        let mut restored = 0;
-        // Allocations of one version of a job share one copy of it, as they did when placed
-        // (rows of schema 4 and older each carry their own; the state DB shares the others').
-        let mut shared_jobs: BTreeMap<(String, String, u64, u64), Arc<Job>> = BTreeMap::new();
-        // What the stored jobs say was acknowledged wins over an allocation's own record: a
-        // stop or purge answered 200 whose allocations' stop was refused by the state DB
-        // (a failing disk) and then lost to a crash must not come back running.
-        let running: std::collections::HashSet<(&str, &str)> = jobs
-            .iter()
-            .filter(|j| !j.stop)
-            .map(|j| (j.namespace.as_str(), j.id.as_str()))
-            .collect();
-        for mut a in allocs {
-            let version = (
-                a.namespace.clone(),
-                a.job_id.clone(),
-                a.job.state.version,
-                a.job.state.job_modify_index,
-            );
-            a.job = shared_jobs
-                .entry(version)
-                .or_insert_with(|| a.job.clone())
-                .clone();
-            self.order.insert(&a);
-            if a.is_terminal() {
-                self.restored.write().unwrap().insert(a.id.clone(), a);
-                continue;
-            }
-            if a.group().is_none() {
-                a.client_status = crate::structs::ClientStatus::Failed;
-                a.client_description =
-                    format!("cannot restore: its job has no group {:?}", a.task_group);
-                tracing::error!(alloc_id = %a.id, "{}", a.client_description);
-                let _ = self.db.put_alloc(&a);
-                self.restored.write().unwrap().insert(a.id.clone(), a);
-                continue;
-            }
-            let stop = if a.desired_status == DesiredStatus::Stop {
-                Some(a.desired_description.clone())
-            } else if !running.contains(&(a.namespace.as_str(), a.job_id.as_str())) {
-                tracing::warn!(alloc_id = %a.id, job = %a.job_id, "restored allocation of a stopped or purged job: stopping it");
-                Some("job deregistered".to_string())
-            } else {
-                None
-            };
-            let id = a.id.clone();
-            let runner = AllocRunner::restore(a, &config);
-            if let Some(reason) = stop {
-                runner.stop(&reason);
-            }
-            self.allocs.write().unwrap().insert(id, runner.clone());
-            self.usage.track(&runner);
-            tokio::spawn(runner.run());
-            restored += 1;
-        }
-        let mut j = self.jobs.write().unwrap();
-        for mut job in jobs {
-            // A state file from before jobs kept their indexes: the job counts as created now.
-            if job.state.create_index == 0 {
-                job.state.create_index = index;
-                job.state.modify_index = index;
-                job.state.job_modify_index = index;
-            }
-            j.insert((job.namespace.clone(), job.id.clone()), job);
-        }
-        let periodic: Vec<Job> = j.values().filter(|j| j.is_periodic()).cloned().collect();
-        drop(j);
-        for job in &periodic {
-            self.periodic_job_changed(job);
-        }
-        if restored > 0 {
-            tracing::info!(allocations = restored, "allocations restored");
-        }
-        Ok(())
     }
 
     /// What alloc runners are given; the node as of now.

@@ -88,6 +88,11 @@ pub(super) type Procs = Arc<Mutex<HashMap<u64, Proc>>>;
 pub struct ProcessTable {
     pub(super) procs: Procs,
     backend: std::sync::OnceLock<Backend>,
+    /// Processes taken back at a restart that no driver has asked about since: once every
+    /// restored task has reattached, those left belong to no task ([`Self::reap_unclaimed`]).
+    /// By host id, the start time recorded (to tell the process from a later one that
+    /// got its pid).
+    unclaimed: Mutex<HashMap<u64, u64>>,
 }
 
 /// Hands the executor's news to the table.
@@ -189,8 +194,10 @@ impl ProcessTable {
     pub async fn restore(&self, records: Vec<ProcessRecord>) {
         {
             let mut procs = self.procs.lock().unwrap();
+            let mut unclaimed = self.unclaimed.lock().unwrap();
             for r in &records {
                 procs.insert(r.id, Proc::new(r.pid, &r.owner));
+                unclaimed.insert(r.id, r.start_ticks);
             }
         }
         if records.is_empty() {
@@ -247,9 +254,45 @@ impl ProcessTable {
     ) -> Result<(u32, watch::Receiver<Option<ExitResult>>), HostError> {
         let procs = self.procs.lock().unwrap();
         match procs.get(&id) {
-            Some(p) if p.owner == owner => Ok((p.pid, p.exit.clone())),
+            Some(p) if p.owner == owner => {
+                self.unclaimed.lock().unwrap().remove(&id);
+                Ok((p.pid, p.exit.clone()))
+            }
             _ => Err(HostError::NotFound(format!("no process with id {id}"))),
         }
+    }
+
+    /// Kill and forget the processes taken back at a restart that no driver asked about
+    /// since (a driver asks when it reattaches its task): call once every restored task
+    /// has reattached or given up. They belong to no task the state DB knows of (a task
+    /// whose handle a failing disk refused, an allocation whose rows are gone), and nothing
+    /// would ever stop them. Returns their ids.
+    pub fn reap_unclaimed(&self) -> Vec<u64> {
+        let ids: Vec<(u64, u64)> = self.unclaimed.lock().unwrap().drain().collect();
+        let mut reaped = Vec::new();
+        for (id, ticks) in ids {
+            let Some((pid, running)) = self
+                .procs
+                .lock()
+                .unwrap()
+                .get(&id)
+                .map(|p| (p.pid, p.exit.borrow().is_none()))
+            else {
+                continue;
+            };
+            // Only the process recorded: its pid may have gone to another since.
+            if running && ticks != 0 && start_ticks(pid) == Some(ticks) {
+                tracing::warn!(
+                    id,
+                    pid,
+                    "a process recorded before the restart belongs to no task: killing it"
+                );
+                let _ = send_signal(pid, "SIGKILL");
+            }
+            self.forget(id);
+            reaped.push(id);
+        }
+        reaped
     }
 
     pub(super) fn new_id(&self) -> u64 {

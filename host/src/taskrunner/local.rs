@@ -22,6 +22,12 @@ impl From<StoredHandle> for TaskHandle {
 }
 
 impl TaskRunner {
+    /// Nothing of this task is left to reattach: it had no stored handle, or its runner
+    /// has taken the task back (bound it to its driver) or given it up (cleared the handle).
+    pub fn reattach_settled(&self) -> bool {
+        self.local.lock().unwrap().handle.is_none() || self.binding.lock().unwrap().is_some()
+    }
+
     /// The invocation is over: its handle is no longer needed.
     pub(super) fn clear_handle(&self) {
         self.update_local(|l| l.handle = None);

@@ -8,7 +8,7 @@ use std::time::{Duration, Instant};
 
 use serde_json::{Value, json};
 
-use crate::harness::AgentProcess;
+use crate::harness::{AgentProcess, alive, pid_in};
 
 /// An agent whose state DB commits fail as on a full disk while the returned file exists.
 fn agent_with_full_switch(dir: &Path) -> (AgentProcess, PathBuf) {
@@ -24,6 +24,12 @@ fn agent_with_full_switch(dir: &Path) -> (AgentProcess, PathBuf) {
 fn sleeper(id: &str) -> Value {
     json!({ "ID": id, "Type": "service", "TaskGroups": [{ "Name": "g",
         "Tasks": [{ "Name": "t", "Driver": "mock", "Config": { "run_for": "1h" } }] }] })
+}
+
+fn raw_sleeper(id: &str) -> Value {
+    json!({ "ID": id, "Type": "service", "TaskGroups": [{ "Name": "g",
+        "Tasks": [{ "Name": "t", "Driver": "raw_exec",
+            "Config": { "command": "/bin/sh", "args": ["-c", "echo $$ > local/pid; exec sleep 600"] } }] }] })
 }
 
 fn running(a: &[Value]) -> bool {
@@ -127,4 +133,75 @@ async fn a_stop_or_purge_refused_by_a_full_disk_changes_nothing_before_or_after_
     agent.start().await;
     assert_eq!(job_stop(&agent, "purge-me").await.0, 404);
     agent.wait_allocs("stop-me", running).await;
+}
+
+/// Processes recorded before a `kill -9` that no restored task takes back are killed: a
+/// task whose handle never reached the state file (the state DB refused it) is started
+/// again, and its first process would run on beside the second; a process whose
+/// allocation's rows are gone would run for an allocation no job shows.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn processes_no_restored_task_takes_back_are_killed_after_a_restart() {
+    use paddock::state::{LocalTaskState, RedbState, StateDb};
+
+    let dir = tempfile::tempdir().unwrap();
+    let mut agent = AgentProcess::new(dir.path());
+    agent.start().await;
+    let pid_file = |alloc: &str| {
+        dir.path()
+            .join("data/alloc")
+            .join(alloc)
+            .join("t/local/pid")
+    };
+    let mut allocs = Vec::new();
+    let mut pids = Vec::new();
+    for id in ["lost-handle", "lost-alloc", "kept"] {
+        agent.post_job(raw_sleeper(id)).await;
+        let a = agent.wait_allocs(id, running).await;
+        let alloc = a[0]["ID"].as_str().unwrap().to_string();
+        pids.push(pid_in(&pid_file(&alloc)).await);
+        allocs.push(alloc);
+    }
+    agent.kill9();
+    {
+        let db = RedbState::open(&dir.path().join("data/state.redb")).unwrap();
+        // What a refused write leaves: the task's handle never stored, and an allocation
+        // whose rows are gone; their processes are recorded.
+        db.put_local_state(&allocs[0], "t", &LocalTaskState::default())
+            .unwrap();
+        db.delete_alloc(&allocs[1]).unwrap();
+        assert_eq!(db.processes().unwrap().len(), 3);
+    }
+    agent.start().await;
+    let deadline = Instant::now() + Duration::from_secs(30);
+    while alive(pids[0]) || alive(pids[1]) {
+        assert!(
+            Instant::now() < deadline,
+            "left running: the first {}, the second {}\n{}",
+            alive(pids[0]),
+            alive(pids[1]),
+            agent.log()
+        );
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    // The task without a handle runs again, once, as a new process.
+    agent.wait_allocs("lost-handle", running).await;
+    let deadline = Instant::now() + Duration::from_secs(20);
+    let new_pid = loop {
+        let p = pid_in(&pid_file(&allocs[0])).await;
+        if p != pids[0] {
+            break p;
+        }
+        assert!(Instant::now() < deadline, "the task was not started again");
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    };
+    assert!(alive(new_pid));
+    // The task that was taken back runs on, untouched.
+    let kept = agent.wait_allocs("kept", running).await;
+    assert_eq!(kept[0]["TaskStates"]["t"]["Restarts"], 0);
+    assert!(alive(pids[2]));
+    assert!(
+        agent
+            .log()
+            .contains("killed processes recorded before the restart")
+    );
 }
