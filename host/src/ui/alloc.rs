@@ -1,5 +1,10 @@
 //! `/ui/allocations/{id}`: each task's state and events as a timeline, its resources and
 //! device instances, the restart, signal and stop buttons, and its logs as they are written.
+//!
+//! With ACL policies the page is shown only to a token that may read jobs in the
+//! allocation's own namespace (a 403 otherwise, whatever `?namespace=` says); its buttons
+//! only with `alloc-lifecycle` there and its logs only with `read-logs`, as the API will
+//! check when they are used.
 
 use axum::extract::{Path, State};
 use axum::http::StatusCode;
@@ -7,6 +12,7 @@ use axum::response::{IntoResponse, Response};
 use maud::{Markup, html};
 
 use super::AppState;
+use super::auth::{Viewer, refused};
 use super::{Tab, age, duration, enc, error_page, job_href, label, page, short, time_el};
 use crate::structs::{Allocation, TaskEvent, TaskEventType, TaskState};
 
@@ -15,15 +21,23 @@ const SIGNALS: [&str; 6] = [
     "SIGHUP", "SIGINT", "SIGTERM", "SIGUSR1", "SIGUSR2", "SIGKILL",
 ];
 
-/// `GET /ui/allocations/{id}` (a unique prefix of the id works too).
-async fn render(agent: &AppState, id: &str) -> Response {
+/// `GET /ui/allocations/{id}` (a unique prefix of the id works too, among the
+/// allocations the viewer may read).
+async fn render(agent: &AppState, viewer: &Viewer, id: &str) -> Response {
     let alloc = agent.allocation(id).or_else(|| {
-        let found = agent.visit_allocations(|a| a.id.starts_with(id).then(|| a.clone()));
+        let found = agent.visit_allocations(|a| {
+            (a.id.starts_with(id) && viewer.reads_jobs(agent, &a.namespace)).then(|| a.clone())
+        });
         (found.len() == 1 && id.len() >= 2).then(|| found.into_iter().next().unwrap())
     });
     let Some(a) = alloc else {
         return error_page(StatusCode::NOT_FOUND, &format!("No allocation {id:?}."));
     };
+    if let Err(why) = viewer.check_reads(agent, &a.namespace) {
+        return refused(&why, &format!("/ui/allocations/{}", enc(id)));
+    }
+    let lifecycle = viewer.may(agent, &a.namespace, "alloc-lifecycle");
+    let read_logs = viewer.may(agent, &a.namespace, "read-logs");
     let tasks: Vec<String> = a
         .group()
         .map(|g| g.tasks.iter().map(|t| t.name.clone()).collect())
@@ -32,13 +46,13 @@ async fn render(agent: &AppState, id: &str) -> Response {
     let body = html! {
         h1 { "Allocation " code { (short(&a.id)) } }
         div #alloc data-live { (facts(&a)) }
-        (actions(&a, &tasks))
+        (actions(&a, &tasks, lifecycle))
         div #tasks data-live {
             @for t in &tasks {
                 (task_section(&a, t, a.task_states.get(t)))
             }
         }
-        (logs(&a, &tasks))
+        (logs(&a, &tasks, read_logs))
     };
     page(
         &format!("Allocation {}", short(&a.id)),
@@ -49,8 +63,12 @@ async fn render(agent: &AppState, id: &str) -> Response {
     .into_response()
 }
 
-pub(super) async fn show(State(agent): State<AppState>, Path(id): Path<String>) -> Response {
-    render(&agent, &id).await
+pub(super) async fn show(
+    State(agent): State<AppState>,
+    Path(id): Path<String>,
+    axum::Extension(viewer): axum::Extension<Viewer>,
+) -> Response {
+    render(&agent, &viewer, &id).await
 }
 
 fn facts(a: &Allocation) -> Markup {
@@ -74,9 +92,21 @@ fn facts(a: &Allocation) -> Markup {
     }
 }
 
-/// Restart, signal and stop: forms the script sends to the API.
-fn actions(a: &Allocation, tasks: &[String]) -> Markup {
+/// Restart, signal and stop: forms the script sends to the API (offered only to a token
+/// with `alloc-lifecycle` in the allocation's namespace, `allowed`).
+fn actions(a: &Allocation, tasks: &[String], allowed: bool) -> Markup {
     let id = enc(&a.id);
+    if !allowed {
+        return html! {
+            section.actions aria-labelledby="actions-h" {
+                h2 #actions-h { "Actions" }
+                p.denied #actions-denied {
+                    "Your token may not restart, signal or stop this allocation: that needs "
+                    code { "alloc-lifecycle" } " in namespace " code { (a.namespace) } "."
+                }
+            }
+        };
+    }
     html! {
         section.actions aria-labelledby="actions-h" {
             h2 #actions-h { "Actions" }
@@ -205,8 +235,20 @@ fn devices(res: &serde_json::Value) -> Markup {
     }
 }
 
-/// The logs panel; the script follows the framed logs endpoint into it.
-fn logs(a: &Allocation, tasks: &[String]) -> Markup {
+/// The logs panel; the script follows the framed logs endpoint into it. A token without
+/// `read-logs` in the allocation's namespace (`allowed`) is told so instead.
+fn logs(a: &Allocation, tasks: &[String], allowed: bool) -> Markup {
+    if !allowed {
+        return html! {
+            section.logs aria-labelledby="logs-h" {
+                h2 #logs-h { "Logs" }
+                p.denied #logs-denied {
+                    "Your token may not read logs in this allocation's namespace: that needs "
+                    code { "read-logs" } " in namespace " code { (a.namespace) } "."
+                }
+            }
+        };
+    }
     html! {
         section.logs aria-labelledby="logs-h" data-logs=(a.id) {
             h2 #logs-h { "Logs" }

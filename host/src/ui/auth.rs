@@ -13,8 +13,13 @@
 //!   live parts and buttons send it as `X-Nomad-Token`. A tab without it (opened anew)
 //!   shows the pages through the cookie and asks for the token again for the live parts.
 //!
-//! What is checked is [`authorize`]'s to say: today the one token, compared in constant
-//! time; each page names what it needs ([`Need`]) so policy checks can be added there.
+//! What is checked is [`authorize`]'s to say: the one configured token, compared in
+//! constant time, or with Nomad's ACL system the token's policies. The gate checks what
+//! the path says a page needs ([`Need`]); a page about one object (an allocation, a job)
+//! checks again in the object's own namespace, whatever `?namespace=` said, and offers
+//! only what the token may do there ([`Viewer::may`]): the logs with `read-logs`, stop and
+//! purge with `submit-job`, restart, signal and stop of an allocation with
+//! `alloc-lifecycle`.
 
 use axum::Form;
 use axum::extract::{Request, State};
@@ -52,6 +57,10 @@ impl Need {
         }
         if path.starts_with("/ui/components") {
             return Need::ReadAgent;
+        }
+        // The allocation's namespace is known once it is found: the page checks it then.
+        if path.starts_with("/ui/allocations/") {
+            return Need::ListJobs;
         }
         let namespace = query
             .into_iter()
@@ -166,11 +175,36 @@ pub(crate) struct Viewer(pub Option<String>);
 impl Viewer {
     /// Whether this viewer may read the jobs of `namespace`.
     pub(crate) fn reads_jobs(&self, agent: &Agent, namespace: &str) -> bool {
+        self.check_reads(agent, namespace).is_ok()
+    }
+
+    /// Whether this viewer may read the jobs (and allocations) of `namespace`, and why not.
+    pub(crate) fn check_reads(&self, agent: &Agent, namespace: &str) -> Result<(), Denied> {
         let need = Need::ReadJobs {
             namespace: namespace.to_string(),
         };
-        authorize(agent, self.0.as_deref(), &need).is_ok()
+        authorize(agent, self.0.as_deref(), &need)
     }
+
+    /// Whether this viewer holds the namespace capability `cap` (`read-logs`,
+    /// `submit-job`, `alloc-lifecycle`) in `namespace`: what the API will check when the
+    /// page's button or panel calls it. Without ACL policies the gate's check was all.
+    pub(crate) fn may(&self, agent: &Agent, namespace: &str, cap: &str) -> bool {
+        if !agent.acl().enabled() {
+            return true;
+        }
+        let token = self.0.as_deref().filter(|t| !t.is_empty());
+        agent
+            .acl()
+            .resolve(token)
+            .is_some_and(|c| agent.acl().acl_of(&c).allow_ns(namespace, cap))
+    }
+}
+
+/// The 403 page of a page whose object the viewer may not see, asking for a token that
+/// may; `here` is the page, to come back to after signing in.
+pub(crate) fn refused(why: &Denied, here: &str) -> Response {
+    login_form(StatusCode::FORBIDDEN, why, here)
 }
 
 /// The pages' gate: a request without the right token gets a 403 page that says so and
@@ -310,6 +344,11 @@ mod tests {
             }
         );
         assert_eq!(Need::of("/ui/node", None), Need::ReadNode);
+        assert_eq!(
+            Need::of("/ui/allocations/abc", Some("namespace=default")),
+            Need::ListJobs,
+            "the page checks the allocation's own namespace"
+        );
         assert_eq!(Need::of("/ui/jobs", None), Need::ListJobs);
         assert_eq!(Need::of("/ui/jobs", Some("namespace=*")), Need::ListJobs);
     }

@@ -130,7 +130,8 @@ pub(super) async fn list(
                                     td { span class=(format!("status {}", j.state.status)) { (j.state.status) } }
                                     td { (bar(summary.summary.values())) }
                                     td { (time_el(j.state.submit_time.max(0) as u64)) }
-                                    td.actions { (job_buttons(&j.namespace, &j.id, j.stop)) }
+                                    @let may = viewer.may(&agent, &j.namespace, "submit-job");
+                                    td.actions { (job_buttons(&j.namespace, &j.id, j.stop, may)) }
                                 }
                             }
                         }
@@ -142,9 +143,15 @@ pub(super) async fn list(
     page("Jobs", Tab::Jobs, Some("/v1/jobs?namespace=*"), body).into_response()
 }
 
-/// Stop and purge, for the script (they call `DELETE /v1/job/{id}`).
-fn job_buttons(namespace: &str, id: &str, stopped: bool) -> Markup {
+/// Stop and purge, for the script (they call `DELETE /v1/job/{id}`); offered only to a
+/// token with `submit-job` in the job's namespace (`allowed`), as the API checks.
+fn job_buttons(namespace: &str, id: &str, stopped: bool, allowed: bool) -> Markup {
     let api = format!("/v1/job/{}?namespace={}", enc(id), enc(namespace));
+    if !allowed {
+        let why =
+            format!("Your token may not stop or purge jobs in namespace {namespace} (submit-job)");
+        return html! { span.denied title=(why) { "Read only" } };
+    }
     html! {
         @if !stopped {
             button type="button" data-action="DELETE" data-url=(api)
@@ -167,6 +174,7 @@ pub(super) async fn job(
     State(agent): State<AppState>,
     Path(id): Path<String>,
     Query(q): Query<JobQuery>,
+    axum::Extension(viewer): axum::Extension<super::auth::Viewer>,
 ) -> Response {
     let ns = if q.namespace.is_empty() {
         "default".to_string()
@@ -179,6 +187,10 @@ pub(super) async fn job(
             &format!("No job {id:?} in namespace {ns:?}."),
         );
     };
+    if let Err(why) = viewer.check_reads(&agent, &job.namespace) {
+        let here = job_href(&job.namespace, &job.id);
+        return super::auth::refused(&why, &here);
+    }
     let summary = agent.job_summary(&job);
     let mut allocs = agent.job_allocations(&ns, &id, false);
     allocs.sort_by_key(|a| std::cmp::Reverse(a.create_time));
@@ -205,7 +217,8 @@ pub(super) async fn job(
                 dt { "Datacenters" } dd { (job.datacenters.join(", ")) }
                 dt { "Submitted" } dd { (time_el(job.state.submit_time.max(0) as u64)) }
             }
-            div.buttons { (job_buttons(&job.namespace, &job.id, job.stop)) }
+            @let may = viewer.may(&agent, &job.namespace, "submit-job");
+            div.buttons { (job_buttons(&job.namespace, &job.id, job.stop, may)) }
             h2 { "Task groups" }
             div.scroll { table {
                 thead { tr {

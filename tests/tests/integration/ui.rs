@@ -12,6 +12,7 @@ use serde_json::{Value, json};
 use crate::harness::{TestAgent, mock_job, repo_root};
 
 mod components;
+mod permissions;
 
 /// A raw_exec service job that prints a numbered line every second.
 fn ticker(id: &str) -> Value {

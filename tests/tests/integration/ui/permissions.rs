@@ -1,0 +1,209 @@
+//! The pages with Nomad's ACL policies: an allocation's or a job's page is checked in the
+//! object's own namespace (not the one `?namespace=` names), and a page offers only what
+//! the token may do there: the logs with `read-logs`, stop and purge with `submit-job`,
+//! restart, signal and stop of an allocation with `alloc-lifecycle`.
+
+use std::time::Duration;
+
+use serde_json::{Value, json};
+
+use super::{client, page, ticker};
+use crate::harness::TestAgent;
+
+const MGMT: &str = "ui-acl-mgmt";
+
+/// `POST path` as the management token; the answer must be a 200.
+async fn as_mgmt(t: &TestAgent, path: &str, body: Value) -> Value {
+    let r = client()
+        .post(t.url(path))
+        .header("X-Nomad-Token", MGMT)
+        .json(&body)
+        .send()
+        .await
+        .unwrap();
+    let status = r.status();
+    let text = r.text().await.unwrap();
+    assert_eq!(status, 200, "POST {path}: {text}");
+    serde_json::from_str(&text).unwrap_or(Value::Null)
+}
+
+/// A client token whose one policy is `rules`: its secret.
+async fn token_with(t: &TestAgent, name: &str, rules: &str) -> String {
+    as_mgmt(
+        t,
+        &format!("/v1/acl/policy/{name}"),
+        json!({ "Name": name, "Rules": rules }),
+    )
+    .await;
+    let tok = as_mgmt(
+        t,
+        "/v1/acl/token",
+        json!({ "Name": name, "Type": "client", "Policies": [name] }),
+    )
+    .await;
+    tok["SecretID"].as_str().unwrap().to_string()
+}
+
+/// The id of `job`'s allocation, once it has one.
+async fn alloc_of(t: &TestAgent, job: &str) -> String {
+    let deadline = tokio::time::Instant::now() + Duration::from_secs(30);
+    loop {
+        let found = t
+            .agent
+            .visit_allocations(|a| (a.job_id == job).then(|| a.id.clone()));
+        if let Some(id) = found.into_iter().next() {
+            return id;
+        }
+        assert!(
+            tokio::time::Instant::now() < deadline,
+            "{job} has no allocation"
+        );
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+}
+
+/// A page as `token`.
+async fn as_token(t: &TestAgent, path: &str, token: &str) -> (u16, String) {
+    let (status, _, body) = page(t, path, &[("X-Nomad-Token", token)]).await;
+    (status, body)
+}
+
+const BUTTONS: [&str; 3] = [
+    "Restart</button>",
+    "Send signal</button>",
+    "Stop allocation</button>",
+];
+
+#[tokio::test]
+async fn pages_check_the_objects_own_namespace_and_offer_only_what_the_token_may_do() {
+    let t = TestAgent::start(
+        &format!("acl {{\n  enabled = true\n  token = \"{MGMT}\"\n}}\n"),
+        vec![],
+    )
+    .await;
+    for (id, ns) in [("web", "default"), ("other", "prod")] {
+        let mut job = ticker(id);
+        job["Namespace"] = json!(ns);
+        as_mgmt(&t, "/v1/jobs", json!({ "Job": job })).await;
+    }
+    let web = alloc_of(&t, "web").await;
+    let other = alloc_of(&t, "other").await;
+
+    let reader = token_with(
+        &t,
+        "reader",
+        "namespace \"default\" {\n  capabilities = [\"read-job\"]\n}\n",
+    )
+    .await;
+    let operator = token_with(
+        &t,
+        "operator",
+        "namespace \"default\" {\n  capabilities = [\"read-job\", \"read-logs\", \"submit-job\", \"alloc-lifecycle\"]\n}\n",
+    )
+    .await;
+
+    // Another namespace's allocation, by its id: a 403 whatever ?namespace= says, as the
+    // API answers; a prefix of its id finds nothing this token may see.
+    for path in [
+        format!("/ui/allocations/{other}"),
+        format!("/ui/allocations/{other}?namespace=default"),
+    ] {
+        let (status, body) = as_token(&t, &path, &reader).await;
+        assert_eq!(status, 403, "{path}: {body}");
+        assert!(body.contains("403: Permission denied"), "{body}");
+        assert!(!body.contains("Task t"), "{body}");
+    }
+    let (status, _) = as_token(&t, &format!("/ui/allocations/{}", &other[..8]), &reader).await;
+    assert_eq!(
+        status, 404,
+        "a prefix of an allocation the token may not read"
+    );
+    let r = client()
+        .get(t.url(&format!("/v1/allocation/{other}")))
+        .header("X-Nomad-Token", &reader)
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(r.status(), 403, "the API refuses it too");
+    // Another namespace's job: 403 in its namespace, not found in the token's own.
+    let (status, _) = as_token(&t, "/ui/jobs/other?namespace=prod", &reader).await;
+    assert_eq!(status, 403);
+    let (status, body) = as_token(&t, "/ui/jobs/other?namespace=default", &reader).await;
+    assert_eq!(status, 404, "{body}");
+
+    // Its own namespace's allocation: shown, without logs or buttons.
+    let (status, body) = as_token(&t, &format!("/ui/allocations/{web}"), &reader).await;
+    assert_eq!(status, 200, "{body}");
+    assert!(body.contains("Task t"), "{body}");
+    assert!(
+        body.contains("Your token may not read logs") && !body.contains("data-logs="),
+        "no log panel without read-logs: {body}"
+    );
+    assert!(
+        body.contains("Your token may not restart, signal or stop this allocation"),
+        "{body}"
+    );
+    for b in BUTTONS {
+        assert!(
+            !body.contains(b),
+            "a read-only token is offered {b}: {body}"
+        );
+    }
+    // The API would refuse what the page does not offer.
+    let r = client()
+        .get(t.url(&format!(
+            "/v1/client/fs/logs/{web}?task=t&type=stdout&plain=true"
+        )))
+        .header("X-Nomad-Token", &reader)
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(r.status(), 403);
+    // Its job: no stop or purge, in the list or on its page.
+    for path in ["/ui/jobs/web", "/ui/jobs"] {
+        let (status, body) = as_token(&t, path, &reader).await;
+        assert_eq!(status, 200, "{path}: {body}");
+        assert!(
+            body.contains("/ui/jobs/web?") || path != "/ui/jobs",
+            "{body}"
+        );
+        assert!(!body.contains(r#"data-action="DELETE""#), "{path}: {body}");
+        assert!(body.contains("Read only"), "{path}: {body}");
+    }
+
+    // A token with the capabilities sees the log panel and every button.
+    let (status, body) = as_token(&t, &format!("/ui/allocations/{web}"), &operator).await;
+    assert_eq!(status, 200, "{body}");
+    assert!(body.contains(&format!(r#"data-logs="{web}""#)), "{body}");
+    assert!(!body.contains("may not"), "{body}");
+    for b in BUTTONS {
+        assert!(body.contains(b), "lacks {b}: {body}");
+    }
+    let (_, body) = as_token(&t, "/ui/jobs/web", &operator).await;
+    assert!(
+        body.contains(r#"data-url="/v1/job/web?namespace=default&amp;purge=true""#),
+        "{body}"
+    );
+    // It may not see the other namespace either.
+    let (status, _) = as_token(&t, &format!("/ui/allocations/{other}"), &operator).await;
+    assert_eq!(status, 403);
+
+    // The management token sees everything, anywhere.
+    let (status, body) = as_token(&t, &format!("/ui/allocations/{other}"), MGMT).await;
+    assert_eq!(status, 200, "{body}");
+    assert!(body.contains(&format!(r#"data-logs="{other}""#)), "{body}");
+    for b in BUTTONS {
+        assert!(body.contains(b), "lacks {b}: {body}");
+    }
+    let (status, body) = as_token(&t, "/ui/jobs/other?namespace=prod", MGMT).await;
+    assert_eq!(status, 200);
+    assert!(body.contains(r#"data-action="DELETE""#), "{body}");
+
+    // Without a token: the anonymous token has no policy here, so the pages ask for one.
+    let (status, _, body) = page(&t, &format!("/ui/allocations/{web}"), &[]).await;
+    assert_eq!(status, 403);
+    assert!(
+        body.contains(r#"<label for="token">ACL token</label>"#),
+        "{body}"
+    );
+}
