@@ -16,19 +16,56 @@ impl Agent {
     pub(super) fn spawn_outage_watch(self: &Arc<Self>) {
         let weak = Arc::downgrade(self);
         tokio::spawn(async move {
+            let failures = |a: &Agent| {
+                a.db.commit_stats()
+                    .failures
+                    .load(std::sync::atomic::Ordering::Relaxed)
+            };
             let mut was_down = false;
+            let mut seen = weak.upgrade().map_or(0, |a| failures(&a));
             loop {
                 tokio::time::sleep(TICK).await;
                 let Some(a) = weak.upgrade() else { return };
                 let down = a.db.unwritable().is_some();
-                if was_down && !down {
+                // An outage seen, or one that began and ended between two looks (or while
+                // the last pass ran): failed writes were counted meanwhile.
+                let failed = failures(&a);
+                if !down && (was_down || failed != seen) {
+                    seen = failed;
                     tracing::info!("the state DB writes again: placing what its outage cut short");
                     let agent = a.clone();
-                    let _ = tokio::task::spawn_blocking(move || agent.place_interrupted()).await;
+                    let _ = tokio::task::spawn_blocking(move || {
+                        agent.resync_allocations();
+                        agent.place_interrupted();
+                    })
+                    .await;
                 }
                 was_down = down;
             }
         });
+    }
+
+    /// Write again the allocation state whose writes an outage refused (see
+    /// [`crate::allocrunner::AllocRunner::resync`]): a crash after the outage then finds it as it is.
+    pub(super) fn resync_allocations(&self) {
+        let runners: Vec<_> = self.allocs.read().unwrap().values().cloned().collect();
+        let mut written = 0;
+        for r in runners {
+            match r.resync() {
+                Ok(true) => written += 1,
+                Ok(false) => {}
+                Err(e) => {
+                    tracing::warn!(error = %e, "writing allocation state again failed; retried after the next outage");
+                    return;
+                }
+            }
+        }
+        if written > 0 {
+            tracing::info!(
+                allocations = written,
+                "allocation state the outage refused written again"
+            );
+        }
     }
 
     /// Jobs whose registration was answered but whose placement a crash cut short (their

@@ -245,6 +245,20 @@ impl AllocRunner {
         }
     }
 
+    /// After a state DB outage: write again what of this allocation a refused write left
+    /// older in the state file (its record and task states, its tasks' local states with
+    /// their handles). `Ok(true)` when something was written.
+    pub fn resync(&self) -> Result<bool, crate::state::StateError> {
+        let mut wrote = self.shared.resync()?;
+        if self.shared.gone() {
+            return Ok(wrote);
+        }
+        for t in &self.tasks {
+            wrote |= t.resync_local()?;
+        }
+        Ok(wrote)
+    }
+
     /// The task runners.
     pub fn tasks(&self) -> &[Arc<TaskRunner>] {
         &self.tasks
@@ -321,5 +335,69 @@ mod tests {
         assert!(live.lock().unwrap().iter().any(|(_, up)| !up));
         // A second run does nothing.
         r.clone().run().await;
+    }
+
+    /// Writes a full disk refused are written again once the state DB writes: the state
+    /// file then holds the allocation as it is (a stop, a task's state), not as it was
+    /// before the outage, which a crash would bring back.
+    #[test]
+    fn allocation_state_refused_in_an_outage_is_written_again_when_the_disk_is_back() {
+        use crate::state::{CommitOptions, FaultyBackend, KvState, MemBackend};
+        use crate::structs::DesiredStatus;
+
+        let db = Arc::new(KvState::with_backend(
+            FaultyBackend::new(MemBackend::default()),
+            CommitOptions::default(),
+        ));
+        let stored = |db: &KvState<FaultyBackend<MemBackend>>| {
+            let mut a = db.allocs().unwrap();
+            assert_eq!(a.len(), 1);
+            a.remove(0)
+        };
+        let a = crate::taskrunner::tests::allocation(
+            serde_json::json!({"Name": "t", "Driver": "mock", "Config": {"run_for": "1h"}}),
+        );
+        let shared = AllocShared::new(
+            a,
+            db.clone(),
+            Arc::new(Changes::new(16)),
+            Arc::new(|_: &str, _: bool| {}),
+        );
+        shared.placed();
+        assert!(!shared.unsynced());
+        assert_eq!(shared.resync().unwrap(), false, "nothing to write");
+
+        db.backend().io.set_disk_full(true);
+        shared.set_desired(DesiredStatus::Stop, "job stopped");
+        shared.update_task("t", |s| s.state = TaskRunState::Dead);
+        assert!(shared.unsynced());
+        assert_eq!(stored(&db).desired_status, DesiredStatus::Run);
+        // Still refused: kept to be written again.
+        assert!(shared.resync().is_err());
+        assert!(shared.unsynced());
+
+        db.backend().io.set_disk_full(false);
+        let t = std::time::Instant::now();
+        while db.unwritable().is_some() {
+            assert!(t.elapsed() < std::time::Duration::from_secs(10));
+            std::thread::sleep(std::time::Duration::from_millis(10));
+        }
+        assert_eq!(shared.resync().unwrap(), true);
+        assert!(!shared.unsynced());
+        let a = stored(&db);
+        assert_eq!(a.desired_status, DesiredStatus::Stop);
+        assert_eq!(a.desired_description, "job stopped");
+        assert_eq!(a.task_states["t"].state, TaskRunState::Dead);
+
+        // Once its state is removed, nothing of it is written again.
+        db.backend().io.set_disk_full(true);
+        shared.update_task("t", |s| s.restarts += 1);
+        db.backend().io.set_disk_full(false);
+        while db.unwritable().is_some() {
+            std::thread::sleep(std::time::Duration::from_millis(10));
+        }
+        shared.forget();
+        assert_eq!(shared.resync().unwrap(), false);
+        assert!(db.allocs().unwrap().is_empty());
     }
 }

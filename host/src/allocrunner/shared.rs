@@ -3,6 +3,7 @@
 //! status, bumps the change index, persists what changed and publishes the allocation on
 //! the event stream. Task runners reach it as their [`TaskStateHandler`].
 
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
 
 use crate::changes::Changes;
@@ -29,6 +30,11 @@ pub struct AllocShared {
     own: tokio::sync::watch::Sender<u64>,
     /// Told when the client status turns terminal (false) or back (true).
     on_live: Arc<dyn Fn(&str, bool) + Send + Sync>,
+    /// A write of this allocation's state failed (the state DB refused it): the state file
+    /// holds an older state until [`AllocShared::resync`] writes it all again.
+    unsynced: AtomicBool,
+    /// Its state was removed ([`AllocShared::forget`]): nothing is written again.
+    gone: AtomicBool,
 }
 
 impl AllocShared {
@@ -45,6 +51,8 @@ impl AllocShared {
             changes,
             own: tokio::sync::watch::Sender::new(0),
             on_live,
+            unsynced: AtomicBool::new(false),
+            gone: AtomicBool::new(false),
         }
     }
 
@@ -108,14 +116,59 @@ impl AllocShared {
         };
         self.own.send_replace(index);
         if let Err(e) = written.and_then(crate::state::Durable::wait) {
-            tracing::error!(alloc_id = %self.id, error = %e, "persisting allocation state failed");
+            self.unsynced.store(true, Ordering::SeqCst);
+            tracing::error!(alloc_id = %self.id, error = %e, "persisting allocation state failed; written again once the state DB writes");
         }
+    }
+
+    /// Whether its state was removed.
+    pub(super) fn gone(&self) -> bool {
+        self.gone.load(Ordering::SeqCst)
+    }
+
+    /// Whether a write of this allocation's state failed since it was last written whole.
+    pub fn unsynced(&self) -> bool {
+        self.unsynced.load(Ordering::SeqCst)
+    }
+
+    /// When a write of this allocation's state failed: write its record and every task's
+    /// state again (once the state DB writes after an outage), so that a crash later finds
+    /// the allocation as it is, not as it was before the outage (a stop lost, a task dead
+    /// and started again). `Ok(true)` when something was written, `Ok(false)` when nothing
+    /// needed it; on an error it stays to be written again.
+    pub fn resync(&self) -> Result<bool, crate::state::StateError> {
+        if !self.unsynced.swap(false, Ordering::SeqCst) {
+            return Ok(false);
+        }
+        // Queued under the lock, after and before this allocation's other writes.
+        let queued = {
+            let a = self.lock();
+            if self.gone.load(Ordering::SeqCst) {
+                return Ok(false);
+            }
+            let mut queued = vec![self.db.queue_alloc(&a)];
+            for (task, state) in &a.task_states {
+                queued.push(self.db.queue_task_state(&a.id, task, state, None));
+            }
+            queued
+        };
+        let mut result = Ok(true);
+        for w in queued {
+            if let Err(e) = w.and_then(crate::state::Durable::wait) {
+                result = Err(e);
+            }
+        }
+        if result.is_err() {
+            self.unsynced.store(true, Ordering::SeqCst);
+        }
+        result
     }
 
     /// The allocation was placed: store it and announce it with its plan's result.
     pub(super) fn placed(&self) {
         let written = self.db.queue_alloc(&self.lock());
         if let Err(e) = written.and_then(crate::state::Durable::wait) {
+            self.unsynced.store(true, Ordering::SeqCst);
             tracing::error!(alloc_id = %self.id, error = %e, "persisting allocation failed");
         }
         self.announce_placed();
@@ -150,6 +203,11 @@ impl AllocShared {
 
     /// The allocation is gone: remove its state (its task and local states with it).
     pub(super) fn forget(&self) {
+        // Under the lock: a rewrite queued before this sees it, one after it writes nothing.
+        {
+            let _a = self.lock();
+            self.gone.store(true, Ordering::SeqCst);
+        }
         if let Err(e) = self.db.delete_alloc(&self.id) {
             tracing::error!(alloc_id = %self.id, error = %e, "removing allocation state failed");
         }

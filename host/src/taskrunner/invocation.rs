@@ -87,6 +87,7 @@ impl TaskRunner {
         if let Some(stored) = restore {
             return self.reattach(view, inv, stored).await;
         }
+        self.wait_until_writable().await?;
         // The phases before and after the wait run boxed: their futures are large and
         // short-lived, and inline they would size the future every task holds for its life.
         Box::pin(self.prestart(view, &mut inv)).await?;
@@ -136,6 +137,25 @@ impl TaskRunner {
         let inv = Arc::new(inv);
         *self.last.lock().unwrap() = Some(inv.clone());
         self.run_invocation(cfg, ctx, view, &inv).await
+    }
+
+    /// Nothing is started that the state DB could not record (the task's process, its
+    /// handle): while it cannot write (a full or failing disk, retried by the agent), a
+    /// start waits for it instead of failing, which would count against the task's restart
+    /// policy and fail the allocation for a disk's sake. A kill ends the wait.
+    async fn wait_until_writable(&self) -> Result<(), RunEnd> {
+        let mut told = false;
+        while let Some(reason) = self.db.unwritable() {
+            if !told {
+                tracing::info!(alloc_id = %self.alloc_id, task = %self.task.name, reason, "the state DB cannot write: the task's start waits until it can");
+                told = true;
+            }
+            tokio::select! {
+                _ = tokio::time::sleep(std::time::Duration::from_millis(100)) => {}
+                _ = self.kill.cancelled() => return Err(RunEnd::KilledBeforeStart),
+            }
+        }
+        Ok(())
     }
 
     /// Take back a task that ran when the agent stopped: prestart hooks again (done ones

@@ -2,6 +2,7 @@
 //! state, persisted on every change by this runner, its only writer.
 
 use std::sync::Arc;
+use std::sync::atomic::Ordering;
 
 use crate::drivermanager::types::TaskHandle;
 use crate::drivermanager::{Driver, PersistHandle, TaskBinding};
@@ -41,8 +42,23 @@ impl TaskRunner {
             .db
             .put_local_state(&self.alloc_id, &self.task.name, &local)
         {
-            tracing::error!(task = %self.task.name, error = %e, "persisting task local state failed");
+            self.local_unsynced.store(true, Ordering::SeqCst);
+            tracing::error!(task = %self.task.name, error = %e, "persisting task local state failed; written again once the state DB writes");
         }
+    }
+
+    /// When a write of the local state failed: write it again (once the state DB writes
+    /// after an outage), so that a crash later finds the running task's handle. `Ok(true)`
+    /// when it was written; on an error it stays to be written again.
+    pub fn resync_local(&self) -> Result<bool, crate::state::StateError> {
+        if !self.local_unsynced.swap(false, Ordering::SeqCst) {
+            return Ok(false);
+        }
+        let local = self.local.lock().unwrap();
+        self.db
+            .put_local_state(&self.alloc_id, &self.task.name, &local)
+            .map(|()| true)
+            .inspect_err(|_| self.local_unsynced.store(true, Ordering::SeqCst))
     }
 
     /// A hook's stored state.
@@ -86,7 +102,11 @@ impl TaskRunner {
     /// the handle with the sha256 of the driver version that made it, in this runner's
     /// local state.
     pub(super) fn handle_persister(&self) -> PersistHandle {
-        let (local, db) = (self.local.clone(), self.db.clone());
+        let (local, db, unsynced) = (
+            self.local.clone(),
+            self.db.clone(),
+            self.local_unsynced.clone(),
+        );
         let (alloc_id, task, driver) = (
             self.alloc_id.clone(),
             self.task.name.clone(),
@@ -102,6 +122,7 @@ impl TaskRunner {
                 driver_state: handle.driver_state.clone(),
             });
             if let Err(e) = db.put_local_state(&alloc_id, &task, &l) {
+                unsynced.store(true, Ordering::SeqCst);
                 tracing::error!(task = %task, error = %e, "persisting task local state failed");
             }
         })

@@ -84,6 +84,8 @@ pub struct TaskRunner {
     /// This task's local state (driver handle, hook state); this runner is its only writer
     /// (through [`TaskRunner::update_local`] and its running task's binding).
     local: Arc<std::sync::Mutex<LocalTaskState>>,
+    /// A write of the local state failed: written again by [`TaskRunner::resync_local`].
+    local_unsynced: Arc<AtomicBool>,
     /// The running invocation's binding to its driver version, while it runs.
     binding: std::sync::Mutex<Option<Arc<TaskBinding>>>,
 }
@@ -149,6 +151,7 @@ impl TaskRunner {
             restart_requested: AtomicBool::new(false),
             restart_signal: tokio::sync::Notify::new(),
             local: Arc::new(std::sync::Mutex::new(local)),
+            local_unsynced: Arc::default(),
             binding: std::sync::Mutex::new(None),
         })
     }
