@@ -1,19 +1,76 @@
 //! What each API endpoint asks of a token: the capability Nomad checks for the same
 //! endpoint, in the namespace of the object it touches.
+//!
+//! Every row below was read from Nomad's source (the RPC handler each HTTP route calls:
+//! `nomad/job_endpoint.go`, `nomad/alloc_endpoint.go`, `nomad/eval_endpoint.go`,
+//! `nomad/deployment_endpoint.go`, `nomad/node_endpoint.go`, `nomad/periodic_endpoint.go`,
+//! `nomad/scaling_endpoint.go`, `nomad/search_endpoint.go`, `nomad/variables_endpoint.go`,
+//! `nomad/stream/event_broker.go`, `client/alloc_endpoint.go`, `client/fs_endpoint.go`,
+//! `command/agent/job_endpoint.go`, `command/agent/agent_endpoint.go`), not guessed. `a | b`
+//! is either capability; `a & b` both. "ns" is the request's `?namespace=` (`default`
+//! when absent); "alloc ns" / "eval ns" the namespace of the object the path names.
+//!
+//! | Route | Needs |
+//! |---|---|
+//! | `GET /v1/jobs` | `list-jobs` in ns; `*`: in any namespace, each job shown only where held |
+//! | `POST /v1/jobs`, `POST /v1/job/:id` | `submit-job` in the job's namespace |
+//! | `POST /v1/jobs/parse` | `parse-job \| submit-job` in ns |
+//! | `POST /v1/validate/job` | `read-job` in the job's namespace |
+//! | `GET /v1/job/:id`, `…/versions`, `…/allocations`, `…/evaluations`, `…/summary`, `…/deployments`, `…/deployment` | `read-job` in ns |
+//! | `DELETE /v1/job/:id`, `POST …/plan`, `…/revert`, `…/stable`, `…/evaluate` | `submit-job` in ns |
+//! | `POST /v1/job/:id/dispatch` | `dispatch-job` in ns |
+//! | `POST /v1/job/:id/periodic/force` | `dispatch-job \| submit-job` in ns |
+//! | `GET /v1/job/:id/scale` | `read-job \| read-job-scaling` in ns |
+//! | `POST /v1/job/:id/scale` | `scale-job \| submit-job` in ns |
+//! | `GET /v1/allocations`, `/v1/evaluations`, `/v1/deployments` | `read-job` in ns; `*`: any namespace, each object shown only where held |
+//! | `GET /v1/allocation/:id` | `read-job` in alloc ns |
+//! | `POST /v1/allocation/:id/stop` | `alloc-lifecycle` in alloc ns |
+//! | `POST /v1/client/allocation/:id/restart`, `…/signal` | `alloc-lifecycle` in alloc ns |
+//! | `GET /v1/client/allocation/:id/stats` | `read-job` in alloc ns |
+//! | `POST /v1/client/allocation/:id/gc` | `submit-job` in alloc ns |
+//! | `GET /v1/client/fs/logs/:alloc` | `read-logs \| read-fs` in alloc ns |
+//! | `GET /v1/client/fs/{ls,stat,cat,readat,stream}/:alloc` | `read-fs` in alloc ns |
+//! | `GET /v1/evaluation/:id`, `…/allocations` | `read-job` in eval ns |
+//! | `GET /v1/deployment/:id`, `/v1/deployment/allocations/:id` | `read-job` in ns |
+//! | `GET /v1/scaling/policies` | `list-scaling-policies \| (list-jobs & read-job)` in ns; `*` filtered |
+//! | `GET /v1/scaling/policy/:id` | `read-scaling-policy \| (list-jobs & read-job)` in ns |
+//! | `GET /v1/nodes`, `/v1/node/:id`, `/v1/client/stats`, `/v1/agent/members` | `node:read` |
+//! | `GET /v1/node/:id/allocations` | `node:read`; each allocation shown only with `read-job` in its namespace |
+//! | `POST /v1/node/:id/{drain,eligibility,evaluate}`, `/v1/client/gc` | `node:write` |
+//! | `GET /v1/agent/self`, `GET /v1/agent/servers` | `agent:read` |
+//! | `POST /v1/agent/{servers,join,force-leave}` | `agent:write` |
+//! | `GET /v1/operator/*` | `operator:read` (`POST`: `operator:write`) |
+//! | `POST /v1/system/gc`, `/v1/system/reconcile/summaries` | management |
+//! | `GET /v1/vars` | any token; each variable shown only where its path grants `list` |
+//! | `GET /v1/var/:path` | variable `read` on the path in ns |
+//! | `PUT /v1/var/:path` | variable `write` on the path in the body's (else ns) namespace |
+//! | `DELETE /v1/var/:path` | variable `destroy` on the path in ns |
+//! | `POST /v1/search` | by `Context`: `nodes` `node:read`; `jobs`/`allocs`/`evals`/`deployments` `read-job` in ns; `namespaces` any capability in ns; `all` any token; matches filtered per object |
+//! | `POST /v1/search/fuzzy` | as `/v1/search`, and any token when the namespace is `*`; matches filtered per object |
+//! | `GET /v1/event/stream` | per topic: `Job`, `Evaluation`, `Allocation`, `Deployment`, `Service` `read-job` in ns; `Node` `node:read`; any other topic, `*` or none (all topics) management |
+//! | `GET /v1/agent/health`, `/v1/status/*`, `/v1/regions`, `/v1/metrics` | nothing (no token looked at) |
+//! | `/v1/acl/*` | checked by the ACL endpoints themselves |
+//!
+//! Paddock's own `GET /v1/components` needs `agent:read` and its `POST /v1/components/reload`
+//! and `/v1/agent/reload` `agent:write` (Nomad has no such routes).
 
 use super::Level;
 
 /// Where the namespace a check is made in comes from.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum NsFrom {
-    /// `?namespace=` (default `default`; `*` for every namespace, which only a rule for
-    /// the namespace glob `*` or a management token covers).
+    /// `?namespace=` (default `default`; `*` only for a token whose rule for the
+    /// namespace glob `*` grants it, or a management token).
     Query,
+    /// `?namespace=` of a list across namespaces: as [`NsFrom::Query`], but `*` is allowed
+    /// when any namespace grants the capability, and the answer keeps only the objects
+    /// in namespaces that grant it (Nomad's `AllowNsOp("*")` and its list filters).
+    List,
     /// The namespace of the allocation with this ID (or ID prefix).
     Alloc(String),
     /// The namespace of the evaluation with this ID.
     Eval(String),
-    /// The request body's `Job.Namespace` (a registration's) or `Namespace` (a search's).
+    /// The request body's `Job.Namespace` (a registration's) or `Namespace`.
     JobBody,
 }
 
@@ -24,16 +81,23 @@ pub enum Need {
     Open,
     /// A management token.
     Management,
-    /// One of these namespace capabilities.
+    /// One of these namespace capabilities; an entry `a+b` needs both `a` and `b`.
     Ns(&'static [&'static str], NsFrom),
     Node(Level),
-    /// A node's allocations: `node:read`, and `read-job` in every namespace (they may be
-    /// in any).
+    /// A node's allocations: `node:read`, and the answer keeps only the allocations in
+    /// namespaces where the token holds `read-job`.
     NodeAllocs,
     Agent(Level),
     Operator(Level),
-    /// A variable operation (`list`, `read`, `write`, `destroy`) on a path.
+    /// A variable operation (`read`, `write`, `destroy`) on a path.
     Variable(&'static str, String),
+    /// The variables list: any token; the answer keeps the variables whose path grants
+    /// `list`.
+    VarList,
+    /// A prefix (`fuzzy: false`) or fuzzy search: per its body's `Context`.
+    Search {
+        fuzzy: bool,
+    },
     /// Per the event stream's topics.
     Events,
     /// The ACL endpoints, which check the caller themselves.
@@ -54,9 +118,9 @@ pub fn need(method: &str, path: &str) -> Need {
         ["v1", "acl", ..] => AclApi,
         ["v1", "agent", "health"] | ["v1", "status", ..] | ["v1", "regions"] => Open,
         ["v1", "metrics"] => Open,
-        ["v1", "jobs"] if get => Ns(&["list-jobs"], Query),
+        ["v1", "jobs"] if get => Ns(&["list-jobs"], List),
         ["v1", "jobs"] => Ns(SUBMIT_JOB, JobBody),
-        ["v1", "jobs", "parse"] => Ns(&["parse-job"], Query),
+        ["v1", "jobs", "parse"] => Ns(&["parse-job", "submit-job"], Query),
         ["v1", "validate", "job"] => Ns(READ_JOB, JobBody),
         ["v1", "job", _] if get => Ns(READ_JOB, Query),
         ["v1", "job", _] if method == "DELETE" => Ns(SUBMIT_JOB, Query),
@@ -66,9 +130,9 @@ pub fn need(method: &str, path: &str) -> Need {
         ["v1", "job", _, "scale"] if get => Ns(&["read-job-scaling", "read-job"], Query),
         ["v1", "job", _, "scale"] => Ns(&["scale-job", "submit-job"], Query),
         ["v1", "job", _, "revert" | "stable" | "evaluate"] => Ns(SUBMIT_JOB, Query),
-        ["v1", "job", _, "periodic", "force"] => Ns(SUBMIT_JOB, Query),
+        ["v1", "job", _, "periodic", "force"] => Ns(&["dispatch-job", "submit-job"], Query),
         ["v1", "job", ..] => Ns(READ_JOB, Query),
-        ["v1", "allocations"] => Ns(READ_JOB, Query),
+        ["v1", "allocations"] => Ns(READ_JOB, List),
         ["v1", "allocation", id] => Ns(READ_JOB, Alloc(id.to_string())),
         ["v1", "allocation", id, "stop"] => Ns(&["alloc-lifecycle"], Alloc(id.to_string())),
         ["v1", "allocation", id, ..] => Ns(READ_JOB, Alloc(id.to_string())),
@@ -78,7 +142,7 @@ pub fn need(method: &str, path: &str) -> Need {
         ["v1", "client", "allocation", id, "gc"] => Ns(SUBMIT_JOB, Alloc(id.to_string())),
         ["v1", "client", "allocation", id, "exec"] => Ns(&["alloc-exec"], Alloc(id.to_string())),
         ["v1", "client", "allocation", id, ..] => Ns(READ_JOB, Alloc(id.to_string())),
-        ["v1", "client", "fs", "logs", id] => Ns(&["read-logs"], Alloc(id.to_string())),
+        ["v1", "client", "fs", "logs", id] => Ns(&["read-logs", "read-fs"], Alloc(id.to_string())),
         ["v1", "client", "fs", _, id] => Ns(&["read-fs"], Alloc(id.to_string())),
         ["v1", "client", "stats"] => Node(Level::Read),
         ["v1", "client", "gc"] => Node(Level::Write),
@@ -100,14 +164,16 @@ pub fn need(method: &str, path: &str) -> Need {
         ["v1", "operator", ..] if get => Operator(Level::Read),
         ["v1", "operator", ..] => Operator(Level::Write),
         ["v1", "system", ..] => Management,
-        ["v1", "evaluations"] => Ns(READ_JOB, Query),
+        ["v1", "evaluations"] => Ns(READ_JOB, List),
         ["v1", "evaluation", id, ..] => Ns(READ_JOB, Eval(id.to_string())),
-        ["v1", "deployments"] | ["v1", "deployment", ..] => Ns(READ_JOB, Query),
-        ["v1", "scaling", "policies"] => Ns(&["list-scaling-policies"], Query),
-        ["v1", "scaling", "policy", _] => Ns(&["read-scaling-policy"], Query),
-        ["v1", "search", ..] => Ns(&["list-jobs", "read-job"], JobBody),
+        ["v1", "deployments"] => Ns(READ_JOB, List),
+        ["v1", "deployment", ..] => Ns(READ_JOB, Query),
+        ["v1", "scaling", "policies"] => Ns(&["list-scaling-policies", "list-jobs+read-job"], List),
+        ["v1", "scaling", "policy", _] => Ns(&["read-scaling-policy", "list-jobs+read-job"], Query),
+        ["v1", "search"] => Search { fuzzy: false },
+        ["v1", "search", "fuzzy"] => Search { fuzzy: true },
         ["v1", "event", "stream"] => Events,
-        ["v1", "vars"] => Variable("list", String::new()),
+        ["v1", "vars"] => VarList,
         ["v1", "var", ..] => {
             let path = seg[2..].join("/");
             let op = match method {
@@ -128,12 +194,20 @@ mod tests {
 
     #[test]
     fn endpoints_map_to_nomads_checks() {
-        assert_eq!(need("GET", "/v1/jobs"), Ns(&["list-jobs"], Query));
+        assert_eq!(need("GET", "/v1/jobs"), Ns(&["list-jobs"], List));
         assert_eq!(need("POST", "/v1/jobs"), Ns(SUBMIT_JOB, JobBody));
+        assert_eq!(
+            need("POST", "/v1/jobs/parse"),
+            Ns(&["parse-job", "submit-job"], Query)
+        );
         assert_eq!(need("GET", "/v1/job/x/allocations"), Ns(READ_JOB, Query));
         assert_eq!(
+            need("POST", "/v1/job/x/periodic/force"),
+            Ns(&["dispatch-job", "submit-job"], Query)
+        );
+        assert_eq!(
             need("GET", "/v1/client/fs/logs/abc"),
-            Ns(&["read-logs"], Alloc("abc".into()))
+            Ns(&["read-logs", "read-fs"], Alloc("abc".into()))
         );
         assert_eq!(
             need("GET", "/v1/client/fs/cat/abc"),
@@ -143,10 +217,17 @@ mod tests {
             need("POST", "/v1/allocation/abc/stop"),
             Ns(&["alloc-lifecycle"], Alloc("abc".into()))
         );
+        assert_eq!(
+            need("GET", "/v1/scaling/policies"),
+            Ns(&["list-scaling-policies", "list-jobs+read-job"], List)
+        );
+        assert_eq!(need("GET", "/v1/node/n/allocations"), NodeAllocs);
         assert_eq!(need("POST", "/v1/node/n/drain"), Node(Level::Write));
         assert_eq!(need("GET", "/v1/agent/self"), Agent(Level::Read));
         assert_eq!(need("GET", "/v1/agent/health"), Open);
+        assert_eq!(need("GET", "/v1/vars"), VarList);
         assert_eq!(need("PUT", "/v1/var/a/b"), Variable("write", "a/b".into()));
+        assert_eq!(need("POST", "/v1/search/fuzzy"), Search { fuzzy: true });
         assert_eq!(need("PUT", "/v1/system/gc"), Management);
     }
 }

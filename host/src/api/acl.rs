@@ -52,6 +52,13 @@ pub(crate) struct Who {
     acl: Arc<Acl>,
 }
 
+impl Who {
+    /// What the request's token may do.
+    pub(crate) fn acl(&self) -> &Acl {
+        &self.acl
+    }
+}
+
 fn denied() -> ApiError {
     ApiError(StatusCode::FORBIDDEN, "Permission denied".into())
 }

@@ -2,6 +2,7 @@
 //! `POST|PUT /v1/search/fuzzy` (substring search over names, which Nomad's web UI and
 //! `nomad` use) and `/v1/client/gc` (collect every finished allocation).
 
+use axum::Extension;
 use axum::Router;
 use axum::body::Bytes;
 use axum::extract::State;
@@ -9,7 +10,30 @@ use axum::response::Response;
 use axum::routing::{get, post};
 use serde_json::{Value, json};
 
+use super::acl::Who;
 use super::{ApiError, AppState, with_index};
+use crate::acl::Level;
+
+/// What of the agent a search shows its caller: with the ACL system on, only objects in
+/// namespaces where the token holds `read-job`, and the node only with `node:read` (as
+/// Nomad's search filters its results per object).
+struct Sees(Option<Who>);
+
+impl Sees {
+    fn job_ns(&self, ns: &str) -> bool {
+        self.0
+            .as_ref()
+            .is_none_or(|w| w.acl().allow_ns(ns, "read-job"))
+    }
+    fn node(&self) -> bool {
+        self.0
+            .as_ref()
+            .is_none_or(|w| w.acl().allow_node(Level::Read))
+    }
+    fn namespace(&self, ns: &str) -> bool {
+        self.0.as_ref().is_none_or(|w| w.acl().allow_ns_any(ns))
+    }
+}
 
 /// Most matches returned per context (Nomad's truncation limit).
 const MAX_MATCHES: usize = 20;
@@ -29,7 +53,12 @@ pub(super) fn routes() -> Router<AppState> {
 
 /// `{"Prefix": "ab", "Context": "allocs"|"jobs"|"nodes"|"evals"|"all"}` →
 /// `{"Matches": {context: [ids]}, "Truncations": {context: bool}}`.
-async fn search(State(agent): State<AppState>, body: Bytes) -> Result<Response, ApiError> {
+async fn search(
+    State(agent): State<AppState>,
+    who: Option<Extension<Who>>,
+    body: Bytes,
+) -> Result<Response, ApiError> {
+    let sees = Sees(who.map(|Extension(w)| w));
     let v: Value = serde_json::from_slice(&body)
         .map_err(|e| ApiError::bad_request(format!("invalid JSON: {e}")))?;
     let prefix = v["Prefix"].as_str().unwrap_or_default();
@@ -48,10 +77,27 @@ async fn search(State(agent): State<AppState>, body: Bytes) -> Result<Response, 
     };
     let (mut matches, mut truncations) = (serde_json::Map::new(), serde_json::Map::new());
     for ctx in contexts {
+        if *ctx == "nodes" && !sees.node() {
+            // Nomad leaves out a context the token may not read.
+            continue;
+        }
         let mut ids: Vec<String> = match *ctx {
-            "allocs" => agent.visit_allocations(|a| Some(a.id.clone())),
-            "evals" => agent.evals().list("").into_iter().map(|e| e.id).collect(),
-            "jobs" => agent.jobs().into_iter().map(|j| j.id).collect(),
+            "allocs" => {
+                agent.visit_allocations(|a| sees.job_ns(&a.namespace).then(|| a.id.clone()))
+            }
+            "evals" => agent
+                .evals()
+                .list("")
+                .into_iter()
+                .filter(|e| sees.job_ns(&e.namespace))
+                .map(|e| e.id)
+                .collect(),
+            "jobs" => agent
+                .jobs()
+                .into_iter()
+                .filter(|j| sees.job_ns(&j.namespace))
+                .map(|j| j.id)
+                .collect(),
             _ => vec![agent.node().id],
         };
         ids.retain(|i| i.starts_with(prefix));
@@ -72,7 +118,12 @@ async fn search(State(agent): State<AppState>, body: Bytes) -> Result<Response, 
 /// "Truncations": {context: bool}}`: every name that contains the text (case does not
 /// matter), each with its scope as Nomad gives it (a group's is its namespace and job, a
 /// task's adds its group, an allocation's is its namespace and id, a node's its id).
-async fn fuzzy(State(agent): State<AppState>, body: Bytes) -> Result<Response, ApiError> {
+async fn fuzzy(
+    State(agent): State<AppState>,
+    who: Option<Extension<Who>>,
+    body: Bytes,
+) -> Result<Response, ApiError> {
+    let sees = Sees(who.map(|Extension(w)| w));
     let v: Value = serde_json::from_slice(&body)
         .map_err(|e| ApiError::bad_request(format!("invalid JSON: {e}")))?;
     let text = v["Text"].as_str().unwrap_or_default().to_lowercase();
@@ -106,7 +157,7 @@ async fn fuzzy(State(agent): State<AppState>, body: Bytes) -> Result<Response, A
     let jobs: Vec<_> = agent
         .jobs()
         .into_iter()
-        .filter(|j| in_ns(&j.namespace))
+        .filter(|j| in_ns(&j.namespace) && sees.job_ns(&j.namespace))
         .collect();
     let (mut matches, mut truncations) = (serde_json::Map::new(), serde_json::Map::new());
     for ctx in contexts {
@@ -138,13 +189,13 @@ async fn fuzzy(State(agent): State<AppState>, body: Bytes) -> Result<Response, A
             }
             "allocs" => {
                 found.extend(agent.visit_allocations(|a| {
-                    (in_ns(&a.namespace) && hit(&a.name))
+                    (in_ns(&a.namespace) && sees.job_ns(&a.namespace) && hit(&a.name))
                         .then(|| (a.name.clone(), vec![a.namespace.clone(), a.id.clone()]))
                 }));
             }
             "nodes" => {
                 let n = agent.node();
-                if hit(&n.name) {
+                if sees.node() && hit(&n.name) {
                     found.push((n.name, vec![n.id]));
                 }
             }
@@ -154,7 +205,10 @@ async fn fuzzy(State(agent): State<AppState>, body: Bytes) -> Result<Response, A
                 namespaces.push("default".into());
                 namespaces.sort();
                 namespaces.dedup();
-                for ns in namespaces.into_iter().filter(|n| hit(n)) {
+                for ns in namespaces
+                    .into_iter()
+                    .filter(|n| hit(n) && sees.namespace(n))
+                {
                     found.push((ns, Vec::new()));
                 }
             }

@@ -12,6 +12,8 @@ use crate::harness::{AgentProcess, NODE_DISK};
 
 mod cli;
 mod config;
+mod route_table;
+mod routes;
 
 const CONFIGURED: &str = "configured-management-s3cret";
 
@@ -287,7 +289,15 @@ async fn tokens_may_do_what_their_policies_grant_and_survive_a_restart() {
     );
     let node = ok_json(&a, "GET", "/v1/nodes", &reader, None).await;
     let node_allocs = format!("/v1/node/{}/allocations", node[0]["ID"].as_str().unwrap());
-    denied(&a, "GET", &node_allocs, Some(&reader)).await;
+    // A node's allocations need node:read; each shows only with read-job in its namespace.
+    let mine = ok_json(&a, "GET", &node_allocs, &reader, None).await;
+    assert!(
+        mine.as_array()
+            .unwrap()
+            .iter()
+            .all(|a| a["Namespace"] == "default"),
+        "{mine}"
+    );
     ok_json(&a, "GET", &node_allocs, &mgmt, None).await;
     ok_json(&a, "GET", "/v1/job/web", &reader, None).await;
     ok_json(&a, "GET", &format!("/v1/allocation/{alloc}"), &reader, None).await;
@@ -314,7 +324,10 @@ async fn tokens_may_do_what_their_policies_grant_and_survive_a_restart() {
     denied(&a, "GET", "/v1/agent/self", Some(&reader)).await;
     denied(&a, "POST", "/v1/node/x/eligibility", Some(&reader)).await;
     denied(&a, "GET", "/v1/jobs?namespace=other", Some(&reader)).await;
-    denied(&a, "GET", "/v1/jobs?namespace=*", Some(&reader)).await;
+    // Every namespace: as Nomad, allowed when some namespace grants list-jobs, and only
+    // those namespaces' jobs shown.
+    let every = ok_json(&a, "GET", "/v1/jobs?namespace=*", &reader, None).await;
+    assert_eq!(ids(&every), ["web"]);
 
     // The web UI's pages check the same: the node and a namespace's jobs, not the agent's
     // components, and nothing without a token.

@@ -1,4 +1,7 @@
 //! The layer that checks every request against its token when the ACL system is on.
+//! What each route needs, read from Nomad's source, is the table in [`crate::acl::check`];
+//! lists across namespaces, a node's allocations and the variables list are then cut to
+//! what the token may see, as Nomad filters them.
 
 use std::sync::Arc;
 
@@ -56,65 +59,95 @@ pub(crate) async fn enforce(
         .filter(|v| !v.is_empty())
         .unwrap_or_else(|| "default".into());
     let mut req = req;
+    // What of a list's answer the token may see, when it may not see all of it.
+    let mut keep = None;
     let ok = match &need {
         Need::Open | Need::AclApi => true,
         Need::Management => acl.is_management(),
         Need::Node(l) => acl.allow_node(*l),
-        Need::NodeAllocs => acl.allow_node(Level::Read) && acl.allow_ns("*", "read-job"),
+        Need::NodeAllocs => {
+            keep = Some(Keep::Ns(&["read-job"]));
+            acl.allow_node(Level::Read)
+        }
         Need::Agent(l) => acl.allow_agent(*l),
         Need::Operator(l) => acl.allow_operator(*l),
         Need::Ns(caps, from) => {
+            let holds = |ns: &str| caps.iter().any(|c| acl.allow_ns_spec(ns, c));
             let ns = match from {
-                NsFrom::Query => {
+                NsFrom::List => {
+                    let asked = query.iter().any(|(k, v)| k == "namespace" && !v.is_empty());
                     // A list without `?namespace=` shows every namespace here; for a token
-                    // that may not see them all it shows `default`, Nomad's default.
-                    if !query.iter().any(|(k, _)| k == "namespace")
-                        && !caps.iter().any(|c| acl.allow_ns("*", c))
-                    {
+                    // whose rules do not cover them all it shows `default`, Nomad's default.
+                    if !asked && !holds("*") {
                         add_default_namespace(&mut req);
+                    } else if q_ns == "*" || !asked {
+                        keep = Some(Keep::Ns(caps));
                     }
-                    q_ns.clone()
+                    if asked && q_ns == "*" {
+                        // Nomad's `AllowNsOp("*", op)`: some namespace grants it; the
+                        // answer is filtered to those that do.
+                        if !caps.iter().any(|c| acl.allow_spec_somewhere(c)) {
+                            return denied().into_response();
+                        }
+                        None
+                    } else {
+                        Some(q_ns.clone())
+                    }
                 }
-                NsFrom::Alloc(id) => alloc_namespace(&agent, id).unwrap_or_else(|| q_ns.clone()),
-                NsFrom::Eval(id) => agent
-                    .evals()
-                    .get(id)
-                    .map(|e| e.namespace)
-                    .unwrap_or_else(|| q_ns.clone()),
-                NsFrom::JobBody => match body_namespace(req).await {
-                    Ok((r, ns)) => {
+                NsFrom::Query => Some(q_ns.clone()),
+                NsFrom::Alloc(id) => {
+                    Some(alloc_namespace(&agent, id).unwrap_or_else(|| q_ns.clone()))
+                }
+                NsFrom::Eval(id) => Some(
+                    agent
+                        .evals()
+                        .get(id)
+                        .map(|e| e.namespace)
+                        .unwrap_or_else(|| q_ns.clone()),
+                ),
+                NsFrom::JobBody => match body_json(req).await {
+                    Ok((r, body)) => {
                         req = r;
-                        ns.unwrap_or_else(|| q_ns.clone())
+                        Some(job_namespace(body.as_ref()).unwrap_or_else(|| q_ns.clone()))
                     }
                     Err(e) => return e.into_response(),
                 },
             };
-            caps.iter().any(|c| acl.allow_ns(&ns, c))
+            ns.is_none_or(|ns| holds(&ns))
         }
         Need::Variable(op, path) => {
-            let path = if path.is_empty() {
-                query
-                    .iter()
-                    .find(|(k, _)| k == "prefix")
-                    .map(|(_, v)| v.clone())
-                    .unwrap_or_default()
-            } else {
-                path.clone()
-            };
             // A write's body may name its namespace, which wins (as in Nomad).
             let ns = if *op == "write" {
-                match body_namespace(req).await {
-                    Ok((r, ns)) => {
+                match body_json(req).await {
+                    Ok((r, body)) => {
                         req = r;
-                        ns.unwrap_or_else(|| q_ns.clone())
+                        job_namespace(body.as_ref()).unwrap_or_else(|| q_ns.clone())
                     }
                     Err(e) => return e.into_response(),
                 }
             } else {
                 q_ns.clone()
             };
-            acl.allow_variable(&ns, &path, op)
+            acl.allow_variable(&ns, path, op)
         }
+        Need::VarList => {
+            // Nomad checks nothing up front: it lists the variables the token may list.
+            keep = Some(Keep::Variables);
+            true
+        }
+        Need::Search { fuzzy } => match body_json(req).await {
+            Ok((r, body)) => {
+                req = r;
+                let body = body.unwrap_or_default();
+                let context = body["Context"].as_str().filter(|c| !c.is_empty());
+                let ns = body["Namespace"]
+                    .as_str()
+                    .filter(|n| !n.is_empty())
+                    .unwrap_or(&q_ns);
+                search_allowed(&acl, ns, context.unwrap_or("all"), *fuzzy)
+            }
+            Err(e) => return e.into_response(),
+        },
         Need::Events => events_allowed(&acl, &query, &q_ns),
     };
     if !ok {
@@ -123,9 +156,79 @@ pub(crate) async fn enforce(
     req.extensions_mut().insert(Who {
         caller,
         secret,
-        acl,
+        acl: acl.clone(),
     });
-    next.run(req).await
+    let resp = next.run(req).await;
+    match keep {
+        Some(keep) if !acl.is_management() => keep_visible(resp, keep, &acl).await,
+        _ => resp,
+    }
+}
+
+/// Which objects of a list's answer a token sees.
+#[derive(Clone, Copy)]
+enum Keep {
+    /// Those in a namespace granting one of these capabilities (`a+b`: both).
+    Ns(&'static [&'static str]),
+    /// Variables whose path grants `list`.
+    Variables,
+}
+
+/// Drop from a list's JSON answer the objects the token may not see (Nomad filters
+/// lists the same way, per object, by its namespace).
+async fn keep_visible(resp: Response, keep: Keep, acl: &Acl) -> Response {
+    if resp.status() != StatusCode::OK {
+        return resp;
+    }
+    let (mut parts, body) = resp.into_parts();
+    let Ok(bytes) = axum::body::to_bytes(body, usize::MAX).await else {
+        return ApiError::internal("reading a list to filter it").into_response();
+    };
+    let Ok(Value::Array(items)) = serde_json::from_slice::<Value>(&bytes) else {
+        // Not a list: nothing of it names a namespace to check.
+        return Response::from_parts(parts, axum::body::Body::from(bytes));
+    };
+    let visible: Vec<Value> = items
+        .into_iter()
+        .filter(|o| {
+            let ns = o
+                .get("Namespace")
+                .or_else(|| o.pointer("/Target/Namespace"))
+                .and_then(Value::as_str);
+            let Some(ns) = ns else { return false };
+            match keep {
+                Keep::Ns(caps) => caps.iter().any(|c| acl.allow_ns_spec(ns, c)),
+                Keep::Variables => o["Path"]
+                    .as_str()
+                    .is_some_and(|p| acl.allow_variable(ns, p, "list")),
+            }
+        })
+        .collect();
+    let body = serde_json::to_vec(&visible).unwrap_or_default();
+    parts.headers.remove(axum::http::header::CONTENT_LENGTH);
+    Response::from_parts(parts, axum::body::Body::from(body))
+}
+
+/// Nomad's `sufficientSearchPerms`: a search of one context needs what reading that
+/// context needs (the answer is then filtered per object); `all`, and a fuzzy search of
+/// every namespace, need nothing up front.
+fn search_allowed(acl: &Acl, ns: &str, context: &str, fuzzy: bool) -> bool {
+    if fuzzy && ns == "*" {
+        return true;
+    }
+    let read_job = || {
+        if ns == "*" {
+            acl.allow_spec_somewhere("read-job")
+        } else {
+            acl.allow_ns(ns, "read-job")
+        }
+    };
+    match context {
+        "nodes" => acl.allow_node(Level::Read),
+        "namespaces" => acl.allow_ns_any(ns),
+        "allocs" | "deployment" | "evals" | "jobs" | "scaling_policy" => read_job(),
+        _ => true,
+    }
 }
 
 /// The namespace of the allocation `id` names, exactly or as a unique prefix (as the
@@ -155,26 +258,27 @@ fn add_default_namespace(req: &mut axum::extract::Request) {
     }
 }
 
-/// Read the request's body for the namespace it names ([`job_namespace`]); the request
-/// comes back with the same body.
-async fn body_namespace(
+/// Read the request's body as JSON (none when it is not); the request comes back with
+/// the same body.
+async fn body_json(
     req: axum::extract::Request,
-) -> Result<(axum::extract::Request, Option<String>), ApiError> {
+) -> Result<(axum::extract::Request, Option<Value>), ApiError> {
     let (parts, body) = req.into_parts();
     let bytes = axum::body::to_bytes(body, crate::api::MAX_BODY)
         .await
         .map_err(|e| ApiError::bad_request(format!("reading the request body: {e}")))?;
-    let ns = job_namespace(&bytes);
+    let v = serde_json::from_slice(&bytes).ok();
     Ok((
         axum::extract::Request::from_parts(parts, axum::body::Body::from(bytes)),
-        ns,
+        v,
     ))
 }
 
-/// The namespace of the job a body holds (`{"Job": {...}}` or the job itself).
-fn job_namespace(body: &[u8]) -> Option<String> {
-    let v: Value = serde_json::from_slice(body).ok()?;
-    let job = v.get("Job").unwrap_or(&v);
+/// The namespace a body names: a job's (`{"Job": {...}}` or the job itself), a
+/// variable's or a search's `Namespace`.
+fn job_namespace(body: Option<&Value>) -> Option<String> {
+    let v = body?;
+    let job = v.get("Job").unwrap_or(v);
     job.get("Namespace")
         .and_then(Value::as_str)
         .filter(|s| !s.is_empty())
@@ -182,8 +286,11 @@ fn job_namespace(body: &[u8]) -> Option<String> {
 }
 
 /// The event stream: each `?topic=Topic:filter` needs what reading that kind needs
-/// (jobs, evaluations, allocations and deployments `read-job`; nodes `node:read`); every
-/// topic (none given, or `*`) needs a management token, as in Nomad.
+/// (jobs, evaluations, allocations, deployments and services `read-job`; nodes
+/// `node:read`); any other topic, and every topic (none given, or `*`), needs a
+/// management token, as Nomad's `aclAllowsSubscription` (nomad/stream/event_broker.go).
+/// The stream does not filter per object, so `?namespace=*` needs a rule covering every
+/// namespace.
 fn events_allowed(acl: &Acl, query: &[(String, String)], ns: &str) -> bool {
     let topics: Vec<&str> = query
         .iter()
@@ -194,7 +301,9 @@ fn events_allowed(acl: &Acl, query: &[(String, String)], ns: &str) -> bool {
         return acl.is_management();
     }
     topics.iter().all(|t| match *t {
-        "Job" | "Evaluation" | "Allocation" | "Deployment" => acl.allow_ns(ns, "read-job"),
+        "Job" | "Evaluation" | "Allocation" | "Deployment" | "Service" => {
+            acl.allow_ns(ns, "read-job")
+        }
         "Node" => acl.allow_node(Level::Read),
         _ => acl.is_management(),
     })

@@ -1,0 +1,210 @@
+//! Every route against a token holding exactly what Nomad checks for it, and one holding
+//! something near but not it: the first passes the gate (whatever the handler answers
+//! then), the second is refused 403 "Permission denied". The table follows the route
+//! table of `paddock::acl::check`, read from Nomad's source. Lists, the node's
+//! allocations, variables and searches show only what the token may see.
+
+use std::collections::HashMap;
+use std::time::Duration;
+
+use serde_json::{Value, json};
+
+use super::route_table::{MGMT, NODE_R, NOTHING, caps, table, vars};
+use super::{CONFIGURED, client_token, ok_json, running_alloc, start};
+use crate::harness::AgentProcess;
+
+/// A request's status, and its body when refused (a stream's body is not waited for).
+async fn status(
+    a: &AgentProcess,
+    method: &str,
+    path: &str,
+    secret: &str,
+    body: Option<&Value>,
+) -> (u16, String) {
+    let mut r = a
+        .http
+        .request(method.parse().unwrap(), a.url(path))
+        .timeout(Duration::from_secs(30))
+        .header("X-Nomad-Token", secret);
+    if let Some(b) = body {
+        r = r.json(b);
+    }
+    let r = r.send().await.unwrap();
+    let s = r.status().as_u16();
+    let t = if s == 403 {
+        r.text().await.unwrap()
+    } else {
+        String::new()
+    };
+    (s, t)
+}
+
+/// The secret of a client token holding `rules` (made once per distinct rules).
+async fn token_for(a: &AgentProcess, made: &mut HashMap<String, String>, rules: &str) -> String {
+    if rules == MGMT {
+        return CONFIGURED.into();
+    }
+    if let Some(s) = made.get(rules) {
+        return s.clone();
+    }
+    let name = format!("p{}", made.len());
+    ok_json(
+        a,
+        "POST",
+        &format!("/v1/acl/policy/{name}"),
+        CONFIGURED,
+        Some(json!({ "Name": name, "Rules": rules })),
+    )
+    .await;
+    let (_, secret) = client_token(a, CONFIGURED, &name, &[&name]).await;
+    made.insert(rules.to_string(), secret.clone());
+    secret
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn every_route_passes_with_what_nomad_checks_and_is_refused_without_it() {
+    let dir = tempfile::tempdir().unwrap();
+    let mut a = start(dir.path()).await;
+    let web = json!({ "Job": { "ID": "web", "Type": "service", "TaskGroups": [{ "Name": "g",
+        "Tasks": [{ "Name": "t", "Driver": "raw_exec",
+            "Config": { "command": "/bin/sh", "args": ["-c", "echo hello from web; exec sleep 600"] } }] }] } });
+    ok_json(&a, "POST", "/v1/jobs", CONFIGURED, Some(web)).await;
+    // A service, so that the system GC of the table leaves it.
+    let other = json!({ "Job": { "ID": "web-elsewhere", "Namespace": "other", "Type": "service",
+        "TaskGroups": [{ "Name": "g", "Tasks": [{ "Name": "t", "Driver": "raw_exec",
+            "Config": { "command": "/bin/sleep", "args": ["600"] } }] }] } });
+    ok_json(&a, "POST", "/v1/jobs", CONFIGURED, Some(other)).await;
+    let alloc = running_alloc(&a, CONFIGURED).await;
+    let evals = ok_json(&a, "GET", "/v1/job/web/evaluations", CONFIGURED, None).await;
+    let eval = evals[0]["ID"].as_str().unwrap().to_string();
+    let nodes = ok_json(&a, "GET", "/v1/nodes", CONFIGURED, None).await;
+    let node = nodes[0]["ID"].as_str().unwrap().to_string();
+    for (path, ns) in [("app/one", "default"), ("other/two", "default")] {
+        ok_json(
+            &a,
+            "PUT",
+            &format!("/v1/var/{path}?namespace={ns}"),
+            CONFIGURED,
+            Some(json!({ "Items": { "k": "v" } })),
+        )
+        .await;
+    }
+    let rows = table(&alloc, &eval, &node);
+    let read_job = caps(&["read-job"]);
+    let (r, l) = (read_job.as_str(), caps(&["list-jobs"]));
+    let l = l.as_str();
+    let mut made = HashMap::new();
+    let mut wrong = Vec::new();
+    for row in &rows {
+        for rules in &row.allow {
+            let secret = token_for(&a, &mut made, rules).await;
+            let (s, _) = status(&a, row.method, &row.path, &secret, row.body.as_ref()).await;
+            if s == 403 {
+                wrong.push(format!("{} {} refused with\n{rules}", row.method, row.path));
+            }
+        }
+        for rules in &row.deny {
+            let secret = token_for(&a, &mut made, rules).await;
+            let (s, t) = status(&a, row.method, &row.path, &secret, row.body.as_ref()).await;
+            if (s, t.as_str()) != (403, "Permission denied") {
+                wrong.push(format!(
+                    "{} {} gave {s} {t:?} with\n{rules}",
+                    row.method, row.path
+                ));
+            }
+        }
+    }
+    assert!(
+        wrong.is_empty(),
+        "{} of {} routes wrong:\n{}",
+        wrong.len(),
+        rows.len(),
+        wrong.join("\n")
+    );
+
+    // What a token may not see is left out of what it may list.
+    let ids = |v: &Value, key: &str| -> Vec<String> {
+        let mut ids: Vec<String> = v
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|o| o[key].as_str().unwrap().to_string())
+            .collect();
+        ids.sort();
+        ids
+    };
+    let lister = token_for(&a, &mut made, l).await;
+    let all = ok_json(&a, "GET", "/v1/jobs?namespace=*", CONFIGURED, None).await;
+    assert_eq!(ids(&all, "ID"), ["web", "web-elsewhere"]);
+    let mine = ok_json(&a, "GET", "/v1/jobs?namespace=*", &lister, None).await;
+    assert_eq!(ids(&mine, "ID"), ["web"]);
+    let node_allocs = format!("/v1/node/{node}/allocations");
+    let everything = ok_json(&a, "GET", &node_allocs, CONFIGURED, None).await;
+    assert!(
+        everything
+            .as_array()
+            .unwrap()
+            .iter()
+            .any(|o| o["Namespace"] == "other"),
+        "{everything}"
+    );
+    let reader = token_for(&a, &mut made, &format!("{NODE_R}{read_job}")).await;
+    let seen = ok_json(&a, "GET", &node_allocs, &reader, None).await;
+    let seen = seen.as_array().unwrap();
+    assert!(
+        !seen.is_empty() && seen.iter().all(|o| o["Namespace"] == "default"),
+        "{seen:?}"
+    );
+    let node_only = token_for(&a, &mut made, NODE_R).await;
+    assert_eq!(
+        ok_json(&a, "GET", &node_allocs, &node_only, None).await,
+        json!([])
+    );
+    let app_reader = token_for(&a, &mut made, &vars("app/*", &["read"])).await;
+    let vs = ok_json(&a, "GET", "/v1/vars", &app_reader, None).await;
+    // `app/new` the table's write made; `other/two` is not under `app/*`.
+    assert_eq!(ids(&vs, "Path"), ["app/new", "app/one"]);
+    let none = token_for(&a, &mut made, NOTHING).await;
+    assert_eq!(ok_json(&a, "GET", "/v1/vars", &none, None).await, json!([]));
+    let everything = ok_json(&a, "GET", "/v1/vars", CONFIGURED, None).await;
+    assert_eq!(ids(&everything, "Path").len(), 3, "{everything}");
+    // Searches: per object, and no node without node:read.
+    let job_reader = token_for(&a, &mut made, r).await;
+    let found = ok_json(
+        &a,
+        "POST",
+        "/v1/search",
+        &job_reader,
+        Some(json!({ "Prefix": "web", "Context": "all" })),
+    )
+    .await;
+    assert_eq!(found["Matches"]["jobs"], json!(["web"]), "{found}");
+    assert!(found["Matches"].get("nodes").is_none(), "{found}");
+    let found = ok_json(
+        &a,
+        "POST",
+        "/v1/search/fuzzy",
+        &job_reader,
+        Some(json!({ "Text": "web", "Context": "jobs", "Namespace": "*" })),
+    )
+    .await;
+    let names: Vec<&str> = found["Matches"]["jobs"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|m| m["ID"].as_str().unwrap())
+        .collect();
+    assert_eq!(names, ["web"], "{found}");
+
+    ok_json(&a, "DELETE", "/v1/job/web?purge=true", CONFIGURED, None).await;
+    ok_json(
+        &a,
+        "DELETE",
+        "/v1/job/web-elsewhere?namespace=other&purge=true",
+        CONFIGURED,
+        None,
+    )
+    .await;
+    a.interrupt();
+    crate::harness::reap_executor(&dir.path().join("data"));
+}
