@@ -181,6 +181,10 @@ async fn a_driver_upgrade_moves_running_tasks_and_one_that_refuses_their_handles
     let v = versions_of(&agent, "raw_exec").await;
     let active = v.iter().find(|c| c["State"] == "active").unwrap();
     assert_eq!(active["Tasks"].as_array().unwrap().len(), 2, "{v:#?}");
+    // The active version names the one it replaced, which still runs tasks.
+    assert_eq!(active["Previous"]["PluginVersion"], "0.1.0+b2", "{v:#?}");
+    assert_eq!(active["Previous"]["Draining"], true, "{v:#?}");
+    assert_eq!(active["History"][0]["Kind"], "swapped", "{v:#?}");
 
     // A pinned task is still served by its version: signal and stop work.
     let (second, second_pid) = &tasks[1];
@@ -219,6 +223,9 @@ async fn a_driver_upgrade_moves_running_tasks_and_one_that_refuses_their_handles
         assert!(Instant::now() < deadline, "{:#}", node["Events"]);
         tokio::time::sleep(Duration::from_millis(100)).await;
     }
+    let v = versions_of(&agent, "raw_exec").await;
+    assert_eq!(v[0]["History"][0]["Kind"], "drained", "{v:#?}");
+    assert_eq!(v[0]["Previous"]["Draining"], false, "{v:#?}");
     untouched(&agent, &newer).await;
 
     // Deleting the file: the built-in raw_exec serves again; it reads only format 1, so the
