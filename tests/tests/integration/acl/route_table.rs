@@ -406,6 +406,26 @@ pub(super) fn table(alloc: &str, eval: &str, node: &str) -> Vec<Row> {
             &[&caps(&["read-logs"])],
         ));
     }
+    for sub in [
+        "",
+        "/versions",
+        "/allocations",
+        "/evaluations",
+        "/summary",
+        "/deployments",
+        "/deployment",
+        "/submission?version=0",
+    ] {
+        rows.push(row("GET", &format!("/v1/job/web{sub}"), None, &[r], &[l]));
+    }
+    rows.push(row(
+        "POST",
+        "/v1/agent/reload",
+        None,
+        &[AGENT_W],
+        &[AGENT_R],
+    ));
+    rows.push(row("GET", "/v1/var/", None, &[MGMT], &[&every_rule]));
     // Open routes look at no token.
     for path in [
         "/v1/agent/health",
