@@ -170,7 +170,11 @@ pub(super) async fn run(args: RunArgs) -> anyhow::Result<i32> {
 /// How long a stopping agent waits for requests in flight, and then for the state DB.
 const STOP_GRACE: std::time::Duration = std::time::Duration::from_secs(5);
 
-/// Sets `stop` to the first SIGTERM or SIGINT; exits the process at once on a second one.
+/// Signals this close after the first are the same request delivered twice.
+const SAME_REQUEST: std::time::Duration = std::time::Duration::from_millis(100);
+
+/// Sets `stop` to the first SIGTERM or SIGINT; exits the process at once on a second one
+/// (one sent again, not the first delivered twice: see [`SAME_REQUEST`]).
 fn watch_stop_signals(
     stop: tokio::sync::watch::Sender<Option<&'static str>>,
 ) -> anyhow::Result<()> {
@@ -193,9 +197,22 @@ fn watch_stop_signals(
             "stopping: no new work, flushing the state DB; tasks keep running (a second signal exits at once)"
         );
         let _ = stop.send(Some(first));
-        let second = next(&mut term, &mut int).await;
-        tracing::warn!(signal = second, "second signal: exiting now");
-        std::process::exit(1);
+        let asked = std::time::Instant::now();
+        loop {
+            let second = next(&mut term, &mut int).await;
+            // `timeout` (and a shell's job control) sends its signal to the process and
+            // then to its group: one request arriving twice within microseconds. Only a
+            // signal sent again later asks to exit at once.
+            if asked.elapsed() < SAME_REQUEST {
+                tracing::debug!(
+                    signal = second,
+                    "the stop signal arrived twice at once; one request"
+                );
+                continue;
+            }
+            tracing::warn!(signal = second, "second signal: exiting now");
+            std::process::exit(1);
+        }
     });
     Ok(())
 }

@@ -87,3 +87,36 @@ async fn a_second_signal_exits_at_once() {
     );
     drop(stream);
 }
+
+/// `timeout` (as README's first command uses it) passes its signal to the agent and then to
+/// its whole process group, and a shell's job control may do the same: the agent gets the
+/// signal twice, milliseconds apart. That is one request to stop cleanly, not a second one.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_signal_delivered_twice_at_once_is_one_clean_stop() {
+    let dir = tempfile::tempdir().unwrap();
+    let mut agent = AgentProcess::new(dir.path());
+    agent.start().await;
+    // An open event stream holds the stop for its grace, so the second delivery finds the
+    // agent still stopping.
+    let stream = agent
+        .http
+        .get(agent.url("/v1/event/stream"))
+        .send()
+        .await
+        .unwrap();
+    assert!(stream.status().is_success());
+    let pid = agent.pid().to_string();
+    std::process::Command::new("kill")
+        .args(["-TERM", &pid])
+        .status()
+        .unwrap();
+    // Apart enough that the first was taken before the second came (the kernel merges a
+    // signal sent while the same one is still pending).
+    tokio::time::sleep(Duration::from_millis(20)).await;
+    let status = agent.stop_by("TERM");
+    let log = agent.log();
+    assert_eq!(status.code(), Some(0), "{status:?}\n{log}");
+    assert!(log.contains("state DB flushed"), "{log}");
+    assert!(!log.contains("second signal: exiting now"), "{log}");
+    drop(stream);
+}
