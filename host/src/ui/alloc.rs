@@ -36,8 +36,16 @@ async fn render(agent: &AppState, viewer: &Viewer, id: &str) -> Response {
     if let Err(why) = viewer.check_reads(agent, &a.namespace) {
         return refused(&why, &format!("/ui/allocations/{}", enc(id)));
     }
-    let lifecycle = viewer.may(agent, &a.namespace, "alloc-lifecycle");
-    let read_logs = viewer.may(agent, &a.namespace, "read-logs");
+    // What the buttons and the log panel will call, asked of the API's own table.
+    let (eid, ns) = (enc(&a.id), a.namespace.as_str());
+    let lifecycle = [
+        format!("/v1/client/allocation/{eid}/restart"),
+        format!("/v1/client/allocation/{eid}/signal"),
+        format!("/v1/allocation/{eid}/stop"),
+    ]
+    .iter()
+    .all(|p| viewer.may_call(agent, "POST", p, ns));
+    let read_logs = viewer.may_call(agent, "GET", &format!("/v1/client/fs/logs/{eid}"), ns);
     let tasks: Vec<String> = a
         .group()
         .map(|g| g.tasks.iter().map(|t| t.name.clone()).collect())
@@ -235,8 +243,9 @@ fn devices(res: &serde_json::Value) -> Markup {
     }
 }
 
-/// The logs panel; the script follows the framed logs endpoint into it. A token without
-/// `read-logs` in the allocation's namespace (`allowed`) is told so instead.
+/// The logs panel; the script follows the framed logs endpoint into it. A token the logs
+/// endpoint would refuse (`allowed`: `read-logs` or `read-fs` in the allocation's
+/// namespace) is told so instead.
 fn logs(a: &Allocation, tasks: &[String], allowed: bool) -> Markup {
     if !allowed {
         return html! {
@@ -244,7 +253,8 @@ fn logs(a: &Allocation, tasks: &[String], allowed: bool) -> Markup {
                 h2 #logs-h { "Logs" }
                 p.denied #logs-denied {
                     "Your token may not read logs in this allocation's namespace: that needs "
-                    code { "read-logs" } " in namespace " code { (a.namespace) } "."
+                    code { "read-logs" } " (or " code { "read-fs" } ") in namespace "
+                    code { (a.namespace) } "."
                 }
             }
         };

@@ -17,9 +17,9 @@
 //! constant time, or with Nomad's ACL system the token's policies. The gate checks what
 //! the path says a page needs ([`Need`]); a page about one object (an allocation, a job)
 //! checks again in the object's own namespace, whatever `?namespace=` said, and offers
-//! only what the token may do there ([`Viewer::may`]): the logs with `read-logs`, stop and
-//! purge with `submit-job`, restart, signal and stop of an allocation with
-//! `alloc-lifecycle`.
+//! only what the API will let the token do there ([`Viewer::may_call`]): the logs with
+//! `read-logs` (or `read-fs`), stop and purge with `submit-job`, restart, signal and stop
+//! of an allocation with `alloc-lifecycle`.
 
 use axum::Form;
 use axum::extract::{Request, State};
@@ -186,18 +186,34 @@ impl Viewer {
         authorize(agent, self.0.as_deref(), &need)
     }
 
-    /// Whether this viewer holds the namespace capability `cap` (`read-logs`,
-    /// `submit-job`, `alloc-lifecycle`) in `namespace`: what the API will check when the
-    /// page's button or panel calls it. Without ACL policies the gate's check was all.
-    pub(crate) fn may(&self, agent: &Agent, namespace: &str, cap: &str) -> bool {
+    /// Whether the API will let this viewer make the call `method path` on an object of
+    /// `namespace`, by the API's own table of what each endpoint needs
+    /// ([`crate::acl::check::need`]): the page offers a button or a panel only then (the
+    /// logs with `read-logs` or `read-fs`, stop and purge with `submit-job`, restart,
+    /// signal and stop of an allocation with `alloc-lifecycle`). Without ACL policies the
+    /// gate's check was all.
+    pub(crate) fn may_call(
+        &self,
+        agent: &Agent,
+        method: &str,
+        path: &str,
+        namespace: &str,
+    ) -> bool {
+        use crate::acl::check::{Need as Api, need};
         if !agent.acl().enabled() {
             return true;
         }
         let token = self.0.as_deref().filter(|t| !t.is_empty());
-        agent
-            .acl()
-            .resolve(token)
-            .is_some_and(|c| agent.acl().acl_of(&c).allow_ns(namespace, cap))
+        let Some(caller) = agent.acl().resolve(token) else {
+            return false;
+        };
+        let acl = agent.acl().acl_of(&caller);
+        match need(method, path) {
+            Api::Ns(caps, _) => caps.iter().any(|c| acl.allow_ns_spec(namespace, c)),
+            Api::Open => true,
+            // The pages offer only namespace-scoped calls; anything else is not offered.
+            _ => acl.is_management(),
+        }
     }
 }
 

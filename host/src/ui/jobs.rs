@@ -130,7 +130,7 @@ pub(super) async fn list(
                                     td { span class=(format!("status {}", j.state.status)) { (j.state.status) } }
                                     td { (bar(summary.summary.values())) }
                                     td { (time_el(j.state.submit_time.max(0) as u64)) }
-                                    @let may = viewer.may(&agent, &j.namespace, "submit-job");
+                                    @let may = may_stop(&viewer, &agent, &j.namespace, &j.id);
                                     td.actions { (job_buttons(&j.namespace, &j.id, j.stop, may)) }
                                 }
                             }
@@ -143,8 +143,15 @@ pub(super) async fn list(
     page("Jobs", Tab::Jobs, Some("/v1/jobs?namespace=*"), body).into_response()
 }
 
+/// Whether the API will let `viewer` stop and purge job `id` (`submit-job` in its
+/// namespace).
+fn may_stop(viewer: &super::auth::Viewer, agent: &AppState, namespace: &str, id: &str) -> bool {
+    let path = format!("/v1/job/{}", enc(id));
+    viewer.may_call(agent, "DELETE", &path, namespace)
+}
+
 /// Stop and purge, for the script (they call `DELETE /v1/job/{id}`); offered only to a
-/// token with `submit-job` in the job's namespace (`allowed`), as the API checks.
+/// token the API will let do it (`allowed`).
 fn job_buttons(namespace: &str, id: &str, stopped: bool, allowed: bool) -> Markup {
     let api = format!("/v1/job/{}?namespace={}", enc(id), enc(namespace));
     if !allowed {
@@ -217,7 +224,7 @@ pub(super) async fn job(
                 dt { "Datacenters" } dd { (job.datacenters.join(", ")) }
                 dt { "Submitted" } dd { (time_el(job.state.submit_time.max(0) as u64)) }
             }
-            @let may = viewer.may(&agent, &job.namespace, "submit-job");
+            @let may = may_stop(&viewer, &agent, &job.namespace, &job.id);
             div.buttons { (job_buttons(&job.namespace, &job.id, job.stop, may)) }
             h2 { "Task groups" }
             div.scroll { table {

@@ -1,7 +1,8 @@
 //! The pages with Nomad's ACL policies: an allocation's or a job's page is checked in the
 //! object's own namespace (not the one `?namespace=` names), and a page offers only what
-//! the token may do there: the logs with `read-logs`, stop and purge with `submit-job`,
-//! restart, signal and stop of an allocation with `alloc-lifecycle`.
+//! the API will let the token do there: the logs with `read-logs` (or `read-fs`), stop and
+//! purge with `submit-job`, restart, signal and stop of an allocation with
+//! `alloc-lifecycle`.
 
 use std::time::Duration;
 
@@ -170,6 +171,18 @@ async fn pages_check_the_objects_own_namespace_and_offer_only_what_the_token_may
         assert!(!body.contains(r#"data-action="DELETE""#), "{path}: {body}");
         assert!(body.contains("Read only"), "{path}: {body}");
     }
+
+    // read-fs reads the log files too, so the logs endpoint lets it follow them.
+    let fs_reader = token_with(
+        &t,
+        "fs-reader",
+        "namespace \"default\" {\n  capabilities = [\"read-job\", \"read-fs\"]\n}\n",
+    )
+    .await;
+    let (status, body) = as_token(&t, &format!("/ui/allocations/{web}"), &fs_reader).await;
+    assert_eq!(status, 200, "{body}");
+    assert!(body.contains(&format!(r#"data-logs="{web}""#)), "{body}");
+    assert!(!body.contains("Restart</button>"), "{body}");
 
     // A token with the capabilities sees the log panel and every button.
     let (status, body) = as_token(&t, &format!("/ui/allocations/{web}"), &operator).await;
