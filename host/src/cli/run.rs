@@ -59,7 +59,7 @@ pub(super) async fn run(args: RunArgs) -> anyhow::Result<i32> {
     let jobs = args
         .jobs
         .iter()
-        .map(|f| super::read_job_file(f, &[]))
+        .map(|f| super::read_job_source(f, &[]))
         .collect::<anyhow::Result<Vec<_>>>()?;
     let bind = resolve_bind(args.bind.as_deref(), &config)?;
     let agent = Agent::start(AgentOptions {
@@ -103,8 +103,13 @@ pub(super) async fn run(args: RunArgs) -> anyhow::Result<i32> {
             }
         }
     });
-    for job in jobs {
-        let r = agent.register_job(job)?;
+    for (job, submission) in jobs {
+        // The file's text is kept with the job's version, as `agent job run` sends it.
+        let options = crate::agent::RegisterOptions {
+            submission: Some(submission),
+            ..Default::default()
+        };
+        let r = agent.register_job_with(job, options)?;
         tracing::info!(eval_id = %r.eval_id, allocs = ?r.allocs, "job from --job registered");
     }
     // SIGTERM or SIGINT: stop taking work (the API), flush the state DB, leave tasks running

@@ -442,3 +442,20 @@ async fn reading_a_submission_takes_read_job_in_its_namespace() {
         .unwrap();
     assert_eq!(s, 403, "anonymous");
 }
+
+/// `agent run --job FILE` (README's first command) keeps the file's text with the job's
+/// version, as `agent job run` does.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn agent_run_with_a_job_file_keeps_its_source() {
+    let dir = tempfile::tempdir().unwrap();
+    let file =
+        std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../examples/jobs/hello.nomad.hcl");
+    let mut a = AgentProcess::new(dir.path());
+    a.args = vec!["--job".into(), file.display().to_string()];
+    a.start().await;
+    let (status, sub) = submission(&a, "hello-hcl", 0).await;
+    assert_eq!(status, 200, "{sub}");
+    assert_eq!(sub["Format"], "hcl2");
+    assert_eq!(sub["Source"], std::fs::read_to_string(&file).unwrap());
+    a.interrupt();
+}
