@@ -52,13 +52,12 @@ async fn sigterm_and_sigint_stop_the_agent_cleanly_and_leave_tasks_running() {
     }
 }
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn a_second_signal_exits_at_once() {
+/// A started agent with an event stream open (a stream never ends by itself, so a stop
+/// waits its grace for it), sent one SIGTERM.
+async fn stopping_agent() -> (AgentProcess, tempfile::TempDir, reqwest::Response) {
     let dir = tempfile::tempdir().unwrap();
     let mut agent = AgentProcess::new(dir.path());
     agent.start().await;
-    // An event stream never ends by itself: the first signal waits for it (its grace), and
-    // the second one cuts that short.
     let stream = agent
         .http
         .get(agent.url("/v1/event/stream"))
@@ -66,12 +65,18 @@ async fn a_second_signal_exits_at_once() {
         .await
         .unwrap();
     assert!(stream.status().is_success());
-    let pid = agent.pid().to_string();
-    let asked = Instant::now();
     std::process::Command::new("kill")
-        .args(["-TERM", &pid])
+        .args(["-TERM", &agent.pid().to_string()])
         .status()
         .unwrap();
+    (agent, dir, stream)
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_second_signal_exits_at_once() {
+    // The first signal waits for the stream (its grace); the second one cuts that short.
+    let (mut agent, _dir, stream) = stopping_agent().await;
+    let asked = Instant::now();
     tokio::time::sleep(Duration::from_millis(500)).await;
     let status = agent.stop_by("TERM");
     let took = asked.elapsed();
@@ -93,23 +98,8 @@ async fn a_second_signal_exits_at_once() {
 /// signal twice, milliseconds apart. That is one request to stop cleanly, not a second one.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_signal_delivered_twice_at_once_is_one_clean_stop() {
-    let dir = tempfile::tempdir().unwrap();
-    let mut agent = AgentProcess::new(dir.path());
-    agent.start().await;
-    // An open event stream holds the stop for its grace, so the second delivery finds the
-    // agent still stopping.
-    let stream = agent
-        .http
-        .get(agent.url("/v1/event/stream"))
-        .send()
-        .await
-        .unwrap();
-    assert!(stream.status().is_success());
-    let pid = agent.pid().to_string();
-    std::process::Command::new("kill")
-        .args(["-TERM", &pid])
-        .status()
-        .unwrap();
+    // The stream holds the stop for its grace: the second delivery finds the agent stopping.
+    let (mut agent, _dir, stream) = stopping_agent().await;
     // Apart enough that the first was taken before the second came (the kernel merges a
     // signal sent while the same one is still pending).
     tokio::time::sleep(Duration::from_millis(20)).await;
