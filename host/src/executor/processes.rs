@@ -93,6 +93,8 @@ pub struct ProcessTable {
     /// By host id, the start time recorded (to tell the process from a later one that
     /// got its pid).
     unclaimed: Mutex<HashMap<u64, u64>>,
+    /// Processes killed at their start because the store refused their record.
+    records_refused: std::sync::atomic::AtomicU64,
 }
 
 /// Hands the executor's news to the table.
@@ -240,6 +242,14 @@ impl ProcessTable {
             .map_err(|e| HostError::Failed(e.to_string()))?;
         *guard = Some(c.clone());
         Ok(c)
+    }
+
+    /// How many processes were killed at their start because their record could not be
+    /// stored (the state DB refused it): a start that failed while this changed failed for
+    /// the disk's sake.
+    pub fn records_refused(&self) -> u64 {
+        self.records_refused
+            .load(std::sync::atomic::Ordering::SeqCst)
     }
 
     /// A receiver that changes when process `id` exits; `None` if the id is unknown.
@@ -415,6 +425,8 @@ impl ProcessTable {
         // Durable before the id is handed out: a driver's handle names only processes the
         // agent can find again.
         if let Err(e) = b.store.put(&record) {
+            self.records_refused
+                .fetch_add(1, std::sync::atomic::Ordering::SeqCst);
             let _ = send_signal(pid, "SIGKILL");
             forget(&self.procs);
             return Err(HostError::Failed(format!("recording process {id}: {e}")));

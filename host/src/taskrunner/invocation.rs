@@ -310,6 +310,8 @@ impl TaskRunner {
     ) -> Result<RunEnd, RunEnd> {
         let task_id = cfg.id.clone();
         let driver = &inv.driver;
+        let processes = self.drivers.services().processes.clone();
+        let refused = processes.records_refused();
         let mut start = Box::pin(driver.start(cfg, Some(ctx)));
         let handle = tokio::select! {
             r = &mut start => r,
@@ -324,6 +326,15 @@ impl TaskRunner {
             }
         };
         let handle = handle.map_err(|e| {
+            // A process the driver spawned that the state DB refused to record was killed:
+            // the disk failed, not the task (the driver cannot tell them apart).
+            if processes.records_refused() != refused {
+                tracing::warn!(alloc_id = %self.alloc_id, task = %self.task.name, error = %e, "the state DB refused to record the task's process: starting it again once it writes");
+                return RunEnd::NotRecorded(Box::new(Self::failure(
+                    TaskEventType::DriverFailure,
+                    format!("failed to start task: {e}; started again once the state DB writes"),
+                )));
+            }
             let recoverable = e.recoverable();
             RunEnd::Failed(
                 Box::new(Self::failure(

@@ -103,6 +103,10 @@ enum RunEnd {
     Failed(Box<TaskEvent>, bool),
     /// Killed before it started.
     KilledBeforeStart,
+    /// Its start failed because the state DB refused to record its process (the disk failed
+    /// then): not the task's failure, so not counted against its restart policy; started
+    /// again once the state DB writes.
+    NotRecorded(Box<TaskEvent>),
 }
 
 impl TaskRunner {
@@ -297,6 +301,10 @@ impl TaskRunner {
                 RunEnd::Failed(ev, recoverable) => {
                     self.event(*ev);
                     tracker.set_start_error(recoverable);
+                }
+                RunEnd::NotRecorded(ev) => {
+                    self.event(*ev);
+                    continue;
                 }
             }
             if self.kill.is_cancelled() {

@@ -205,3 +205,71 @@ async fn processes_no_restored_task_takes_back_are_killed_after_a_restart() {
             .contains("killed processes recorded before the restart")
     );
 }
+
+/// A task restarted while the state DB cannot write waits for it and starts once it
+/// writes: its start used to fail (the executor could not record the new process), the
+/// driver called that unrecoverable, and the service's allocation failed for the disk's
+/// sake (the soak's services short of their Count).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_task_restarted_while_the_state_db_cannot_write_starts_once_it_can() {
+    let dir = tempfile::tempdir().unwrap();
+    let (mut agent, full) = agent_with_full_switch(dir.path());
+    agent.start().await;
+    agent.post_job(raw_sleeper("restarted")).await;
+    let allocs = agent.wait_allocs("restarted", running).await;
+    let alloc = allocs[0]["ID"].as_str().unwrap().to_string();
+    let pid_file = dir
+        .path()
+        .join("data/alloc")
+        .join(&alloc)
+        .join("t/local/pid");
+    let first = pid_in(&pid_file).await;
+
+    std::fs::write(&full, b"").unwrap();
+    let r = agent
+        .http
+        .post(agent.url(&format!("/v1/client/allocation/{alloc}/restart")))
+        .json(&json!({ "TaskName": "t" }))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(r.status(), 200, "{}", r.text().await.unwrap());
+    let deadline = Instant::now() + Duration::from_secs(20);
+    while alive(first) {
+        assert!(
+            Instant::now() < deadline,
+            "the restart did not stop the task"
+        );
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    // Waiting, not failed, while the disk is full.
+    tokio::time::sleep(Duration::from_secs(2)).await;
+    let a = agent.alloc(&alloc).await;
+    assert_ne!(a["ClientStatus"], "failed", "{a:#}");
+    assert_eq!(
+        std::fs::read_to_string(&pid_file).unwrap().trim(),
+        first.to_string()
+    );
+
+    std::fs::remove_file(&full).unwrap();
+    let allocs = agent.wait_allocs("restarted", running).await;
+    assert_eq!(allocs[0]["ClientStatus"], "running");
+    let deadline = Instant::now() + Duration::from_secs(20);
+    let second = loop {
+        let p = pid_in(&pid_file).await;
+        if p != first {
+            break p;
+        }
+        assert!(Instant::now() < deadline, "the task was not started again");
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    };
+    assert!(alive(second));
+    let a = agent.alloc(&alloc).await;
+    let events: Vec<&str> = a["TaskStates"]["t"]["Events"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|e| e["Type"].as_str().unwrap())
+        .collect();
+    assert!(!events.contains(&"Not Restarting"), "{events:?}");
+}
