@@ -5,7 +5,7 @@
 use axum::Extension;
 use axum::Router;
 use axum::body::Bytes;
-use axum::extract::State;
+use axum::extract::{Query, State};
 use axum::response::Response;
 use axum::routing::{get, post};
 use serde_json::{Value, json};
@@ -51,16 +51,38 @@ pub(super) fn routes() -> Router<AppState> {
         .route("/v1/client/gc", get(gc_all).post(gc_all).put(gc_all))
 }
 
-/// `{"Prefix": "ab", "Context": "allocs"|"jobs"|"nodes"|"evals"|"all"}` →
-/// `{"Matches": {context: [ids]}, "Truncations": {context: bool}}`.
+/// The namespace a search looks in: the body's `Namespace`, else `?namespace=`, else
+/// `default` (Nomad's `RequestNamespace`); `*` is every namespace (the token's view of
+/// them, per object).
+fn request_namespace(body: &Value, query: &[(String, String)]) -> String {
+    body["Namespace"]
+        .as_str()
+        .filter(|n| !n.is_empty())
+        .or_else(|| {
+            query
+                .iter()
+                .find(|(k, v)| k == "namespace" && !v.is_empty())
+                .map(|(_, v)| v.as_str())
+        })
+        .unwrap_or("default")
+        .to_string()
+}
+
+/// `{"Prefix": "ab", "Context": "allocs"|"jobs"|"nodes"|"evals"|"all", "Namespace": "ns"}`
+/// → `{"Matches": {context: [ids]}, "Truncations": {context: bool}}`. Jobs, allocations
+/// and evaluations are looked for in the request's namespace only (all of them for `*`),
+/// as in Nomad.
 async fn search(
     State(agent): State<AppState>,
     who: Option<Extension<Who>>,
+    Query(query): Query<Vec<(String, String)>>,
     body: Bytes,
 ) -> Result<Response, ApiError> {
     let sees = Sees(who.map(|Extension(w)| w));
     let v: Value = serde_json::from_slice(&body)
         .map_err(|e| ApiError::bad_request(format!("invalid JSON: {e}")))?;
+    let namespace = request_namespace(&v, &query);
+    let seen = |ns: &str| (namespace == "*" || ns == namespace) && sees.job_ns(ns);
     let prefix = v["Prefix"].as_str().unwrap_or_default();
     let context = v["Context"].as_str().unwrap_or("all");
     let contexts: &[&str] = match context {
@@ -82,20 +104,18 @@ async fn search(
             continue;
         }
         let mut ids: Vec<String> = match *ctx {
-            "allocs" => {
-                agent.visit_allocations(|a| sees.job_ns(&a.namespace).then(|| a.id.clone()))
-            }
+            "allocs" => agent.visit_allocations(|a| seen(&a.namespace).then(|| a.id.clone())),
             "evals" => agent
                 .evals()
                 .list("")
                 .into_iter()
-                .filter(|e| sees.job_ns(&e.namespace))
+                .filter(|e| seen(&e.namespace))
                 .map(|e| e.id)
                 .collect(),
             "jobs" => agent
                 .jobs()
                 .into_iter()
-                .filter(|j| sees.job_ns(&j.namespace))
+                .filter(|j| seen(&j.namespace))
                 .map(|j| j.id)
                 .collect(),
             _ => vec![agent.node().id],
@@ -121,6 +141,7 @@ async fn search(
 async fn fuzzy(
     State(agent): State<AppState>,
     who: Option<Extension<Who>>,
+    Query(query): Query<Vec<(String, String)>>,
     body: Bytes,
 ) -> Result<Response, ApiError> {
     let sees = Sees(who.map(|Extension(w)| w));
@@ -137,10 +158,7 @@ async fn fuzzy(
         .as_str()
         .filter(|c| !c.is_empty())
         .unwrap_or("all");
-    let namespace = v["Namespace"]
-        .as_str()
-        .filter(|n| !n.is_empty())
-        .unwrap_or("default");
+    let namespace = request_namespace(&v, &query);
     const CONTEXTS: &[&str] = &["allocs", "groups", "jobs", "namespaces", "nodes", "tasks"];
     let contexts: Vec<&str> = match context {
         "all" => CONTEXTS.to_vec(),
@@ -200,8 +218,9 @@ async fn fuzzy(
                 }
             }
             _ => {
+                // Namespaces are not in a namespace: every one the token may see.
                 let mut namespaces: Vec<String> =
-                    jobs.iter().map(|j| j.namespace.clone()).collect();
+                    agent.jobs().into_iter().map(|j| j.namespace).collect();
                 namespaces.push("default".into());
                 namespaces.sort();
                 namespaces.dedup();

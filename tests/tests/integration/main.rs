@@ -41,6 +41,7 @@ mod raw_exec;
 mod restore;
 mod runtime;
 mod sdk;
+mod search;
 mod shutdown;
 mod soak;
 mod state;
