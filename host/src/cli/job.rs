@@ -21,9 +21,13 @@ pub enum JobCommand {
         /// Return after submitting, without following.
         #[arg(long)]
         detach: bool,
-        /// A value for an HCL `variable` block: `-var name=value` (repeatable).
+        /// A value for an HCL `variable` block: `-var name=value` (repeatable; wins over
+        /// `-var-file`).
         #[arg(long = "var", value_name = "NAME=VALUE")]
         vars: Vec<String>,
+        /// An HCL file of `name = value` variable values (repeatable; a later file wins).
+        #[arg(long = "var-file", value_name = "FILE")]
+        var_files: Vec<PathBuf>,
         /// The job file.
         file: PathBuf,
     },
@@ -44,9 +48,13 @@ pub enum JobCommand {
         /// API address and token.
         #[command(flatten)]
         api: ApiArgs,
-        /// A value for an HCL `variable` block: `-var name=value` (repeatable).
+        /// A value for an HCL `variable` block: `-var name=value` (repeatable; wins over
+        /// `-var-file`).
         #[arg(long = "var", value_name = "NAME=VALUE")]
         vars: Vec<String>,
+        /// An HCL file of `name = value` variable values (repeatable; a later file wins).
+        #[arg(long = "var-file", value_name = "FILE")]
+        var_files: Vec<PathBuf>,
         /// The job file.
         file: PathBuf,
     },
@@ -80,11 +88,17 @@ pub(super) async fn run(cmd: JobCommand) -> anyhow::Result<i32> {
             api,
             detach,
             vars,
+            var_files,
             file,
-        } => job_run(&api, &file, &vars, detach).await,
+        } => job_run_with_var_files(&api, &file, &vars, &var_files, detach).await,
         JobCommand::Status { api, json, id } => job_status(&api, id.as_deref(), json).await,
-        JobCommand::Validate { api, vars, file } => {
-            let job = super::read_job_file(&file, &vars)?;
+        JobCommand::Validate {
+            api,
+            vars,
+            var_files,
+            file,
+        } => {
+            let job = super::read_job_file(&file, &vars, &var_files)?;
             let v = api
                 .call(
                     reqwest::Method::POST,
@@ -145,7 +159,18 @@ pub async fn job_run(
     vars: &[String],
     detach: bool,
 ) -> anyhow::Result<i32> {
-    let (job, submission) = super::read_job_source(file, vars)?;
+    job_run_with_var_files(api, file, vars, &[], detach).await
+}
+
+/// [`job_run`] with `-var-file` files, whose values `vars` override.
+pub async fn job_run_with_var_files(
+    api: &ApiArgs,
+    file: &PathBuf,
+    vars: &[String],
+    var_files: &[PathBuf],
+    detach: bool,
+) -> anyhow::Result<i32> {
+    let (job, submission) = super::read_job_source(file, vars, var_files)?;
     let client = api.client()?;
     // Nomad's `api.JobSubmission`: the fields a client sets.
     let submission = serde_json::json!({

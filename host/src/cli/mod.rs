@@ -203,35 +203,52 @@ pub fn init_logging(level: &str, json: bool) {
 }
 
 /// Read a job file: Nomad JSON (`{"Job": ...}` or the bare job) or Nomad HCL, told apart by
-/// the first non-blank character. `vars` are `-var name=value` flags for the HCL file.
+/// the first non-blank character. `vars` are `-var name=value` flags and `var_files`
+/// `-var-file` files for the HCL file.
 pub(crate) fn read_job_file(
     path: &PathBuf,
     vars: &[String],
+    var_files: &[PathBuf],
 ) -> anyhow::Result<crate::jobspec::Job> {
-    read_job_source(path, vars).map(|(job, _)| job)
+    read_job_source(path, vars, var_files).map(|(job, _)| job)
 }
 
 /// [`read_job_file`], with the file's text as Nomad's CLI submits it beside the job
-/// (`Submission`: format `hcl2` or `json`, the `-var` flags), so the agent keeps the
-/// source with the job's version.
+/// (`Submission`: format `hcl2` or `json`, the `-var` flags, and the `-var-file` files'
+/// text one after the other, each ended by a newline), so the agent keeps the source
+/// with the job's version. As in Nomad, a later var file overrides an earlier one, and a
+/// `-var` flag overrides them all.
 pub(crate) fn read_job_source(
     path: &PathBuf,
     vars: &[String],
+    var_files: &[PathBuf],
 ) -> anyhow::Result<(crate::jobspec::Job, crate::structs::JobSubmission)> {
     let text = std::fs::read_to_string(path)
         .map_err(|e| anyhow::anyhow!("reading {}: {e}", path.display()))?;
     let mut values = std::collections::BTreeMap::new();
+    let mut var_file_text = String::new();
+    for f in var_files {
+        let t = std::fs::read_to_string(f)
+            .map_err(|e| anyhow::anyhow!("reading var file {}: {e}", f.display()))?;
+        let parsed = crate::jobspec::parse_var_file(&t)
+            .map_err(|e| anyhow::anyhow!("{}: {e}", f.display()))?;
+        values.extend(parsed);
+        var_file_text.push_str(&t);
+        var_file_text.push('\n');
+    }
+    let mut flags = std::collections::BTreeMap::new();
     for v in vars {
         let (k, val) = v
             .split_once('=')
             .ok_or_else(|| anyhow::anyhow!("-var {v:?}: expected name=value"))?;
-        values.insert(k.trim().to_string(), val.to_string());
+        flags.insert(k.trim().to_string(), val.to_string());
     }
+    values.extend(flags.clone());
     let json = text.trim_start().starts_with('{');
     let parsed = if json {
         if !values.is_empty() {
             anyhow::bail!(
-                "{}: -var applies to HCL job files, not JSON",
+                "{}: -var and -var-file apply to HCL job files, not JSON",
                 path.display()
             );
         }
@@ -242,7 +259,8 @@ pub(crate) fn read_job_source(
     let job = parsed.map_err(|e| anyhow::anyhow!("{}: {e}", path.display()))?;
     let submission = crate::structs::JobSubmission {
         format: if json { "json" } else { "hcl2" }.into(),
-        variable_flags: (!values.is_empty()).then_some(values),
+        variable_flags: (!flags.is_empty()).then_some(flags),
+        variables: var_file_text,
         source: text,
         ..Default::default()
     };

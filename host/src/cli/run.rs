@@ -59,7 +59,7 @@ pub(super) async fn run(args: RunArgs) -> anyhow::Result<i32> {
     let jobs = args
         .jobs
         .iter()
-        .map(|f| super::read_job_source(f, &[]))
+        .map(|f| super::read_job_source(f, &[], &[]))
         .collect::<anyhow::Result<Vec<_>>>()?;
     let bind = resolve_bind(args.bind.as_deref(), &config)?;
     let agent = Agent::start(AgentOptions {

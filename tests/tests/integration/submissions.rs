@@ -459,3 +459,86 @@ async fn agent_run_with_a_job_file_keeps_its_source() {
     assert_eq!(sub["Source"], std::fs::read_to_string(&file).unwrap());
     a.interrupt();
 }
+
+#[tokio::test]
+async fn job_run_takes_var_files_under_var_flags_and_sends_their_text() {
+    let t = TestAgent::start("", vec![]).await;
+    let dir = tempfile::tempdir().unwrap();
+    let source = r#"variable "greeting" {
+  type = string
+}
+variable "count" {
+  type    = number
+  default = 1
+}
+
+job "var-files" {
+  type = "batch"
+  group "g" {
+    count = var.count
+    task "t" {
+      driver = "mock"
+      config {
+        run_for = "10ms"
+      }
+      env {
+        GREETING = var.greeting
+      }
+    }
+  }
+}
+"#;
+    let file = dir.path().join("job.nomad.hcl");
+    std::fs::write(&file, source).unwrap();
+    let first = "# shared values\ngreeting = \"from the first file\"\ncount = 2\n";
+    let second = "greeting = \"from the second file\"";
+    let (f1, f2) = (dir.path().join("one.hcl"), dir.path().join("two.hcl"));
+    std::fs::write(&f1, first).unwrap();
+    std::fs::write(&f2, second).unwrap();
+    let flag = |p: &std::path::Path| format!("-var-file={}", p.display());
+
+    // Nomad's single-dash form, repeated: the later file wins where both set a value.
+    job_run(&t, &[&flag(&f1), &flag(&f2), file.to_str().unwrap()]).await;
+    let registered = t.get("/v1/job/var-files").await;
+    let group = &registered["TaskGroups"][0];
+    assert_eq!(group["Tasks"][0]["Env"]["GREETING"], "from the second file");
+    assert_eq!(
+        group["Count"], 2,
+        "the first file's value stays where only it sets one"
+    );
+    let sub = t.get("/v1/job/var-files/submission?version=0").await;
+    assert_eq!(sub["Source"], source);
+    assert_eq!(sub["Variables"], format!("{first}\n{second}\n"));
+    assert_eq!(sub["VariableFlags"], Value::Null);
+
+    // A -var flag wins over every file, whatever the order on the command line.
+    let args = [
+        "-var",
+        "greeting=from the flag",
+        &flag(&f1),
+        file.to_str().unwrap(),
+    ];
+    job_run(&t, &args).await;
+    let registered = t.get("/v1/job/var-files").await;
+    assert_eq!(registered["Version"], 1);
+    let group = &registered["TaskGroups"][0];
+    assert_eq!(group["Tasks"][0]["Env"]["GREETING"], "from the flag");
+    let sub = t.get("/v1/job/var-files/submission?version=1").await;
+    assert_eq!(sub["Variables"], format!("{first}\n"));
+    assert_eq!(sub["VariableFlags"], json!({ "greeting": "from the flag" }));
+
+    // A var file setting a variable the job does not declare is refused, naming it.
+    let bad = dir.path().join("bad.hcl");
+    std::fs::write(&bad, "greeting = \"x\"\nnope = 1\n").unwrap();
+    let out = tokio::process::Command::new(agent_bin())
+        .args(["job", "run", "--detach", "-address", &t.base, &flag(&bad)])
+        .arg(&file)
+        .output()
+        .await
+        .unwrap();
+    assert!(!out.status.success());
+    assert!(
+        String::from_utf8_lossy(&out.stderr).contains("var.nope"),
+        "{out:?}"
+    );
+}

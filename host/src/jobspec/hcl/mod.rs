@@ -22,6 +22,8 @@ mod blocks;
 pub(crate) mod depth;
 mod vars;
 
+pub use vars::parse_var_file;
+
 type R<T> = Result<T, JobspecError>;
 
 /// Blocks and attributes of a cluster scheduler that a single node accepts and ignores.

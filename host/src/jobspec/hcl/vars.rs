@@ -291,3 +291,26 @@ pub(super) fn var_value(text: &str) -> Value {
         })
         .unwrap_or_else(|| Value::String(text.to_string()))
 }
+
+/// A variables file as `-var-file` takes it (`name = value` lines, HCL syntax): each
+/// name with its value's source text, which then reads as a `-var name=...` value does.
+pub fn parse_var_file(src: &str) -> R<BTreeMap<String, String>> {
+    let body = hcl::edit::parser::parse_body(src)
+        .map_err(|e| JobspecError::new("var-file", format!("invalid HCL: {e}")))?;
+    let mut out = BTreeMap::new();
+    for s in body.iter() {
+        let Structure::Attribute(a) = s else {
+            return Err(JobspecError::new(
+                "var-file",
+                "a variables file holds only `name = value` assignments, not blocks",
+            ));
+        };
+        let text = a
+            .value
+            .span()
+            .and_then(|r| src.get(r))
+            .ok_or_else(|| JobspecError::new(format!("var.{}", a.key.as_str()), "no value"))?;
+        out.insert(a.key.as_str().to_string(), text.trim().to_string());
+    }
+    Ok(out)
+}
