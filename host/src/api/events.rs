@@ -5,19 +5,24 @@
 //! only); Nomad's other topics
 //! (`Deployment`, `Service`, ...) are accepted and stay quiet. The stream starts with the
 //! kept events (the newest 100, see [`crate::events`]) at or after `index` (all of them
-//! for 0, the default, as Nomad does), then goes on live.
+//! for 0, the default, as Nomad does), then goes on live. With the ACL system on, an
+//! event of a namespace reaches the stream only if the token holds `read-job` there (a
+//! `namespace=*` stream, which any namespace granting it lets through, shows the token's
+//! namespaces only, as Nomad filters each event).
 
 use std::time::Duration;
 
-use axum::Router;
 use axum::body::Body;
 use axum::extract::{Query, State};
 use axum::http::header;
 use axum::response::{IntoResponse, Response};
 use axum::routing::get;
+use axum::{Extension, Router};
 use tokio::sync::broadcast::error::RecvError;
 
+use super::acl::Who;
 use super::{ApiError, AppState};
+use crate::events::Event;
 
 /// Topics a subscription may name.
 const TOPICS: &[&str] = &[
@@ -47,10 +52,19 @@ pub(super) fn routes() -> Router<AppState> {
     Router::new().route("/v1/event/stream", get(stream))
 }
 
+/// Whether the token `who` (none: the ACL system is off) may see `ev`: one outside
+/// namespaces (the node's) was checked by the gate for its topic; one in a namespace
+/// needs `read-job` there.
+fn visible(who: Option<&Who>, ev: &Event) -> bool {
+    ev.namespace.is_empty() || who.is_none_or(|w| w.acl().allow_ns(&ev.namespace, "read-job"))
+}
+
 async fn stream(
     State(agent): State<AppState>,
+    who: Option<Extension<Who>>,
     Query(params): Query<Vec<(String, String)>>,
 ) -> Result<Response, ApiError> {
+    let who = who.map(|Extension(w)| w);
     let mut topics = Vec::new();
     let mut namespace = "default".to_string();
     let mut index = 0u64;
@@ -81,8 +95,8 @@ async fn stream(
     let (backlog, rx) = agent.events().subscribe_from(index);
     let backlog: std::collections::VecDeque<_> = backlog.into();
     let body = futures::stream::unfold(
-        (backlog, rx, topics, namespace),
-        |(mut backlog, mut rx, topics, namespace)| async move {
+        (backlog, rx, topics, namespace, who),
+        |(mut backlog, mut rx, topics, namespace, who)| async move {
             loop {
                 let next = match backlog.pop_front() {
                     Some(ev) => Ok(Ok(ev)),
@@ -90,10 +104,12 @@ async fn stream(
                 };
                 let line = match next {
                     Err(_) => "{}\n".to_string(),
-                    Ok(Ok(ev)) if ev.matches(&topics, &namespace) => format!(
-                        "{}\n",
-                        serde_json::json!({ "Index": ev.index, "Events": [ev.to_json()] })
-                    ),
+                    Ok(Ok(ev)) if ev.matches(&topics, &namespace) && visible(who.as_ref(), &ev) => {
+                        format!(
+                            "{}\n",
+                            serde_json::json!({ "Index": ev.index, "Events": [ev.to_json()] })
+                        )
+                    }
                     Ok(Ok(_)) => continue,
                     Ok(Err(RecvError::Lagged(n))) => {
                         tracing::warn!(missed = n, "event stream subscriber fell behind");
@@ -106,7 +122,7 @@ async fn stream(
                 };
                 return Some((
                     Ok::<_, std::io::Error>(line),
-                    (backlog, rx, topics, namespace),
+                    (backlog, rx, topics, namespace, who),
                 ));
             }
         },

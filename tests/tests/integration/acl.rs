@@ -12,6 +12,7 @@ use crate::harness::{AgentProcess, NODE_DISK};
 
 mod cli;
 mod config;
+mod events;
 mod route_table;
 mod routes;
 

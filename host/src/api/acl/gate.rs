@@ -289,8 +289,8 @@ fn job_namespace(body: Option<&Value>) -> Option<String> {
 /// (jobs, evaluations, allocations, deployments and services `read-job`; nodes
 /// `node:read`); any other topic, and every topic (none given, or `*`), needs a
 /// management token, as Nomad's `aclAllowsSubscription` (nomad/stream/event_broker.go).
-/// The stream does not filter per object, so `?namespace=*` needs a rule covering every
-/// namespace.
+/// `?namespace=*` needs `read-job` in some namespace (Nomad's `AllowNsOp("*", ...)`): the
+/// stream then shows only the events of namespaces granting it.
 fn events_allowed(acl: &Acl, query: &[(String, String)], ns: &str) -> bool {
     let topics: Vec<&str> = query
         .iter()
@@ -301,6 +301,9 @@ fn events_allowed(acl: &Acl, query: &[(String, String)], ns: &str) -> bool {
         return acl.is_management();
     }
     topics.iter().all(|t| match *t {
+        "Job" | "Evaluation" | "Allocation" | "Deployment" | "Service" if ns == "*" => {
+            acl.allow_spec_somewhere("read-job")
+        }
         "Job" | "Evaluation" | "Allocation" | "Deployment" | "Service" => {
             acl.allow_ns(ns, "read-job")
         }
