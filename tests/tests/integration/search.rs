@@ -68,9 +68,9 @@ async fn searches_look_only_in_the_requested_namespace() {
     let r = search("/v1/search", prefix(Some("team-b"), &eval_a, "evals")).await;
     assert!(ids(&r, "evals").is_empty(), "{r}");
     let r = search("/v1/search", prefix(Some("team-a"), &eval_a, "evals")).await;
-    assert_eq!(ids(&r, "evals"), [eval_a.clone()]);
+    assert_eq!(ids(&r, "evals"), [eval_a.as_str()]);
     let r = search("/v1/search", prefix(Some("*"), &eval_a[..8], "evals")).await;
-    assert_eq!(ids(&r, "evals"), [eval_a.clone()]);
+    assert_eq!(ids(&r, "evals"), [eval_a.as_str()]);
 
     // Fuzzy search likewise; namespaces themselves are found from any namespace.
     let fuzzy =
