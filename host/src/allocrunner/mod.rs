@@ -365,7 +365,7 @@ mod tests {
         );
         shared.placed();
         assert!(!shared.unsynced());
-        assert_eq!(shared.resync().unwrap(), false, "nothing to write");
+        assert!(!shared.resync().unwrap(), "nothing to write");
 
         db.backend().io.set_disk_full(true);
         shared.set_desired(DesiredStatus::Stop, "job stopped");
@@ -382,7 +382,7 @@ mod tests {
             assert!(t.elapsed() < std::time::Duration::from_secs(10));
             std::thread::sleep(std::time::Duration::from_millis(10));
         }
-        assert_eq!(shared.resync().unwrap(), true);
+        assert!(shared.resync().unwrap());
         assert!(!shared.unsynced());
         let a = stored(&db);
         assert_eq!(a.desired_status, DesiredStatus::Stop);
@@ -397,7 +397,7 @@ mod tests {
             std::thread::sleep(std::time::Duration::from_millis(10));
         }
         shared.forget();
-        assert_eq!(shared.resync().unwrap(), false);
+        assert!(!shared.resync().unwrap());
         assert!(db.allocs().unwrap().is_empty());
     }
 }
