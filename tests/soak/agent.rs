@@ -251,6 +251,49 @@ pub fn rss_kib(pid: u32) -> Option<u64> {
         .ok()
 }
 
+/// Resident memory of `pid`'s wasm linear-memory slots in KiB: each anonymous read-write
+/// mapping directly followed by an inaccessible one of 1 GiB or more (the guard region the
+/// pooling allocator leaves after every memory). A slot keeps the pages a call touched
+/// resident (up to the engine's keep-resident size) after the instance is gone, so this
+/// part follows how many slots the guests ever filled, not what the agent holds.
+pub fn wasm_slots_kib(pid: u32) -> Option<u64> {
+    let smaps = std::fs::read_to_string(format!("/proc/{pid}/smaps")).ok()?;
+    Some(slots_in_smaps(&smaps))
+}
+
+fn slots_in_smaps(smaps: &str) -> u64 {
+    // (end address, whether it is an anonymous rw mapping, its RSS) of the last mapping.
+    let mut prev: Option<(u64, bool, u64)> = None;
+    let mut cur: Option<(u64, bool, u64)> = None;
+    let mut total = 0;
+    for line in smaps.lines() {
+        let mut f = line.split_whitespace();
+        let head = f.next().unwrap_or_default();
+        if let Some((a, b)) = head.split_once('-')
+            && let (Ok(a), Ok(b)) = (u64::from_str_radix(a, 16), u64::from_str_radix(b, 16))
+        {
+            prev = cur;
+            let perms = f.next().unwrap_or_default();
+            let path = f.nth(3);
+            let anon = path.is_none();
+            if let Some((end, true, rss)) = prev
+                && end == a
+                && perms == "---p"
+                && anon
+                && b - a >= 1 << 30
+            {
+                total += rss;
+            }
+            cur = Some((b, perms == "rw-p" && anon, 0));
+        } else if head == "Rss:"
+            && let Some(c) = cur.as_mut()
+        {
+            c.2 = f.next().and_then(|v| v.parse().ok()).unwrap_or(0);
+        }
+    }
+    total
+}
+
 pub use paddock_tests::procs::reap_executor;
 
 /// `pid`'s parent, start time (clock ticks after boot) and command line, for reports.
@@ -308,4 +351,33 @@ pub fn soak_processes(token: &str) -> Vec<(u32, String)> {
         out.push((pid, alloc));
     }
     out
+}
+
+#[cfg(test)]
+mod tests {
+    /// Three mappings from a real agent: a heap, a wasm slot (read-write, then its 4 GiB
+    /// guard) and a thread stack (a small guard, then read-write, then another guard).
+    const SMAPS: &str = "\
+5600000000-5600100000 rw-p 00000000 00:00 0                  [heap]
+Rss:                 900 kB
+7b7170105000-7b7173f10000 rw-p 00000000 00:00 0
+Size:              63540 kB
+Rss:               15400 kB
+7b7173f10000-7b7271f10000 ---p 00000000 00:00 0
+Rss:                   0 kB
+7f0000000000-7f0000001000 ---p 00000000 00:00 0
+Rss:                   0 kB
+7f0000001000-7f0000201000 rw-p 00000000 00:00 0
+Rss:                  64 kB
+7f0000201000-7f0000202000 ---p 00000000 00:00 0
+Rss:                   0 kB
+7f0000300000-7f0000400000 r-xp 00000000 fe:00 10010739                   /usr/bin/agent
+Rss:                2000 kB
+";
+
+    #[test]
+    fn only_memories_before_a_large_guard_count_as_wasm_slots() {
+        assert_eq!(super::slots_in_smaps(SMAPS), 15400);
+        assert_eq!(super::slots_in_smaps(""), 0);
+    }
 }

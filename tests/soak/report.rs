@@ -27,8 +27,8 @@ pub struct Report {
     pub seen: std::collections::HashSet<String>,
     /// Times a problem already told was seen again at a later check.
     pub repeated: u64,
-    /// `(seconds since the start, life, RSS KiB)`.
-    pub rss: Vec<(f64, u64, u64)>,
+    /// `(seconds since the start, life, RSS KiB, of which in wasm memory slots KiB)`.
+    pub rss: Vec<(f64, u64, u64, u64)>,
     /// API latency by kind of call (ms).
     pub latencies: BTreeMap<&'static str, Vec<f64>>,
     /// Seconds from spawn to a healthy API, per start.
@@ -48,7 +48,8 @@ pub fn quantile(v: &mut [f64], q: f64) -> f64 {
 }
 
 impl Report {
-    /// Medians of RSS over the first and last thirds of the run (MiB).
+    /// Medians of RSS outside wasm memory slots over the first and last thirds of the run
+    /// (MiB).
     pub fn rss_thirds(&self) -> (f64, f64) {
         let end = self.rss.last().map_or(0.0, |r| r.0);
         let third = |lo: f64, hi: f64| {
@@ -56,21 +57,25 @@ impl Report {
                 .rss
                 .iter()
                 .filter(|r| r.0 >= lo && r.0 <= hi)
-                .map(|r| r.2 as f64 / 1024.0)
+                .map(|r| r.2.saturating_sub(r.3) as f64 / 1024.0)
                 .collect();
             quantile(&mut v, 0.5)
         };
         (third(0.0, end / 3.0), third(end * 2.0 / 3.0, end))
     }
 
-    /// The highest RSS of each life (MiB), in order.
-    pub fn rss_peaks(&self) -> Vec<f64> {
-        let mut peaks: BTreeMap<u64, u64> = BTreeMap::new();
-        for (_, life, kib) in &self.rss {
+    /// The highest RSS of each life, and the highest part of it in wasm memory slots (MiB),
+    /// in order.
+    pub fn rss_peaks(&self) -> Vec<(f64, f64)> {
+        let mut peaks: BTreeMap<u64, (u64, u64)> = BTreeMap::new();
+        for (_, life, kib, slots) in &self.rss {
             let p = peaks.entry(*life).or_default();
-            *p = (*p).max(*kib);
+            *p = (p.0.max(*kib), p.1.max(*slots));
         }
-        peaks.values().map(|k| *k as f64 / 1024.0).collect()
+        peaks
+            .values()
+            .map(|(k, s)| (*k as f64 / 1024.0, *s as f64 / 1024.0))
+            .collect()
     }
 
     pub fn markdown(&self) -> String {
@@ -103,7 +108,7 @@ impl Report {
         let peaks = self.rss_peaks();
         let _ = writeln!(
             s,
-            "\nAgent RSS ({} samples): min {:.1} / median {:.1} / max {:.1} MiB; median of the first third {:.1}, of the last third {:.1} MiB (ratio {:.2}); peak per life: {}.\n",
+            "\nAgent RSS ({} samples): min {:.1} / median {:.1} / max {:.1} MiB; outside wasm memory slots, median of the first third {:.1}, of the last third {:.1} MiB (ratio {:.2}); peak per life (of which in wasm memory slots): {}.\n",
             all.len(),
             quantile(&mut all, 0.0),
             quantile(&mut all, 0.5),
@@ -113,7 +118,7 @@ impl Report {
             last / first,
             peaks
                 .iter()
-                .map(|p| format!("{p:.1}"))
+                .map(|(p, s)| format!("{p:.1} ({s:.1})"))
                 .collect::<Vec<_>>()
                 .join(", ")
         );
