@@ -117,7 +117,7 @@ impl AllocShared {
         self.own.send_replace(index);
         if let Err(e) = written.and_then(crate::state::Durable::wait) {
             self.unsynced.store(true, Ordering::SeqCst);
-            tracing::error!(alloc_id = %self.id, error = %e, "persisting allocation state failed; written again once the state DB writes");
+            crate::state::log_write_failed(&e, "allocation state", &self.id);
         }
     }
 

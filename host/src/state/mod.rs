@@ -103,6 +103,17 @@ pub enum StateError {
     Storage(String),
 }
 
+/// Log a write of `what` (of `subject`) that failed and will be written again once the
+/// state DB writes. A refusal during an outage is only a debug line: the outage's start and
+/// end are logged once each, and every write in it would repeat them at error level.
+pub fn log_write_failed(e: &StateError, what: &str, subject: &str) {
+    if matches!(e, StateError::Unwritable { .. }) {
+        tracing::debug!(subject, error = %e, "persisting {what} refused while the state DB cannot write; written again once it writes");
+    } else {
+        tracing::error!(subject, error = %e, "persisting {what} failed; written again once the state DB writes");
+    }
+}
+
 impl StateError {
     /// An I/O error or a refusal because of one: the disk, not the data, is at fault, and
     /// the same write may succeed once the disk does.

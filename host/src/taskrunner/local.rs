@@ -43,7 +43,7 @@ impl TaskRunner {
             .put_local_state(&self.alloc_id, &self.task.name, &local)
         {
             self.local_unsynced.store(true, Ordering::SeqCst);
-            tracing::error!(task = %self.task.name, error = %e, "persisting task local state failed; written again once the state DB writes");
+            crate::state::log_write_failed(&e, "task local state", &self.task.name);
         }
     }
 
@@ -123,7 +123,7 @@ impl TaskRunner {
             });
             if let Err(e) = db.put_local_state(&alloc_id, &task, &l) {
                 unsynced.store(true, Ordering::SeqCst);
-                tracing::error!(task = %task, error = %e, "persisting task local state failed");
+                crate::state::log_write_failed(&e, "task local state", &task);
             }
         })
     }
