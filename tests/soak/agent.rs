@@ -263,7 +263,6 @@ pub fn wasm_slots_kib(pid: u32) -> Option<u64> {
 
 fn slots_in_smaps(smaps: &str) -> u64 {
     // (end address, whether it is an anonymous rw mapping, its RSS) of the last mapping.
-    let mut prev: Option<(u64, bool, u64)> = None;
     let mut cur: Option<(u64, bool, u64)> = None;
     let mut total = 0;
     for line in smaps.lines() {
@@ -272,7 +271,7 @@ fn slots_in_smaps(smaps: &str) -> u64 {
         if let Some((a, b)) = head.split_once('-')
             && let (Ok(a), Ok(b)) = (u64::from_str_radix(a, 16), u64::from_str_radix(b, 16))
         {
-            prev = cur;
+            let prev = cur;
             let perms = f.next().unwrap_or_default();
             let path = f.nth(3);
             let anon = path.is_none();
@@ -355,9 +354,11 @@ pub fn soak_processes(token: &str) -> Vec<(u32, String)> {
 
 #[cfg(test)]
 mod tests {
-    /// Three mappings from a real agent: a heap, a wasm slot (read-write, then its 4 GiB
-    /// guard) and a thread stack (a small guard, then read-write, then another guard).
-    const SMAPS: &str = "\
+    #[test]
+    fn only_memories_before_a_large_guard_count_as_wasm_slots() {
+        // Mappings as a real agent has them: a heap, a wasm slot (read-write, then its
+        // 4 GiB guard), a thread stack (a small guard, read-write, another guard), code.
+        const SMAPS: &str = "\
 5600000000-5600100000 rw-p 00000000 00:00 0                  [heap]
 Rss:                 900 kB
 7b7170105000-7b7173f10000 rw-p 00000000 00:00 0
@@ -374,9 +375,6 @@ Rss:                   0 kB
 7f0000300000-7f0000400000 r-xp 00000000 fe:00 10010739                   /usr/bin/agent
 Rss:                2000 kB
 ";
-
-    #[test]
-    fn only_memories_before_a_large_guard_count_as_wasm_slots() {
         assert_eq!(super::slots_in_smaps(SMAPS), 15400);
         assert_eq!(super::slots_in_smaps(""), 0);
     }
