@@ -252,6 +252,40 @@ async fn an_oversized_source_is_dropped_with_nomads_warning_and_a_bad_one_is_a_4
     assert_eq!(s, 404, "a refused registration registers nothing");
 }
 
+/// An HCL batch job `id` of one mock task whose env takes `var.greeting`; `group_lines` go
+/// at the top of its group.
+fn greeting_job(id: &str, group_lines: &str) -> String {
+    format!(
+        r#"job "{id}" {{
+  type = "batch"
+  group "g" {{
+{group_lines}    task "t" {{
+      driver = "mock"
+      config {{
+        run_for = "10ms"
+      }}
+      env {{
+        GREETING = var.greeting
+      }}
+    }}
+  }}
+}}
+"#
+    )
+}
+
+/// The text of the UI page at `path`.
+async fn ui_page(t: &TestAgent, path: &str) -> String {
+    t.http
+        .get(t.url(path))
+        .send()
+        .await
+        .unwrap()
+        .text()
+        .await
+        .unwrap()
+}
+
 /// `agent job run <args> -address <t>`.
 async fn job_run(t: &TestAgent, args: &[&str]) -> std::process::Output {
     let out = tokio::process::Command::new(agent_bin())
@@ -277,23 +311,11 @@ variable "greeting" {
   default = "hello"
 }
 
-job "from-hcl" {
-  type = "batch"
-  group "g" {
-    task "t" {
-      driver = "mock"
-      config {
-        run_for = "10ms"
-      }
-      env {
-        GREETING = var.greeting
-      }
-    }
-  }
-}
-"#;
+"#
+    .to_string()
+        + &greeting_job("from-hcl", "");
     let file = dir.path().join("from-hcl.nomad.hcl");
-    std::fs::write(&file, source).unwrap();
+    std::fs::write(&file, &source).unwrap();
     job_run(&t, &["--var", "greeting=<hi>", file.to_str().unwrap()]).await;
 
     let sub = t.get("/v1/job/from-hcl/submission?version=0").await;
@@ -308,15 +330,7 @@ job "from-hcl" {
     );
 
     // The job page shows the HCL beside the JSON, escaped.
-    let page = t
-        .http
-        .get(t.url("/ui/jobs/from-hcl?namespace=default"))
-        .send()
-        .await
-        .unwrap()
-        .text()
-        .await
-        .unwrap();
+    let page = ui_page(&t, "/ui/jobs/from-hcl?namespace=default").await;
     assert!(page.contains("Job JSON"), "{page}");
     assert!(page.contains("Job HCL (version 0, as submitted)"), "{page}");
     assert!(
@@ -343,15 +357,7 @@ job "from-hcl" {
         (&json!("json"), &json!(text))
     );
     assert_eq!(sub["VariableFlags"], Value::Null);
-    let page = t
-        .http
-        .get(t.url("/ui/jobs/plain"))
-        .send()
-        .await
-        .unwrap()
-        .text()
-        .await
-        .unwrap();
+    let page = ui_page(&t, "/ui/jobs/plain").await;
     assert!(page.contains("Job JSON"), "{page}");
     assert!(!page.contains("Job HCL"), "{page}");
 
@@ -360,15 +366,7 @@ job "from-hcl" {
     v1["Meta"] = json!({ "changed": "yes" });
     let (s, r) = t.post("/v1/jobs", json!({ "Job": v1 })).await;
     assert_eq!(s, 200, "{r}");
-    let page = t
-        .http
-        .get(t.url("/ui/jobs/from-hcl"))
-        .send()
-        .await
-        .unwrap()
-        .text()
-        .await
-        .unwrap();
+    let page = ui_page(&t, "/ui/jobs/from-hcl").await;
     assert!(page.contains("<dd>1</dd>"), "version 1 shows: {page}");
     assert!(!page.contains("Job HCL"), "{page}");
 }
@@ -472,24 +470,11 @@ variable "count" {
   default = 1
 }
 
-job "var-files" {
-  type = "batch"
-  group "g" {
-    count = var.count
-    task "t" {
-      driver = "mock"
-      config {
-        run_for = "10ms"
-      }
-      env {
-        GREETING = var.greeting
-      }
-    }
-  }
-}
-"#;
+"#
+    .to_string()
+        + &greeting_job("var-files", "    count = var.count\n");
     let file = dir.path().join("job.nomad.hcl");
-    std::fs::write(&file, source).unwrap();
+    std::fs::write(&file, &source).unwrap();
     let first = "# shared values\ngreeting = \"from the first file\"\ncount = 2\n";
     let second = "greeting = \"from the second file\"";
     let (f1, f2) = (dir.path().join("one.hcl"), dir.path().join("two.hcl"));
