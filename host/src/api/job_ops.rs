@@ -13,7 +13,7 @@ use base64::Engine;
 use serde::Deserialize;
 use serde_json::{Value, json};
 
-use super::jobs::{register_refused, register_response};
+use super::jobs::{register_refused, register_response, same_job_id};
 use super::{ApiError, AppState, QueryOptions, with_index};
 use crate::agent::{DispatchError, DispatchRequest, PeriodicError};
 
@@ -129,12 +129,7 @@ async fn plan(
     let want_diff = v["Diff"].as_bool().unwrap_or(false);
     let job = crate::jobspec::parse_job_json(v["Job"].to_string().as_bytes())
         .map_err(|e| ApiError::bad_request(e.to_string()))?;
-    if job.id != id {
-        return Err(ApiError::bad_request(format!(
-            "Job.ID: {:?} does not match the job in the URL ({id:?})",
-            job.id
-        )));
-    }
+    same_job_id(&job.id, &id)?;
     let p = agent
         .plan_job(job, want_diff)
         .map_err(|e| ApiError::bad_request(e.to_string()))?;

@@ -41,13 +41,18 @@ async fn register_id(
 ) -> Result<Response, ApiError> {
     let req = crate::jobspec::parse_register_request(&body)
         .map_err(|e| ApiError::bad_request(e.to_string()))?;
-    if req.job.id != id {
+    same_job_id(&req.job.id, &id)?;
+    do_register(agent, req)
+}
+
+/// A body's job sent to `/v1/job/{id}/...` must be the job the URL names: a 400 otherwise.
+pub(super) fn same_job_id(job_id: &str, url_id: &str) -> Result<(), ApiError> {
+    if job_id != url_id {
         return Err(ApiError::bad_request(format!(
-            "Job.ID: {:?} does not match the job in the URL ({id:?})",
-            req.job.id
+            "Job.ID: {job_id:?} does not match the job in the URL ({url_id:?})"
         )));
     }
-    do_register(agent, req)
+    Ok(())
 }
 
 /// A registration's refusal as Nomad answers it: a job that cannot be placed as written
