@@ -68,6 +68,19 @@ fn request_namespace(body: &Value, query: &[(String, String)]) -> String {
         .to_string()
 }
 
+/// What both searches start with: what the caller sees, the JSON body, and the namespace
+/// the search looks in.
+fn read_request(
+    who: Option<Extension<Who>>,
+    query: &[(String, String)],
+    body: &Bytes,
+) -> Result<(Sees, Value, String), ApiError> {
+    let v: Value = serde_json::from_slice(body)
+        .map_err(|e| ApiError::bad_request(format!("invalid JSON: {e}")))?;
+    let namespace = request_namespace(&v, query);
+    Ok((Sees(who.map(|Extension(w)| w)), v, namespace))
+}
+
 /// `{"Prefix": "ab", "Context": "allocs"|"jobs"|"nodes"|"evals"|"all", "Namespace": "ns"}`
 /// → `{"Matches": {context: [ids]}, "Truncations": {context: bool}}`. Jobs, allocations
 /// and evaluations are looked for in the request's namespace only (all of them for `*`),
@@ -78,10 +91,7 @@ async fn search(
     Query(query): Query<Vec<(String, String)>>,
     body: Bytes,
 ) -> Result<Response, ApiError> {
-    let sees = Sees(who.map(|Extension(w)| w));
-    let v: Value = serde_json::from_slice(&body)
-        .map_err(|e| ApiError::bad_request(format!("invalid JSON: {e}")))?;
-    let namespace = request_namespace(&v, &query);
+    let (sees, v, namespace) = read_request(who, &query, &body)?;
     let seen = |ns: &str| (namespace == "*" || ns == namespace) && sees.job_ns(ns);
     let prefix = v["Prefix"].as_str().unwrap_or_default();
     let context = v["Context"].as_str().unwrap_or("all");
@@ -144,9 +154,7 @@ async fn fuzzy(
     Query(query): Query<Vec<(String, String)>>,
     body: Bytes,
 ) -> Result<Response, ApiError> {
-    let sees = Sees(who.map(|Extension(w)| w));
-    let v: Value = serde_json::from_slice(&body)
-        .map_err(|e| ApiError::bad_request(format!("invalid JSON: {e}")))?;
+    let (sees, v, namespace) = read_request(who, &query, &body)?;
     let text = v["Text"].as_str().unwrap_or_default().to_lowercase();
     if text.chars().count() < MIN_TERM_LENGTH {
         return Err(ApiError::bad_request(format!(
@@ -158,7 +166,6 @@ async fn fuzzy(
         .as_str()
         .filter(|c| !c.is_empty())
         .unwrap_or("all");
-    let namespace = request_namespace(&v, &query);
     const CONTEXTS: &[&str] = &["allocs", "groups", "jobs", "namespaces", "nodes", "tasks"];
     let contexts: Vec<&str> = match context {
         "all" => CONTEXTS.to_vec(),
