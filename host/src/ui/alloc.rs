@@ -100,20 +100,31 @@ fn facts(a: &Allocation) -> Markup {
     }
 }
 
+/// A panel the token may not use (`name`: its class and the stem of its ids): its heading,
+/// and `why` in place of its content.
+fn denied(name: &str, title: &str, why: Markup) -> Markup {
+    let heading = format!("{name}-h");
+    html! {
+        section class=(name) aria-labelledby=(heading) {
+            h2 id=(heading) { (title) }
+            p.denied id=(format!("{name}-denied")) { (why) }
+        }
+    }
+}
+
 /// Restart, signal and stop: forms the script sends to the API (offered only to a token
 /// with `alloc-lifecycle` in the allocation's namespace, `allowed`).
 fn actions(a: &Allocation, tasks: &[String], allowed: bool) -> Markup {
     let id = enc(&a.id);
     if !allowed {
-        return html! {
-            section.actions aria-labelledby="actions-h" {
-                h2 #actions-h { "Actions" }
-                p.denied #actions-denied {
-                    "Your token may not restart, signal or stop this allocation: that needs "
-                    code { "alloc-lifecycle" } " in namespace " code { (a.namespace) } "."
-                }
-            }
-        };
+        return denied(
+            "actions",
+            "Actions",
+            html! {
+                "Your token may not restart, signal or stop this allocation: that needs "
+                code { "alloc-lifecycle" } " in namespace " code { (a.namespace) } "."
+            },
+        );
     }
     html! {
         section.actions aria-labelledby="actions-h" {
@@ -248,16 +259,15 @@ fn devices(res: &serde_json::Value) -> Markup {
 /// namespace) is told so instead.
 fn logs(a: &Allocation, tasks: &[String], allowed: bool) -> Markup {
     if !allowed {
-        return html! {
-            section.logs aria-labelledby="logs-h" {
-                h2 #logs-h { "Logs" }
-                p.denied #logs-denied {
-                    "Your token may not read logs in this allocation's namespace: that needs "
-                    code { "read-logs" } " (or " code { "read-fs" } ") in namespace "
-                    code { (a.namespace) } "."
-                }
-            }
-        };
+        return denied(
+            "logs",
+            "Logs",
+            html! {
+                "Your token may not read logs in this allocation's namespace: that needs "
+                code { "read-logs" } " (or " code { "read-fs" } ") in namespace "
+                code { (a.namespace) } "."
+            },
+        );
     }
     html! {
         section.logs aria-labelledby="logs-h" data-logs=(a.id) {
