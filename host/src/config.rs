@@ -148,6 +148,20 @@ pub struct ClientConfig {
     /// Memory redb may keep of the state file (its page cache and write buffer), MiB
     /// (default 32; redb's own default is 1 GiB).
     pub state_cache_mb: Option<u64>,
+    /// Nomad's client garbage collection of ended allocations (their runner, directory
+    /// and local state; the record stays until the server's collection): how often it
+    /// runs (default "1m"; it also runs when an allocation ends or is placed).
+    pub gc_interval: Option<String>,
+    /// Disk use of the allocation dir's filesystem, percent, above which ended
+    /// allocations are collected, oldest first (default 80).
+    pub gc_disk_usage_threshold: Option<f64>,
+    /// Inode use, percent, above which ended allocations are collected (default 70).
+    pub gc_inode_usage_threshold: Option<f64>,
+    /// Allocations the client keeps (running or ended and not yet collected) before it
+    /// collects ended ones, oldest first; it never limits running ones (default 50).
+    pub gc_max_allocs: Option<usize>,
+    /// Allocations collected at once (default 2).
+    pub gc_parallel_destroys: Option<usize>,
 }
 
 impl ClientConfig {

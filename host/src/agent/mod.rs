@@ -32,6 +32,7 @@ use crate::taskenv::NodeInfo;
 use crate::taskrunner::interfaces::Plugins;
 
 mod blocked;
+mod client_gc;
 mod dispatch;
 mod drain;
 mod evaluate;
@@ -156,6 +157,8 @@ pub struct Agent {
     restored: RwLock<BTreeMap<String, Allocation>>,
     /// Every allocation above, in list order.
     order: order::AllocOrder,
+    /// Nomad's client garbage collection of ended allocations.
+    client_gc: Arc<client_gc::ClientGc>,
     /// Launch timers of periodic jobs.
     periodic: periodic::PeriodicTimers,
     /// The address the HTTP API serves on, once it does (the node's `HTTPAddr`).
@@ -271,6 +274,10 @@ impl Agent {
         let (node_id, node_name) = crate::node::identity(db.as_ref(), opts.config.name.as_deref())?;
         let c = &opts.config.client;
         let alloc_root = c.alloc_root(&data_dir, &opts.config_file)?;
+        let client_gc = Arc::new(client_gc::ClientGc::new(client_gc::GcConfig::from_client(
+            c,
+            &opts.config_file,
+        )?));
         std::fs::create_dir_all(&alloc_root).context("creating client.alloc_dir")?;
         let host_attributes = crate::node::fingerprint(&alloc_root);
         let mut attributes = host_attributes.clone();
@@ -336,6 +343,7 @@ impl Agent {
             usage: Arc::default(),
             restored: RwLock::new(BTreeMap::new()),
             order: Default::default(),
+            client_gc,
             periodic: Default::default(),
             http_addr: Default::default(),
             _tempdir: tempdir,
@@ -344,6 +352,7 @@ impl Agent {
         agent.restore()?;
         agent.spawn_unblocker();
         agent.spawn_outage_watch();
+        agent.spawn_client_gc();
         agent.place_interrupted();
         let scheduling = agent.load_scheduling();
         let draining = scheduling.drain.is_some();
@@ -369,7 +378,11 @@ impl Agent {
             node: Arc::new(self.node()),
             on_live: {
                 let usage = self.usage.clone();
-                Arc::new(move |id: &str, live: bool| usage.set_live(id, live))
+                let gc = self.client_gc.clone();
+                Arc::new(move |id: &str, live: bool| {
+                    usage.set_live(id, live);
+                    gc.ended(id, !live);
+                })
             },
             plugins: Plugins {
                 drivers: self.drivers.clone(),

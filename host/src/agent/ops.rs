@@ -288,6 +288,7 @@ impl Agent {
     /// Forget a finished allocation: its state and its directory. `Ok(false)` when no
     /// allocation has that id; refused while it still runs.
     pub async fn gc_allocation(&self, id: &str) -> Result<bool, AllocActionError> {
+        self.client_gc.forget(id);
         if let Some(r) = self.alloc_runner(id) {
             if !r.shared().peek(Allocation::is_terminal) {
                 return Err(AllocActionError::StillRunning(id.to_string()));

@@ -161,6 +161,7 @@ impl Placing {
         for r in &placed.runners {
             agent.usage.track(r);
         }
+        agent.client_gc.placed();
         drop(_guard);
         let runners = match placed.wait() {
             Ok(r) => {

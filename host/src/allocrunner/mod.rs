@@ -279,6 +279,21 @@ impl AllocRunner {
         let _ = rx.wait_for(|d| *d).await;
     }
 
+    /// The client's garbage collection of an ended allocation: wait for `run` to finish,
+    /// remove the directory and the local state, and hand back the final record (kept, as
+    /// a Nomad server keeps it after its client collected the allocation). `None`, and
+    /// nothing removed, while a refused state write is still to be made again.
+    pub async fn retire(&self) -> Option<crate::structs::Allocation> {
+        if self.started.load(std::sync::atomic::Ordering::SeqCst) {
+            self.wait().await;
+        }
+        let record = self.shared.retire()?;
+        if let Err(e) = self.dir.destroy() {
+            tracing::warn!(alloc_id = %self.shared.id(), error = %e, "removing allocation dir failed");
+        }
+        Some(record)
+    }
+
     /// Stop, wait for the tasks, then remove the allocation's state and directory.
     /// Before `run` was ever called this returns at once.
     pub async fn destroy(&self) {

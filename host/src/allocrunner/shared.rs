@@ -214,6 +214,27 @@ impl AllocShared {
         self.changes.bump();
     }
 
+    /// The allocation ended and the client lets its runner go (its garbage collection):
+    /// no more writes, its local state (task handles) removed, its record and task states
+    /// kept. Returns the final record; `None` while a refused write is still to be made
+    /// again (the stored record is older than this one), so it is kept for now.
+    pub(super) fn retire(&self) -> Option<Allocation> {
+        let record = {
+            let a = self.lock();
+            if self.unsynced.load(Ordering::SeqCst) {
+                return None;
+            }
+            self.gone.store(true, Ordering::SeqCst);
+            a.clone()
+        };
+        if let Err(e) = self.db.delete_local_states(&self.id) {
+            // Harmless if left: an ended allocation's local state is never read again, and
+            // the record's removal takes it with it.
+            tracing::debug!(alloc_id = %self.id, error = %e, "removing a collected allocation's local state failed");
+        }
+        Some(record)
+    }
+
     /// Change one task's state.
     pub fn update_task(&self, task: &str, f: impl FnOnce(&mut TaskState)) {
         self.mutate("AllocationUpdated", |a| {

@@ -57,7 +57,16 @@ pub(super) fn alloc_root(
             (matches.len() == 1 && !id.is_empty()).then(|| matches.into_iter().next().unwrap())
         })
         .ok_or_else(|| ApiError::not_found(format!("alloc {id:?} not found")))?;
-    Ok((agent.alloc_root().join(&alloc.id), alloc))
+    let root = agent.alloc_root().join(&alloc.id);
+    if alloc.is_terminal() && !root.exists() {
+        // Ended and collected by the client's garbage collection: its record stays, its
+        // files are gone (Nomad's client no longer knows the allocation either).
+        return Err(ApiError::not_found(format!(
+            "Unknown allocation {:?}",
+            alloc.id
+        )));
+    }
+    Ok((root, alloc))
 }
 
 /// [`alloc_root`], waiting (10 s at most) for the dir of an allocation that is placed but

@@ -355,6 +355,14 @@ impl<B: Backend + 'static> StateDb for KvState<B> {
             .wait()
     }
 
+    fn delete_local_states(&self, alloc_id: &str) -> Result<(), StateError> {
+        let ops = vec![Op::DeletePrefix(
+            tables::LOCAL_STATE,
+            format!("{alloc_id}/"),
+        )];
+        self.commit.queue(ops)?.wait()
+    }
+
     fn allocs(&self) -> Result<Vec<Allocation>, StateError> {
         // Every task state in one scan (keys are `<alloc id>/<task>`; ids hold no `/`).
         let mut states: HashMap<String, BTreeMap<String, TaskState>> = HashMap::new();

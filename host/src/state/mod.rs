@@ -225,6 +225,8 @@ pub trait StateDb: Send + Sync {
     fn queue_placed(&self, allocs: &[Allocation]) -> Result<Durable, StateError>;
     /// Remove an allocation with its task and local states, in one transaction.
     fn delete_alloc(&self, id: &str) -> Result<(), StateError>;
+    /// Remove an allocation's local states (its tasks' handles), keeping its record.
+    fn delete_local_states(&self, alloc_id: &str) -> Result<(), StateError>;
     /// All allocations, with their task states filled in.
     fn allocs(&self) -> Result<Vec<Allocation>, StateError>;
     /// Store a task's state.

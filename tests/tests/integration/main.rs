@@ -15,6 +15,7 @@ mod disk_full;
 mod exec;
 mod frozen;
 mod fs;
+mod gc_client;
 mod gocheck;
 mod gotypes;
 mod gotypes_cluster;
