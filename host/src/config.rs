@@ -322,10 +322,22 @@ impl AgentConfig {
                 crate::jobspec::hcl_depth::MAX_DEPTH
             ),
         })?;
-        hcl::from_str(text).map_err(|e| ConfigError {
+        let err = |message: String| ConfigError {
             file: file.to_string(),
-            message: e.to_string(),
-        })
+            message,
+        };
+        let body: hcl::Body = hcl::from_str(text).map_err(|e| err(e.to_string()))?;
+        // A second `client` block would otherwise be dropped without a word (as Nomad's
+        // own parser, this takes one of each).
+        for name in ["client", "server", "acl", "ports"] {
+            let n = body.blocks().filter(|b| b.identifier() == name).count();
+            if n > 1 {
+                return Err(err(format!(
+                    "{name}: only one {name:?} block is allowed, found {n}"
+                )));
+            }
+        }
+        hcl::from_body(body).map_err(|e| err(e.to_string()))
     }
 
     /// Read and parse a file.
@@ -463,6 +475,19 @@ mod tests {
         let c = AgentConfig::parse(text, "t.hcl").unwrap();
         let e = c.component_settings("t.hcl").unwrap_err();
         assert!(e.to_string().contains("limits.memory_mb"), "{e}");
+    }
+
+    #[test]
+    fn a_second_client_block_is_an_error_not_dropped() {
+        let e = AgentConfig::parse(
+            "client {\n  gc_max_allocs = 3\n}\nclient {\n  node_class = \"x\"\n}\n",
+            "two.hcl",
+        )
+        .unwrap_err()
+        .to_string();
+        assert!(e.contains("two.hcl") && e.contains("only one \"client\" block"), "{e}");
+        let one = AgentConfig::parse("client {\n  gc_max_allocs = 3\n}\n", "one.hcl").unwrap();
+        assert_eq!(one.client.gc_max_allocs, Some(3));
     }
 
     #[test]
