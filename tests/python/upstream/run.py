@@ -49,10 +49,12 @@ import subprocess
 import sys
 import tarfile
 import tempfile
+import threading
 import time
 import urllib.request
 import uuid
 import xml.etree.ElementTree as ET
+from collections import Counter
 from pathlib import Path
 
 HERE = Path(__file__).resolve().parent
@@ -270,6 +272,114 @@ class Agent:
                 time.sleep(0.1)
 
 
+class Watch:
+    """While pytest runs: how fast the agent answers, and whether it had the CPU meanwhile.
+
+    A test that times out (python-nomad's client waits 5 s for an answer) says only that an
+    answer was late. Every half second this asks the agent for /v1/status/leader (through
+    the ACL gate, like every test's request) and reads from /proc the CPU time the agent's
+    threads got, the time they spent runnable but waiting for a CPU (schedstat's run delay),
+    what the threads were doing while an answer was late (state and wchan), and the
+    machine's load average. A late answer while the agent's threads waited for a CPU is the
+    machine starving it; one while its threads slept or were blocked is the agent's own.
+    """
+
+    INTERVAL = 0.5
+    SLOW = 1.0
+
+    def __init__(self, agent: Agent):
+        self.agent = agent
+        self.pid = agent.proc.pid
+        self.stop_event = threading.Event()
+        self.answers: list[float] = []
+        self.slow: list[str] = []
+        self.cpu = self.wait = 0.0
+        self.load: list[float] = []
+        self.t0 = time.monotonic()
+        self.last = self.threads()
+        self.thread = threading.Thread(target=self.run, name="watch", daemon=True)
+
+    def threads(self) -> dict[int, tuple[int, int, str, str]]:
+        """tid -> (ns on a CPU, ns waiting for one, state, wchan)."""
+        out = {}
+        try:
+            tids = os.listdir(f"/proc/{self.pid}/task")
+        except OSError:
+            return out
+        for tid in tids:
+            d = f"/proc/{self.pid}/task/{tid}"
+            try:
+                cpu, wait, _ = Path(d, "schedstat").read_text().split()
+                state = Path(d, "stat").read_text().rsplit(")", 1)[1].split()[0]
+                wchan = Path(d, "wchan").read_text().strip() or "-"
+                out[int(tid)] = (int(cpu), int(wait), state, wchan)
+            except (OSError, ValueError):
+                continue
+        return out
+
+    def account(self) -> tuple[float, float]:
+        """CPU and run-queue seconds of the agent's threads since the last call (threads
+        that ended in between lose their last stretch)."""
+        now = self.threads()
+        cpu = sum(c - self.last.get(t, (0, 0))[0] for t, (c, _, _, _) in now.items())
+        wait = sum(w - self.last.get(t, (0, 0))[1] for t, (_, w, _, _) in now.items())
+        self.last = now
+        self.cpu += cpu / 1e9
+        self.wait += wait / 1e9
+        return cpu / 1e9, wait / 1e9
+
+    def ping(self, result: dict, done: threading.Event) -> None:
+        try:
+            get_json(self.agent.base + "/v1/status/leader", self.agent.token)
+        except (OSError, ValueError) as e:
+            result["error"] = str(e)
+        finally:
+            done.set()
+
+    def run(self) -> None:
+        while not self.stop_event.wait(self.INTERVAL):
+            self.account()
+            start = time.monotonic()
+            result: dict = {}
+            done = threading.Event()
+            threading.Thread(target=self.ping, args=(result, done), daemon=True).start()
+            states: Counter = Counter()
+            load = []
+            while not done.wait(0.25):
+                states.update(f"{st}:{wchan}" for _, _, st, wchan in self.threads().values())
+                load.append(os.getloadavg()[0])
+            took = time.monotonic() - start
+            cpu, wait = self.account()
+            load.append(os.getloadavg()[0])
+            self.load += load
+            self.answers.append(took)
+            if took >= self.SLOW or "error" in result:
+                seen = ", ".join(f"{k} x{n}" for k, n in states.most_common(6))
+                self.slow.append(
+                    f"at +{start - self.t0:.1f}s: {took:.2f}s{' (' + result['error'] + ')' if 'error' in result else ''};"
+                    f" the agent's threads ran {cpu:.2f}s and waited {wait:.2f}s for a CPU;"
+                    f" load average {max(load):.1f}; thread states (state:wchan x samples): {seen}")
+
+    def __enter__(self) -> "Watch":
+        self.thread.start()
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.stop_event.set()
+        self.thread.join(timeout=40)
+
+    def report(self) -> None:
+        if not self.answers:
+            return
+        a = sorted(self.answers)
+        log(f"the agent while pytest ran: {len(a)} answers to /v1/status/leader, median "
+            f"{a[len(a) // 2] * 1000:.0f} ms, slowest {a[-1] * 1000:.0f} ms; its threads ran "
+            f"{self.cpu:.1f}s on a CPU and waited {self.wait:.1f}s for one; load average "
+            f"{min(self.load):.1f} to {max(self.load):.1f} ({os.cpu_count()} CPUs)")
+        for line in self.slow:
+            log("late answer " + line)
+
+
 def run_pytest(work: Path, agent: Agent, env_extra: dict[str, str], extra: list[str],
                junit: Path, timeout: float) -> int:
     env = {k: v for k, v in os.environ.items()
@@ -331,6 +441,16 @@ def read_junit(junit: Path) -> dict[str, tuple[str, str]]:
         if prev is None or RANK[outcome] > RANK[prev[0]]:
             results[tid] = (outcome, message)
     return results
+
+
+def read_durations(junit: Path) -> dict[str, float]:
+    """test id -> seconds (the longest, for a test that ran more than once)."""
+    out: dict[str, float] = {}
+    if junit.exists():
+        for case in ET.parse(junit).getroot().iter("testcase"):
+            tid = test_id(case)
+            out[tid] = max(out.get(tid, 0.0), float(case.get("time") or 0))
+    return out
 
 
 def read_expected() -> dict[str, str]:
@@ -408,7 +528,9 @@ def main() -> int:
     try:
         agent.start()
         timeout = float(os.environ.get("PYTHON_UPSTREAM_TIMEOUT", "1800"))
-        rc = run_pytest(work, agent, env_extra, args.pytest_args, junit, timeout)
+        with Watch(agent) as watch:
+            rc = run_pytest(work, agent, env_extra, args.pytest_args, junit, timeout)
+        watch.report()
     finally:
         agent.stop()
 
@@ -447,6 +569,9 @@ def main() -> int:
         f"{counts['error']} errors, {counts['skipped']} skipped; "
         f"{len(failing)} failing, {len(failing) - len(unexpected)} of them listed "
         f"({len(expected)} listed in {EXPECTED.name})")
+    durations = sorted(((d, t) for t, d in read_durations(junit).items()), reverse=True)[:3]
+    if durations:
+        log("slowest tests: " + ", ".join(f"{t} {d:.2f}s" for d, t in durations))
     for t in sorted(flaky & results.keys()):
         log(f"flaky, {results[t][0]}: {t}")
     if skipped_listed:
