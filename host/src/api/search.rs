@@ -2,11 +2,10 @@
 //! `POST|PUT /v1/search/fuzzy` (substring search over names, which Nomad's web UI and
 //! `nomad` use) and `/v1/client/gc` (collect every finished allocation).
 
-use axum::Extension;
 use axum::Router;
 use axum::body::Bytes;
-use axum::extract::{Query, State};
-use axum::response::Response;
+use axum::extract::{FromRequest, Query, Request, State};
+use axum::response::{IntoResponse, Response};
 use axum::routing::{get, post};
 use serde_json::{Value, json};
 
@@ -69,29 +68,45 @@ fn request_namespace(body: &Value, query: &[(String, String)]) -> String {
 }
 
 /// What both searches start with: what the caller sees, the JSON body, and the namespace
-/// the search looks in.
-fn read_request(
-    who: Option<Extension<Who>>,
-    query: &[(String, String)],
-    body: &Bytes,
-) -> Result<(Sees, Value, String), ApiError> {
-    let v: Value = serde_json::from_slice(body)
-        .map_err(|e| ApiError::bad_request(format!("invalid JSON: {e}")))?;
-    let namespace = request_namespace(&v, query);
-    Ok((Sees(who.map(|Extension(w)| w)), v, namespace))
+/// the search looks in. A query string or body axum refuses is its own answer, as for
+/// its `Query` and `Bytes` extractors.
+struct SearchRequest {
+    sees: Sees,
+    body: Value,
+    namespace: String,
+}
+
+impl<S: Send + Sync> FromRequest<S> for SearchRequest {
+    type Rejection = Response;
+
+    async fn from_request(req: Request, state: &S) -> Result<Self, Response> {
+        let who = req.extensions().get::<Who>().cloned();
+        let Query(query) = Query::<Vec<(String, String)>>::try_from_uri(req.uri())
+            .map_err(IntoResponse::into_response)?;
+        let bytes = Bytes::from_request(req, state)
+            .await
+            .map_err(IntoResponse::into_response)?;
+        let body: Value = serde_json::from_slice(&bytes)
+            .map_err(|e| ApiError::bad_request(format!("invalid JSON: {e}")).into_response())?;
+        let namespace = request_namespace(&body, &query);
+        Ok(SearchRequest {
+            sees: Sees(who),
+            body,
+            namespace,
+        })
+    }
 }
 
 /// `{"Prefix": "ab", "Context": "allocs"|"jobs"|"nodes"|"evals"|"all", "Namespace": "ns"}`
 /// → `{"Matches": {context: [ids]}, "Truncations": {context: bool}}`. Jobs, allocations
 /// and evaluations are looked for in the request's namespace only (all of them for `*`),
 /// as in Nomad.
-async fn search(
-    State(agent): State<AppState>,
-    who: Option<Extension<Who>>,
-    Query(query): Query<Vec<(String, String)>>,
-    body: Bytes,
-) -> Result<Response, ApiError> {
-    let (sees, v, namespace) = read_request(who, &query, &body)?;
+async fn search(State(agent): State<AppState>, r: SearchRequest) -> Result<Response, ApiError> {
+    let SearchRequest {
+        sees,
+        body: v,
+        namespace,
+    } = r;
     let seen = |ns: &str| (namespace == "*" || ns == namespace) && sees.job_ns(ns);
     let prefix = v["Prefix"].as_str().unwrap_or_default();
     let context = v["Context"].as_str().unwrap_or("all");
@@ -148,13 +163,12 @@ async fn search(
 /// "Truncations": {context: bool}}`: every name that contains the text (case does not
 /// matter), each with its scope as Nomad gives it (a group's is its namespace and job, a
 /// task's adds its group, an allocation's is its namespace and id, a node's its id).
-async fn fuzzy(
-    State(agent): State<AppState>,
-    who: Option<Extension<Who>>,
-    Query(query): Query<Vec<(String, String)>>,
-    body: Bytes,
-) -> Result<Response, ApiError> {
-    let (sees, v, namespace) = read_request(who, &query, &body)?;
+async fn fuzzy(State(agent): State<AppState>, r: SearchRequest) -> Result<Response, ApiError> {
+    let SearchRequest {
+        sees,
+        body: v,
+        namespace,
+    } = r;
     let text = v["Text"].as_str().unwrap_or_default().to_lowercase();
     if text.chars().count() < MIN_TERM_LENGTH {
         return Err(ApiError::bad_request(format!(

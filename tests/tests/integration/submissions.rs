@@ -276,14 +276,8 @@ fn greeting_job(id: &str, group_lines: &str) -> String {
 
 /// The text of the UI page at `path`.
 async fn ui_page(t: &TestAgent, path: &str) -> String {
-    t.http
-        .get(t.url(path))
-        .send()
-        .await
-        .unwrap()
-        .text()
-        .await
-        .unwrap()
+    let r = t.http.get(t.url(path)).send().await.unwrap();
+    r.text().await.unwrap()
 }
 
 /// `agent job run <args> -address <t>`.
