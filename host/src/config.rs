@@ -79,6 +79,16 @@ pub struct AgentConfig {
 pub struct ServerConfig {
     /// Events kept for `/v1/event/stream` replay (Nomad's default 100; 0 keeps none).
     pub event_buffer_size: Option<usize>,
+    /// How often the garbage collection of ended allocations, evaluations and dead jobs
+    /// runs (default "5m"; Nomad runs its evaluation collection every 5 m and its job
+    /// collection every `job_gc_interval`, one pass here does both).
+    pub job_gc_interval: Option<String>,
+    /// How long a dead job is kept before it is collected (default "4h").
+    pub job_gc_threshold: Option<String>,
+    /// How long an ended allocation or a terminal evaluation is kept (default "1h").
+    pub eval_gc_threshold: Option<String>,
+    /// The same for a batch job's (default "24h").
+    pub batch_eval_gc_threshold: Option<String>,
 }
 
 /// The `acl` block. `enabled = true` turns on Nomad's ACL system (bootstrap, tokens,

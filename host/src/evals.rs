@@ -343,6 +343,19 @@ impl EvalBook {
         out
     }
 
+    /// Forget the evaluations `ids` names (garbage collection); returns those it held.
+    pub fn remove(&self, ids: &std::collections::BTreeSet<String>) -> Vec<String> {
+        let mut removed = Vec::new();
+        self.0.write().unwrap().retain(|e| {
+            let gone = ids.contains(&e.id);
+            if gone {
+                removed.push(e.id.clone());
+            }
+            !gone
+        });
+        removed
+    }
+
     /// One evaluation.
     pub fn get(&self, id: &str) -> Option<Evaluation> {
         self.0.read().unwrap().iter().find(|e| e.id == id).cloned()

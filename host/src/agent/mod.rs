@@ -33,6 +33,7 @@ use crate::taskrunner::interfaces::Plugins;
 
 mod blocked;
 mod client_gc;
+mod core_gc;
 mod dispatch;
 mod drain;
 mod evaluate;
@@ -221,6 +222,8 @@ impl Agent {
         let vars = vars::VarStore::load(db.clone(), changes.clone())
             .context("reading variables from the state DB")?;
         let components = opts.config.component_settings(&opts.config_file)?;
+        let server_gc =
+            core_gc::ServerGcConfig::from_server(&opts.config.server, &opts.config_file)?;
         let mut host_services = services.host_services();
         host_services.variables = Some(vars.clone());
         let runtime = Runtime::new(RuntimeOptions {
@@ -352,6 +355,7 @@ impl Agent {
         agent.restore()?;
         agent.spawn_unblocker();
         agent.spawn_outage_watch();
+        agent.spawn_core_gc(server_gc);
         agent.spawn_client_gc();
         agent.place_interrupted();
         let scheduling = agent.load_scheduling();

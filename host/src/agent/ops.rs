@@ -315,30 +315,15 @@ impl Agent {
     pub async fn system_gc(self: &std::sync::Arc<Self>) -> Result<Vec<String>, AllocActionError> {
         self.gc_all().await?;
         let jobs = self.jobs();
-        let live_parent = |j: &crate::jobspec::Job| {
-            jobs.iter().any(|c| {
-                c.namespace == j.namespace && c.parent_id == j.id && c.state.status != "dead"
-            })
-        };
-        let dead: Vec<(String, String)> = jobs
-            .iter()
-            .filter(|j| j.state.status == "dead" && !live_parent(j))
-            .filter(|j| !j.is_parent() || j.stop)
+        let dead: Vec<(String, String)> = super::core_gc::dead_jobs(&jobs)
+            .into_iter()
             .map(|j| (j.namespace.clone(), j.id.clone()))
             .collect();
         let mut collected = Vec::new();
         for (ns, id) in dead {
-            let key = (ns.clone(), id.clone());
-            let Some(job) = self.jobs.read().unwrap().get(&key).cloned() else {
-                continue;
-            };
-            // Forgotten once the state DB forgot it: a refused delete leaves the job shown.
-            self.db.delete_job(&ns, &id)?;
-            self.jobs.write().unwrap().remove(&key);
-            let mut stopped = job;
-            stopped.stop = true;
-            self.periodic_job_changed(&stopped);
-            collected.push(id);
+            if self.purge_job(&ns, &id, None)? {
+                collected.push(id);
+            }
         }
         if !collected.is_empty() {
             self.changes.bump();

@@ -16,6 +16,7 @@ mod exec;
 mod frozen;
 mod fs;
 mod gc_client;
+mod gc_server;
 mod gocheck;
 mod gotypes;
 mod gotypes_cluster;
