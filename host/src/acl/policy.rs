@@ -118,12 +118,16 @@ const WRITE_EXTRA: &[&str] = &[
     "host-volume-create",
 ];
 
-/// What `policy = "scale"` grants.
+/// What `policy = "scale"` grants: an autoscaler's needs, reading the job it scales and
+/// submitting recommendations included (as current Nomad's acl/policy.go expands it;
+/// older releases gave only the first four).
 const SCALE: &[&str] = &[
     "list-scaling-policies",
     "read-scaling-policy",
     "read-job-scaling",
     "scale-job",
+    "read-job",
+    "submit-recommendation",
 ];
 
 /// Capabilities of a `variables { path "..." { ... } }` rule.
@@ -456,6 +460,68 @@ mod tests {
         assert_eq!(p.plugin, Some(Level::List));
         let w = expand_namespace_policy("write").unwrap();
         assert!(w.contains(&"alloc-lifecycle") && w.contains(&"read-job"));
+    }
+
+    /// Each shorthand stands for exactly the capabilities Nomad's `expandNamespacePolicy`
+    /// lists for it.
+    #[test]
+    fn shorthands_expand_as_nomads() {
+        let set = |p: &str| -> BTreeSet<&str> {
+            expand_namespace_policy(p).unwrap().into_iter().collect()
+        };
+        let read = [
+            "list-jobs",
+            "parse-job",
+            "read-job",
+            "csi-list-volume",
+            "csi-read-volume",
+            "read-job-scaling",
+            "list-scaling-policies",
+            "read-scaling-policy",
+            "host-volume-read",
+        ];
+        let write_extra = [
+            "scale-job",
+            "submit-job",
+            "dispatch-job",
+            "read-logs",
+            "read-fs",
+            "alloc-exec",
+            "alloc-lifecycle",
+            "csi-mount-volume",
+            "csi-write-volume",
+            "submit-recommendation",
+            "host-volume-create",
+        ];
+        assert_eq!(set("deny"), BTreeSet::from(["deny"]));
+        assert_eq!(set("read"), BTreeSet::from(read));
+        assert_eq!(
+            set("write"),
+            read.iter().chain(&write_extra).copied().collect()
+        );
+        assert_eq!(
+            set("scale"),
+            BTreeSet::from([
+                "list-scaling-policies",
+                "read-scaling-policy",
+                "read-job-scaling",
+                "scale-job",
+                "read-job",
+                "submit-recommendation",
+            ])
+        );
+        assert_eq!(expand_namespace_policy("list"), None);
+        // Every capability a shorthand grants is one a policy may name.
+        for p in ["deny", "read", "write", "scale"] {
+            for c in set(p) {
+                assert!(NAMESPACE_CAPABILITIES.contains(&c), "{p}: {c}");
+            }
+        }
+        // A scale token may read the job it scales, not submit it.
+        let p = parse(r#"namespace "default" { policy = "scale" }"#).unwrap();
+        let caps = &p.namespaces[0].capabilities;
+        assert!(caps.contains("read-job") && caps.contains("submit-recommendation"));
+        assert!(!caps.contains("submit-job") && !caps.contains("list-jobs"));
     }
 
     #[test]
