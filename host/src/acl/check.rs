@@ -32,6 +32,8 @@
 //! | `GET /v1/client/fs/{ls,stat,cat,readat,stream}/:alloc` | `read-fs` in alloc ns |
 //! | `GET /v1/evaluation/:id`, `…/allocations` | `read-job` in eval ns |
 //! | `GET /v1/deployment/:id`, `/v1/deployment/allocations/:id` | `read-job` in ns |
+//! | `POST /v1/deployment/{fail,pause,promote,unblock,cancel,run}/:id` | `submit-job \| <op>-deployment` in ns (Nomad: the deployment's namespace) |
+//! | `POST /v1/deployment/allocation-health/:id` | `submit-job \| set-alloc-health-deployment` in ns |
 //! | `GET /v1/scaling/policies` | `list-scaling-policies \| (list-jobs & read-job)` in ns; `*` filtered |
 //! | `GET /v1/scaling/policy/:id` | `read-scaling-policy \| (list-jobs & read-job)` in ns |
 //! | `GET /v1/nodes`, `/v1/node/:id`, `/v1/client/stats`, `/v1/agent/members` | `node:read` |
@@ -167,6 +169,16 @@ pub fn need(method: &str, path: &str) -> Need {
         ["v1", "evaluations"] => Ns(READ_JOB, List),
         ["v1", "evaluation", id, ..] => Ns(READ_JOB, Eval(id.to_string())),
         ["v1", "deployments"] => Ns(READ_JOB, List),
+        ["v1", "deployment", op, _] if !get => match *op {
+            "fail" => Ns(&["submit-job", "fail-deployment"], Query),
+            "pause" => Ns(&["submit-job", "pause-deployment"], Query),
+            "promote" => Ns(&["submit-job", "promote-deployment"], Query),
+            "unblock" => Ns(&["submit-job", "unblock-deployment"], Query),
+            "cancel" => Ns(&["submit-job", "cancel-deployment"], Query),
+            "run" => Ns(&["submit-job", "run-deployment"], Query),
+            "allocation-health" => Ns(&["submit-job", "set-alloc-health-deployment"], Query),
+            _ => Open,
+        },
         ["v1", "deployment", ..] => Ns(READ_JOB, Query),
         ["v1", "scaling", "policies"] => Ns(&["list-scaling-policies", "list-jobs+read-job"], List),
         ["v1", "scaling", "policy", _] => Ns(&["read-scaling-policy", "list-jobs+read-job"], Query),
@@ -220,6 +232,18 @@ mod tests {
         assert_eq!(
             need("GET", "/v1/scaling/policies"),
             Ns(&["list-scaling-policies", "list-jobs+read-job"], List)
+        );
+        assert_eq!(
+            need("GET", "/v1/deployment/allocations/d"),
+            Ns(READ_JOB, Query)
+        );
+        assert_eq!(
+            need("POST", "/v1/deployment/fail/d"),
+            Ns(&["submit-job", "fail-deployment"], Query)
+        );
+        assert_eq!(
+            need("PUT", "/v1/deployment/allocation-health/d"),
+            Ns(&["submit-job", "set-alloc-health-deployment"], Query)
         );
         assert_eq!(need("GET", "/v1/node/n/allocations"), NodeAllocs);
         assert_eq!(need("POST", "/v1/node/n/drain"), Node(Level::Write));

@@ -208,6 +208,17 @@ pub(super) fn table(alloc: &str, eval: &str, node: &str) -> Vec<Row> {
         row("GET", "/v1/deployments", None, &[r], &[l]),
         row("GET", "/v1/deployment/nosuch", None, &[r], &[l]),
         row("GET", "/v1/deployment/allocations/nosuch", None, &[r], &[l]),
+        // Changing a deployment takes `submit-job` (or the change's own capability),
+        // reading the job is not enough (Nomad's nomad/deployment_endpoint.go).
+        row("POST", "/v1/deployment/fail/nosuch", None, &[s], &[r]),
+        row("PUT", "/v1/deployment/promote/nosuch", None, &[s], &[r]),
+        row(
+            "POST",
+            "/v1/deployment/allocation-health/nosuch",
+            None,
+            &[s],
+            &[r],
+        ),
         row(
             "GET",
             "/v1/scaling/policies",
