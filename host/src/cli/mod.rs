@@ -213,11 +213,25 @@ pub(crate) fn read_job_file(
     read_job_source(path, vars, var_files).map(|(job, _)| job)
 }
 
+/// The `NOMAD_VAR_<name>` variables of an environment, by name: HCL variables' values
+/// under var files and `-var` flags, as Nomad's CLI reads them.
+fn nomad_var_env(
+    env: impl Iterator<Item = (String, String)>,
+) -> std::collections::BTreeMap<String, String> {
+    env.filter_map(|(k, v)| {
+        k.strip_prefix("NOMAD_VAR_")
+            .filter(|name| !name.is_empty())
+            .map(|name| (name.to_string(), v))
+    })
+    .collect()
+}
+
 /// [`read_job_file`], with the file's text as Nomad's CLI submits it beside the job
 /// (`Submission`: format `hcl2` or `json`, the `-var` flags, and the `-var-file` files'
 /// text one after the other, each ended by a newline), so the agent keeps the source
-/// with the job's version. As in Nomad, a later var file overrides an earlier one, and a
-/// `-var` flag overrides them all.
+/// with the job's version. As in Nomad, a later var file overrides an earlier one, a
+/// `-var` flag overrides them all, and `NOMAD_VAR_<name>` environment variables give the
+/// values none of them gives (they are not part of the submission, as in Nomad).
 pub(crate) fn read_job_source(
     path: &PathBuf,
     vars: &[String],
@@ -254,7 +268,7 @@ pub(crate) fn read_job_source(
         }
         crate::jobspec::parse_job_json(text.as_bytes())
     } else {
-        crate::jobspec::parse_job_hcl_with_vars(&text, &values)
+        crate::jobspec::parse_job_hcl_with_env(&text, &values, &nomad_var_env(std::env::vars()))
     };
     let job = parsed.map_err(|e| anyhow::anyhow!("{}: {e}", path.display()))?;
     let submission = crate::structs::JobSubmission {
@@ -269,6 +283,20 @@ pub(crate) fn read_job_source(
 
 #[cfg(test)]
 mod tests {
+    #[test]
+    fn nomad_var_environment_variables_are_read_by_name() {
+        let env = [
+            ("NOMAD_VAR_region", "eu"),
+            ("NOMAD_VAR_", "nameless"),
+            ("NOMAD_ADDR", "http://x"),
+            ("PATH", "/bin"),
+        ]
+        .map(|(k, v)| (k.to_string(), v.to_string()));
+        let got = super::nomad_var_env(env.into_iter());
+        assert_eq!(got.len(), 1);
+        assert_eq!(got["region"], "eu");
+    }
+
     #[test]
     fn single_dash_flags() {
         let v = super::normalize_args(

@@ -13,7 +13,7 @@ mod json;
 pub use device::{AFFINITY_OPERATORS, CONSTRAINT_OPERATORS, DeviceAffinity, DeviceConstraint};
 
 pub(crate) use hcl::depth as hcl_depth; // the agent config's HCL is held to it too
-pub use hcl::{parse_job_hcl, parse_job_hcl_with_vars, parse_var_file};
+pub use hcl::{parse_job_hcl, parse_job_hcl_with_env, parse_job_hcl_with_vars, parse_var_file};
 pub use json::{RegisterRequest, parse_job_json, parse_register_request};
 use std::collections::BTreeMap;
 

@@ -521,3 +521,43 @@ variable "count" {
         "{out:?}"
     );
 }
+
+#[tokio::test]
+async fn job_run_reads_nomad_var_environment_under_var_files_and_flags() {
+    let t = TestAgent::start("", vec![]).await;
+    let dir = tempfile::tempdir().unwrap();
+    let source = "variable \"greeting\" {\n  type = string\n}\nvariable \"count\" {\n  type    = number\n  default = 1\n}\n\n".to_string()
+        + &greeting_job("env-vars", "    count = var.count\n");
+    let file = dir.path().join("job.nomad.hcl");
+    std::fs::write(&file, &source).unwrap();
+    let run = |extra: &[&str]| {
+        tokio::process::Command::new(agent_bin())
+            .args(["job", "run", "--detach", "-address", &t.base])
+            .args(extra)
+            .arg(&file)
+            .env_remove("NOMAD_ADDR")
+            .env_remove("NOMAD_TOKEN")
+            // Another job's variable in the environment is no error.
+            .envs([
+                ("NOMAD_VAR_greeting", "from the env"),
+                ("NOMAD_VAR_count", "3"),
+                ("NOMAD_VAR_not_this_jobs", "x"),
+            ])
+            .output()
+    };
+    let out = run(&[]).await.unwrap();
+    assert!(out.status.success(), "{out:?}");
+    let group = &t.get("/v1/job/env-vars").await["TaskGroups"][0];
+    assert_eq!(group["Tasks"][0]["Env"]["GREETING"], "from the env");
+    assert_eq!(group["Count"], 3);
+    // Not part of what is submitted, as in Nomad.
+    let sub = t.get("/v1/job/env-vars/submission?version=0").await;
+    assert_eq!(sub["VariableFlags"], Value::Null);
+
+    // A -var flag is over the environment; the environment still gives the rest.
+    let out = run(&["-var", "greeting=from the flag"]).await.unwrap();
+    assert!(out.status.success(), "{out:?}");
+    let group = &t.get("/v1/job/env-vars").await["TaskGroups"][0];
+    assert_eq!(group["Tasks"][0]["Env"]["GREETING"], "from the flag");
+    assert_eq!(group["Count"], 3);
+}

@@ -185,6 +185,16 @@ pub fn parse_job_hcl(src: &str) -> R<Job> {
 /// `variable` blocks' defaults. A value is read as HCL when it parses as a literal (`3`,
 /// `true`, `["a"]`) and as a string otherwise, as Nomad's `-var` does.
 pub fn parse_job_hcl_with_vars(src: &str, vars: &BTreeMap<String, String>) -> R<Job> {
+    parse_job_hcl_with_env(src, vars, &BTreeMap::new())
+}
+
+/// [`parse_job_hcl_with_vars`], with `env` values (the `NOMAD_VAR_<name>` environment, name
+/// without the prefix) under `vars` for the variables the file declares.
+pub fn parse_job_hcl_with_env(
+    src: &str,
+    vars: &BTreeMap<String, String>,
+    env: &BTreeMap<String, String>,
+) -> R<Job> {
     depth::check(src).map_err(|(line, _)| {
         JobspecError::new(
             "job",
@@ -201,7 +211,7 @@ pub fn parse_job_hcl_with_vars(src: &str, vars: &BTreeMap<String, String>) -> R<
         places: Vec::new(),
         values: BTreeMap::new(),
     };
-    conv.variables(&body, vars)?;
+    conv.variables(&body, vars, env)?;
     let jobs: Vec<&Block> = body
         .iter()
         .filter_map(|s| s.as_block())

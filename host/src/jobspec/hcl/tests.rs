@@ -242,6 +242,22 @@ fn variables_and_locals_resolve_and_runtime_interpolations_stay() {
 }
 
 #[test]
+fn nomad_var_environment_values_sit_under_flags_and_skip_undeclared_names() {
+    let env: BTreeMap<String, String> = [("region", "ap"), ("n", "4"), ("other_jobs", "x")]
+        .map(|(k, v)| (k.to_string(), v.to_string()))
+        .into();
+    let job = parse_job_hcl_with_env(WITH_VARS, &BTreeMap::new(), &env).unwrap();
+    assert_eq!((job.region.as_str(), job.task_groups[0].count), ("ap", 4));
+    let flags: BTreeMap<String, String> = [("region".to_string(), "us".to_string())].into();
+    let job = parse_job_hcl_with_env(WITH_VARS, &flags, &env).unwrap();
+    assert_eq!((job.region.as_str(), job.task_groups[0].count), ("us", 4));
+    // A variable with no default takes its value from the environment alone.
+    let no_default = WITH_VARS.replace("  default = 2\n", "");
+    let job = parse_job_hcl_with_env(&no_default, &BTreeMap::new(), &env).unwrap();
+    assert_eq!(job.task_groups[0].count, 4);
+}
+
+#[test]
 fn template_blocks_become_templates() {
     let job = parse_job_hcl(TEMPLATED).unwrap();
     let t = &job.task_groups[0].tasks[0].templates;

@@ -14,9 +14,16 @@ use super::{Conv, R, label};
 use crate::jobspec::JobspecError;
 
 impl Conv<'_> {
-    /// `variable` blocks (with `-var` values over their defaults) and `locals` blocks, in
-    /// the order they can be evaluated. A variable without a value is an error naming it.
-    pub(super) fn variables(&mut self, body: &Body, given: &BTreeMap<String, String>) -> R<()> {
+    /// `variable` blocks (with `-var` values, then `NOMAD_VAR_*` values of `env`, over
+    /// their defaults) and `locals` blocks, in the order they can be evaluated. A variable
+    /// without a value is an error naming it; a given value for an undeclared variable is
+    /// one too, an `env` value for one is ignored (the environment holds other jobs' too).
+    pub(super) fn variables(
+        &mut self,
+        body: &Body,
+        given: &BTreeMap<String, String>,
+        env: &BTreeMap<String, String>,
+    ) -> R<()> {
         let mut declared = Vec::new();
         for b in body.iter().filter_map(|s| s.as_block()) {
             if b.ident.as_str() != "variable" {
@@ -48,7 +55,8 @@ impl Conv<'_> {
                     }
                 }
             }
-            let value = match given.get(&name) {
+            // As Nomad's CLI: `-var` and var files over `NOMAD_VAR_<name>`, over the default.
+            let value = match given.get(&name).or_else(|| env.get(&name)) {
                 Some(text) => var_value(text),
                 None => default.ok_or_else(|| {
                     self.err_at(
