@@ -19,7 +19,7 @@ use crate::acl::{Acl, StoreError};
 
 mod gate;
 
-pub(crate) use gate::enforce;
+pub(crate) use gate::{enforce, events_allowed};
 
 pub(super) fn routes() -> Router<AppState> {
     Router::new()
@@ -56,6 +56,27 @@ impl Who {
     /// What the request's token may do.
     pub(crate) fn acl(&self) -> &Acl {
         &self.acl
+    }
+
+    /// This caller under the store's tokens and policies as they are now: `None` once its
+    /// token is deleted or has expired. A stream checks its caller again with this, as
+    /// Nomad's event broker does on each token and policy change.
+    pub(crate) fn refreshed(&self, store: &crate::acl::AclStore) -> Option<Who> {
+        let caller = match &self.caller {
+            Caller::Token(t) => {
+                let now = store.token(&t.accessor_id)?;
+                if now.expiration_time != 0 && now.expiration_time <= crate::util::now_nanos() {
+                    return None;
+                }
+                Caller::Token(now)
+            }
+            other => other.clone(),
+        };
+        Some(Who {
+            acl: Arc::new(store.acl_of(&caller)),
+            caller,
+            secret: self.secret.clone(),
+        })
     }
 }
 

@@ -8,8 +8,14 @@
 //! for 0, the default, as Nomad does), then goes on live. With the ACL system on, an
 //! event of a namespace reaches the stream only if the token holds `read-job` there (a
 //! `namespace=*` stream, which any namespace granting it lets through, shows the token's
-//! namespaces only, as Nomad filters each event).
+//! namespaces only, as Nomad filters each event). The token is checked again under the
+//! rules as they are whenever a token or policy changes (and each second, for its expiry):
+//! each event is filtered by the current rules, and a stream the token no longer allows
+//! (deleted, expired, or its policies no longer granting the topics) ends with Nomad's
+//! `{"Error": "subscription closed by server, client should resubscribe"}`.
 
+use std::collections::VecDeque;
+use std::sync::Arc;
 use std::time::Duration;
 
 use axum::body::Body;
@@ -20,7 +26,7 @@ use axum::routing::get;
 use axum::{Extension, Router};
 use tokio::sync::broadcast::error::RecvError;
 
-use super::acl::Who;
+use super::acl::{Who, events_allowed};
 use super::{ApiError, AppState};
 use crate::events::Event;
 
@@ -48,6 +54,116 @@ const TOPICS: &[&str] = &[
 /// Time between heartbeats.
 const HEARTBEAT: Duration = Duration::from_secs(10);
 
+/// Longest time between two checks of a stream's token against the ACL store as it is
+/// then (a deleted or expired token, a changed or deleted policy).
+const ACL_RECHECK: Duration = Duration::from_secs(1);
+
+/// What a stream whose token no longer allows it answers last (Nomad's
+/// `ErrSubscriptionClosed`, sent when its broker closes the subscription).
+const CLOSED_BY_SERVER: &str = "subscription closed by server, client should resubscribe";
+
+/// One open stream.
+struct Subscription {
+    backlog: VecDeque<Arc<Event>>,
+    rx: tokio::sync::broadcast::Receiver<Arc<Event>>,
+    topics: Vec<(String, String)>,
+    namespace: String,
+    /// The caller under the rules as last checked (none: the ACL system is off).
+    who: Option<Who>,
+    /// The request's query, as the gate checked it when the stream opened.
+    query: Vec<(String, String)>,
+    agent: AppState,
+    heartbeat_at: tokio::time::Instant,
+    /// The ACL store's index and the time at the last check of `who`.
+    acl_index: u64,
+    checked_at: tokio::time::Instant,
+    closed: bool,
+}
+
+impl Subscription {
+    /// Whether the caller, under the tokens and policies as they are now, may still hold
+    /// this stream; its `who` then holds the current rules, which each event is filtered
+    /// by. A stream whose token is gone or whose topics are no longer allowed is closed,
+    /// as Nomad's broker closes it on a token or policy change.
+    fn still_allowed(&mut self) -> bool {
+        let Some(who) = &self.who else {
+            return true;
+        };
+        // Nothing to look at again until the store changes or a check's time comes
+        // (a token may expire without any change).
+        let index = self.agent.acl().index();
+        if index == self.acl_index && self.checked_at.elapsed() < ACL_RECHECK {
+            return true;
+        }
+        self.acl_index = index;
+        self.checked_at = tokio::time::Instant::now();
+        let Some(now) = who.refreshed(self.agent.acl()) else {
+            return false;
+        };
+        let ns = self
+            .query
+            .iter()
+            .find(|(k, _)| k == "namespace")
+            .map(|(_, v)| v.as_str())
+            .filter(|v| !v.is_empty())
+            .unwrap_or("default");
+        let allowed = events_allowed(now.acl(), &self.query, ns);
+        self.who = Some(now);
+        allowed
+    }
+
+    /// The next line to send, `None` once the stream is over.
+    async fn next_line(&mut self) -> Option<String> {
+        if self.closed {
+            return None;
+        }
+        loop {
+            let next = match self.backlog.pop_front() {
+                Some(ev) => Some(Ok(ev)),
+                None => {
+                    let wait = ACL_RECHECK.min(
+                        self.heartbeat_at
+                            .saturating_duration_since(tokio::time::Instant::now()),
+                    );
+                    tokio::time::timeout(wait, self.rx.recv()).await.ok()
+                }
+            };
+            if !self.still_allowed() {
+                tracing::debug!("event stream closed: its token no longer allows it");
+                self.closed = true;
+                return Some(format!(
+                    "{}\n",
+                    serde_json::json!({ "Error": CLOSED_BY_SERVER })
+                ));
+            }
+            let line = match next {
+                None if tokio::time::Instant::now() >= self.heartbeat_at => "{}\n".to_string(),
+                None => continue,
+                Some(Ok(ev))
+                    if ev.matches(&self.topics, &self.namespace)
+                        && visible(self.who.as_ref(), &ev) =>
+                {
+                    format!(
+                        "{}\n",
+                        serde_json::json!({ "Index": ev.index, "Events": [ev.to_json()] })
+                    )
+                }
+                Some(Ok(_)) => continue,
+                Some(Err(RecvError::Lagged(n))) => {
+                    tracing::warn!(missed = n, "event stream subscriber fell behind");
+                    format!(
+                        "{}\n",
+                        serde_json::json!({ "Error": format!("{n} events were dropped: the subscriber fell behind") })
+                    )
+                }
+                Some(Err(RecvError::Closed)) => return None,
+            };
+            self.heartbeat_at = tokio::time::Instant::now() + HEARTBEAT;
+            return Some(line);
+        }
+    }
+}
+
 pub(super) fn routes() -> Router<AppState> {
     Router::new().route("/v1/event/stream", get(stream))
 }
@@ -65,6 +181,7 @@ async fn stream(
     Query(params): Query<Vec<(String, String)>>,
 ) -> Result<Response, ApiError> {
     let who = who.map(|Extension(w)| w);
+    let gate_query = params.clone();
     let mut topics = Vec::new();
     let mut namespace = "default".to_string();
     let mut index = 0u64;
@@ -93,40 +210,24 @@ async fn stream(
         topics.push(("*".into(), "*".into()));
     }
     let (backlog, rx) = agent.events().subscribe_from(index);
-    let backlog: std::collections::VecDeque<_> = backlog.into();
-    let body = futures::stream::unfold(
-        (backlog, rx, topics, namespace, who),
-        |(mut backlog, mut rx, topics, namespace, who)| async move {
-            loop {
-                let next = match backlog.pop_front() {
-                    Some(ev) => Ok(Ok(ev)),
-                    None => tokio::time::timeout(HEARTBEAT, rx.recv()).await,
-                };
-                let line = match next {
-                    Err(_) => "{}\n".to_string(),
-                    Ok(Ok(ev)) if ev.matches(&topics, &namespace) && visible(who.as_ref(), &ev) => {
-                        format!(
-                            "{}\n",
-                            serde_json::json!({ "Index": ev.index, "Events": [ev.to_json()] })
-                        )
-                    }
-                    Ok(Ok(_)) => continue,
-                    Ok(Err(RecvError::Lagged(n))) => {
-                        tracing::warn!(missed = n, "event stream subscriber fell behind");
-                        format!(
-                            "{}\n",
-                            serde_json::json!({ "Error": format!("{n} events were dropped: the subscriber fell behind") })
-                        )
-                    }
-                    Ok(Err(RecvError::Closed)) => return None,
-                };
-                return Some((
-                    Ok::<_, std::io::Error>(line),
-                    (backlog, rx, topics, namespace, who),
-                ));
-            }
-        },
-    );
+    let acl_index = agent.acl().index();
+    let sub = Subscription {
+        backlog: backlog.into(),
+        rx,
+        topics,
+        namespace,
+        who,
+        query: gate_query,
+        agent,
+        heartbeat_at: tokio::time::Instant::now() + HEARTBEAT,
+        acl_index,
+        checked_at: tokio::time::Instant::now(),
+        closed: false,
+    };
+    let body = futures::stream::unfold(sub, |mut sub| async move {
+        let line = sub.next_line().await?;
+        Some((Ok::<_, std::io::Error>(line), sub))
+    });
     Ok((
         [(header::CONTENT_TYPE, "application/json")],
         Body::from_stream(body),

@@ -15,6 +15,7 @@ mod config;
 mod events;
 mod route_table;
 mod routes;
+mod stream_revoked;
 
 const CONFIGURED: &str = "configured-management-s3cret";
 

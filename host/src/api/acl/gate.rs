@@ -291,7 +291,7 @@ fn job_namespace(body: Option<&Value>) -> Option<String> {
 /// management token, as Nomad's `aclAllowsSubscription` (nomad/stream/event_broker.go).
 /// `?namespace=*` needs `read-job` in some namespace (Nomad's `AllowNsOp("*", ...)`): the
 /// stream then shows only the events of namespaces granting it.
-fn events_allowed(acl: &Acl, query: &[(String, String)], ns: &str) -> bool {
+pub(crate) fn events_allowed(acl: &Acl, query: &[(String, String)], ns: &str) -> bool {
     let topics: Vec<&str> = query
         .iter()
         .filter(|(k, _)| k == "topic")
