@@ -31,9 +31,13 @@ pub struct SoakAgent {
 }
 
 /// The agent's config: room for every task, the mock driver's calls bounded at 2 s (so a
-/// misbehaving call is cut off quickly), and the `versioned` hook on every task.
+/// misbehaving call is cut off quickly), the `versioned` hook on every task, and the
+/// server's collection tuned for churn as an operator of a busy node would (ended
+/// allocations and evaluations kept 3 minutes, three times the check period, instead of an
+/// hour; dead jobs the default 4 hours, longer than any soak, so each stays checkable).
 fn config_text() -> String {
     "client {\n  cpu_total_compute = 100000000\n  memory_total_mb = 100000000\n  disk_total_mb = 100000000\n}\n\
+     server {\n  job_gc_interval = \"30s\"\n  eval_gc_threshold = \"3m\"\n  batch_eval_gc_threshold = \"3m\"\n}\n\
      plugin \"mock\" {\n  limits {\n    call_timeout = \"2s\"\n  }\n}\n\
      hook \"versioned\" {\n  all_tasks = true\n}\n"
         .to_string()
