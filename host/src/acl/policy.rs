@@ -469,47 +469,24 @@ mod tests {
         let set = |p: &str| -> BTreeSet<&str> {
             expand_namespace_policy(p).unwrap().into_iter().collect()
         };
-        let read = [
-            "list-jobs",
-            "parse-job",
-            "read-job",
-            "csi-list-volume",
-            "csi-read-volume",
-            "read-job-scaling",
-            "list-scaling-policies",
-            "read-scaling-policy",
-            "host-volume-read",
-        ];
-        let write_extra = [
-            "scale-job",
-            "submit-job",
-            "dispatch-job",
-            "read-logs",
-            "read-fs",
-            "alloc-exec",
-            "alloc-lifecycle",
-            "csi-mount-volume",
-            "csi-write-volume",
-            "submit-recommendation",
-            "host-volume-create",
-        ];
-        assert_eq!(set("deny"), BTreeSet::from(["deny"]));
-        assert_eq!(set("read"), BTreeSet::from(read));
-        assert_eq!(
-            set("write"),
-            read.iter().chain(&write_extra).copied().collect()
+        // Nomad's `expandNamespacePolicy`, list by list.
+        let read = "list-jobs parse-job read-job csi-list-volume csi-read-volume \
+                    read-job-scaling list-scaling-policies read-scaling-policy host-volume-read";
+        let write = format!(
+            "{read} scale-job submit-job dispatch-job read-logs read-fs alloc-exec \
+             alloc-lifecycle csi-mount-volume csi-write-volume submit-recommendation \
+             host-volume-create"
         );
-        assert_eq!(
-            set("scale"),
-            BTreeSet::from([
-                "list-scaling-policies",
-                "read-scaling-policy",
-                "read-job-scaling",
-                "scale-job",
-                "read-job",
-                "submit-recommendation",
-            ])
-        );
+        let scale = "list-scaling-policies read-scaling-policy read-job-scaling scale-job \
+                     read-job submit-recommendation";
+        for (p, want) in [
+            ("deny", "deny"),
+            ("read", read),
+            ("write", &write),
+            ("scale", scale),
+        ] {
+            assert_eq!(set(p), want.split_whitespace().collect(), "{p}");
+        }
         assert_eq!(expand_namespace_policy("list"), None);
         // Every capability a shorthand grants is one a policy may name.
         for p in ["deny", "read", "write", "scale"] {
