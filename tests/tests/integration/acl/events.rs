@@ -9,7 +9,7 @@ use serde_json::{Value, json};
 use super::{CONFIGURED, apply_policy, call, client_token, ok_json, start};
 use crate::harness::AgentProcess;
 
-fn batch(id: &str, ns: &str) -> Value {
+pub(super) fn batch(id: &str, ns: &str) -> Value {
     json!({ "Job": { "ID": id, "Namespace": ns, "Type": "batch", "TaskGroups": [{ "Name": "g",
         "Tasks": [{ "Name": "t", "Driver": "raw_exec", "Config": { "command": "/bin/true" } }] }] } })
 }

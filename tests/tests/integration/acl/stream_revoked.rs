@@ -7,13 +7,9 @@ use std::time::Duration;
 
 use serde_json::{Value, json};
 
+use super::events::batch;
 use super::{CONFIGURED, apply_policy, call, client_token, ok_json, start};
 use crate::harness::AgentProcess;
-
-fn batch(id: &str, ns: &str) -> Value {
-    json!({ "Job": { "ID": id, "Namespace": ns, "Type": "batch", "TaskGroups": [{ "Name": "g",
-        "Tasks": [{ "Name": "t", "Driver": "raw_exec", "Config": { "command": "/bin/true" } }] }] } })
-}
 
 /// An open `/v1/event/stream`, read line by line.
 struct Stream {
@@ -80,10 +76,15 @@ impl Stream {
 async fn an_open_stream_follows_token_and_policy_changes() {
     let dir = tempfile::tempdir().unwrap();
     let a = start(dir.path()).await;
-    let rules = r#"namespace "team-a" { policy = "read" }
-namespace "team-b" { policy = "read" }"#;
-    let (s, t) = apply_policy(&a, CONFIGURED, "ab-read", rules).await;
-    assert_eq!(s, 200, "{t}");
+    let set_rules = async |rules: &str| {
+        let (s, t) = apply_policy(&a, CONFIGURED, "ab-read", rules).await;
+        assert_eq!(s, 200, "{t}");
+    };
+    set_rules(
+        r#"namespace "team-a" { policy = "read" }
+namespace "team-b" { policy = "read" }"#,
+    )
+    .await;
     let (accessor, reader) = client_token(&a, CONFIGURED, "reader", &["ab-read"]).await;
     // A management token made through the API, besides the configured one.
     let m = ok_json(
@@ -108,14 +109,7 @@ namespace "team-b" { policy = "read" }"#;
     assert!(first.contains(&"a-1".to_string()), "{first:?}");
 
     // The policy stops granting team-a: the open stream stops getting its events.
-    let (s, t) = apply_policy(
-        &a,
-        CONFIGURED,
-        "ab-read",
-        r#"namespace "team-b" { policy = "read" }"#,
-    )
-    .await;
-    assert_eq!(s, 200, "{t}");
+    set_rules(r#"namespace "team-b" { policy = "read" }"#).await;
     post("a-2", "team-a").await;
     post("b-2", "team-b").await;
     let after = theirs.jobs_until("b-2").await;
