@@ -102,11 +102,7 @@ impl<S: Send + Sync> FromRequest<S> for SearchRequest {
 /// and evaluations are looked for in the request's namespace only (all of them for `*`),
 /// as in Nomad.
 async fn search(State(agent): State<AppState>, r: SearchRequest) -> Result<Response, ApiError> {
-    let SearchRequest {
-        sees,
-        body: v,
-        namespace,
-    } = r;
+    let (sees, v, namespace) = (r.sees, r.body, r.namespace);
     let seen = |ns: &str| (namespace == "*" || ns == namespace) && sees.job_ns(ns);
     let prefix = v["Prefix"].as_str().unwrap_or_default();
     let context = v["Context"].as_str().unwrap_or("all");
@@ -164,11 +160,7 @@ async fn search(State(agent): State<AppState>, r: SearchRequest) -> Result<Respo
 /// matter), each with its scope as Nomad gives it (a group's is its namespace and job, a
 /// task's adds its group, an allocation's is its namespace and id, a node's its id).
 async fn fuzzy(State(agent): State<AppState>, r: SearchRequest) -> Result<Response, ApiError> {
-    let SearchRequest {
-        sees,
-        body: v,
-        namespace,
-    } = r;
+    let (sees, v, namespace) = (r.sees, r.body, r.namespace);
     let text = v["Text"].as_str().unwrap_or_default().to_lowercase();
     if text.chars().count() < MIN_TERM_LENGTH {
         return Err(ApiError::bad_request(format!(

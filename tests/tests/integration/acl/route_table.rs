@@ -208,17 +208,6 @@ pub(super) fn table(alloc: &str, eval: &str, node: &str) -> Vec<Row> {
         row("GET", "/v1/deployments", None, &[r], &[l]),
         row("GET", "/v1/deployment/nosuch", None, &[r], &[l]),
         row("GET", "/v1/deployment/allocations/nosuch", None, &[r], &[l]),
-        // Changing a deployment takes `submit-job` (or the change's own capability),
-        // reading the job is not enough (Nomad's nomad/deployment_endpoint.go).
-        row("POST", "/v1/deployment/fail/nosuch", None, &[s], &[r]),
-        row("PUT", "/v1/deployment/promote/nosuch", None, &[s], &[r]),
-        row(
-            "POST",
-            "/v1/deployment/allocation-health/nosuch",
-            None,
-            &[s],
-            &[r],
-        ),
         row(
             "GET",
             "/v1/scaling/policies",
@@ -408,6 +397,16 @@ pub(super) fn table(alloc: &str, eval: &str, node: &str) -> Vec<Row> {
             &[&every_rule],
         ),
     ];
+    // Changing a deployment takes `submit-job` (or the change's own capability), reading
+    // the job is not enough (Nomad's nomad/deployment_endpoint.go).
+    for (method, op) in [
+        ("POST", "fail"),
+        ("PUT", "promote"),
+        ("POST", "allocation-health"),
+    ] {
+        let path = format!("/v1/deployment/{op}/nosuch");
+        rows.push(row(method, &path, None, &[s], &[r]));
+    }
     for op in ["ls", "stat", "cat", "readat", "stream"] {
         rows.push(row(
             "GET",

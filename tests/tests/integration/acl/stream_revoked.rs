@@ -19,13 +19,9 @@ struct Stream {
 
 impl Stream {
     async fn open(a: &AgentProcess, query: &str, secret: &str) -> Stream {
-        let r = a
-            .http
-            .get(a.url(&format!("/v1/event/stream?{query}")))
-            .header("X-Nomad-Token", secret)
-            .send()
-            .await
-            .unwrap();
+        let url = a.url(&format!("/v1/event/stream?{query}"));
+        let req = a.http.get(url).header("X-Nomad-Token", secret);
+        let r = req.send().await.unwrap();
         assert_eq!(r.status().as_u16(), 200, "{query}");
         Stream {
             r,
