@@ -286,25 +286,30 @@ impl Agent {
     }
 
     /// Forget a finished allocation: its state and its directory. `Ok(false)` when no
-    /// allocation has that id; refused while it still runs.
+    /// allocation has that id; refused while it still runs. Forgotten only once the state
+    /// DB forgot it: a refused removal leaves the allocation shown (and back after a
+    /// restart it would be anyway).
     pub async fn gc_allocation(&self, id: &str) -> Result<bool, AllocActionError> {
-        self.client_gc.forget(id);
         if let Some(r) = self.alloc_runner(id) {
             if !r.shared().peek(Allocation::is_terminal) {
                 return Err(AllocActionError::StillRunning(id.to_string()));
             }
-            r.destroy().await;
+            r.destroy().await?;
             self.allocs.write().unwrap().remove(id);
             self.usage.forget(id);
+            self.client_gc.forget(id);
             self.order.remove(r.shared().peek(|a| a.create_index), id);
             return Ok(true);
         }
-        let Some(a) = self.restored.write().unwrap().remove(id) else {
+        let Some(create_index) = self.restored.read().unwrap().get(id).map(|a| a.create_index)
+        else {
             return Ok(false);
         };
-        self.order.remove(a.create_index, &a.id);
-        self.db.delete_alloc(&a.id)?;
-        let _ = std::fs::remove_dir_all(self.alloc_root.join(&a.id));
+        self.db.delete_alloc(id)?;
+        self.restored.write().unwrap().remove(id);
+        self.client_gc.forget(id);
+        self.order.remove(create_index, id);
+        let _ = std::fs::remove_dir_all(self.alloc_root.join(id));
         self.changes.bump();
         Ok(true)
     }

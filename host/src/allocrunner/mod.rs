@@ -295,16 +295,18 @@ impl AllocRunner {
     }
 
     /// Stop, wait for the tasks, then remove the allocation's state and directory.
-    /// Before `run` was ever called this returns at once.
-    pub async fn destroy(&self) {
+    /// Before `run` was ever called this returns at once. A removal of its state the state
+    /// DB refuses is the error, the directory kept: the allocation is still there.
+    pub async fn destroy(&self) -> Result<(), crate::state::StateError> {
         self.stop("alloc destroyed");
         if self.started.load(std::sync::atomic::Ordering::SeqCst) {
             self.wait().await;
         }
-        self.shared.forget();
+        self.shared.forget()?;
         if let Err(e) = self.dir.destroy() {
             tracing::warn!(alloc_id = %self.shared.id(), error = %e, "removing allocation dir failed");
         }
+        Ok(())
     }
 }
 
@@ -404,14 +406,25 @@ mod tests {
         assert_eq!(a.desired_description, "job stopped");
         assert_eq!(a.task_states["t"].state, TaskRunState::Dead);
 
+        // A removal the disk refuses leaves the allocation as it was (not gone from memory
+        // while its record stays in the file, to come back after a restart).
+        let wait_writable = || {
+            while db.unwritable().is_some() {
+                std::thread::sleep(std::time::Duration::from_millis(10));
+            }
+        };
+        db.backend().io.set_disk_full(true);
+        assert!(shared.forget().is_err());
+        db.backend().io.set_disk_full(false);
+        wait_writable();
+        assert_eq!(stored(&db).id, shared.id());
+
         // Once its state is removed, nothing of it is written again.
         db.backend().io.set_disk_full(true);
         shared.update_task("t", |s| s.restarts += 1);
         db.backend().io.set_disk_full(false);
-        while db.unwritable().is_some() {
-            std::thread::sleep(std::time::Duration::from_millis(10));
-        }
-        shared.forget();
+        wait_writable();
+        shared.forget().unwrap();
         assert!(!shared.resync().unwrap());
         assert!(db.allocs().unwrap().is_empty());
     }

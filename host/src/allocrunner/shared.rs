@@ -201,17 +201,20 @@ impl AllocShared {
         });
     }
 
-    /// The allocation is gone: remove its state (its task and local states with it).
-    pub(super) fn forget(&self) {
+    /// The allocation is gone: remove its state (its task and local states with it). A
+    /// removal the state DB refuses leaves it as it was, its writes going on.
+    pub(super) fn forget(&self) -> Result<(), crate::state::StateError> {
         // Under the lock: a rewrite queued before this sees it, one after it writes nothing.
         {
             let _a = self.lock();
             self.gone.store(true, Ordering::SeqCst);
         }
         if let Err(e) = self.db.delete_alloc(&self.id) {
-            tracing::error!(alloc_id = %self.id, error = %e, "removing allocation state failed");
+            self.gone.store(false, Ordering::SeqCst);
+            return Err(e);
         }
         self.changes.bump();
+        Ok(())
     }
 
     /// The allocation ended and the client lets its runner go (its garbage collection):
