@@ -301,7 +301,12 @@ impl Agent {
             self.order.remove(r.shared().peek(|a| a.create_index), id);
             return Ok(true);
         }
-        let Some(create_index) = self.restored.read().unwrap().get(id).map(|a| a.create_index)
+        let Some(create_index) = self
+            .restored
+            .read()
+            .unwrap()
+            .get(id)
+            .map(|a| a.create_index)
         else {
             return Ok(false);
         };
