@@ -13,13 +13,15 @@
 //! | Route | Needs |
 //! |---|---|
 //! | `GET /v1/jobs` | `list-jobs` in ns; `*`: in any namespace, each job shown only where held |
-//! | `POST /v1/jobs`, `POST /v1/job/:id` | `submit-job` in the job's namespace |
+//! | `POST /v1/jobs`, `POST /v1/job/:id` | `submit-job \| register-job` in the job's namespace |
 //! | `POST /v1/jobs/parse` | `parse-job \| submit-job` in ns |
 //! | `POST /v1/validate/job` | `read-job` in the job's namespace |
 //! | `GET /v1/job/:id`, `…/versions`, `…/allocations`, `…/evaluations`, `…/summary`, `…/deployments`, `…/deployment` | `read-job` in ns |
-//! | `DELETE /v1/job/:id`, `POST …/plan`, `…/revert`, `…/stable`, `…/evaluate` | `submit-job` in ns |
+//! | `DELETE /v1/job/:id` | `submit-job \| deregister-job` in ns; with `?purge=true` `submit-job \| purge-job` |
+//! | `POST /v1/job/:id/plan` | `submit-job \| plan-job` in the job's namespace |
+//! | `POST /v1/job/:id/{revert,stable,evaluate}` | `submit-job \| {revert,stable,evaluate}-job` in ns |
 //! | `POST /v1/job/:id/dispatch` | `dispatch-job` in ns |
-//! | `POST /v1/job/:id/periodic/force` | `dispatch-job \| submit-job` in ns |
+//! | `POST /v1/job/:id/periodic/force` | `dispatch-job \| submit-job \| force-periodic-job` in ns |
 //! | `GET /v1/job/:id/scale` | `read-job \| read-job-scaling` in ns |
 //! | `POST /v1/job/:id/scale` | `scale-job \| submit-job` in ns |
 //! | `GET /v1/allocations`, `/v1/evaluations`, `/v1/deployments` | `read-job` in ns; `*`: any namespace, each object shown only where held |
@@ -27,12 +29,13 @@
 //! | `POST /v1/allocation/:id/stop` | `alloc-lifecycle` in alloc ns |
 //! | `POST /v1/client/allocation/:id/restart`, `…/signal` | `alloc-lifecycle` in alloc ns |
 //! | `GET /v1/client/allocation/:id/stats` | `read-job` in alloc ns |
-//! | `POST /v1/client/allocation/:id/gc` | `submit-job` in alloc ns |
+//! | `POST /v1/client/allocation/:id/gc` | `submit-job \| gc-allocation` in alloc ns |
 //! | `GET /v1/client/fs/logs/:alloc` | `read-logs \| read-fs` in alloc ns |
 //! | `GET /v1/client/fs/{ls,stat,cat,readat,stream}/:alloc` | `read-fs` in alloc ns |
 //! | `GET /v1/evaluation/:id`, `…/allocations` | `read-job` in eval ns |
 //! | `GET /v1/deployment/:id`, `/v1/deployment/allocations/:id` | `read-job` in ns |
-//! | `POST /v1/deployment/{fail,pause,promote,unblock,cancel,run}/:id` | `submit-job \| <op>-deployment` in ns (Nomad: the deployment's namespace) |
+//! | `POST /v1/deployment/{fail,pause,promote,unblock,cancel}/:id` | `submit-job \| <op>-deployment` in ns (Nomad: the deployment's namespace) |
+//! | `POST /v1/deployment/run/:id` | `submit-job` in ns (Nomad has no `run-deployment`) |
 //! | `POST /v1/deployment/allocation-health/:id` | `submit-job \| set-alloc-health-deployment` in ns |
 //! | `GET /v1/scaling/policies` | `list-scaling-policies \| (list-jobs & read-job)` in ns; `*` filtered |
 //! | `GET /v1/scaling/policy/:id` | `read-scaling-policy \| (list-jobs & read-job)` in ns |
@@ -52,6 +55,10 @@
 //! | `GET /v1/event/stream` | per topic: `Job`, `Evaluation`, `Allocation`, `Deployment`, `Service` `read-job` in ns; `Node` `node:read`; any other topic, `*` or none (all topics) management |
 //! | `GET /v1/agent/health`, `/v1/status/*`, `/v1/regions`, `/v1/metrics` | nothing (no token looked at) |
 //! | `/v1/acl/*` | checked by the ACL endpoints themselves |
+//!
+//! Nomad's `tag-job-version`, `pause-allocation` and `delete-service-registration` are
+//! accepted in policies; no route here serves what they guard (job version tags, task
+//! pause, service registrations).
 //!
 //! Paddock's own `GET /v1/components` needs `agent:read` and its `POST /v1/components/reload`
 //! and `/v1/agent/reload` `agent:write` (Nomad has no such routes).
@@ -111,9 +118,14 @@ use NsFrom::*;
 
 const READ_JOB: &[&str] = &["read-job"];
 const SUBMIT_JOB: &[&str] = &["submit-job"];
+const REGISTER_JOB: &[&str] = &["submit-job", "register-job"];
+const FORCE_PERIODIC: &[&str] = &["dispatch-job", "submit-job", "force-periodic-job"];
 
-/// The need of `method` on `path`.
+/// The need of `method` on `path`, which may carry its query (`?purge=true` changes what
+/// a job's deregistration needs).
 pub fn need(method: &str, path: &str) -> Need {
+    let (path, query) = path.split_once('?').unwrap_or((path, ""));
+    let purge = query.split('&').any(|kv| kv == "purge=true");
     let seg: Vec<&str> = path.trim_start_matches('/').split('/').collect();
     let get = method == "GET" || method == "HEAD";
     match seg.as_slice() {
@@ -121,18 +133,21 @@ pub fn need(method: &str, path: &str) -> Need {
         ["v1", "agent", "health"] | ["v1", "status", ..] | ["v1", "regions"] => Open,
         ["v1", "metrics"] => Open,
         ["v1", "jobs"] if get => Ns(&["list-jobs"], List),
-        ["v1", "jobs"] => Ns(SUBMIT_JOB, JobBody),
+        ["v1", "jobs"] => Ns(REGISTER_JOB, JobBody),
         ["v1", "jobs", "parse"] => Ns(&["parse-job", "submit-job"], Query),
         ["v1", "validate", "job"] => Ns(READ_JOB, JobBody),
         ["v1", "job", _] if get => Ns(READ_JOB, Query),
-        ["v1", "job", _] if method == "DELETE" => Ns(SUBMIT_JOB, Query),
-        ["v1", "job", _] => Ns(SUBMIT_JOB, JobBody),
-        ["v1", "job", _, "plan"] => Ns(SUBMIT_JOB, JobBody),
+        ["v1", "job", _] if method == "DELETE" && purge => Ns(&["submit-job", "purge-job"], Query),
+        ["v1", "job", _] if method == "DELETE" => Ns(&["submit-job", "deregister-job"], Query),
+        ["v1", "job", _] => Ns(REGISTER_JOB, JobBody),
+        ["v1", "job", _, "plan"] => Ns(&["submit-job", "plan-job"], JobBody),
         ["v1", "job", _, "dispatch"] => Ns(&["dispatch-job"], Query),
         ["v1", "job", _, "scale"] if get => Ns(&["read-job-scaling", "read-job"], Query),
         ["v1", "job", _, "scale"] => Ns(&["scale-job", "submit-job"], Query),
-        ["v1", "job", _, "revert" | "stable" | "evaluate"] => Ns(SUBMIT_JOB, Query),
-        ["v1", "job", _, "periodic", "force"] => Ns(&["dispatch-job", "submit-job"], Query),
+        ["v1", "job", _, "revert"] => Ns(&["submit-job", "revert-job"], Query),
+        ["v1", "job", _, "stable"] => Ns(&["submit-job", "stable-job"], Query),
+        ["v1", "job", _, "evaluate"] => Ns(&["submit-job", "evaluate-job"], Query),
+        ["v1", "job", _, "periodic", "force"] => Ns(FORCE_PERIODIC, Query),
         ["v1", "job", ..] => Ns(READ_JOB, Query),
         ["v1", "allocations"] => Ns(READ_JOB, List),
         ["v1", "allocation", id] => Ns(READ_JOB, Alloc(id.to_string())),
@@ -141,7 +156,9 @@ pub fn need(method: &str, path: &str) -> Need {
         ["v1", "client", "allocation", id, "restart" | "signal"] => {
             Ns(&["alloc-lifecycle"], Alloc(id.to_string()))
         }
-        ["v1", "client", "allocation", id, "gc"] => Ns(SUBMIT_JOB, Alloc(id.to_string())),
+        ["v1", "client", "allocation", id, "gc"] => {
+            Ns(&["submit-job", "gc-allocation"], Alloc(id.to_string()))
+        }
         ["v1", "client", "allocation", id, "exec"] => Ns(&["alloc-exec"], Alloc(id.to_string())),
         ["v1", "client", "allocation", id, ..] => Ns(READ_JOB, Alloc(id.to_string())),
         ["v1", "client", "fs", "logs", id] => Ns(&["read-logs", "read-fs"], Alloc(id.to_string())),
@@ -175,7 +192,7 @@ pub fn need(method: &str, path: &str) -> Need {
             "promote" => Ns(&["submit-job", "promote-deployment"], Query),
             "unblock" => Ns(&["submit-job", "unblock-deployment"], Query),
             "cancel" => Ns(&["submit-job", "cancel-deployment"], Query),
-            "run" => Ns(&["submit-job", "run-deployment"], Query),
+            "run" => Ns(SUBMIT_JOB, Query),
             "allocation-health" => Ns(&["submit-job", "set-alloc-health-deployment"], Query),
             _ => Open,
         },
@@ -207,7 +224,24 @@ mod tests {
     #[test]
     fn endpoints_map_to_nomads_checks() {
         assert_eq!(need("GET", "/v1/jobs"), Ns(&["list-jobs"], List));
-        assert_eq!(need("POST", "/v1/jobs"), Ns(SUBMIT_JOB, JobBody));
+        assert_eq!(need("POST", "/v1/jobs"), Ns(REGISTER_JOB, JobBody));
+        assert_eq!(
+            need("DELETE", "/v1/job/x"),
+            Ns(&["submit-job", "deregister-job"], Query)
+        );
+        assert_eq!(
+            need("DELETE", "/v1/job/x?namespace=default&purge=true"),
+            Ns(&["submit-job", "purge-job"], Query)
+        );
+        assert_eq!(
+            need("POST", "/v1/job/x/plan"),
+            Ns(&["submit-job", "plan-job"], JobBody)
+        );
+        assert_eq!(
+            need("POST", "/v1/client/allocation/a/gc"),
+            Ns(&["submit-job", "gc-allocation"], Alloc("a".into()))
+        );
+        assert_eq!(need("POST", "/v1/deployment/run/d"), Ns(SUBMIT_JOB, Query));
         assert_eq!(
             need("POST", "/v1/jobs/parse"),
             Ns(&["parse-job", "submit-job"], Query)
@@ -215,7 +249,7 @@ mod tests {
         assert_eq!(need("GET", "/v1/job/x/allocations"), Ns(READ_JOB, Query));
         assert_eq!(
             need("POST", "/v1/job/x/periodic/force"),
-            Ns(&["dispatch-job", "submit-job"], Query)
+            Ns(FORCE_PERIODIC, Query)
         );
         assert_eq!(
             need("GET", "/v1/client/fs/logs/abc"),

@@ -88,6 +88,26 @@ pub const NAMESPACE_CAPABILITIES: &[&str] = &[
     "host-volume-read",
     "host-volume-write",
     "host-volume-delete",
+    // Fine-grained parts of `submit-job`: an endpoint that takes `submit-job` also takes
+    // its own one of these (no `policy` shorthand grants them).
+    "register-job",
+    "revert-job",
+    "deregister-job",
+    "purge-job",
+    "evaluate-job",
+    "plan-job",
+    "tag-job-version",
+    "stable-job",
+    "fail-deployment",
+    "pause-deployment",
+    "promote-deployment",
+    "unblock-deployment",
+    "cancel-deployment",
+    "set-alloc-health-deployment",
+    "gc-allocation",
+    "pause-allocation",
+    "force-periodic-job",
+    "delete-service-registration",
 ];
 
 /// What `policy = "read"` grants in a namespace.
@@ -499,6 +519,30 @@ mod tests {
         let caps = &p.namespaces[0].capabilities;
         assert!(caps.contains("read-job") && caps.contains("submit-recommendation"));
         assert!(!caps.contains("submit-job") && !caps.contains("list-jobs"));
+    }
+
+    /// The fine-grained job, deployment, allocation, periodic and service capabilities of
+    /// current Nomad's acl/policy.go parse; none comes with a shorthand, and a name Nomad
+    /// does not know (`run-deployment`) is still refused.
+    #[test]
+    fn fine_grained_capabilities_parse() {
+        let fine = "register-job revert-job deregister-job purge-job evaluate-job plan-job \
+                    tag-job-version stable-job fail-deployment pause-deployment \
+                    promote-deployment unblock-deployment cancel-deployment \
+                    set-alloc-health-deployment gc-allocation pause-allocation \
+                    force-periodic-job delete-service-registration";
+        for c in fine.split_whitespace() {
+            let p = parse(&format!(
+                "namespace \"default\" {{ capabilities = [\"{c}\"] }}"
+            ))
+            .unwrap_or_else(|e| panic!("{c}: {e}"));
+            assert!(p.namespaces[0].capabilities.contains(c), "{c}");
+            for shorthand in ["read", "write", "scale"] {
+                let caps = expand_namespace_policy(shorthand).unwrap();
+                assert!(!caps.contains(&c), "{shorthand} grants {c}");
+            }
+        }
+        assert!(parse(r#"namespace "default" { capabilities = ["run-deployment"] }"#).is_err());
     }
 
     #[test]

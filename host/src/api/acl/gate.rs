@@ -32,7 +32,11 @@ pub(crate) async fn enforce(
     req: axum::extract::Request,
     next: axum::middleware::Next,
 ) -> Response {
-    let need = crate::acl::check::need(req.method().as_str(), req.uri().path());
+    let target = req
+        .uri()
+        .path_and_query()
+        .map_or(req.uri().path(), |pq| pq.as_str());
+    let need = crate::acl::check::need(req.method().as_str(), target);
     if need == Need::Open {
         // As in Nomad, these never look at the token.
         return next.run(req).await;

@@ -79,7 +79,13 @@ pub(super) fn table(alloc: &str, eval: &str, node: &str) -> Vec<Row> {
     let mut rows = vec![
         row("GET", "/v1/jobs", None, &[l], &[r]),
         row("GET", "/v1/jobs?namespace=*", None, &[l], &[r]),
-        row("POST", "/v1/jobs", Some(json!({})), &[s], &[READ]),
+        row(
+            "POST",
+            "/v1/jobs",
+            Some(json!({})),
+            &[s, &caps(&["register-job"])],
+            &[READ, &caps(&["plan-job"])],
+        ),
         row(
             "POST",
             "/v1/jobs/parse",
@@ -94,35 +100,55 @@ pub(super) fn table(alloc: &str, eval: &str, node: &str) -> Vec<Row> {
             &[r],
             &[s],
         ),
-        row("POST", "/v1/job/nosuch", Some(json!({})), &[s], &[READ]),
-        row("DELETE", "/v1/job/nosuch", None, &[s], &[READ]),
+        row(
+            "POST",
+            "/v1/job/nosuch",
+            Some(json!({})),
+            &[s, &caps(&["register-job"])],
+            &[READ, &caps(&["revert-job"])],
+        ),
+        // Stopping a job and purging it are separate capabilities; `submit-job` covers both.
+        row(
+            "DELETE",
+            "/v1/job/nosuch",
+            None,
+            &[s, &caps(&["deregister-job"])],
+            &[READ, &caps(&["purge-job"])],
+        ),
+        row(
+            "DELETE",
+            "/v1/job/nosuch?purge=true",
+            None,
+            &[s, &caps(&["purge-job"])],
+            &[READ, &caps(&["deregister-job"])],
+        ),
         row(
             "POST",
             "/v1/job/nosuch/plan",
             Some(json!({})),
-            &[s],
-            &[READ],
+            &[s, &caps(&["plan-job"])],
+            &[READ, &caps(&["register-job"])],
         ),
         row(
             "POST",
             "/v1/job/nosuch/revert",
             Some(json!({ "JobVersion": 0 })),
-            &[s],
-            &[READ],
+            &[s, &caps(&["revert-job"])],
+            &[READ, &caps(&["register-job"])],
         ),
         row(
             "POST",
             "/v1/job/nosuch/stable",
             Some(json!({})),
-            &[s],
-            &[READ],
+            &[s, &caps(&["stable-job"])],
+            &[READ, &caps(&["tag-job-version"])],
         ),
         row(
             "POST",
             "/v1/job/nosuch/evaluate",
             Some(json!({})),
-            &[s],
-            &[READ],
+            &[s, &caps(&["evaluate-job"])],
+            &[READ, &caps(&["register-job"])],
         ),
         row(
             "POST",
@@ -135,8 +161,8 @@ pub(super) fn table(alloc: &str, eval: &str, node: &str) -> Vec<Row> {
             "POST",
             "/v1/job/nosuch/periodic/force",
             None,
-            &[&caps(&["dispatch-job"]), s],
-            &[READ],
+            &[&caps(&["dispatch-job"]), s, &caps(&["force-periodic-job"])],
+            &[READ, &caps(&["register-job"])],
         ),
         row(
             "GET",
@@ -186,8 +212,11 @@ pub(super) fn table(alloc: &str, eval: &str, node: &str) -> Vec<Row> {
             "POST",
             &format!("/v1/client/allocation/{ghost}/gc"),
             None,
-            &[s],
-            &[&caps(&["read-job", "alloc-lifecycle"])],
+            &[s, &caps(&["gc-allocation"])],
+            &[
+                &caps(&["read-job", "alloc-lifecycle"]),
+                &caps(&["pause-allocation"]),
+            ],
         ),
         row(
             "GET",
@@ -397,16 +426,33 @@ pub(super) fn table(alloc: &str, eval: &str, node: &str) -> Vec<Row> {
             &[&every_rule],
         ),
     ];
-    // Changing a deployment takes `submit-job` (or the change's own capability), reading
-    // the job is not enough (Nomad's nomad/deployment_endpoint.go).
-    for (method, op) in [
-        ("POST", "fail"),
-        ("PUT", "promote"),
-        ("POST", "allocation-health"),
+    // Changing a deployment takes `submit-job` or the change's own capability; reading
+    // the job, or another change's capability, is not enough (Nomad's
+    // nomad/deployment_endpoint.go). Nomad has no capability of its own for `run`.
+    for (method, op, own, other) in [
+        ("POST", "fail", "fail-deployment", "cancel-deployment"),
+        ("POST", "pause", "pause-deployment", "unblock-deployment"),
+        ("PUT", "promote", "promote-deployment", "fail-deployment"),
+        ("POST", "unblock", "unblock-deployment", "pause-deployment"),
+        ("POST", "cancel", "cancel-deployment", "fail-deployment"),
+        (
+            "POST",
+            "allocation-health",
+            "set-alloc-health-deployment",
+            "promote-deployment",
+        ),
     ] {
         let path = format!("/v1/deployment/{op}/nosuch");
-        rows.push(row(method, &path, None, &[s], &[r]));
+        let (own, other) = (caps(&[own]), caps(&[other]));
+        rows.push(row(method, &path, None, &[s, &own], &[r, &other]));
     }
+    rows.push(row(
+        "POST",
+        "/v1/deployment/run/nosuch",
+        None,
+        &[s],
+        &[r, &caps(&["promote-deployment"])],
+    ));
     for op in ["ls", "stat", "cat", "readat", "stream"] {
         rows.push(row(
             "GET",
