@@ -495,7 +495,10 @@ mod tests {
         )
         .unwrap_err()
         .to_string();
-        assert!(e.contains("two.hcl") && e.contains("only one \"client\" block"), "{e}");
+        assert!(
+            e.contains("two.hcl") && e.contains("only one \"client\" block"),
+            "{e}"
+        );
         let one = AgentConfig::parse("client {\n  gc_max_allocs = 3\n}\n", "one.hcl").unwrap();
         assert_eq!(one.client.gc_max_allocs, Some(3));
     }
