@@ -13,13 +13,8 @@ use crate::harness::{AgentProcess, NODE_DISK_MB, all_terminal};
 
 /// An agent with `client { <gc> }` besides the harness's disk.
 async fn agent(dir: &Path, gc: &str) -> AgentProcess {
-    let config = dir.join("gc.hcl");
-    let config_text = format!("client {{\n  disk_total_mb = {NODE_DISK_MB}\n{gc}\n}}\n");
-    std::fs::write(&config, config_text).unwrap();
-    let mut a = AgentProcess::new(dir);
-    a.args = vec!["--config".into(), config.display().to_string()];
-    a.start().await;
-    a
+    let config = format!("client {{\n  disk_total_mb = {NODE_DISK_MB}\n{gc}\n}}\n");
+    AgentProcess::with_config(dir, &config).await
 }
 
 /// A batch job whose one task prints a line and ends.

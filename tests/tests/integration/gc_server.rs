@@ -21,12 +21,7 @@ fn service(id: &str) -> Value {
 
 /// An agent whose config file holds `server` (and a node disk independent of the machine).
 async fn agent_with(dir: &std::path::Path, server: &str) -> AgentProcess {
-    let config = dir.join("agent.hcl");
-    std::fs::write(&config, format!("{NODE_DISK}server {{\n{server}}}\n")).unwrap();
-    let mut agent = AgentProcess::new(dir);
-    agent.args = vec!["--config".into(), config.display().to_string()];
-    agent.start().await;
-    agent
+    AgentProcess::with_config(dir, &format!("{NODE_DISK}server {{\n{server}}}\n")).await
 }
 
 async fn status(agent: &AgentProcess, path: &str) -> u16 {

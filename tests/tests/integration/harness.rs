@@ -388,6 +388,17 @@ impl AgentProcess {
         }
     }
 
+    /// An agent started in `dir` with `config` as its config file (which replaces the
+    /// harness's own: give the node's disk in it when placement needs one).
+    pub async fn with_config(dir: &Path, config: &str) -> Self {
+        let file = dir.join("agent-config.hcl");
+        std::fs::write(&file, config).unwrap();
+        let mut a = Self::new(dir);
+        a.args = vec!["--config".into(), file.display().to_string()];
+        a.start().await;
+        a
+    }
+
     pub async fn start(&mut self) {
         if !self.args.iter().any(|a| a == "--config") {
             // The node offers the data dir's free space as disk, 300 MB per group by
