@@ -18,7 +18,8 @@
 //!   [`changes`] (the change index and event stream), [`metrics`] (the metrics model),
 //!   [`structs`] (Nomad-shaped records), [`jobspec`] (HCL and JSON jobs), [`state`] (the
 //!   state DB), [`executor`] (the task executor and the process table), [`logmon`] (log
-//!   files), [`util`];
+//!   files), [`safefs`] (files in folders a task or a component can write, never through a
+//!   link), [`util`];
 //! - [`runtime`]: the component runtime crate, which knows nothing of the agent.
 
 /// The component runtime this agent is built on (the `paddock-runtime` crate).
@@ -49,6 +50,7 @@ pub mod node;
 pub mod node_class;
 pub mod pluginbook;
 pub mod ports;
+pub mod safefs;
 pub mod state;
 pub mod structs;
 pub mod swap;

@@ -10,8 +10,8 @@ use std::time::{Duration, SystemTime};
 use futures::{Stream, StreamExt as _};
 use paddock::drivermanager::DriverCallError;
 use paddock::drivermanager::types::{DriverError, ExitResult, FsIsolation, Health};
-use paddock::runtime::TaskContext;
 use paddock::runtime::types::Attribute;
+use paddock::runtime::{TaskContext, TaskPaths};
 use tonic::{Request, Response, Status, Streaming};
 
 use crate::base::Plugin;
@@ -139,8 +139,8 @@ impl DriverService {
         host.drivers.register_task_logs(
             &t.id,
             host.config.driver(),
-            t.stdout_path.clone().into(),
-            t.stderr_path.clone().into(),
+            t.alloc_dir.clone().into(),
+            (t.stdout_path.clone().into(), t.stderr_path.clone().into()),
             &Default::default(),
         );
     }
@@ -311,6 +311,13 @@ impl DriverApi for DriverService {
             reservations: Vec::new(),
             files: None,
             workload: None,
+            paths: Some(TaskPaths {
+                alloc_root: t.alloc_dir.clone(),
+                task_dir: cfg.task_dir.clone(),
+                alloc_dir: cfg.alloc_dir.clone(),
+                stdout: t.stdout_path.clone(),
+                stderr: t.stderr_path.clone(),
+            }),
         });
         self.route_task(&host, &t);
         let handle = match driver.start(cfg, Some(ctx)).await {

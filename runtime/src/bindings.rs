@@ -174,6 +174,8 @@ pub mod v0_1_0 {
                     memory_max_bytes: i.memory_max_bytes,
                     cpu_shares: i.cpu_shares,
                     cpuset_cpus: i.cpuset_cpus,
+                    // The host's to decide (`host_api::process`).
+                    ..Default::default()
                 }
             }
         }
@@ -190,6 +192,7 @@ pub mod v0_1_0 {
                     logs: c.logs.map(Into::into),
                     user: c.user,
                     argv0: String::new(),
+                    alloc_root: String::new(),
                 }
             }
         }

@@ -55,6 +55,25 @@ pub struct TaskFiles {
     pub alloc_dir: String,
 }
 
+/// Where a task's processes live, as the host laid it out: what a component's `process`
+/// calls are checked against. A process of the task runs in the task dir (or below it, or
+/// in the alloc dir), and writes its output only to the task's own log files; every path
+/// is opened beneath the allocation dir without following a link.
+#[derive(Debug, Clone, PartialEq, Eq, Default)]
+pub struct TaskPaths {
+    /// The allocation's dir, which holds the task dir and the shared alloc dir. Trusted:
+    /// the host made it, and nothing a task or a component can write is above it.
+    pub alloc_root: String,
+    /// The task's own directory.
+    pub task_dir: String,
+    /// The allocation's shared directory.
+    pub alloc_dir: String,
+    /// The base path of the task's stdout log.
+    pub stdout: String,
+    /// The base path of the task's stderr log.
+    pub stderr: String,
+}
+
 /// The task a call is about, when there is one.
 #[derive(Debug, Clone, Default)]
 pub struct TaskContext {
@@ -66,6 +85,9 @@ pub struct TaskContext {
     pub files: Option<TaskFiles>,
     /// The task's workload identity: which variables it may read (`variables`).
     pub workload: Option<WorkloadIdentity>,
+    /// Where the task's processes may run and write (`process`); `None`: a spawn in this
+    /// call runs nowhere of a task's and writes no output.
+    pub paths: Option<TaskPaths>,
 }
 
 /// Whether a call needs its own WASI context with the task's dirs preopened. Such a store

@@ -32,6 +32,103 @@ pub struct Grants {
     /// `/dev`. Reading a folder lets the component read every file in it that the agent's
     /// user can read. Empty: no host files at all.
     pub read_paths: Vec<String>,
+    /// Loader and interpreter variables ([`LOADER_VARIABLES`]: `LD_PRELOAD`, `PYTHONPATH`,
+    /// …) the component may pass to the processes it starts, or return in a hook's env:
+    /// names or glob patterns (`"LD_LIBRARY_PATH"`, `"PYTHON*"`). Empty: none, whoever set
+    /// them (the guest, the job or a hook): a process asked for with one is refused, naming
+    /// it.
+    pub loader_env: Vec<String>,
+    /// With `isolation`: the host paths an isolated task's chroot holds (Nomad's
+    /// `chroot_env`), a list of paths kept at the same place or a map of host path to path
+    /// inside. Absent: Nomad's default list ([`DEFAULT_CHROOT_ENV`]). The task's alloc dir
+    /// is always bound at `/alloc`; nothing else of the host is.
+    pub chroot_env: Option<ChrootEnv>,
+    /// With `isolation`: uids an isolated process may not run as, Nomad's syntax
+    /// (`"0,1000-1999"`). Absent: `"0"` (root is refused, whatever name the task gives it);
+    /// `""` allows any.
+    pub denied_host_uids: Option<String>,
+    /// With `isolation`: gids an isolated process may not run as (the user's primary
+    /// group), the same syntax. Absent: none.
+    pub denied_host_gids: Option<String>,
+    /// With `isolation`: the most processes and threads an isolated task may have at once
+    /// (its cgroup's `pids.max`). Absent: [`DEFAULT_PIDS_MAX`]; 0: no limit.
+    pub pids_max: Option<u64>,
+}
+
+/// An isolated task's chroot: host paths kept at the same place, or host path → path inside.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(untagged)]
+pub enum ChrootEnv {
+    /// Each host path at the same place inside.
+    List(Vec<String>),
+    /// Host path → path inside the chroot.
+    Map(std::collections::BTreeMap<String, String>),
+}
+
+/// Nomad's default `chroot_env`: these host paths, where they exist, at the same place.
+pub const DEFAULT_CHROOT_ENV: &[&str] = &[
+    "/bin",
+    "/etc",
+    "/lib",
+    "/lib32",
+    "/lib64",
+    "/run/resolvconf",
+    "/sbin",
+    "/usr",
+    "/run/systemd/resolve",
+];
+
+/// An isolated task's `pids.max` when the grant sets none.
+pub const DEFAULT_PIDS_MAX: u64 = 4096;
+
+/// Environment variables that make a program load or run code other than itself: the
+/// dynamic loader's, glibc's and the common interpreters' (each entry a name, or a prefix
+/// ending in `*`). A process started with one runs what the variable names, so a
+/// component may pass one only with the `loader_env` grant.
+pub const LOADER_VARIABLES: &[&str] = &[
+    "LD_*",
+    "DYLD_*",
+    "GCONV_PATH",
+    "GETCONF_DIR",
+    "GLIBC_TUNABLES",
+    "HOSTALIASES",
+    "LOCALDOMAIN",
+    "LOCPATH",
+    "MALLOC_*",
+    "NIS_PATH",
+    "NLSPATH",
+    "RESOLV_HOST_CONF",
+    "RES_OPTIONS",
+    "BASH_ENV",
+    "ENV",
+    "BASH_FUNC_*",
+    "SHELLOPTS",
+    "BASHOPTS",
+    "PS4",
+    "PYTHON*",
+    "PERL5*",
+    "PERLLIB",
+    "PERLIO",
+    "RUBYLIB",
+    "RUBYOPT",
+    "NODE_OPTIONS",
+    "NODE_PATH",
+    "JAVA_TOOL_OPTIONS",
+    "_JAVA_OPTIONS",
+    "JDK_JAVA_OPTIONS",
+    "CLASSPATH",
+    "LUA_INIT*",
+    "LUA_PATH*",
+    "LUA_CPATH*",
+    "GIT_*",
+];
+
+/// Whether `key` is one of the [`LOADER_VARIABLES`].
+pub fn is_loader_variable(key: &str) -> bool {
+    LOADER_VARIABLES.iter().any(|v| match v.strip_suffix('*') {
+        Some(prefix) => key.starts_with(prefix),
+        None => key == *v,
+    })
 }
 
 impl Grants {
@@ -46,7 +143,65 @@ impl Grants {
             variables: true,
             isolation: true,
             read_paths: vec!["/sys".into(), "/dev".into()],
+            ..Self::default()
         }
+    }
+
+    /// Whether the process environment variable `key` may be passed on: any that is not a
+    /// loader or interpreter variable, and those the `loader_env` grant names.
+    pub fn allows_env(&self, key: &str) -> bool {
+        !is_loader_variable(key)
+            || self
+                .loader_env
+                .iter()
+                .any(|p| p == key || (p.contains(['*', '?', '[']) && pattern_matches(p, key)))
+    }
+
+    /// The chroot an isolated task gets: (host path, path inside) pairs.
+    pub fn chroot_binds(&self) -> Vec<(String, String)> {
+        match &self.chroot_env {
+            None => DEFAULT_CHROOT_ENV
+                .iter()
+                .map(|p| (p.to_string(), p.to_string()))
+                .collect(),
+            Some(ChrootEnv::List(l)) => l.iter().map(|p| (p.clone(), p.clone())).collect(),
+            Some(ChrootEnv::Map(m)) => m.iter().map(|(h, i)| (h.clone(), i.clone())).collect(),
+        }
+    }
+
+    /// Check the isolation keys, naming the bad one (`grant.denied_host_uids: …`).
+    pub fn validate(&self) -> Result<(), String> {
+        for (host, inside) in self.chroot_binds() {
+            if !host.starts_with('/')
+                || !inside.starts_with('/')
+                || [&host, &inside]
+                    .iter()
+                    .any(|p| p.split('/').any(|s| s == ".." || s == "."))
+            {
+                return Err(format!(
+                    "grant.chroot_env: {host:?} -> {inside:?}: both must be absolute paths without . or .."
+                ));
+            }
+        }
+        for (key, v) in [
+            ("denied_host_uids", &self.denied_host_uids),
+            ("denied_host_gids", &self.denied_host_gids),
+        ] {
+            if let Some(v) = v {
+                IdRanges::parse(v).map_err(|e| format!("grant.{key}: {e}"))?;
+            }
+        }
+        Ok(())
+    }
+
+    /// The uids an isolated process may not run as.
+    pub fn denied_uids(&self) -> IdRanges {
+        IdRanges::parse(self.denied_host_uids.as_deref().unwrap_or("0")).unwrap_or_default()
+    }
+
+    /// The gids an isolated process may not run as.
+    pub fn denied_gids(&self) -> IdRanges {
+        IdRanges::parse(self.denied_host_gids.as_deref().unwrap_or("")).unwrap_or_default()
     }
 
     /// Whether `path` (absolute, with no `.` or `..` parts) may be spawned under the
@@ -95,7 +250,44 @@ impl Grants {
         if !self.read_paths.is_empty() {
             v.push(format!("read_paths({})", self.read_paths.join(",")));
         }
+        if !self.loader_env.is_empty() {
+            v.push(format!("loader_env({})", self.loader_env.join(",")));
+        }
         v
+    }
+}
+
+/// Sets of user or group ids in Nomad's syntax: comma-separated ids and `lo-hi` ranges.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct IdRanges(pub Vec<(u32, u32)>);
+
+impl IdRanges {
+    /// Parse `"0,1000-1999"`; empty is no ids.
+    pub fn parse(text: &str) -> Result<Self, String> {
+        let mut out = Vec::new();
+        for part in text.split(',').map(str::trim).filter(|p| !p.is_empty()) {
+            let bound = |s: &str| {
+                s.trim()
+                    .parse::<u32>()
+                    .map_err(|_| format!("invalid range {part:?}: range bound not valid"))
+            };
+            let (lo, hi) = match part.split_once('-') {
+                Some((lo, hi)) => (bound(lo)?, bound(hi)?),
+                None => (bound(part)?, bound(part)?),
+            };
+            if lo > hi {
+                return Err(format!(
+                    "invalid range {part:?}: lower bound cannot be greater than upper bound"
+                ));
+            }
+            out.push((lo, hi));
+        }
+        Ok(Self(out))
+    }
+
+    /// Whether `id` is in the set.
+    pub fn contains(&self, id: u32) -> bool {
+        self.0.iter().any(|(lo, hi)| (*lo..=*hi).contains(&id))
     }
 }
 
@@ -154,6 +346,48 @@ mod tests {
         };
         assert!(deep.allows_command("/opt/tools/a/b/run"));
         assert!(!deep.allows_command("/opt/other/run"));
+    }
+
+    #[test]
+    fn loader_variables_need_the_loader_env_grant() {
+        let g = Grants::default();
+        for key in [
+            "LD_PRELOAD",
+            "LD_LIBRARY_PATH",
+            "PYTHONPATH",
+            "GCONV_PATH",
+            "BASH_ENV",
+            "NODE_OPTIONS",
+        ] {
+            assert!(!g.allows_env(key), "{key}");
+        }
+        for key in ["PATH", "HOME", "NOMAD_TASK_DIR", "LANG", "OLD_PRELOAD"] {
+            assert!(g.allows_env(key), "{key}");
+        }
+        let g = Grants {
+            loader_env: vec!["LD_LIBRARY_PATH".into(), "PYTHON*".into()],
+            ..Default::default()
+        };
+        assert!(g.allows_env("LD_LIBRARY_PATH") && g.allows_env("PYTHONPATH"));
+        assert!(!g.allows_env("LD_PRELOAD"));
+    }
+
+    #[test]
+    fn id_ranges_read_nomads_syntax() {
+        let r = IdRanges::parse("0, 1000-1999").unwrap();
+        assert!(r.contains(0) && r.contains(1500) && !r.contains(2000) && !r.contains(1));
+        assert!(IdRanges::parse("").unwrap().0.is_empty());
+        assert!(IdRanges::parse("5-1").unwrap_err().contains("lower bound"));
+        assert!(IdRanges::parse("x").unwrap_err().contains("not valid"));
+        assert!(
+            Grants::default().denied_uids().contains(0),
+            "root is refused by default"
+        );
+        let open = Grants {
+            denied_host_uids: Some(String::new()),
+            ..Default::default()
+        };
+        assert!(!open.denied_uids().contains(0));
     }
 
     #[test]

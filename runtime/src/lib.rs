@@ -53,7 +53,7 @@ use wasmtime::component::Linker;
 pub use cache::CacheOutcome;
 pub use call::{CallError, CallFailure};
 pub use component::{ComponentSettings, ComponentSource, LoadedComponent};
-pub use context::{CallLimits, TaskContext, TaskFiles};
+pub use context::{CallLimits, TaskContext, TaskFiles, TaskPaths};
 pub use grants::Grants;
 pub use host_api::HostServices;
 pub use inspect::World;

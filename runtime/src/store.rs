@@ -248,7 +248,11 @@ pub fn add_to_linker(linker: &mut Linker<HostState>) -> wasmtime::Result<()> {
         )
     })?;
     host_api::process::add_to_linker(linker, |s| {
-        host_api::process::Process::new(&s.component, s.services.processes.as_deref())
+        host_api::process::Process::new(
+            &s.component,
+            s.task.as_deref(),
+            s.services.processes.as_deref(),
+        )
     })?;
     host_api::task_logs::add_to_linker(linker, |s| {
         host_api::task_logs::TaskLogs::new(&s.component, s.services.task_logs.as_deref())

@@ -271,6 +271,10 @@ pub struct Command {
     /// The name the process is given as `argv[0]` when `path` is where a symlink led (the
     /// name the component asked for, so multi-call programs still see it); empty: `path`.
     pub argv0: String,
+    /// Set by the host, never by a guest: the allocation dir that `cwd`, `stdout_path` and
+    /// `stderr_path` lie beneath (checked), where they are opened without following a
+    /// link. Empty: a spawn outside any task, with no output and no working directory.
+    pub alloc_root: String,
 }
 
 /// How an isolated process is confined (`process.spawn-isolated`); the fields are the
@@ -301,6 +305,13 @@ pub struct Isolation {
     pub cpu_shares: u64,
     /// cpuset list; empty for any CPU.
     pub cpuset_cpus: String,
+    /// Set by the host from the operator's grant, never by a guest: uids the process may
+    /// not run as (checked on the resolved user, whatever name the task gave).
+    pub denied_uids: crate::grants::IdRanges,
+    /// Set by the host: gids the process may not run as.
+    pub denied_gids: crate::grants::IdRanges,
+    /// Set by the host: the cgroup's `pids.max`; 0 for none.
+    pub pids_max: u64,
 }
 
 /// A process's state as the host sees it.

@@ -3,10 +3,6 @@
 use paddock_driver_sdk::{DriverError, FieldError};
 use serde_json::{Map, Value};
 
-/// Nomad's default `chroot_env`: these host paths, where they exist, at the same place.
-pub const DEFAULT_CHROOT_ENV: &[&str] =
-    &["/bin", "/etc", "/lib", "/lib32", "/lib64", "/sbin", "/usr"];
-
 /// A task's `config` block.
 #[derive(Debug, PartialEq)]
 pub struct TaskConfig {
@@ -20,13 +16,13 @@ pub struct TaskConfig {
     pub private_ipc: bool,
 }
 
-/// The plugin's `config` block.
+/// The plugin's `config` block. What a task's chroot holds and which users it may not run
+/// as are the host's to decide, from the operator's grant (`chroot_env`,
+/// `denied_host_uids`): this driver does not choose them.
 #[derive(Debug, PartialEq)]
 pub struct PluginConfig {
     /// `false` disables the driver.
     pub enabled: Option<bool>,
-    /// Host path → path in the chroot.
-    pub chroot_env: Vec<(String, String)>,
     /// User for tasks that name none.
     pub default_user: String,
 }
@@ -35,10 +31,6 @@ impl Default for PluginConfig {
     fn default() -> Self {
         Self {
             enabled: None,
-            chroot_env: DEFAULT_CHROOT_ENV
-                .iter()
-                .map(|p| (p.to_string(), p.to_string()))
-                .collect(),
             default_user: "nobody".into(),
         }
     }
@@ -103,8 +95,7 @@ pub fn task(json: &str) -> Result<TaskConfig, DriverError> {
     }
 }
 
-/// Parse the plugin's config: `enabled`, `chroot_env` (a map of host path to chroot path,
-/// or a list of host paths kept at the same place), `default_user`.
+/// Parse the plugin's config: `enabled`, `default_user`.
 pub fn plugin(json: &str) -> Result<PluginConfig, String> {
     let text = if json.trim().is_empty() { "{}" } else { json };
     let map: Map<String, Value> = serde_json::from_str(text).map_err(|e| e.to_string())?;
@@ -117,40 +108,13 @@ pub fn plugin(json: &str) -> Result<PluginConfig, String> {
             ("default_user", other) => {
                 return Err(format!("default_user: expected a user name, got {other}"));
             }
-            ("chroot_env", Value::Object(m)) => {
-                c.chroot_env = Vec::new();
-                for (host, inside) in m {
-                    let Value::String(inside) = inside else {
-                        return Err(format!("chroot_env.{host}: expected a path, got {inside}"));
-                    };
-                    c.chroot_env.push((host.clone(), inside.clone()));
-                }
-            }
-            ("chroot_env", Value::Array(a)) => {
-                c.chroot_env = Vec::new();
-                for (i, v) in a.iter().enumerate() {
-                    let Value::String(p) = v else {
-                        return Err(format!("chroot_env[{i}]: expected a path, got {v}"));
-                    };
-                    c.chroot_env.push((p.clone(), p.clone()));
-                }
-            }
-            ("chroot_env", other) => {
-                return Err(format!(
-                    "chroot_env: expected a map or a list of paths, got {other}"
-                ));
+            ("chroot_env", _) => {
+                return Err(
+                    "chroot_env: moved to the grant, where the host enforces it: plugin \"exec\" { grant { chroot_env = [...] } }"
+                        .into(),
+                );
             }
             (other, _) => return Err(format!("{other}: unknown field")),
-        }
-    }
-    for (host, inside) in &c.chroot_env {
-        if !host.starts_with('/')
-            || !inside.starts_with('/')
-            || inside.split('/').any(|s| s == "..")
-        {
-            return Err(format!(
-                "chroot_env: {host:?} -> {inside:?}: both must be absolute, without .."
-            ));
         }
     }
     Ok(c)
@@ -177,15 +141,9 @@ mod tests {
     #[test]
     fn plugin_config() {
         assert_eq!(plugin("").unwrap().default_user, "nobody");
-        assert_eq!(
-            plugin("").unwrap().chroot_env.len(),
-            DEFAULT_CHROOT_ENV.len()
-        );
-        let c =
-            plugin(r#"{"chroot_env": {"/usr": "/usr", "/opt/x": "/x"}, "default_user": "daemon"}"#)
-                .unwrap();
-        assert_eq!(c.chroot_env.len(), 2);
+        let c = plugin(r#"{"default_user": "daemon"}"#).unwrap();
         assert_eq!(c.default_user, "daemon");
-        assert!(plugin(r#"{"chroot_env": ["relative"]}"#).is_err());
+        let e = plugin(r#"{"chroot_env": ["/usr"]}"#).unwrap_err();
+        assert!(e.contains("moved to the grant"), "{e}");
     }
 }

@@ -1,21 +1,24 @@
 //! The `exec` task driver (Nomad's exec): runs a task's `command` with `args` confined —
 //! PID, IPC, UTS and mount namespaces, a chroot of the task dir with read-only binds of
-//! the host's `chroot_env`, as an unprivileged user with no_new_privs, in a cgroup that
-//! enforces the task's `resources` (memory as the hard limit, or the soft one under a
-//! larger `memory_max`; CPU shares from `cpu` MHz).
+//! the operator's `chroot_env`, as an unprivileged user with no capabilities and
+//! no_new_privs, in a cgroup that enforces the task's `resources` (memory as the hard
+//! limit, or the soft one under a larger `memory_max`; CPU shares from `cpu` MHz) and the
+//! grant's `pids_max`.
 //!
-//! The driver is policy only: it decides what confinement a task gets from its config and
-//! resources; the host's `process.spawn-isolated` carries it out, only with the operator's
-//! `isolation` grant (and `process`, which still decides which commands may run):
+//! The driver asks; the host decides. The host's `process.spawn-isolated` carries the
+//! isolation out only with the operator's `isolation` grant (and `process`, which still
+//! decides which commands may run), and itself sets the chroot (the task dir), what it
+//! holds (the grant's `chroot_env` and the alloc dir) and which users are refused (the
+//! grant's `denied_host_uids`, root by default):
 //!
 //! ```hcl
 //! plugin "exec" {
 //!   grant {
-//!     process   = ["*"]
-//!     isolation = true
+//!     process    = ["*"]
+//!     isolation  = true
+//!     chroot_env = ["/bin", "/etc", "/lib", "/lib64", "/usr"]   # or { "/host/path" = "/in/chroot" }
 //!   }
 //!   config {
-//!     chroot_env   = { "/bin" = "/bin", "/usr" = "/usr", "/etc" = "/etc" }  # or a list of paths
 //!     default_user = "nobody"
 //!   }
 //! }
@@ -33,7 +36,7 @@ mod config;
 
 use paddock_driver_sdk::host::{config as plugin_config, process};
 use paddock_driver_sdk::{
-    Capabilities, Driver, DriverError, Fingerprint, FsIsolation, HostError, Mount, PluginInfo,
+    Capabilities, Driver, DriverError, Fingerprint, FsIsolation, HostError, PluginInfo,
     ProcessTask, ResourceUsage, TaskConfig, TaskHandle, TaskStatus, WaitStatus,
 };
 
@@ -98,20 +101,6 @@ impl Driver for Exec {
     fn start(cfg: TaskConfig) -> Result<TaskHandle, DriverError> {
         let task = config::task(&cfg.driver_config)?;
         let plugin = config::plugin(&plugin_config::raw()).map_err(DriverError::failed)?;
-        let mut binds: Vec<Mount> = plugin
-            .chroot_env
-            .iter()
-            .map(|(host, inside)| Mount {
-                task_path: inside.clone(),
-                host_path: host.clone(),
-                read_only: true,
-            })
-            .collect();
-        binds.push(Mount {
-            task_path: "/alloc".into(),
-            host_path: cfg.alloc_dir.clone(),
-            read_only: false,
-        });
         let env = cfg
             .env
             .iter()
@@ -140,7 +129,8 @@ impl Driver for Exec {
             ipc_namespace: task.private_ipc,
             uts_namespace: true,
             chroot: cfg.task_dir.clone(),
-            binds,
+            // The host binds the operator's chroot_env and the alloc dir.
+            binds: Vec::new(),
             user: if cfg.user.is_empty() {
                 plugin.default_user
             } else {

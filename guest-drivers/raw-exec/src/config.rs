@@ -17,6 +17,9 @@ pub struct TaskConfig {
 pub struct PluginConfig {
     /// `false` disables the driver.
     pub enabled: Option<bool>,
+    /// The user every task runs as (a name or a uid); empty: the agent's user, or the
+    /// task's own `user`.
+    pub user: String,
 }
 
 fn field(f: &str, m: impl Into<String>) -> FieldError {
@@ -51,6 +54,10 @@ pub fn plugin(json: &str) -> Result<PluginConfig, String> {
         match (k.as_str(), v) {
             ("enabled", Value::Bool(b)) => c.enabled = Some(*b),
             ("enabled", other) => return Err(format!("enabled: expected a boolean, got {other}")),
+            ("user", Value::String(u)) if !u.trim().is_empty() => c.user = u.trim().to_string(),
+            ("user", other) => {
+                return Err(format!("user: expected a user name or uid, got {other}"));
+            }
             (other, _) => return Err(format!("{other}: unknown field")),
         }
     }
@@ -87,5 +94,7 @@ mod tests {
             Some(false)
         );
         assert!(plugin(r#"{"enable": true}"#).is_err());
+        assert_eq!(plugin(r#"{"user": "nobody"}"#).unwrap().user, "nobody");
+        assert!(plugin(r#"{"user": ""}"#).is_err());
     }
 }

@@ -11,6 +11,7 @@
 //!   }
 //!   config {
 //!     enabled = true                       # optional; false disables the driver
+//!     user    = "paddock"                  # optional; every task runs as this user
 //!   }
 //! }
 //! ```
@@ -20,7 +21,9 @@
 //!
 //! Task config: `command` (string, required), `args` (list of strings). Stdout and stderr
 //! go to the task's rotated log files; stop sends the task's kill signal and SIGKILL after
-//! its kill timeout; stats come from the host.
+//! its kill timeout; stats come from the host. With the plugin's `user`, every task runs
+//! as that user (a task asking for another one fails, naming both); without it, a task
+//! runs as its own `user`, or as the agent's.
 //!
 //! Its handles carry driver-state format [`Stamp::handle_format`] (1 as built) and it reads
 //! only that format: a version stamped with another format refuses older handles in
@@ -72,6 +75,17 @@ impl Driver for RawExec {
 
     fn start(cfg: TaskConfig) -> Result<TaskHandle, DriverError> {
         let task = config::task(&cfg.driver_config)?;
+        let plugin = config::plugin(&plugin_config::raw()).map_err(DriverError::failed)?;
+        let user = match (plugin.user.as_str(), cfg.user.as_str()) {
+            ("", task) => task.to_string(),
+            (operator, "") => operator.to_string(),
+            (operator, task) if operator == task => task.to_string(),
+            (operator, task) => {
+                return Err(DriverError::Denied(format!(
+                    "user: this agent runs raw_exec tasks as {operator:?} (plugin \"raw_exec\" {{ config {{ user }} }}), not as the task's {task:?}"
+                )));
+            }
+        };
         let cmd = process::Command {
             path: task.command,
             args: task.args,
@@ -79,7 +93,7 @@ impl Driver for RawExec {
             cwd: cfg.task_dir.clone(),
             stdout_path: cfg.stdout_path.clone(),
             stderr_path: cfg.stderr_path.clone(),
-            user: cfg.user.clone(),
+            user,
             logs: Some(cfg.logs),
         };
         let id = process::spawn(&cmd).map_err(|e| match e {

@@ -188,18 +188,19 @@ impl DriverManager {
         self.services.events.unregister(alloc_id, task);
     }
 
-    /// Let `driver` write the rotated logs of task invocation `task_id` (`task-logs`).
+    /// Let `driver` write the rotated logs of task invocation `task_id` (`task-logs`):
+    /// `stdout` and `stderr` beneath the allocation dir `alloc_root`.
     pub fn register_task_logs(
         &self,
         task_id: &str,
         driver: &str,
-        stdout: PathBuf,
-        stderr: PathBuf,
+        alloc_root: PathBuf,
+        (stdout, stderr): (PathBuf, PathBuf),
         logs: &LogConfig,
     ) {
         self.services
             .task_logs
-            .register(task_id, driver, stdout, stderr, logs);
+            .register(task_id, driver, alloc_root, (stdout, stderr), logs);
     }
 
     /// The invocation is over: its driver may no longer write its logs.

@@ -1,5 +1,6 @@
 //! A cgroup per isolated process: its memory limit (whose OOM killer kills the task alone),
-//! CPU weight, cpuset and pid accounting, and where its stats come from.
+//! CPU weight, cpuset, its `pids.max` (a fork bomb stops at the grant's `pids_max`), and
+//! where its stats come from.
 //!
 //! cgroup v2 when `/sys/fs/cgroup/cgroup.controllers` exists, under `/sys/fs/cgroup/paddock`
 //! (v2 forbids processes in a cgroup whose controllers are delegated, so it cannot nest
@@ -177,6 +178,9 @@ impl Cgroup {
             if !iso.cpuset_cpus.is_empty() {
                 write(&dir, "cpuset.cpus", &iso.cpuset_cpus)?;
             }
+            if iso.pids_max > 0 {
+                write(&dir, "pids.max", &iso.pids_max.to_string())?;
+            }
             return Ok(cg);
         }
         let mut controllers = vec!["memory", "cpu", "cpuacct", "pids"];
@@ -214,6 +218,9 @@ impl Cgroup {
                 }
                 "cpu" if iso.cpu_shares > 0 => {
                     write(&dir, "cpu.shares", &iso.cpu_shares.max(2).to_string())?;
+                }
+                "pids" if iso.pids_max > 0 => {
+                    write(&dir, "pids.max", &iso.pids_max.to_string())?;
                 }
                 "cpuset" => {
                     cpuset_inherit(&base)?;

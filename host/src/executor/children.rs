@@ -7,10 +7,10 @@ use std::path::Path;
 use std::process::Stdio;
 use std::time::Duration;
 
-use super::os::open_plain;
 use super::processes::{Proc, ProcessTable};
-use crate::logmon::RotatingFile;
+use crate::logmon::{self, Output, RotatingFile};
 use crate::runtime::types::{Command, ExitResult, HostError};
+use crate::safefs::Beneath;
 
 impl ProcessTable {
     pub(super) async fn spawn_child(&self, owner: &str, cmd: Command) -> Result<u64, HostError> {
@@ -21,41 +21,53 @@ impl ProcessTable {
             .stdin(std::process::Stdio::null())
             .process_group(0)
             .kill_on_drop(false);
-        if !cmd.cwd.is_empty() {
-            c.current_dir(&cmd.cwd);
+        // The working dir and the output files beneath the allocation dir, never through
+        // a link (see `server.rs`, which does the same for the executor's processes).
+        let root = Path::new(&cmd.alloc_root);
+        let cwd = if cmd.cwd.is_empty() {
+            None
+        } else {
+            let b = Beneath::open(root)
+                .and_then(|b| b.dir(Path::new(&cmd.cwd)))
+                .map_err(|e| HostError::Failed(format!("working dir {}: {e}", cmd.cwd)))?;
+            Some(b)
+        };
+        if let Some(fd) = &cwd {
+            use std::os::fd::AsRawFd;
+            c.current_dir(format!("/proc/self/fd/{}", fd.as_raw_fd()));
+        }
+        if !cmd.user.is_empty() {
+            let (uid, gid) = super::isolate::lookup_user(&cmd.user)
+                .map_err(|e| HostError::Invalid(e.to_string()))?;
+            c.uid(uid).gid(gid);
         }
         if !cmd.argv0.is_empty() {
             c.arg0(&cmd.argv0);
         }
-        let rotate = |path: &str, what: &str| -> Result<Option<RotatingFile>, HostError> {
-            match (
-                &cmd.logs,
-                path.is_empty() || crate::logmon::is_stream(Path::new(path)),
-            ) {
-                (Some(l), false) => RotatingFile::open(Path::new(path), l.max_files, l.max_bytes())
-                    .map(Some)
-                    .map_err(|e| HostError::Failed(format!("opening {what} log {path}: {e}"))),
-                _ => Ok(None),
+        let rotate = cmd.logs.as_ref().map(|l| (l.max_files, l.max_bytes()));
+        let open = |path: &str, what: &str| {
+            logmon::open_output(root, path, rotate)
+                .map_err(|e| HostError::Failed(format!("opening {what} log {path}: {e}")))
+        };
+        let (out, err) = (
+            open(&cmd.stdout_path, "stdout")?,
+            open(&cmd.stderr_path, "stderr")?,
+        );
+        let stdio = |o: Output| -> (Stdio, Option<RotatingFile>) {
+            match o {
+                Output::Discard => (Stdio::null(), None),
+                Output::Stream(f) | Output::Plain(f) => (f.into(), None),
+                Output::Rotating(log) => (Stdio::piped(), Some(log)),
             }
         };
-        let (out_log, err_log) = (
-            rotate(&cmd.stdout_path, "stdout")?,
-            rotate(&cmd.stderr_path, "stderr")?,
-        );
-        c.stdout(if out_log.is_some() {
-            Stdio::piped()
-        } else {
-            open_plain(&cmd.stdout_path, "stdout")?
-        });
-        c.stderr(if err_log.is_some() {
-            Stdio::piped()
-        } else {
-            open_plain(&cmd.stderr_path, "stderr")?
-        });
+        let ((out, out_log), (err, err_log)) = (stdio(out), stdio(err));
+        c.stdout(out);
+        c.stderr(err);
 
         let mut child = c
             .spawn()
             .map_err(|e| HostError::Failed(format!("spawning {}: {e}", cmd.path)))?;
+        drop(cwd);
         let pid = child.id().unwrap_or_default();
         let mut pumps = Vec::new();
         if let (Some(log), Some(pipe)) = (out_log, child.stdout.take()) {

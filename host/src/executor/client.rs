@@ -34,8 +34,9 @@ pub trait ExitSink: Send + Sync {
     fn disconnected(&self);
 }
 
-/// Spawn requests waiting for their answer, by id.
-type Pending = Arc<Mutex<HashMap<u64, oneshot::Sender<Result<u32, ExecutorError>>>>>;
+/// Spawn requests waiting for their answer (pid, and whether the executor guards paths),
+/// by id.
+type Pending = Arc<Mutex<HashMap<u64, oneshot::Sender<Result<(u32, bool), ExecutorError>>>>>;
 
 /// A connection to the executor.
 pub struct ExecutorClient {
@@ -98,9 +99,9 @@ impl ExecutorClient {
             let mut lines = BufReader::new(read).lines();
             while let Ok(Some(line)) = lines.next_line().await {
                 match serde_json::from_str::<Message>(&line) {
-                    Ok(Message::Spawned { id, pid }) => {
+                    Ok(Message::Spawned { id, pid, guarded }) => {
                         if let Some(tx) = pending.lock().unwrap().remove(&id) {
-                            let _ = tx.send(Ok(pid));
+                            let _ = tx.send(Ok((pid, guarded)));
                         }
                     }
                     Ok(Message::Error { id, message }) => {
@@ -144,8 +145,9 @@ impl ExecutorClient {
         self.closed.load(std::sync::atomic::Ordering::SeqCst)
     }
 
-    /// Start a process; returns its pid.
-    pub async fn spawn(&self, id: u64, cmd: SpawnCommand) -> Result<u32, ExecutorError> {
+    /// Start a process; returns its pid, and whether the executor opened its files beneath
+    /// the allocation dir without following links (an executor from before that does not).
+    pub async fn spawn(&self, id: u64, cmd: SpawnCommand) -> Result<(u32, bool), ExecutorError> {
         let (tx, rx) = oneshot::channel();
         self.pending.lock().unwrap().insert(id, tx);
         if let Err(e) = self.send(&Message::Spawn { id, cmd }).await {
@@ -153,7 +155,7 @@ impl ExecutorClient {
             return Err(e);
         }
         match rx.await {
-            Ok(Ok(pid)) => Ok(pid),
+            Ok(Ok(answer)) => Ok(answer),
             Ok(Err(e)) => Err(e),
             Err(_) => Err(ExecutorError::Unavailable("no answer".into())),
         }

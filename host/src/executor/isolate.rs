@@ -1,7 +1,9 @@
 //! Confining a task process (the `exec` driver's isolation): namespaces, a chroot of the
-//! task dir with read-only binds of the host's `chroot_env`, a minimal `/dev`, another
-//! user, no_new_privs and a cgroup, all set up in the child between its clone and its
-//! exec (see `clone.rs`).
+//! task dir with read-only binds of the operator's `chroot_env`, a minimal `/dev`, another
+//! user (never one the grant denies: root by default), no capabilities, no_new_privs and
+//! a cgroup with `pids.max`, all set up in the child between its clone and its exec (see
+//! `clone.rs`). What the host decided (`paddock_runtime::host_api::process::checks`) is what
+//! arrives here: the chroot is the task's own dir, the binds the operator's.
 //!
 //! Everything that allocates or can fail with a useful message (users, paths, mount
 //! points, the cgroup) is done before the clone, in [`prepare`]; the child ([`Prepared::
@@ -21,12 +23,13 @@ use std::os::fd::OwnedFd;
 use std::os::unix::ffi::OsStrExt;
 use std::path::{Path, PathBuf};
 
-use rustix::fs::{CWD, FileType, Mode};
+use rustix::fs::{CWD, FileType, Mode, OFlags};
 use rustix::mount::{MountFlags, MountPropagationFlags};
 use rustix::thread::UnshareFlags;
 
 use super::cgroup::{Cgroup, CgroupError};
 use crate::runtime::types::Isolation;
+use crate::safefs::{self, Beneath};
 
 /// Why a process could not be isolated as asked.
 #[derive(Debug, thiserror::Error)]
@@ -67,25 +70,58 @@ const DEV_NODES: &[(&str, u32, u32)] = &[
     ("tty", 5, 0),
 ];
 
-/// What the child does, prepared by the parent.
+/// A place in the task dir the child mounts on: its path's parts below the task dir, each
+/// opened in the child with `O_NOFOLLOW` (a link met is an error, never followed), and
+/// whether it is a folder.
+struct MountPoint {
+    parts: Vec<CString>,
+    dir: bool,
+}
+
+/// What the child does, prepared by the parent. The mount points are made in the task dir
+/// here (without following a link, see [`crate::safefs`]); the child opens them again in
+/// its own mount namespace (a mount must land on a place of the caller's namespace), one
+/// component at a time without following a link, and mounts on the open fd
+/// (`/proc/self/fd/N`). So nothing a task or a hook left in its dir can send a mount, a
+/// chown or a file the host makes elsewhere.
 pub struct Prepared {
     flags: UnshareFlags,
-    root: Option<CString>,
-    /// (host source, mount point under the root, read-only).
-    binds: Vec<(CString, CString, bool)>,
-    dev: Option<CString>,
+    /// The task dir: the child opens it, mounts beneath it, then enters it with `fchdir`
+    /// and `chroot(".")`.
+    root: CString,
+    /// (host source, mount point, read-only).
+    binds: Vec<(CString, MountPoint, bool)>,
+    dev: MountPoint,
+    /// Paths inside the chroot, made after entering it.
     dev_nodes: Vec<(CString, u32, u32)>,
     dev_links: Vec<(CString, CString)>,
-    proc_dir: Option<CString>,
+    proc_dir: Option<MountPoint>,
     cwd: CString,
     uid: u32,
     gid: u32,
-    no_new_privs: bool,
+    /// The highest capability number this kernel knows (all are dropped).
+    last_cap: u32,
     cgroup_procs: Vec<OwnedFd>,
     /// The program as the child execs it (inside the chroot).
     pub program: PathBuf,
     /// The process's cgroup.
     pub cgroup: Option<Cgroup>,
+}
+
+/// The mount point `rel` (relative to the task dir) for the child to open again.
+fn mount_point(rel: &Path, dir: bool) -> Result<MountPoint, IsolateError> {
+    let parts = rel
+        .components()
+        .map(|c| match c {
+            std::path::Component::Normal(n) => CString::new(n.as_bytes())
+                .map_err(|_| IsolateError::Invalid(format!("{}: a NUL byte", rel.display()))),
+            _ => Err(IsolateError::Invalid(format!(
+                "{}: not a plain path inside the chroot",
+                rel.display()
+            ))),
+        })
+        .collect::<Result<Vec<_>, _>>()?;
+    Ok(MountPoint { parts, dir })
 }
 
 /// `(uid, gid)` of `user` (a name or a number) from `/etc/passwd`; empty is `nobody`.
@@ -122,16 +158,40 @@ fn inside(path: &Path, root: &Path, binds: &[crate::runtime::types::Mount]) -> O
     })
 }
 
+/// Refuse a user the grant denies, by its resolved uid and gid (so `0`, `root` and any
+/// other name of uid 0 are the same user).
+fn check_user(user: &str, uid: u32, gid: u32, iso: &Isolation) -> Result<(), IsolateError> {
+    if iso.denied_uids.contains(uid) {
+        return Err(IsolateError::Invalid(format!(
+            "user: running as uid {uid} ({user:?}) is disallowed (grant denied_host_uids)"
+        )));
+    }
+    if iso.denied_gids.contains(gid) {
+        return Err(IsolateError::Invalid(format!(
+            "user: running as gid {gid} ({user:?}) is disallowed (grant denied_host_gids)"
+        )));
+    }
+    Ok(())
+}
+
 /// Prepare everything the child will do for process `id`: make the cgroup and the mount
-/// points, resolve the user and the paths.
+/// points, resolve the user and the paths. `alloc_root` is the allocation dir the chroot
+/// (the task dir) lies beneath.
 pub fn prepare(
     id: u64,
     program: &str,
     cwd: &str,
     iso: &Isolation,
+    alloc_root: &str,
 ) -> Result<Prepared, IsolateError> {
     let (uid, gid) = lookup_user(&iso.user)?;
-    let mut flags = UnshareFlags::empty();
+    check_user(&iso.user, uid, gid, iso)?;
+    if iso.chroot.is_empty() || alloc_root.is_empty() {
+        return Err(IsolateError::Invalid(
+            "chroot: an isolated process is rooted at its own task dir, and none was given".into(),
+        ));
+    }
+    let mut flags = UnshareFlags::NEWNS;
     if iso.ipc_namespace {
         flags |= UnshareFlags::NEWIPC;
     }
@@ -141,96 +201,123 @@ pub fn prepare(
     if iso.pid_namespace {
         flags |= UnshareFlags::NEWPID;
     }
+    let alloc = Beneath::open(Path::new(alloc_root)).map_err(step("opening the allocation dir"))?;
+    let root_path = PathBuf::from(&iso.chroot);
+    let task = Beneath::from_fd(
+        alloc.dir(&root_path).map_err(step(format!(
+            "opening the task dir {}",
+            root_path.display()
+        )))?,
+        &root_path,
+    );
+    let mut binds_made = Vec::new();
+    // Only what exists is bound (Nomad binds only the chroot_env paths that exist); a
+    // program or working dir under a missing one is not looked for in the task dir.
+    let mut binds: Vec<crate::runtime::types::Mount> = iso
+        .binds
+        .iter()
+        .filter(|b| std::fs::symlink_metadata(&b.host_path).is_ok())
+        .cloned()
+        .collect();
+    // Parents before children, so a nested bind lands on its parent's mount.
+    binds.sort_by(|a, b| a.task_path.cmp(&b.task_path));
+    let program_inside = inside(Path::new(program), &root_path, &binds).ok_or_else(|| {
+        IsolateError::Invalid(format!(
+            "command: {program} is neither in the chroot {} nor under one of its binds",
+            root_path.display()
+        ))
+    })?;
+    let cwd_inside = if cwd.is_empty() {
+        c"/".to_owned()
+    } else {
+        cstr(&inside(Path::new(cwd), &root_path, &[]).unwrap_or_else(|| "/".into()))?
+    };
+    for b in &binds {
+        let src = Path::new(&b.host_path);
+        let rel = Path::new(b.task_path.trim_start_matches('/'));
+        let Ok(meta) = std::fs::symlink_metadata(src) else {
+            continue;
+        };
+        let made = |e: io::Error| IsolateError::Io {
+            what: format!("making the mount point {} in the task dir", b.task_path),
+            source: e,
+        };
+        let parent = task
+            .make_dirs(rel.parent().unwrap_or(Path::new("")), 0o755)
+            .map_err(made)?;
+        let Some(name) = rel.file_name() else {
+            continue; // the chroot's root itself is the task dir
+        };
+        if meta.file_type().is_symlink() {
+            // /bin -> usr/bin on a merged-/usr host: the same link inside.
+            let target =
+                std::fs::read_link(src).map_err(step(format!("readlink {}", src.display())))?;
+            match rustix::fs::symlinkat(&target, &parent, name) {
+                Ok(()) | Err(rustix::io::Errno::EXIST) => {}
+                Err(e) => return Err(made(e.into())),
+            }
+            continue;
+        }
+        if meta.is_dir() {
+            task.make_dirs(rel, 0o755).map_err(made)?;
+        } else {
+            // Non-blocking: a FIFO left under that name must not hang the executor.
+            safefs::open_in(
+                &parent,
+                name,
+                OFlags::RDONLY | OFlags::CREATE | OFlags::NONBLOCK,
+                Mode::from_raw_mode(0o644),
+            )
+            .map_err(made)?;
+        }
+        binds_made.push((cstr(src)?, mount_point(rel, meta.is_dir())?, b.read_only));
+    }
+    task.make_dirs(Path::new("dev"), 0o755)
+        .map_err(step("making /dev in the task dir"))?;
+    let mut dev_nodes = Vec::new();
+    for (name, major, minor) in DEV_NODES {
+        dev_nodes.push((cstr(&Path::new("/dev").join(name))?, *major, *minor));
+    }
+    let mut dev_links = Vec::new();
+    for (name, target) in [
+        ("fd", "/proc/self/fd"),
+        ("stdin", "/proc/self/fd/0"),
+        ("stdout", "/proc/self/fd/1"),
+        ("stderr", "/proc/self/fd/2"),
+    ] {
+        dev_links.push((
+            cstr(Path::new(target))?,
+            cstr(&Path::new("/dev").join(name))?,
+        ));
+    }
+    let proc_dir = if iso.pid_namespace {
+        task.make_dirs(Path::new("proc"), 0o555)
+            .map_err(step("making /proc in the task dir"))?;
+        Some(mount_point(Path::new("proc"), true)?)
+    } else {
+        None
+    };
+    give_dirs(&task, &alloc, &binds, uid, gid)?;
+    let last_cap = std::fs::read_to_string("/proc/sys/kernel/cap_last_cap")
+        .ok()
+        .and_then(|s| s.trim().parse().ok())
+        .unwrap_or(40);
     let mut p = Prepared {
         flags,
-        root: None,
-        binds: Vec::new(),
-        dev: None,
-        dev_nodes: Vec::new(),
-        dev_links: Vec::new(),
-        proc_dir: None,
-        cwd: c"/".into(),
+        root: cstr(&root_path)?,
+        binds: binds_made,
+        dev: mount_point(Path::new("dev"), true)?,
+        dev_nodes,
+        dev_links,
+        proc_dir,
+        cwd: cwd_inside,
         uid,
         gid,
-        no_new_privs: iso.no_new_privs,
+        last_cap,
         cgroup_procs: Vec::new(),
-        program: PathBuf::from(program),
+        program: program_inside,
         cgroup: None,
     };
-    if !iso.chroot.is_empty() {
-        let root = PathBuf::from(&iso.chroot);
-        if !root.is_dir() {
-            return Err(IsolateError::Invalid(format!(
-                "chroot: {} is not a directory",
-                root.display()
-            )));
-        }
-        p.flags |= UnshareFlags::NEWNS;
-        p.program = inside(Path::new(program), &root, &iso.binds).ok_or_else(|| {
-            IsolateError::Invalid(format!(
-                "command: {program} is neither in the chroot {} nor under one of its binds",
-                root.display()
-            ))
-        })?;
-        if !cwd.is_empty() {
-            p.cwd = cstr(&inside(Path::new(cwd), &root, &[]).unwrap_or_else(|| "/".into()))?;
-        }
-        let mut binds = iso.binds.clone();
-        // Parents before children, so a nested bind lands on its parent's mount.
-        binds.sort_by(|a, b| a.task_path.cmp(&b.task_path));
-        for b in &binds {
-            let src = Path::new(&b.host_path);
-            let dst = root.join(b.task_path.trim_start_matches('/'));
-            let Ok(meta) = std::fs::symlink_metadata(src) else {
-                continue; // Nomad's chroot_env binds only what exists
-            };
-            if let Some(parent) = dst.parent() {
-                std::fs::create_dir_all(parent)
-                    .map_err(step(format!("mkdir {}", parent.display())))?;
-            }
-            if meta.file_type().is_symlink() {
-                // /bin -> usr/bin on a merged-/usr host: the same link inside.
-                let target =
-                    std::fs::read_link(src).map_err(step(format!("readlink {}", src.display())))?;
-                if std::fs::symlink_metadata(&dst).is_err() {
-                    std::os::unix::fs::symlink(&target, &dst)
-                        .map_err(step(format!("symlink {}", dst.display())))?;
-                }
-                continue;
-            }
-            if meta.is_dir() {
-                std::fs::create_dir_all(&dst).map_err(step(format!("mkdir {}", dst.display())))?;
-            } else if std::fs::symlink_metadata(&dst).is_err() {
-                std::fs::File::create(&dst).map_err(step(format!("create {}", dst.display())))?;
-            }
-            p.binds.push((cstr(src)?, cstr(&dst)?, b.read_only));
-        }
-        let dev = root.join("dev");
-        std::fs::create_dir_all(&dev).map_err(step(format!("mkdir {}", dev.display())))?;
-        for (name, major, minor) in DEV_NODES {
-            p.dev_nodes.push((cstr(&dev.join(name))?, *major, *minor));
-        }
-        for (name, target) in [
-            ("fd", "/proc/self/fd"),
-            ("stdin", "/proc/self/fd/0"),
-            ("stdout", "/proc/self/fd/1"),
-            ("stderr", "/proc/self/fd/2"),
-        ] {
-            p.dev_links
-                .push((cstr(Path::new(target))?, cstr(&dev.join(name))?));
-        }
-        p.dev = Some(cstr(&dev)?);
-        if iso.pid_namespace {
-            let proc_dir = root.join("proc");
-            std::fs::create_dir_all(&proc_dir)
-                .map_err(step(format!("mkdir {}", proc_dir.display())))?;
-            p.proc_dir = Some(cstr(&proc_dir)?);
-        }
-        give_dirs(&root, &binds, uid, gid)?;
-        p.root = Some(cstr(&root)?);
-    } else if !cwd.is_empty() {
-        p.cwd = cstr(Path::new(cwd))?;
-    }
     let cg = Cgroup::create(id, iso)?;
     match cg.procs_files() {
         Ok(files) => p.cgroup_procs = files.into_iter().map(OwnedFd::from).collect(),
@@ -245,42 +332,51 @@ pub fn prepare(
 
 /// The task's user owns what it writes to, as Nomad drops a chrooted task dir's
 /// permissions: the dirs directly under the chroot (`local`, `secrets`, `tmp`, …, not the
-/// binds, `dev` or `proc`) and directly under each writable bind (the alloc dir's `data`,
-/// `tmp`, `logs`). Without it an unprivileged task could not write a file of its own.
+/// binds, `dev` or `proc`) and the alloc dir with the dirs directly under it (`data`,
+/// `tmp`, `logs`). Folders only, reached through the open task and allocation dirs and
+/// changed without following a link: a link the task or a hook left there is skipped.
 fn give_dirs(
-    root: &Path,
+    task: &Beneath,
+    alloc: &Beneath,
     binds: &[crate::runtime::types::Mount],
     uid: u32,
     gid: u32,
 ) -> Result<(), IsolateError> {
-    let mut dirs = Vec::new();
-    let mounted: Vec<PathBuf> = binds
+    let chown = |what: String| move |e: io::Error| IsolateError::Io { what, source: e };
+    let mounted: Vec<String> = binds
         .iter()
-        .map(|b| root.join(b.task_path.trim_start_matches('/')))
+        .filter_map(|b| {
+            Path::new(b.task_path.trim_start_matches('/'))
+                .components()
+                .next()
+                .map(|c| c.as_os_str().to_string_lossy().into_owned())
+        })
         .collect();
-    let children = |d: &Path| -> Vec<PathBuf> {
-        std::fs::read_dir(d)
-            .map(|rd| {
-                rd.flatten()
-                    .filter(|e| e.file_type().is_ok_and(|t| t.is_dir()))
-                    .map(|e| e.path())
-                    .collect()
-            })
-            .unwrap_or_default()
-    };
-    for d in children(root) {
-        let reserved = d.ends_with("dev") || d.ends_with("proc");
-        if !reserved && !mounted.iter().any(|m| m.starts_with(&d)) {
-            dirs.push(d);
+    for name in safefs::subdirs(task.fd()).map_err(chown("listing the task dir".into()))? {
+        let n = name.to_string_lossy();
+        if n == "dev" || n == "proc" || mounted.iter().any(|m| *m == n) {
+            continue;
         }
+        safefs::chown_in(task.fd(), &name, uid, gid)
+            .map_err(chown(format!("chown {}/{n}", task.path().display())))?;
     }
     for b in binds.iter().filter(|b| !b.read_only) {
-        dirs.push(PathBuf::from(&b.host_path));
-        dirs.extend(children(Path::new(&b.host_path)));
-    }
-    for d in dirs {
-        std::os::unix::fs::chown(&d, Some(uid), Some(gid))
-            .map_err(step(format!("chown {}", d.display())))?;
+        let dir = alloc
+            .dir(Path::new(&b.host_path))
+            .map_err(chown(format!("opening {}", b.host_path)))?;
+        rustix::fs::fchown(
+            &dir,
+            Some(rustix::fs::Uid::from_raw(uid)),
+            Some(rustix::fs::Gid::from_raw(gid)),
+        )
+        .map_err(|e| chown(format!("chown {}", b.host_path))(e.into()))?;
+        for name in safefs::subdirs(&dir).map_err(chown(format!("listing {}", b.host_path)))? {
+            safefs::chown_in(&dir, &name, uid, gid).map_err(chown(format!(
+                "chown {}/{}",
+                b.host_path,
+                name.to_string_lossy()
+            )))?;
+        }
     }
     Ok(())
 }
@@ -292,71 +388,109 @@ impl Prepared {
     }
 
     /// In the child, born in its namespaces, before exec: join the cgroup, build the
-    /// chroot, enter it, drop to the user. Syscalls on prepared data only; an error names
-    /// the step.
+    /// chroot, enter it, drop every capability and become the user. Syscalls on prepared
+    /// data only; an error names the step.
     pub fn enter(&self) -> Result<(), (&'static str, rustix::io::Errno)> {
         let fail = |what: &'static str| move |e: rustix::io::Errno| (what, e);
         for fd in &self.cgroup_procs {
             rustix::io::write(fd, b"0").map_err(fail("joining the cgroup"))?;
         }
-        if let Some(root) = &self.root {
-            // Nothing mounted here reaches the host, nor the host's later mounts here.
-            rustix::mount::mount_change(
-                c"/",
-                MountPropagationFlags::REC | MountPropagationFlags::PRIVATE,
+        // Nothing mounted here reaches the host, nor the host's later mounts here.
+        rustix::mount::mount_change(
+            c"/",
+            MountPropagationFlags::REC | MountPropagationFlags::PRIVATE,
+        )
+        .map_err(fail("making / private"))?;
+        // The task dir, opened in this mount namespace (its path is the host's: nothing a
+        // task writes is above it).
+        let root = rustix::fs::open(
+            self.root.as_c_str(),
+            OFlags::RDONLY | OFlags::DIRECTORY | OFlags::CLOEXEC,
+            Mode::empty(),
+        )
+        .map_err(fail("opening the task dir"))?;
+        for (src, at, ro) in &self.binds {
+            let target = at.open(&root).map_err(fail("opening a mount point"))?;
+            let dst = FdPath::of(&target);
+            rustix::mount::mount_bind_recursive(src.as_c_str(), dst.as_c_str())
+                .map_err(fail("bind-mounting chroot_env"))?;
+            drop(target);
+            if *ro {
+                // Opened again, the place is the new mount (the fd held before it was made
+                // is the folder underneath).
+                let mounted = at.open(&root).map_err(fail("opening a bind"))?;
+                rustix::mount::mount_remount(
+                    FdPath::of(&mounted).as_c_str(),
+                    MountFlags::BIND | MountFlags::RDONLY | MountFlags::NOSUID,
+                    c"",
+                )
+                .map_err(fail("making a bind read-only"))?;
+            }
+        }
+        let dev = self.dev.open(&root).map_err(fail("opening /dev"))?;
+        rustix::mount::mount(
+            c"tmpfs",
+            FdPath::of(&dev).as_c_str(),
+            c"tmpfs",
+            MountFlags::NOSUID | MountFlags::NOEXEC,
+            Some(c"mode=755,size=64k"),
+        )
+        .map_err(fail("mounting /dev"))?;
+        drop(dev);
+        if let Some(proc_dir) = &self.proc_dir {
+            let at = proc_dir.open(&root).map_err(fail("opening /proc"))?;
+            rustix::mount::mount(
+                c"proc",
+                FdPath::of(&at).as_c_str(),
+                c"proc",
+                MountFlags::NOSUID | MountFlags::NODEV | MountFlags::NOEXEC,
+                None,
             )
-            .map_err(fail("making / private"))?;
-            for (src, dst, ro) in &self.binds {
-                rustix::mount::mount_bind_recursive(src.as_c_str(), dst.as_c_str())
-                    .map_err(fail("bind-mounting chroot_env"))?;
-                if *ro {
-                    rustix::mount::mount_remount(
-                        dst.as_c_str(),
-                        MountFlags::BIND | MountFlags::RDONLY | MountFlags::NOSUID,
-                        c"",
-                    )
-                    .map_err(fail("making a bind read-only"))?;
-                }
-            }
-            if let Some(dev) = &self.dev {
-                rustix::mount::mount(
-                    c"tmpfs",
-                    dev.as_c_str(),
-                    c"tmpfs",
-                    MountFlags::NOSUID | MountFlags::NOEXEC,
-                    Some(c"mode=755,size=64k"),
-                )
-                .map_err(fail("mounting /dev"))?;
-                let old = rustix::process::umask(Mode::empty());
-                for (path, major, minor) in &self.dev_nodes {
-                    rustix::fs::mknodat(
-                        CWD,
-                        path.as_c_str(),
-                        FileType::CharacterDevice,
-                        Mode::from_raw_mode(0o666),
-                        rustix::fs::makedev(*major, *minor),
-                    )
-                    .map_err(fail("creating /dev nodes"))?;
-                }
-                rustix::process::umask(old);
-                for (target, link) in &self.dev_links {
-                    rustix::fs::symlinkat(target.as_c_str(), CWD, link.as_c_str())
-                        .map_err(fail("linking /dev/fd"))?;
-                }
-            }
-            if let Some(proc_dir) = &self.proc_dir {
-                rustix::mount::mount(
-                    c"proc",
-                    proc_dir.as_c_str(),
-                    c"proc",
-                    MountFlags::NOSUID | MountFlags::NODEV | MountFlags::NOEXEC,
-                    None,
-                )
-                .map_err(fail("mounting /proc"))?;
-            }
-            rustix::process::chroot(root.as_c_str()).map_err(fail("chroot"))?;
+            .map_err(fail("mounting /proc"))?;
+        }
+        rustix::process::fchdir(&root).map_err(fail("entering the task dir"))?;
+        rustix::process::chroot(c".").map_err(fail("chroot"))?;
+        drop(root);
+        // Inside the chroot and its own mounts from here: what these paths name is the
+        // task's own.
+        let old = rustix::process::umask(Mode::empty());
+        for (path, major, minor) in &self.dev_nodes {
+            rustix::fs::mknodat(
+                CWD,
+                path.as_c_str(),
+                FileType::CharacterDevice,
+                Mode::from_raw_mode(0o666),
+                rustix::fs::makedev(*major, *minor),
+            )
+            .map_err(fail("creating /dev nodes"))?;
+        }
+        rustix::process::umask(old);
+        for (target, link) in &self.dev_links {
+            rustix::fs::symlinkat(target.as_c_str(), CWD, link.as_c_str())
+                .map_err(fail("linking /dev/fd"))?;
         }
         rustix::process::chdir(self.cwd.as_c_str()).map_err(fail("chdir"))?;
+        // No capability can come back: not through exec, not to a uid 0 the operator
+        // allowed (the bounding set is empty), not as an ambient one.
+        for cap in 0..=self.last_cap {
+            // SAFETY: prctl with integer arguments on this (child) process.
+            if unsafe { libc::prctl(libc::PR_CAPBSET_DROP, cap as libc::c_ulong, 0, 0, 0) } < 0 {
+                return Err((
+                    "dropping capabilities",
+                    rustix::io::Errno::from_raw_os_error(errno()),
+                ));
+            }
+        }
+        // SAFETY: as above.
+        unsafe {
+            libc::prctl(
+                libc::PR_CAP_AMBIENT,
+                libc::PR_CAP_AMBIENT_CLEAR_ALL as libc::c_ulong,
+                0,
+                0,
+                0,
+            );
+        }
         rustix::thread::set_thread_groups(&[]).map_err(fail("dropping groups"))?;
         rustix::thread::set_thread_res_gid(
             rustix::fs::Gid::from_raw(self.gid),
@@ -371,9 +505,95 @@ impl Prepared {
             rustix::fs::Uid::from_raw(self.uid),
         )
         .map_err(fail("setuid"))?;
-        if self.no_new_privs {
-            rustix::thread::set_no_new_privs(true).map_err(fail("no_new_privs"))?;
+        // Whatever the uid, nothing is kept: effective, permitted and inheritable empty.
+        let header = libc_cap_header();
+        let data = [CapData::default(); 2];
+        // SAFETY: capset with a valid header and two zeroed data records (version 3).
+        if unsafe { libc::syscall(libc::SYS_capset, &header, data.as_ptr()) } < 0 {
+            return Err((
+                "clearing capabilities",
+                rustix::io::Errno::from_raw_os_error(errno()),
+            ));
         }
+        rustix::thread::set_no_new_privs(true).map_err(fail("no_new_privs"))?;
         Ok(())
     }
+}
+
+impl MountPoint {
+    /// Open it below `root`, one component at a time, never following a link (in the
+    /// child: syscalls on prepared strings only).
+    fn open(&self, root: &OwnedFd) -> Result<OwnedFd, rustix::io::Errno> {
+        let dir_flags = OFlags::RDONLY | OFlags::DIRECTORY | OFlags::NOFOLLOW | OFlags::CLOEXEC;
+        let mut cur = rustix::io::dup(root)?;
+        for (i, part) in self.parts.iter().enumerate() {
+            let last = i + 1 == self.parts.len();
+            let flags = if last && !self.dir {
+                OFlags::RDONLY | OFlags::NONBLOCK | OFlags::NOFOLLOW | OFlags::CLOEXEC
+            } else {
+                dir_flags
+            };
+            cur = rustix::fs::openat(&cur, part.as_c_str(), flags, Mode::empty())?;
+        }
+        Ok(cur)
+    }
+}
+
+/// `/proc/self/fd/N` for an open fd, in a buffer of its own (the child may not allocate).
+struct FdPath([u8; 32]);
+
+impl FdPath {
+    fn of(fd: &OwnedFd) -> Self {
+        use std::os::fd::AsRawFd;
+        let mut buf = [0u8; 32];
+        let prefix = b"/proc/self/fd/";
+        buf[..prefix.len()].copy_from_slice(prefix);
+        let mut digits = [0u8; 10];
+        let mut n = fd.as_raw_fd() as u32;
+        let mut len = 0;
+        loop {
+            digits[len] = b'0' + (n % 10) as u8;
+            len += 1;
+            n /= 10;
+            if n == 0 {
+                break;
+            }
+        }
+        for i in 0..len {
+            buf[prefix.len() + i] = digits[len - 1 - i];
+        }
+        Self(buf)
+    }
+
+    fn as_c_str(&self) -> &std::ffi::CStr {
+        std::ffi::CStr::from_bytes_until_nul(&self.0).expect("NUL-terminated")
+    }
+}
+
+/// `struct __user_cap_header_struct`.
+#[repr(C)]
+struct CapHeader {
+    version: u32,
+    pid: i32,
+}
+
+/// `struct __user_cap_data_struct`.
+#[repr(C)]
+#[derive(Clone, Copy, Default)]
+struct CapData {
+    effective: u32,
+    permitted: u32,
+    inheritable: u32,
+}
+
+fn libc_cap_header() -> CapHeader {
+    // _LINUX_CAPABILITY_VERSION_3, for this process.
+    CapHeader {
+        version: 0x2008_0522,
+        pid: 0,
+    }
+}
+
+fn errno() -> i32 {
+    io::Error::last_os_error().raw_os_error().unwrap_or(0)
 }

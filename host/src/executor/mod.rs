@@ -59,6 +59,13 @@ pub struct SpawnCommand {
     /// `argv[0]` when it is not `path` (a symlink the grant check resolved); absent: `path`.
     #[serde(default, skip_serializing_if = "String::is_empty")]
     pub argv0: String,
+    /// The allocation dir `cwd`, `stdout` and `stderr` lie beneath: they are opened there
+    /// without following a link. Empty: no output and no working dir of a task's.
+    #[serde(default, skip_serializing_if = "String::is_empty")]
+    pub alloc_root: String,
+    /// User of a plain (not isolated) process, a name or a uid; empty: the executor's.
+    #[serde(default, skip_serializing_if = "String::is_empty")]
+    pub user: String,
 }
 
 /// How a process exited.
@@ -95,6 +102,10 @@ pub enum Message {
         id: u64,
         /// Its pid.
         pid: u32,
+        /// The executor opened the process's files beneath `alloc_root` without following
+        /// links; one from before that answers without it, and the agent refuses its spawns.
+        #[serde(default)]
+        guarded: bool,
     },
     /// A request failed.
     Error {

@@ -1,8 +1,6 @@
 //! What the process table asks of the operating system: a process's start time (to tell
 //! it from a later process with the same pid), signals to its group, its CPU and memory
-//! from `/proc`, and plain output files.
-
-use std::process::Stdio;
+//! from `/proc`.
 
 use crate::runtime::types::{HostError, ResourceUsage};
 use crate::util::signal_number;
@@ -17,15 +15,6 @@ pub(super) fn start_ticks(pid: u32) -> Option<u64> {
         return None;
     }
     fields.get(19)?.parse().ok()
-}
-
-pub(super) fn open_plain(path: &str, what: &str) -> Result<Stdio, HostError> {
-    if path.is_empty() {
-        return Ok(Stdio::null());
-    }
-    crate::logmon::open_append(std::path::Path::new(path))
-        .map(Into::into)
-        .map_err(|e| HostError::Failed(format!("opening {what} file {path}: {e}")))
 }
 
 pub(super) fn send_signal(pid: u32, signal: &str) -> Result<(), HostError> {

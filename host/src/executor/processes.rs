@@ -322,12 +322,6 @@ impl ProcessTable {
         cmd: Command,
         isolation: Option<Isolation>,
     ) -> Result<u64, HostError> {
-        if !cmd.user.is_empty() && isolation.is_none() {
-            return Err(HostError::Invalid(format!(
-                "user: running as {:?} is not supported yet",
-                cmd.user
-            )));
-        }
         match (self.backend.get(), isolation) {
             (Some(b), isolation) => self.spawn_with_executor(b, owner, cmd, isolation).await,
             (None, None) => self.spawn_child(owner, cmd).await,
@@ -381,6 +375,8 @@ impl ProcessTable {
             rotate: cmd.logs.map(|l| (l.max_files, l.max_bytes())),
             isolation,
             argv0: cmd.argv0,
+            alloc_root: cmd.alloc_root,
+            user: if isolated { String::new() } else { cmd.user },
         };
         // In the table before the request, so an exit that comes before the answer lands.
         self.procs.lock().unwrap().insert(id, Proc::new(0, owner));
@@ -395,7 +391,19 @@ impl ProcessTable {
             }
         };
         let pid = match client.spawn(id, spawn).await {
-            Ok(pid) => pid,
+            Ok((pid, true)) => pid,
+            // It opened the task's files the old way, following links: stop the process
+            // before it writes anything.
+            Ok((pid, false)) => {
+                let _ = send_signal(pid, "SIGKILL");
+                forget(&self.procs);
+                return Err(HostError::Failed(
+                    "the running task executor predates guarded task paths (it follows links \
+                     in task folders): stop it once its tasks are done so the agent starts a \
+                     current one"
+                        .into(),
+                ));
+            }
             Err(e) => {
                 forget(&self.procs);
                 return Err(HostError::Failed(e.to_string()));

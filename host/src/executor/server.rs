@@ -12,7 +12,8 @@ use std::sync::{Arc, Mutex, mpsc};
 use std::time::{Duration, Instant};
 
 use super::{Exit, Message, SpawnCommand, clone, exit_path, isolate};
-use crate::logmon::RotatingFile;
+use crate::logmon::{self, RotatingFile};
+use crate::safefs::Beneath;
 
 /// How long the executor lingers with no task and no agent before it exits.
 const IDLE_EXIT: Duration = Duration::from_secs(60);
@@ -84,7 +85,11 @@ fn connection(conn: UnixStream, shared: &Shared, dir: &Path) {
         let Ok(line) = line else { break };
         let reply = match serde_json::from_str::<Message>(&line) {
             Ok(Message::Spawn { id, cmd }) => match spawn(id, &cmd, shared, dir) {
-                Ok(pid) => Message::Spawned { id, pid },
+                Ok(pid) => Message::Spawned {
+                    id,
+                    pid,
+                    guarded: true,
+                },
                 Err(e) => Message::Error {
                     id,
                     message: format!("spawning {}: {e}", cmd.path),
@@ -144,29 +149,38 @@ fn read_exit(dir: &Path, id: u64) -> Option<Exit> {
 /// read end with the file it is pumped into.
 type Output = (OwnedFd, Option<(std::fs::File, RotatingFile)>);
 
-fn output(path: &str, rotate: Option<(u32, u64)>) -> std::io::Result<Output> {
-    if path.is_empty() {
-        return Ok((
+/// Open a task's stream `path` beneath the allocation dir `root`, never through a link.
+fn output(root: &Path, path: &str, rotate: Option<(u32, u64)>) -> std::io::Result<Output> {
+    Ok(match logmon::open_output(root, path, rotate)? {
+        logmon::Output::Discard => (
             std::fs::File::options()
                 .write(true)
                 .open("/dev/null")?
                 .into(),
             None,
-        ));
-    }
-    match rotate.filter(|_| !crate::logmon::is_stream(Path::new(path))) {
-        Some((files, bytes)) => {
+        ),
+        logmon::Output::Stream(f) | logmon::Output::Plain(f) => (f.into(), None),
+        logmon::Output::Rotating(log) => {
             let (r, w) = rustix::pipe::pipe_with(rustix::pipe::PipeFlags::CLOEXEC)?;
-            let log = RotatingFile::open(Path::new(path), files, bytes)?;
-            Ok((w, Some((r.into(), log))))
+            (w, Some((r.into(), log)))
         }
-        None => Ok((crate::logmon::open_append(Path::new(path))?.into(), None)),
+    })
+}
+
+/// The working dir of a plain process, opened beneath `root` without following a link
+/// (a task can make its own folders links); the child enters it through the open folder.
+fn working_dir(root: &Path, cwd: &str) -> std::io::Result<Option<OwnedFd>> {
+    if cwd.is_empty() {
+        return Ok(None);
     }
+    let root = Beneath::open(root)?;
+    root.dir(Path::new(cwd)).map(Some)
 }
 
 fn spawn(id: u64, cmd: &SpawnCommand, shared: &Shared, dir: &Path) -> std::io::Result<u32> {
-    let (out, out_log) = output(&cmd.stdout, cmd.rotate)?;
-    let (err, err_log) = output(&cmd.stderr, cmd.rotate)?;
+    let root = Path::new(&cmd.alloc_root);
+    let (out, out_log) = output(root, &cmd.stdout, cmd.rotate)?;
+    let (err, err_log) = output(root, &cmd.stderr, cmd.rotate)?;
     let (child, cgroup) = match &cmd.isolation {
         None => {
             let mut c = std::process::Command::new(&cmd.path);
@@ -178,18 +192,28 @@ fn spawn(id: u64, cmd: &SpawnCommand, shared: &Shared, dir: &Path) -> std::io::R
                 .stderr(err)
                 // The task leads its own group: a stop signal reaches its children too.
                 .process_group(0);
-            if !cmd.cwd.is_empty() {
-                c.current_dir(&cmd.cwd);
+            // Held until the spawn: the child enters the folder through the open fd.
+            let cwd = working_dir(root, &cmd.cwd)?;
+            if let Some(fd) = &cwd {
+                use std::os::fd::AsRawFd;
+                c.current_dir(format!("/proc/self/fd/{}", fd.as_raw_fd()));
+            }
+            if !cmd.user.is_empty() {
+                // Supplementary groups are dropped with the uid (std does so as root).
+                let (uid, gid) = isolate::lookup_user(&cmd.user).map_err(std::io::Error::other)?;
+                c.uid(uid).gid(gid);
             }
             if !cmd.argv0.is_empty() {
                 std::os::unix::process::CommandExt::arg0(&mut c, &cmd.argv0);
             }
             // Dropping `c` closes the parent's copies of the write ends.
-            (Child::Std(c.spawn()?), None)
+            let child = c.spawn()?;
+            drop(cwd);
+            (Child::Std(child), None)
         }
         Some(iso) => {
-            let p =
-                isolate::prepare(id, &cmd.path, &cmd.cwd, iso).map_err(std::io::Error::other)?;
+            let p = isolate::prepare(id, &cmd.path, &cmd.cwd, iso, &cmd.alloc_root)
+                .map_err(std::io::Error::other)?;
             let stdin: OwnedFd = std::fs::File::open("/dev/null")?.into();
             let program = std::ffi::CString::new(p.program.as_os_str().as_encoded_bytes())
                 .map_err(|_| std::io::Error::other("a NUL byte in the command"))?;

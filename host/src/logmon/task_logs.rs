@@ -9,10 +9,13 @@ use std::sync::{Arc, Mutex};
 use super::RotatingFile;
 use crate::runtime::host_api::task_logs::TaskLogHost;
 use crate::runtime::types::{HostError, LogConfig, LogStream};
+use crate::safefs::Beneath;
 
-/// Where one task's logs go, opened on first write.
+/// Where one task's logs go, opened on first write (beneath the allocation dir, never
+/// through a link).
 struct Logs {
     owner: String,
+    alloc_root: PathBuf,
     stdout: PathBuf,
     stderr: PathBuf,
     max_files: u32,
@@ -32,12 +35,13 @@ impl TaskLogs {
         &self,
         task_id: &str,
         owner: &str,
-        stdout: PathBuf,
-        stderr: PathBuf,
+        alloc_root: PathBuf,
+        (stdout, stderr): (PathBuf, PathBuf),
         logs: &LogConfig,
     ) {
         let entry = Logs {
             owner: owner.to_string(),
+            alloc_root,
             stdout,
             stderr,
             max_files: logs.max_files,
@@ -79,7 +83,10 @@ impl TaskLogHost for TaskLogs {
             LogStream::Stderr => (1, logs.stderr.clone()),
         };
         if logs.open[slot].is_none() {
-            let f = RotatingFile::open(&path, logs.max_files, logs.max_bytes)
+            let f = Beneath::open(&logs.alloc_root)
+                .and_then(|root| {
+                    RotatingFile::open_beneath(&root, &path, logs.max_files, logs.max_bytes)
+                })
                 .map_err(|e| HostError::Failed(format!("opening {}: {e}", path.display())))?;
             logs.open[slot] = Some(f);
         }
@@ -104,8 +111,8 @@ mod tests {
         logs.register(
             "a/t/1",
             "mock",
-            dir.path().join("t.stdout"),
-            dir.path().join("t.stderr"),
+            dir.path().to_path_buf(),
+            (dir.path().join("t.stdout"), dir.path().join("t.stderr")),
             &cfg,
         );
         logs.append("mock", "a/t/1", LogStream::Stdout, b"hi\n")

@@ -60,6 +60,16 @@ pub struct TaskDirs {
     pub secrets_dir: String,
 }
 
+impl TaskDirs {
+    /// The allocation dir both lie in (`<alloc>`): what a task's paths are opened beneath.
+    pub fn alloc_root(&self) -> std::path::PathBuf {
+        std::path::Path::new(&self.alloc_dir)
+            .parent()
+            .map(std::path::Path::to_path_buf)
+            .unwrap_or_default()
+    }
+}
+
 /// What the env builder needs to know about one task.
 #[derive(Debug, Clone, Copy)]
 pub struct EnvRequest<'a> {

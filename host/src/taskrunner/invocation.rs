@@ -9,7 +9,7 @@ use super::interfaces::{Invocation, LogPaths, TaskView};
 use super::{RunEnd, TaskRunner};
 use crate::drivermanager::types::{DriverError, TaskConfig, TaskHandle};
 use crate::drivermanager::{Driver, DriverCallError};
-use crate::runtime::TaskContext;
+use crate::runtime::{TaskContext, TaskPaths};
 use crate::state::StoredHandle;
 use crate::structs::{TaskEvent, TaskEventType, TaskRunState};
 use crate::taskenv::{EnvBuilder, EnvRequest};
@@ -133,6 +133,14 @@ impl TaskRunner {
             files: None,
             // Drivers do not import `variables`.
             workload: None,
+            // Where the task's processes run and write: checked on every `process` call.
+            paths: Some(TaskPaths {
+                alloc_root: inv.dirs.alloc_root().display().to_string(),
+                task_dir: inv.dirs.task_dir.clone(),
+                alloc_dir: inv.dirs.alloc_dir.clone(),
+                stdout: inv.logs.stdout.display().to_string(),
+                stderr: inv.logs.stderr.display().to_string(),
+            }),
         });
         let inv = Arc::new(inv);
         *self.last.lock().unwrap() = Some(inv.clone());

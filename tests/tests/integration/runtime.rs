@@ -142,9 +142,7 @@ async fn each_world_loads_and_answers() {
     std::sync::Arc::make_mut(&mut env.node).insert("attr.kernel.name".into(), "linux".into());
     let ctx = Arc::new(TaskContext {
         env,
-        reservations: vec![],
-        files: None,
-        workload: None,
+        ..Default::default()
     });
     let resp = hooks(&rt)
         .prestart(&hook.name, &task_info(), Some(ctx), &BTreeMap::new())

@@ -51,8 +51,8 @@ impl TaskHook for LogsHook {
             self.drivers.register_task_logs(
                 &inv.task_id,
                 &task.driver,
-                inv.logs.stdout.clone(),
-                inv.logs.stderr.clone(),
+                inv.dirs.alloc_root(),
+                (inv.logs.stdout.clone(), inv.logs.stderr.clone()),
                 &LogConfig {
                     max_files: task.log_config.max_files,
                     max_file_size_mb: task.log_config.max_file_size_mb,

@@ -73,6 +73,8 @@ fn context(view: TaskView<'_>, inv: Option<&Invocation>) -> Option<Arc<TaskConte
             group: view.group.name.clone(),
             task: view.task.name.clone(),
         }),
+        // Hooks do not import `process`.
+        paths: None,
     }))
 }
 
