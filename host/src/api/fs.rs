@@ -90,6 +90,16 @@ pub(super) async fn built_alloc_root(
     Ok((root, alloc))
 }
 
+/// Open the file at `canonical` (a path [`resolve`] gave, holding no link) without
+/// following a link on any step: one swapped in since the check is an error, not a way out.
+pub(super) fn open_resolved(canonical: &Path) -> std::io::Result<std::fs::File> {
+    crate::safefs::Beneath::open(Path::new("/"))?.open_file(
+        canonical,
+        rustix::fs::OFlags::RDONLY | rustix::fs::OFlags::NONBLOCK,
+        0,
+    )
+}
+
 /// `path` inside `root`, refusing anything that leaves it.
 pub(super) fn resolve(root: &Path, path: &str) -> Result<PathBuf, ApiError> {
     let rel = Path::new(path.trim_start_matches('/'));
@@ -181,8 +191,8 @@ async fn stat(
     let (root, _) = built_alloc_root(&agent, &id).await?;
     let path = q.path.as_deref().unwrap_or("/");
     let full = resolve(&root, path)?;
-    let meta =
-        std::fs::metadata(&full).map_err(|e| ApiError::internal(format!("{path:?}: {e}")))?;
+    let meta = std::fs::symlink_metadata(&full)
+        .map_err(|e| ApiError::internal(format!("{path:?}: {e}")))?;
     let name = full
         .file_name()
         .map(|n| n.to_string_lossy().into_owned())
@@ -196,7 +206,7 @@ fn read_range(
     offset: u64,
     limit: Option<u64>,
 ) -> Result<Vec<u8>, ApiError> {
-    let mut f = std::fs::File::open(full)
+    let mut f = open_resolved(full)
         .map_err(|e| ApiError::bad_request(format!("cannot read {path:?}: {e}")))?;
     if f.metadata().is_ok_and(|m| m.is_dir()) {
         return Err(ApiError::bad_request(format!("{path:?} is a directory")));
@@ -260,22 +270,45 @@ struct LogsQuery {
     origin: Option<String>,
 }
 
-/// The task's log files of one type, oldest first: (index, path, size).
-fn log_files(root: &Path, task: &str, kind: &str) -> Vec<(u32, PathBuf, u64)> {
-    let dir = root.join("alloc").join("logs");
+/// The allocation's log folder, opened beneath its dir without following a link (a task
+/// owns `alloc/logs` and may leave links there).
+fn logs_dir(root: &Path) -> Option<std::os::fd::OwnedFd> {
+    crate::safefs::Beneath::open(root)
+        .and_then(|b| b.dir(Path::new("alloc/logs")))
+        .ok()
+}
+
+/// The task's log files of one type, oldest first: (index, file name, size). Only regular
+/// files count: a link named like a log file is not the task's log.
+fn log_files(root: &Path, task: &str, kind: &str) -> Vec<(u32, String, u64)> {
     let prefix = format!("{task}.{kind}.");
-    let mut files: Vec<(u32, PathBuf, u64)> = std::fs::read_dir(&dir)
+    let Some(dir) = logs_dir(root) else {
+        return Vec::new();
+    };
+    let mut files: Vec<(u32, String, u64)> = crate::safefs::files(&dir)
+        .unwrap_or_default()
         .into_iter()
-        .flatten()
-        .flatten()
-        .filter_map(|e| {
-            let name = e.file_name().to_string_lossy().into_owned();
+        .filter_map(|(name, size)| {
+            let name = name.into_string().ok()?;
             let n = name.strip_prefix(&prefix)?.parse::<u32>().ok()?;
-            Some((n, e.path(), e.metadata().ok()?.len()))
+            Some((n, name, size))
         })
         .collect();
     files.sort_by_key(|f| f.0);
     files
+}
+
+/// Open log file `name` for reading, in the log folder, never through a link.
+fn open_log(root: &Path, name: &str) -> Option<std::fs::File> {
+    let dir = logs_dir(root)?;
+    crate::safefs::open_in(
+        &dir,
+        std::ffi::OsStr::new(name),
+        rustix::fs::OFlags::RDONLY | rustix::fs::OFlags::NONBLOCK,
+        rustix::fs::Mode::empty(),
+    )
+    .ok()
+    .map(Into::into)
 }
 
 /// Where the log stream is: the file index and the offset in it.
@@ -309,7 +342,7 @@ fn read_new(root: &Path, task: &str, kind: &str, cur: &mut Cursor) -> Vec<(Strin
         if *size <= cur.offset {
             continue;
         }
-        let Ok(mut f) = std::fs::File::open(path) else {
+        let Some(mut f) = open_log(root, path) else {
             continue;
         };
         if f.seek(SeekFrom::Start(cur.offset)).is_err() {
@@ -323,10 +356,7 @@ fn read_new(root: &Path, task: &str, kind: &str, cur: &mut Cursor) -> Vec<(Strin
             };
             buf.truncate(got);
             cur.offset += got as u64;
-            let name = format!(
-                "alloc/logs/{}",
-                path.file_name().unwrap_or_default().to_string_lossy()
-            );
+            let name = format!("alloc/logs/{path}");
             out.push((name, buf, cur.offset));
         }
     }

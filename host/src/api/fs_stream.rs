@@ -69,7 +69,7 @@ impl Cursor {
             return None;
         }
         loop {
-            let len = match std::fs::metadata(&self.path) {
+            let len = match std::fs::symlink_metadata(&self.path) {
                 Ok(m) => m.len(),
                 Err(_) => {
                     self.ended = true;
@@ -112,7 +112,7 @@ impl Cursor {
     fn read(&self, len: u64) -> Vec<u8> {
         let want = (len - self.pos).min(CHUNK as u64) as usize;
         let mut buf = vec![0; want];
-        let n = std::fs::File::open(&self.path)
+        let n = super::fs::open_resolved(&self.path)
             .and_then(|mut f| {
                 f.seek(SeekFrom::Start(self.pos))?;
                 f.read(&mut buf)
@@ -145,7 +145,7 @@ async fn stream(
         }
         _ => e,
     })?;
-    let meta = std::fs::metadata(&path)
+    let meta = std::fs::symlink_metadata(&path)
         .map_err(|e| ApiError::bad_request(format!("path {name:?}: {e}")))?;
     if meta.is_dir() {
         return Err(ApiError::bad_request(format!(

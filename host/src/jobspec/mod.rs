@@ -9,6 +9,7 @@
 mod device;
 mod hcl;
 mod json;
+pub mod names;
 
 pub use device::{AFFINITY_OPERATORS, CONSTRAINT_OPERATORS, DeviceAffinity, DeviceConstraint};
 

@@ -106,10 +106,26 @@ pub(super) fn validate_namespace(ns: &str) -> Result<(), InvalidVariable> {
 /// Whether a task may read the variable at `path` in its own namespace: Nomad's default
 /// workload-identity policy, which gives read and list on exactly `nomad/jobs`,
 /// `nomad/jobs/<job>`, `nomad/jobs/<job>/<group>` and `nomad/jobs/<job>/<group>/<task>`.
+///
+/// Compared path segment by segment, each of job, group and task one whole segment: Nomad
+/// compares the joined strings, so a job `web/db` there reads `nomad/jobs/web/db`, which
+/// is job `web`'s group `db`. Here a job id or group name holding a `/` matches no
+/// segment, and such a job reads `nomad/jobs` alone.
 pub fn may_read(who: &WorkloadIdentity, path: &str) -> bool {
-    let job = format!("nomad/jobs/{}", who.job_id);
-    let group = format!("{job}/{}", who.group);
-    path == "nomad/jobs" || path == job || path == group || path == format!("{group}/{}", who.task)
+    let expected = [
+        "nomad",
+        "jobs",
+        who.job_id.as_str(),
+        who.group.as_str(),
+        who.task.as_str(),
+    ];
+    let parts: Vec<&str> = path.split('/').collect();
+    parts.len() >= 2
+        && parts.len() <= expected.len()
+        && parts
+            .iter()
+            .zip(expected)
+            .all(|(p, e)| !e.contains('/') && *p == e)
 }
 
 /// The permission-denied answer to a task reading `path`, naming what it may read.
@@ -184,6 +200,16 @@ mod tests {
             "web",
         ] {
             assert!(!may_read(&who, p), "{p}");
+        }
+        // A job whose id holds a `/` does not read the variables of the job and group its
+        // id spells.
+        let slashed = WorkloadIdentity {
+            job_id: "web/g".into(),
+            ..who
+        };
+        assert!(may_read(&slashed, "nomad/jobs"));
+        for p in ["nomad/jobs/web/g", "nomad/jobs/web/g/g", "nomad/jobs/web"] {
+            assert!(!may_read(&slashed, p), "{p}");
         }
     }
 }

@@ -31,6 +31,7 @@ const KEPT_GROUP: &[&str] = &[
 pub(super) fn group_from_value(path: &str, v: &Value, job_type: JobType) -> R<TaskGroup> {
     let mut o = Obj::new(path.into(), v)?;
     let name = o.required_string("Name")?;
+    names::group_name(&name).map_err(|m| JobspecError::new(format!("{path}.Name"), m))?;
     let count = o.u32("Count")?.unwrap_or(1);
     let restart_policy = restart_from(
         o.object("RestartPolicy")?,

@@ -117,7 +117,12 @@ pub fn parse_job_json(body: &[u8]) -> R<Job> {
 pub(super) fn job_from_value(v: &Value) -> R<Job> {
     let mut o = Obj::new("Job".into(), v)?;
     let id = o.required_string("ID")?;
-    let name = o.string("Name")?.unwrap_or_else(|| id.clone());
+    names::job_id(&id).map_err(|m| JobspecError::new("Job.ID", m))?;
+    let name = o
+        .string("Name")?
+        .filter(|n| !n.is_empty())
+        .unwrap_or_else(|| id.clone());
+    names::job_name(&name).map_err(|m| JobspecError::new("Job.Name", m))?;
     let job_type = match o.string("Type")?.as_deref() {
         None | Some("service") => JobType::Service,
         Some("batch") => JobType::Batch,
@@ -139,7 +144,11 @@ pub(super) fn job_from_value(v: &Value) -> R<Job> {
             "must be between 1 and 100",
         ));
     }
-    let namespace = o.string("Namespace")?.unwrap_or_else(|| "default".into());
+    // An empty namespace is the default one, as Nomad's Canonicalize makes it.
+    let namespace = o
+        .string("Namespace")?
+        .filter(|n| !n.is_empty())
+        .unwrap_or_else(|| "default".into());
     let region = o.string("Region")?.unwrap_or_else(|| "global".into());
     let datacenters = o
         .array("Datacenters")?

@@ -28,11 +28,8 @@ const KEPT_TASK: &[&str] = &[
 pub(super) fn task_from_value(path: &str, v: &Value, group_restart: &RestartPolicy) -> R<Task> {
     let mut o = Obj::new(path.into(), v)?;
     let name = o.required_string("Name")?;
-    if name.contains('/') {
-        return Err(JobspecError::new(
-            format!("{path}.Name"),
-            "must not contain '/'",
-        ));
+    if let Err(m) = names::task_name(&name) {
+        return Err(JobspecError::new(format!("{path}.Name"), m));
     }
     let driver = o.required_string("Driver")?;
     let user = o.string("User")?.unwrap_or_default();
