@@ -55,6 +55,10 @@ pub struct Event {
     pub index: u64,
     /// The object.
     pub payload: Payload,
+    /// The stream's line for this event, made once on first send and shared by every
+    /// subscriber (a replay to a hundred subscribers serializes nothing again); leave it
+    /// `Default::default()`.
+    pub line: std::sync::OnceLock<String>,
 }
 
 impl Event {
@@ -72,6 +76,16 @@ impl Event {
             "Topic": self.topic, "Type": self.event_type, "Key": self.key,
             "Namespace": self.namespace, "FilterKeys": self.filter_keys,
             "Index": self.index, "Payload": payload,
+        })
+    }
+
+    /// The event stream's line for it, `{"Index": N, "Events": [...]}` and a newline.
+    pub fn stream_line(&self) -> &str {
+        self.line.get_or_init(|| {
+            format!(
+                "{}\n",
+                json!({ "Index": self.index, "Events": [self.to_json()] })
+            )
         })
     }
 
@@ -171,6 +185,7 @@ impl EventBroker {
             filter_keys: vec![a.job_id.clone(), a.eval_id.clone()],
             index,
             payload: Payload::Allocation(Box::new(a.clone())),
+            line: Default::default(),
         });
     }
 }
@@ -188,6 +203,7 @@ mod tests {
             filter_keys: vec!["web".into()],
             index: 3,
             payload: Payload::Job(Box::new(json!({}))),
+            line: Default::default(),
         }
     }
 

@@ -195,6 +195,7 @@ impl Agent {
                 payload: crate::events::Payload::Node(Box::new(
                     serde_json::to_value(&node).unwrap_or_default(),
                 )),
+                line: Default::default(),
             });
         }
         Ok(index)

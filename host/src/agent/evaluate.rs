@@ -57,6 +57,7 @@ impl Agent {
                 filter_keys: Vec::new(),
                 index,
                 payload: crate::events::Payload::Job(Box::new(record)),
+                line: Default::default(),
             });
         }
         self.publish_evals(job, vec![eval.clone()], index);
@@ -103,6 +104,7 @@ impl Agent {
                 filter_keys: vec![job.id.clone()],
                 index,
                 payload: crate::events::Payload::Evaluation(Box::new(eval)),
+                line: Default::default(),
             });
         }
     }

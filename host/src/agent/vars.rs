@@ -227,6 +227,7 @@ impl VarStore {
             filter_keys: Vec::new(),
             index,
             payload: crate::events::Payload::Variable(Box::new(meta.clone())),
+            line: Default::default(),
         });
     }
 }

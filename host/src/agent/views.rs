@@ -153,6 +153,11 @@ impl Agent {
         let _ = self.http_addr.set(addr);
     }
 
+    /// The HTTP API's connection limits (the config's `limits` block).
+    pub fn http_limits(&self) -> crate::config::HttpLimits {
+        self.http_limits
+    }
+
     /// The address the HTTP API serves on, `ip:port` (Nomad's `Node.HTTPAddr`); empty
     /// while it serves nowhere.
     pub fn http_addr(&self) -> String {

@@ -143,10 +143,9 @@ impl Subscription {
                     if ev.matches(&self.topics, &self.namespace)
                         && visible(self.who.as_ref(), &ev) =>
                 {
-                    format!(
-                        "{}\n",
-                        serde_json::json!({ "Index": ev.index, "Events": [ev.to_json()] })
-                    )
+                    // Made once per event, whoever sends it first: a replay to many
+                    // subscribers costs a copy each, not a serialization each.
+                    ev.stream_line().to_string()
                 }
                 Some(Ok(_)) => continue,
                 Some(Err(RecvError::Lagged(n))) => {
@@ -226,6 +225,8 @@ async fn stream(
     };
     let body = futures::stream::unfold(sub, |mut sub| async move {
         let line = sub.next_line().await?;
+        // A long replay gives other connections their turn between lines.
+        tokio::task::yield_now().await;
         Some((Ok::<_, std::io::Error>(line), sub))
     });
     Ok((

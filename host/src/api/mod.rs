@@ -13,6 +13,7 @@ mod fs;
 mod fs_stream;
 mod job_ops;
 mod jobs;
+mod listen;
 mod metrics;
 mod node;
 mod scale;
@@ -150,16 +151,16 @@ async fn require_token(
     next.run(req).await
 }
 
-/// Serve the API on `listener` until `shutdown` resolves.
+/// Serve the API on `listener` until `shutdown` resolves, within the config's `limits`
+/// (connections per client, the time a request's headers may take).
 pub async fn serve(
     agent: Arc<Agent>,
     listener: tokio::net::TcpListener,
     shutdown: impl std::future::Future<Output = ()> + Send + 'static,
 ) -> std::io::Result<()> {
     agent.set_http_addr(listener.local_addr()?);
-    axum::serve(listener, router(agent))
-        .with_graceful_shutdown(shutdown)
-        .await
+    let limits = agent.http_limits();
+    listen::serve(listener, router(agent), limits, shutdown).await
 }
 
 /// An API error: status code and a plain message naming what is wrong.

@@ -461,6 +461,7 @@ impl Swapper {
             filter_keys: Vec::new(),
             index,
             payload: crate::events::Payload::Component(Box::new(payload)),
+            line: Default::default(),
         });
         Applied::Refused(reason.to_string())
     }
@@ -529,6 +530,7 @@ impl Swapper {
             filter_keys: vec![c.world.as_str().to_string()],
             index,
             payload: crate::events::Payload::Component(Box::new(payload)),
+            line: Default::default(),
         });
     }
 
