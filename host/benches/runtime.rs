@@ -191,8 +191,13 @@ mod bare {
 
         /// A store, an instance, one `info()` call, the store dropped.
         pub async fn fresh_info(&self) -> String {
-            let (mut store, _) =
-                new_store(&self.engine, self.ctx.clone(), None, Default::default());
+            let (mut store, _) = new_store(
+                &self.engine,
+                self.ctx.clone(),
+                None,
+                Default::default(),
+                std::sync::Arc::new(paddock::runtime::store::MemoryBudget::new(usize::MAX)),
+            );
             let d = self
                 .pre
                 .instantiate_async(&mut store)

@@ -71,6 +71,84 @@ pub struct AgentConfig {
     pub acl: AclConfig,
     /// What Nomad keeps in its `server` block and a single node serves itself.
     pub server: ServerConfig,
+    /// Limits on what the API's clients and the components together may take.
+    pub limits: AgentLimits,
+}
+
+/// The agent's `limits` block (Nomad's, with the keys a single node adds).
+#[derive(Debug, Clone, Default, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct AgentLimits {
+    /// Connections one client address may hold open to the HTTP API (Nomad's default
+    /// 100; 0: no limit). Past it, a new connection gets Nomad's 429 and is closed.
+    pub http_max_conns_per_client: Option<u32>,
+    /// How long a client may take to send a request's headers (default "10s"; "0s": no
+    /// limit). A connection that sends none in time is closed.
+    pub http_read_header_timeout: Option<String>,
+    /// Linear memory of every component instance together, MiB (default 1024).
+    pub guest_memory_mb: Option<u64>,
+}
+
+/// The HTTP API's limits, resolved.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct HttpLimits {
+    /// Connections one client address may hold open; 0: no limit.
+    pub max_conns_per_client: u32,
+    /// The longest a request's headers may take to arrive; `None`: no limit.
+    pub read_header_timeout: Option<std::time::Duration>,
+}
+
+impl Default for HttpLimits {
+    fn default() -> Self {
+        Self {
+            max_conns_per_client: 100,
+            read_header_timeout: Some(std::time::Duration::from_secs(10)),
+        }
+    }
+}
+
+impl AgentLimits {
+    /// The HTTP API's limits, a bad value named (`limits.http_read_header_timeout: …`).
+    pub fn http(&self, file: &str) -> Result<HttpLimits, ConfigError> {
+        let d = HttpLimits::default();
+        let read_header_timeout = match &self.http_read_header_timeout {
+            None => d.read_header_timeout,
+            Some(s) => match crate::util::parse_duration(s) {
+                Some(t) if t.is_zero() => None,
+                Some(t) => Some(t),
+                None => {
+                    return Err(ConfigError {
+                        file: file.to_string(),
+                        message: format!("limits.http_read_header_timeout: invalid duration {s:?}"),
+                    });
+                }
+            },
+        };
+        Ok(HttpLimits {
+            max_conns_per_client: self
+                .http_max_conns_per_client
+                .unwrap_or(d.max_conns_per_client),
+            read_header_timeout,
+        })
+    }
+
+    /// The guest memory budget, bytes.
+    pub fn guest_memory_bytes(&self, file: &str) -> Result<usize, ConfigError> {
+        match self.guest_memory_mb {
+            None => Ok(crate::runtime::engine::DEFAULT_MEMORY_BUDGET),
+            Some(0) => Err(ConfigError {
+                file: file.to_string(),
+                message: "limits.guest_memory_mb: must be at least 1".into(),
+            }),
+            Some(mb) => usize::try_from(mb)
+                .ok()
+                .and_then(|m| m.checked_mul(1 << 20))
+                .ok_or_else(|| ConfigError {
+                    file: file.to_string(),
+                    message: format!("limits.guest_memory_mb: {mb} MiB is too large"),
+                }),
+        }
+    }
 }
 
 /// The `server` block: the parts of Nomad's server a single node plays.
@@ -224,10 +302,16 @@ pub struct Reserved {
     pub disk: Option<u64>,
 }
 
-/// A `plugin "<name>"` block.
+/// A `plugin "<name>"` block. Its settings and grants go to the component of that name
+/// from the file they are bound to (`file`, `sha256`; without either, `<name>.wasm`) or
+/// built in: never to another file that reports the name.
 #[derive(Debug, Clone, Default, Deserialize)]
 #[serde(deny_unknown_fields, default)]
 pub struct PluginBlock {
+    /// The component's file: a file name in a components folder, or an absolute path.
+    pub file: Option<String>,
+    /// The sha256 the component's bytes must have.
+    pub sha256: Option<String>,
     /// Capabilities granted to the component.
     pub grant: Grants,
     pub limits: Limits,
@@ -284,6 +368,8 @@ pub struct Limits {
     pub call_timeout: Option<String>,
     /// Calls one warm instance may serve before it is retired; 1 = a fresh store per call.
     pub instance_reuse: Option<u32>,
+    /// Calls of the component in flight at once (default 16); more wait their turn.
+    pub max_concurrent_calls: Option<u32>,
 }
 
 impl Limits {
@@ -312,12 +398,18 @@ impl Limits {
                     })?,
             ),
         };
+        if self.max_concurrent_calls == Some(0) {
+            return Err("limits.max_concurrent_calls: must be at least 1".into());
+        }
         Ok(ComponentSettings {
             grants,
             memory_bytes,
             call_timeout,
             instance_reuse: self.instance_reuse,
+            max_concurrent_calls: self.max_concurrent_calls,
             config,
+            file: None,
+            sha256: None,
         })
     }
 }
@@ -339,7 +431,7 @@ impl AgentConfig {
         let body: hcl::Body = hcl::from_str(text).map_err(|e| err(e.to_string()))?;
         // A second `client` block would otherwise be dropped without a word (as Nomad's
         // own parser, this takes one of each).
-        for name in ["client", "server", "acl", "ports"] {
+        for name in ["client", "server", "acl", "ports", "limits"] {
             let n = body.blocks().filter(|b| b.identifier() == name).count();
             if n > 1 {
                 return Err(err(format!(
@@ -408,10 +500,25 @@ impl AgentConfig {
                     "grant.read_paths: {p:?} must be an absolute path"
                 )));
             }
-            let settings = block
+            block.grant.validate().map_err(err)?;
+            if let Some(f) = &block.file
+                && (f.is_empty() || (f.contains('/') && !f.starts_with('/')))
+            {
+                return Err(err(format!(
+                    "file: {f:?} must be a file name in a components folder or an absolute path"
+                )));
+            }
+            if let Some(h) = &block.sha256
+                && (h.len() != 64 || !h.chars().all(|c| c.is_ascii_hexdigit()))
+            {
+                return Err(err(format!("sha256: {h:?} is not 64 hex digits")));
+            }
+            let mut settings = block
                 .limits
                 .settings(block.grant.clone(), config)
                 .map_err(err)?;
+            settings.file = block.file.clone();
+            settings.sha256 = block.sha256.clone();
             out.insert(name.clone(), settings);
         }
         Ok(out)

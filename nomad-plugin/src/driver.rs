@@ -125,6 +125,7 @@ impl DriverService {
         host.drivers.register_event_handler(
             &t.alloc_id,
             &t.name,
+            host.config.driver(),
             Arc::new(move |e| {
                 let _ = events.send(pb::DriverTaskEvent {
                     task_id: e.task_id,

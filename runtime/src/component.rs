@@ -47,6 +47,13 @@ pub struct ComponentSettings {
     pub call_timeout: Option<Duration>,
     /// Calls per warm instance override (1 = a fresh store per call).
     pub instance_reuse: Option<u32>,
+    /// Calls in flight at once override.
+    pub max_concurrent_calls: Option<u32>,
+    /// The file these settings belong to: a file name in a components folder, or an
+    /// absolute path. Absent (and no `sha256`): the file named `<name>.wasm`.
+    pub file: Option<String>,
+    /// The sha256 the component's bytes must have to get these settings.
+    pub sha256: Option<String>,
     /// The `config` block, as JSON.
     pub config: serde_json::Value,
 }
@@ -77,6 +84,8 @@ pub struct LoadedComponent {
     pub(crate) ctx: Arc<ComponentContext>,
     pub(crate) pre: WorldPre,
     pub(crate) warm: WarmPool,
+    /// Turns for calls in flight (`max_concurrent_calls`).
+    pub(crate) turns: Arc<tokio::sync::Semaphore>,
 }
 
 /// What one version's calls did: what hot swap's auto-revert watches and the components

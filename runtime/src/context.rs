@@ -8,6 +8,9 @@ use std::time::Duration;
 use crate::grants::Grants;
 use crate::types::{Reservation, TaskEnv, WorkloadIdentity};
 
+/// Calls of one component in flight at once, unless its `limits` say otherwise.
+pub const DEFAULT_CONCURRENT_CALLS: u32 = 16;
+
 /// Limits applied to every call of one component.
 #[derive(Debug, Clone, PartialEq)]
 pub struct CallLimits {
@@ -20,6 +23,10 @@ pub struct CallLimits {
     pub hostcall_fuel: usize,
     /// Calls one instance may serve before it is retired; 1 gives every call a fresh store.
     pub instance_reuse: u32,
+    /// Calls of the component in flight at once; more wait their turn (a wait not charged
+    /// to the call's deadline). One component cannot take every instance or the agent's
+    /// whole guest memory budget.
+    pub max_concurrent_calls: u32,
 }
 
 impl Default for CallLimits {
@@ -29,6 +36,7 @@ impl Default for CallLimits {
             call_timeout: Duration::from_secs(10),
             hostcall_fuel: 16 << 20,
             instance_reuse: 1000,
+            max_concurrent_calls: DEFAULT_CONCURRENT_CALLS,
         }
     }
 }

@@ -15,7 +15,13 @@ pub struct EngineConfig {
     pub max_memory_bytes: usize,
     /// Epoch tick; guest CPU deadlines are checked at this granularity.
     pub epoch_tick: Duration,
+    /// Linear memory of all live instances together, bytes: the agent's guest memory
+    /// budget ([`crate::store::MemoryBudget`]).
+    pub memory_budget_bytes: usize,
 }
+
+/// The agent's guest memory budget unless its `limits { guest_memory_mb }` says otherwise.
+pub const DEFAULT_MEMORY_BUDGET: usize = 1 << 30;
 
 impl Default for EngineConfig {
     fn default() -> Self {
@@ -24,6 +30,7 @@ impl Default for EngineConfig {
             max_instances: 500,
             max_memory_bytes: 512 << 20,
             epoch_tick: Duration::from_millis(10),
+            memory_budget_bytes: DEFAULT_MEMORY_BUDGET,
         }
     }
 }

@@ -28,6 +28,7 @@
 //! call a fresh store.
 
 pub mod bindings;
+pub mod bounds;
 pub mod cache;
 pub mod call;
 pub mod component;
@@ -100,6 +101,8 @@ pub struct Runtime {
     cache: cache::CompileCache,
     services: Arc<HostServices>,
     permits: Arc<Semaphore>,
+    /// Linear memory of every live instance together.
+    budget: Arc<store::MemoryBudget>,
     options: RuntimeOptions,
     /// Settings by component name; replaced as a whole by a config reload.
     settings: std::sync::RwLock<Arc<BTreeMap<String, ComponentSettings>>>,
@@ -122,6 +125,7 @@ impl Runtime {
         tracing::info!(?allocator, "wasm runtime ready");
         Ok(Arc::new(Self {
             permits: Arc::new(Semaphore::new(options.engine.max_instances as usize)),
+            budget: Arc::new(store::MemoryBudget::new(options.engine.memory_budget_bytes)),
             engine,
             allocator,
             linker,
@@ -149,6 +153,11 @@ impl Runtime {
     /// Which instance allocator is in use.
     pub fn allocator(&self) -> engine::Allocator {
         self.allocator
+    }
+
+    /// The agent's guest memory budget and what of it live instances hold now, bytes.
+    pub fn memory_budget(&self) -> (usize, usize) {
+        (self.budget.used(), self.budget.limit())
     }
 }
 

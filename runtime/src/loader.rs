@@ -48,6 +48,18 @@ pub enum LoadError {
     /// It reported an empty or invalid name.
     #[error("info() returned an invalid name {0:?} (use [a-z0-9_-], 1 to 64 characters)")]
     BadName(String),
+    /// It reported the name of a component the operator configured or built in, and it is
+    /// not the file those settings are bound to: grants follow the file, never the name a
+    /// component gives itself.
+    #[error(
+        "it reports the name {name:?}, whose settings and grants belong to {bound}: rename the file to {name}.wasm or bind it with plugin {name:?} {{ file = \"...\" }} or {{ sha256 = \"...\" }}"
+    )]
+    Unbound {
+        /// The name it reported.
+        name: String,
+        /// What the name is bound to.
+        bound: String,
+    },
 }
 
 /// A component and the reason it was refused.
@@ -132,6 +144,7 @@ impl Runtime {
             pre,
             warm: WarmPool::default(),
             stats: Default::default(),
+            turns: Arc::new(tokio::sync::Semaphore::new(1)),
         };
         let info = self.info(&probe).await.map_err(|e| {
             refuse(match e.kind {
@@ -146,7 +159,18 @@ impl Runtime {
         if !valid_name(&info.name) {
             return Err(refuse(LoadError::BadName(info.name)));
         }
+        if let ComponentSource::File(path) = &source
+            && let Err(bound) = self.bound(&info.name, inspection.world, path, &probe.sha256)
+        {
+            return Err(refuse(LoadError::Unbound {
+                name: info.name,
+                bound,
+            }));
+        }
         probe.ctx = Arc::new(self.context_for(&info.name, &source));
+        probe.turns = Arc::new(tokio::sync::Semaphore::new(
+            probe.ctx.limits.max_concurrent_calls.max(1) as usize,
+        ));
         // A warm store keeps the folders it was built with (WASI preopens, which the guest
         // reads once when instantiated): the probe's, without grants, cannot serve a
         // component granted `read_paths`.
@@ -156,7 +180,7 @@ impl Runtime {
         // The probe is not a call of the version's life: its stats start now.
         probe.stats = Default::default();
         probe.name = info.name;
-        probe.plugin_version = info.version;
+        probe.plugin_version = crate::bounds::text(info.version, crate::bounds::VERSION);
         Ok(Arc::new(probe))
     }
 
@@ -213,6 +237,54 @@ impl Runtime {
         Ok((loaded, refused))
     }
 
+    /// Whether the file `path` (bytes `sha`) may be the component `name`: a name with
+    /// settings, or one served now by a built-in or another file, goes only to the file the
+    /// settings bind (their `file` or `sha256`; without either, `<name>.wasm`, `-` also
+    /// spelled `_` as cargo names a crate's file). Else, what it is bound to.
+    fn bound(&self, name: &str, world: World, path: &Path, sha: &str) -> Result<(), String> {
+        let settings = self.settings(name);
+        // Served now by a built-in or another file: taking the name would take its tasks.
+        let current = self.registry.get(world, name);
+        let built_in = current
+            .as_ref()
+            .is_some_and(|c| matches!(c.source, ComponentSource::BuiltIn(_)));
+        let served_by_other = current
+            .as_ref()
+            .is_some_and(|c| c.source != ComponentSource::File(path.to_path_buf()));
+        if settings.is_none() && !served_by_other {
+            return Ok(());
+        }
+        let file_name = path
+            .file_name()
+            .map(|f| f.to_string_lossy().into_owned())
+            .unwrap_or_default();
+        let (file, pin) = settings.map(|s| (s.file, s.sha256)).unwrap_or_default();
+        let file_ok = match &file {
+            Some(f) if f.contains('/') => {
+                let want = std::fs::canonicalize(f).unwrap_or_else(|_| PathBuf::from(f));
+                std::fs::canonicalize(path).is_ok_and(|p| p == want)
+            }
+            Some(f) => *f == file_name,
+            // `my-driver` is built by cargo as `my_driver.wasm`: either spelling is its own.
+            None => {
+                pin.is_some()
+                    || file_name == format!("{name}.wasm")
+                    || file_name == format!("{}.wasm", name.replace('-', "_"))
+            }
+        };
+        let sha_ok = pin.as_ref().is_none_or(|p| p.eq_ignore_ascii_case(sha));
+        if file_ok && sha_ok {
+            return Ok(());
+        }
+        Err(match (&file, &pin) {
+            (Some(f), Some(p)) => format!("the file {f:?} with sha256 {p}"),
+            (Some(f), None) => format!("the file {f:?}"),
+            (None, Some(p)) => format!("the file with sha256 {p}"),
+            (None, None) if built_in => format!("the built-in component, or {name}.wasm"),
+            (None, None) => format!("{name}.wasm"),
+        })
+    }
+
     /// The context a component named `name` runs with: the operator's grants (every grant
     /// for a built-in in dev mode without settings), limits within the engine's and config.
     fn context_for(&self, name: &str, source: &ComponentSource) -> ComponentContext {
@@ -235,6 +307,9 @@ impl Runtime {
             }
             if let Some(n) = s.instance_reuse {
                 limits.instance_reuse = n.max(1);
+            }
+            if let Some(n) = s.max_concurrent_calls {
+                limits.max_concurrent_calls = n.max(1);
             }
         }
         let plugin_config = settings

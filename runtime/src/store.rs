@@ -20,12 +20,65 @@ use crate::bindings::v0_1_0;
 use crate::context::{ComponentContext, TaskContext, needs_preopens};
 use crate::host_api::{self, HostServices};
 
-/// Memory cap that records whether it was hit, so the error can say "out of memory".
+/// The agent's guest memory budget: linear memory of every live instance together (warm
+/// ones included), so that many calls each within their own cap (60 concurrent
+/// validations of 56 MiB) cannot take the node's memory. A growth that would pass it
+/// fails the call as `busy`, which is the agent's load, not the component's fault.
+#[derive(Debug)]
+pub struct MemoryBudget {
+    limit: usize,
+    used: std::sync::atomic::AtomicUsize,
+}
+
+impl MemoryBudget {
+    /// A budget of `limit` bytes.
+    pub fn new(limit: usize) -> Self {
+        Self {
+            limit,
+            used: Default::default(),
+        }
+    }
+
+    /// Bytes held now.
+    pub fn used(&self) -> usize {
+        self.used.load(Ordering::Relaxed)
+    }
+
+    /// The budget, bytes.
+    pub fn limit(&self) -> usize {
+        self.limit
+    }
+
+    fn take(&self, n: usize) -> bool {
+        self.used
+            .fetch_update(Ordering::AcqRel, Ordering::Acquire, |u| {
+                u.checked_add(n).filter(|t| *t <= self.limit)
+            })
+            .is_ok()
+    }
+
+    fn give_back(&self, n: usize) {
+        self.used.fetch_sub(n, Ordering::AcqRel);
+    }
+}
+
+/// Memory cap that records whether it was hit, so the error can say "out of memory", and
+/// holds the store's share of the agent's budget.
 struct MemoryCap {
     max: usize,
     hit: Arc<AtomicBool>,
     /// The most linear memory the store's instance has asked for and got, bytes.
     peak: usize,
+    budget: Arc<MemoryBudget>,
+    /// Bytes of the budget this store holds (its instance's memory).
+    held: usize,
+    budget_hit: Arc<AtomicBool>,
+}
+
+impl Drop for MemoryCap {
+    fn drop(&mut self) {
+        self.budget.give_back(self.held);
+    }
 }
 
 impl ResourceLimiter for MemoryCap {
@@ -41,6 +94,17 @@ impl ResourceLimiter for MemoryCap {
                 "memory cap of {} bytes exceeded (asked for {desired})",
                 self.max
             );
+        }
+        let more = desired.saturating_sub(self.held);
+        if more > 0 {
+            if !self.budget.take(more) {
+                self.budget_hit.store(true, Ordering::Relaxed);
+                wasmtime::bail!(
+                    "the agent's guest memory budget of {} MiB is in use",
+                    self.budget.limit >> 20
+                );
+            }
+            self.held += more;
         }
         self.peak = self.peak.max(desired);
         Ok(true)
@@ -96,6 +160,8 @@ pub struct CallWitness {
     pub memory_hit: Arc<AtomicBool>,
     /// The CPU deadline was hit.
     pub deadline_hit: Arc<AtomicBool>,
+    /// The agent's guest memory budget was in use.
+    pub budget_hit: Arc<AtomicBool>,
 }
 
 impl CallWitness {
@@ -105,6 +171,7 @@ impl CallWitness {
     pub fn clean(&self) -> bool {
         !self.memory_hit.load(Ordering::Relaxed)
             && !self.deadline_hit.load(Ordering::Relaxed)
+            && !self.budget_hit.load(Ordering::Relaxed)
             && self.output.contents().is_empty()
     }
 
@@ -122,6 +189,7 @@ pub fn new_store(
     component: Arc<ComponentContext>,
     task: Option<Arc<TaskContext>>,
     services: Arc<HostServices>,
+    budget: Arc<MemoryBudget>,
 ) -> (Store<HostState>, CallWitness) {
     let output = MemoryOutputPipe::new(64 * 1024);
     let mut wasi = WasiCtxBuilder::new();
@@ -144,6 +212,7 @@ pub fn new_store(
     let wasi = wasi.build();
     let memory_hit = Arc::new(AtomicBool::new(false));
     let deadline_hit = Arc::new(AtomicBool::new(false));
+    let budget_hit = Arc::new(AtomicBool::new(false));
     let limits = component.limits.clone();
     let deadline = Instant::now() + limits.call_timeout;
     let state = HostState {
@@ -153,6 +222,9 @@ pub fn new_store(
             max: limits.memory_bytes,
             hit: memory_hit.clone(),
             peak: 0,
+            budget,
+            held: 0,
+            budget_hit: budget_hit.clone(),
         },
         deadline_hit: deadline_hit.clone(),
         component,
@@ -182,6 +254,7 @@ pub fn new_store(
             output,
             memory_hit,
             deadline_hit,
+            budget_hit,
         },
     )
 }
@@ -200,6 +273,7 @@ pub fn arm(
     data.deadline = Instant::now() + limits.call_timeout;
     data.limiter.max = limits.memory_bytes;
     data.limiter.hit.store(false, Ordering::Relaxed);
+    data.limiter.budget_hit.store(false, Ordering::Relaxed);
     data.deadline_hit.store(false, Ordering::Relaxed);
     data.component = component;
     data.task = task;

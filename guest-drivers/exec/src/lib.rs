@@ -149,9 +149,12 @@ impl Driver for Exec {
                 .map(|(_, v)| v.clone())
                 .unwrap_or_default(),
         };
+        // The host's own words: what it refused, or which step failed.
         let id = process::spawn_isolated(&cmd, &iso).map_err(|e| match e {
             HostError::Denied(m) => DriverError::Denied(m),
-            other => DriverError::failed(other.to_string()),
+            HostError::Invalid(m) | HostError::Failed(m) | HostError::NotFound(m) => {
+                DriverError::failed(m)
+            }
         })?;
         ProcessTask::started(id).handle(cfg.id, HANDLE_FORMAT)
     }

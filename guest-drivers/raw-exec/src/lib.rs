@@ -98,10 +98,11 @@ impl Driver for RawExec {
         };
         let id = process::spawn(&cmd).map_err(|e| match e {
             HostError::Denied(m) => DriverError::Denied(m),
-            HostError::Invalid(m) => DriverError::failed(m),
             // A command that cannot be started (missing, not executable) will not start on
             // a retry either.
-            other => DriverError::failed(other.to_string()),
+            HostError::Invalid(m) | HostError::Failed(m) | HostError::NotFound(m) => {
+                DriverError::failed(m)
+            }
         })?;
         ProcessTask::started(id).handle(cfg.id, Stamp::get().handle_format)
     }

@@ -112,7 +112,13 @@ async fn memory_per_instance(bytes: &[u8], world: World) -> u64 {
         if i == 1 {
             before = rss();
         }
-        let (mut store, _) = new_store(&engine, ctx.clone(), None, Default::default());
+        let (mut store, _) = new_store(
+            &engine,
+            ctx.clone(),
+            None,
+            Default::default(),
+            std::sync::Arc::new(paddock::runtime::store::MemoryBudget::new(usize::MAX)),
+        );
         match world {
             World::Driver => {
                 let d = DriverPre::new(pre.clone()).expect("driver world");

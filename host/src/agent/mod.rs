@@ -164,6 +164,8 @@ pub struct Agent {
     periodic: periodic::PeriodicTimers,
     /// The address the HTTP API serves on, once it does (the node's `HTTPAddr`).
     http_addr: std::sync::OnceLock<std::net::SocketAddr>,
+    /// The HTTP API's connection limits (`limits { }`).
+    http_limits: crate::config::HttpLimits,
     alloc_root: PathBuf,
     /// The runtime allocations run on (the one the agent started on), whichever runtime
     /// the request that placed them came in on: the API may run on one of its own.
@@ -226,7 +228,13 @@ impl Agent {
             core_gc::ServerGcConfig::from_server(&opts.config.server, &opts.config_file)?;
         let mut host_services = services.host_services();
         host_services.variables = Some(vars.clone());
+        let http_limits = opts.config.limits.http(&opts.config_file)?;
+        let engine = crate::runtime::engine::EngineConfig {
+            memory_budget_bytes: opts.config.limits.guest_memory_bytes(&opts.config_file)?,
+            ..Default::default()
+        };
         let runtime = Runtime::new(RuntimeOptions {
+            engine,
             cache_dir: Some(
                 opts.cache_dir
                     .clone()
@@ -349,6 +357,7 @@ impl Agent {
             client_gc,
             periodic: Default::default(),
             http_addr: Default::default(),
+            http_limits,
             _tempdir: tempdir,
         });
         agent.warn_if_little_disk();

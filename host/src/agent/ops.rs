@@ -110,7 +110,8 @@ impl Agent {
         for (gi, g) in job.task_groups.iter().enumerate() {
             for (ti, t) in g.tasks.iter().enumerate() {
                 let path = format!("Job.TaskGroups[{gi}].Tasks[{ti}]");
-                let Some(driver) = self.drivers.dispense(&t.driver) else {
+                // An API caller's validation does not feed the driver's circuit breaker.
+                let Some(driver) = self.drivers.dispense(&t.driver).map(|d| d.uncounted()) else {
                     v.errors.push(format!(
                         "{path}.Driver: driver {:?} is not loaded (loaded: {})",
                         t.driver,

@@ -116,9 +116,11 @@ pub(super) async fn load_alone(
         services: services.host_services(),
         components: [(
             name,
+            // Bound to the file under test: the operator named it.
             ComponentSettings {
                 grants,
                 config,
+                file: Some(std::path::absolute(file)?.display().to_string()),
                 ..Default::default()
             },
         )]

@@ -11,7 +11,7 @@ use super::types::{
 };
 use crate::runtime::bindings::v0_1_0::device::exports::paddock::plugin::device as wit;
 use crate::runtime::types::Reservation;
-use crate::runtime::{CallError, LoadedComponent, Runtime, World};
+use crate::runtime::{CallError, LoadedComponent, Runtime, World, bounds};
 
 /// A device plugin call that did not succeed.
 #[derive(Debug, Clone, thiserror::Error)]
@@ -49,7 +49,11 @@ impl DevicePlugin {
             })
             .await?
             .map_err(describe)?;
-        Ok(groups.into_iter().map(group_of).collect())
+        Ok(groups
+            .into_iter()
+            .take(bounds::ENTRIES)
+            .map(group_of)
+            .collect())
     }
 
     /// Reserve instances `ids` for a task.
@@ -62,9 +66,19 @@ impl DevicePlugin {
             .await?
             .map_err(describe)?;
         Ok(Reservation {
-            env: r.env,
-            mounts: r.mounts.into_iter().map(Into::into).collect(),
-            devices: r.devices.into_iter().map(Into::into).collect(),
+            env: bounds::pairs(r.env),
+            mounts: r
+                .mounts
+                .into_iter()
+                .take(bounds::ENTRIES)
+                .map(Into::into)
+                .collect(),
+            devices: r
+                .devices
+                .into_iter()
+                .take(bounds::ENTRIES)
+                .map(Into::into)
+                .collect(),
         })
     }
 
@@ -77,25 +91,29 @@ impl DevicePlugin {
             })
             .await?
             .map_err(describe)?;
+        let key = |s: String| bounds::text(s, bounds::KEY);
         Ok(groups
             .into_iter()
+            .take(bounds::ENTRIES)
             .map(|g| DeviceGroupStats {
-                vendor: g.vendor,
-                device_type: g.device_type,
-                name: g.name,
+                vendor: key(g.vendor),
+                device_type: key(g.device_type),
+                name: key(g.name),
                 instance_stats: g
                     .instances
                     .into_iter()
+                    .take(MAX_INSTANCES)
                     .map(|i| {
                         (
-                            i.id,
+                            key(i.id),
                             DeviceStats {
                                 summary: stat(i.summary),
                                 stats: StatObject {
                                     attributes: i
                                         .stats
                                         .into_iter()
-                                        .map(|(k, v)| (k, stat(v)))
+                                        .take(bounds::ENTRIES)
+                                        .map(|(k, v)| (key(k), stat(v)))
                                         .collect::<BTreeMap<_, _>>(),
                                 },
                                 timestamp: i.timestamp,
@@ -108,37 +126,46 @@ impl DevicePlugin {
     }
 }
 
+/// Instances of one device group a plugin may report.
+const MAX_INSTANCES: usize = 4096;
+
 fn stat(v: wit::StatValue) -> StatValue {
     StatValue {
         number: v.number,
-        text: v.text,
-        unit: v.unit,
-        desc: v.desc,
+        text: v.text.map(|t| bounds::text(t, bounds::VALUE)),
+        unit: bounds::text(v.unit, bounds::KEY),
+        desc: bounds::text(v.desc, bounds::VALUE),
     }
 }
 
+/// A group the plugin reported, every string and list within [`bounds`].
 fn group_of(g: wit::DeviceGroup) -> NodeDeviceResource {
+    let key = |s: String| bounds::text(s, bounds::KEY);
     NodeDeviceResource {
-        vendor: g.vendor,
-        device_type: g.device_type,
-        name: g.name,
+        vendor: key(g.vendor),
+        device_type: key(g.device_type),
+        name: key(g.name),
         instances: g
             .devices
             .into_iter()
+            .take(MAX_INSTANCES)
             .map(|d| NodeDevice {
-                id: d.id,
+                id: key(d.id),
                 healthy: d.healthy,
-                health_description: d.health_description,
-                locality: d.pci_bus_id.map(|pci_bus_id| DeviceLocality { pci_bus_id }),
+                health_description: bounds::text(d.health_description, bounds::MESSAGE),
+                locality: d.pci_bus_id.map(|pci_bus_id| DeviceLocality {
+                    pci_bus_id: key(pci_bus_id),
+                }),
             })
             .collect(),
         attributes: g
             .attributes
             .into_iter()
+            .take(bounds::ENTRIES)
             .map(|(k, a)| {
-                let a = crate::runtime::types::Attribute::from(a).into();
+                let a = bounds::attribute(crate::runtime::types::Attribute::from(a)).into();
                 let a = super::attribute::with_unit_from_name(&k, a);
-                (k, a)
+                (key(k), a)
             })
             .collect(),
     }
@@ -146,9 +173,14 @@ fn group_of(g: wit::DeviceGroup) -> NodeDeviceResource {
 
 /// Human text of a device plugin's error.
 fn describe(e: wit::DeviceError) -> PluginCallError {
-    PluginCallError::Plugin(match e {
-        wit::DeviceError::UnknownDevice(id) => format!("unknown device {id:?}"),
-        wit::DeviceError::Disabled => "disabled by its configuration".into(),
-        wit::DeviceError::Failed(m) => m,
-    })
+    PluginCallError::Plugin(bounds::text(
+        match e {
+            wit::DeviceError::UnknownDevice(id) => {
+                format!("unknown device {:?}", bounds::text(id, bounds::KEY))
+            }
+            wit::DeviceError::Disabled => "disabled by its configuration".into(),
+            wit::DeviceError::Failed(m) => m,
+        },
+        bounds::MESSAGE,
+    ))
 }

@@ -14,7 +14,9 @@ use super::types::{
 };
 use crate::runtime::bindings::v0_1_0::driver::exports::paddock::plugin::task_driver as wit;
 use crate::runtime::bindings::v0_1_0::types as wit_types;
-use crate::runtime::{CallError, CallFailure, LoadedComponent, Runtime, TaskContext, World};
+use crate::runtime::{
+    CallError, CallFailure, LoadedComponent, Runtime, TaskContext, World, bounds,
+};
 
 /// A driver call that did not succeed: either the driver said no (a WIT error), or the
 /// component failed (trap, memory, deadline).
@@ -30,14 +32,17 @@ pub enum DriverCallError {
 
 impl DriverCallError {
     /// Whether trying again may help: a driver failure it says is recoverable, or a
-    /// missed deadline, which may be the agent's load rather than the driver's fault (the
-    /// restart policy decides, as for Nomad's recoverable driver errors). A trap or a
-    /// memory cap is the component's own doing and would happen again.
+    /// missed deadline or a guest memory budget in use, which may be the agent's load
+    /// rather than the driver's fault (the restart policy decides, as for Nomad's
+    /// recoverable driver errors). A trap or a memory cap is the component's own doing and
+    /// would happen again.
     pub fn recoverable(&self) -> bool {
         match self {
             DriverCallError::Driver(DriverError::Failed(f)) => f.recoverable,
             DriverCallError::Driver(_) => false,
-            DriverCallError::Component(e) => e.kind == CallFailure::Deadline,
+            DriverCallError::Component(e) => {
+                matches!(e.kind, CallFailure::Deadline | CallFailure::Busy)
+            }
         }
     }
 }
@@ -54,6 +59,10 @@ pub struct Driver {
     version: Option<Arc<LoadedComponent>>,
     /// A native driver serving the calls instead of a component (see [`super::native`]).
     native: Option<Arc<dyn NativeDriver>>,
+    /// Whether this driver's failed calls count toward its health (the circuit breaker):
+    /// the node's own calls do; an API caller's (`/v1/validate/job`) do not, or anyone
+    /// allowed to validate a job could mark another driver unhealthy.
+    counted: bool,
 }
 
 /// Call the driver's version (its own, or the current one): `$call` gets the bindings and
@@ -73,9 +82,11 @@ macro_rules! driver_call {
                 Box::pin(async move { $call.await })
             })
             .await;
-        match &r {
-            Err(e) => $self.health.call_failed(&$self.name, e),
-            Ok(_) => $self.health.call_succeeded(&$self.name),
+        if $self.counted {
+            match &r {
+                Err(e) => $self.health.call_failed(&$self.name, e),
+                Ok(_) => $self.health.call_succeeded(&$self.name),
+            }
         }
         r
     }};
@@ -95,6 +106,16 @@ impl Driver {
             starts,
             version: None,
             native: None,
+            counted: true,
+        }
+    }
+
+    /// This driver for a caller outside the node's own work (the API): its calls do not
+    /// count toward the driver's health.
+    pub fn uncounted(&self) -> Driver {
+        Driver {
+            counted: false,
+            ..self.clone()
         }
     }
 
@@ -174,12 +195,13 @@ impl Driver {
                 wit::Health::Unhealthy => Health::Unhealthy,
                 wit::Health::Healthy => Health::Healthy,
             },
-            health_description: fp.health_description,
-            attributes: fp
-                .attributes
-                .into_iter()
-                .map(|(k, v)| (k, v.into()))
-                .collect(),
+            health_description: bounds::text(fp.health_description, bounds::MESSAGE),
+            attributes: bounds::attributes(
+                fp.attributes
+                    .into_iter()
+                    .map(|(k, v)| (k, v.into()))
+                    .collect(),
+            ),
         })
     }
 
@@ -206,6 +228,7 @@ impl Driver {
         if let Some(n) = &self.native {
             return self.native_answer(n.start(cfg).await);
         }
+        let task = Some(with_paths(task, &cfg));
         let cfg = task_config(cfg);
         driver_call!(self, task, "start", |d, s| d
             .paddock_plugin_task_driver()
@@ -238,7 +261,7 @@ impl Driver {
             .call_wait(s, &handle))?
         .map_err(driver_error)?;
         Ok(match status {
-            wit::WaitStatus::Exited(r) => WaitStatus::Exited(r.into()),
+            wit::WaitStatus::Exited(r) => WaitStatus::Exited(exit_of(r)),
             wit::WaitStatus::Pending(w) => WaitStatus::Pending(WakeOn {
                 processes: w.processes,
                 after_ns: w.after_ns,
@@ -288,7 +311,7 @@ impl Driver {
             .call_inspect(s, &handle))?
         .map_err(driver_error)?;
         Ok(TaskStatus {
-            id: st.id,
+            id: bounds::text(st.id, bounds::KEY),
             state: match st.state {
                 wit::TaskState::Unknown => TaskState::Unknown,
                 wit::TaskState::Running => TaskState::Running,
@@ -296,8 +319,8 @@ impl Driver {
             },
             started_at: st.started_at,
             completed_at: st.completed_at,
-            exit_result: st.exit_result.map(Into::into),
-            attributes: st.attributes,
+            exit_result: st.exit_result.map(exit_of),
+            attributes: bounds::pairs(st.attributes),
         })
     }
 
@@ -332,19 +355,57 @@ impl Driver {
     }
 }
 
+/// A driver's error as the host's, every message within [`bounds`].
 fn driver_error(e: wit::DriverError) -> DriverCallError {
+    let m = |s: String| bounds::text(s, bounds::MESSAGE);
     DriverCallError::Driver(match e {
-        wit::DriverError::InvalidConfig(fields) => {
-            DriverError::InvalidConfig(fields.into_iter().map(Into::into).collect())
-        }
-        wit::DriverError::NotSupported(m) => DriverError::NotSupported(m),
-        wit::DriverError::TaskNotFound(m) => DriverError::TaskNotFound(m),
-        wit::DriverError::Denied(m) => DriverError::Denied(m),
+        wit::DriverError::InvalidConfig(fields) => DriverError::InvalidConfig(
+            fields
+                .into_iter()
+                .take(bounds::ENTRIES)
+                .map(|f| crate::runtime::types::FieldError {
+                    field: bounds::text(f.field, bounds::KEY),
+                    message: m(f.message),
+                })
+                .collect(),
+        ),
+        wit::DriverError::NotSupported(s) => DriverError::NotSupported(m(s)),
+        wit::DriverError::TaskNotFound(s) => DriverError::TaskNotFound(m(s)),
+        wit::DriverError::Denied(s) => DriverError::Denied(m(s)),
         wit::DriverError::Failed(f) => DriverError::Failed(Failure {
-            message: f.message,
+            message: m(f.message),
             recoverable: f.recoverable,
         }),
     })
+}
+
+/// The call's task context with the task's own places (what its processes are checked
+/// against), from the host's task config when the caller gave none.
+fn with_paths(task: Option<Arc<TaskContext>>, cfg: &TaskConfig) -> Arc<TaskContext> {
+    if let Some(t) = &task
+        && t.paths.is_some()
+    {
+        return t.clone();
+    }
+    let mut t = task.map(|t| (*t).clone()).unwrap_or_default();
+    t.paths = Some(crate::runtime::TaskPaths {
+        alloc_root: std::path::Path::new(&cfg.alloc_dir)
+            .parent()
+            .map(|p| p.display().to_string())
+            .unwrap_or_default(),
+        task_dir: cfg.task_dir.clone(),
+        alloc_dir: cfg.alloc_dir.clone(),
+        stdout: cfg.stdout_path.clone(),
+        stderr: cfg.stderr_path.clone(),
+    });
+    Arc::new(t)
+}
+
+/// A driver's exit result, its error within [`bounds`].
+fn exit_of(r: wit_types::ExitResult) -> crate::runtime::types::ExitResult {
+    let mut r: crate::runtime::types::ExitResult = r.into();
+    r.err = r.err.map(|e| bounds::text(e, bounds::MESSAGE));
+    r
 }
 
 /// The most a driver may keep in one task's handle, bytes: the host stores the handle with
@@ -355,16 +416,24 @@ impl Driver {
     /// `h` as the host's handle, unless it is over [`MAX_HANDLE_BYTES`]: then the call
     /// fails, naming the driver and the limit.
     fn checked(&self, h: wit_types::TaskHandle) -> Result<TaskHandle, DriverCallError> {
+        let over = |what: String| {
+            Err(DriverCallError::Driver(DriverError::Failed(Failure {
+                message: format!("driver {:?} returned {what}", self.name),
+                recoverable: false,
+            })))
+        };
         let n = h.driver_state.len();
         if n > MAX_HANDLE_BYTES {
-            return Err(DriverCallError::Driver(DriverError::Failed(Failure {
-                message: format!(
-                    "driver {:?} returned a task handle of {n} bytes, over the limit of \
-                     {MAX_HANDLE_BYTES} bytes",
-                    self.name
-                ),
-                recoverable: false,
-            })));
+            return over(format!(
+                "a task handle of {n} bytes, over the limit of {MAX_HANDLE_BYTES} bytes"
+            ));
+        }
+        if h.task_id.len() > bounds::KEY {
+            return over(format!(
+                "a task id of {} bytes in its handle, over the limit of {} bytes",
+                h.task_id.len(),
+                bounds::KEY
+            ));
         }
         Ok(handle_of(h))
     }

@@ -1,5 +1,7 @@
 //! Task events drivers emit (the runtime's `events` interface), routed to the handler each
-//! task runner registers for its task, as Nomad's driver manager routes them.
+//! task runner registers for its task, as Nomad's driver manager routes them, and only
+//! from the driver that runs the task: another component naming a task it does not run
+//! reaches nobody.
 
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
@@ -11,19 +13,21 @@ use crate::runtime::types::DriverEvent;
 pub type EventHandler = Arc<dyn Fn(DriverEvent) + Send + Sync>;
 
 /// Routes driver events by `(alloc id, task name)`, parsed from the task id. Events for
-/// tasks nobody registered are logged and dropped, as Nomad's driver manager does.
+/// tasks nobody registered, or from a component other than the task's driver, are logged
+/// and dropped, as Nomad's driver manager drops events for unknown tasks.
 #[derive(Default)]
 pub struct EventRouter {
-    handlers: Mutex<HashMap<(String, String), EventHandler>>,
+    /// The task's driver and its handler, by (alloc id, task name).
+    handlers: Mutex<HashMap<(String, String), (String, EventHandler)>>,
 }
 
 impl EventRouter {
-    /// Register the handler for a task; replaces any earlier one.
-    pub fn register(&self, alloc_id: &str, task: &str, handler: EventHandler) {
+    /// Register the handler for a task run by `driver`; replaces any earlier one.
+    pub fn register(&self, alloc_id: &str, task: &str, driver: &str, handler: EventHandler) {
         self.handlers
             .lock()
             .unwrap()
-            .insert((alloc_id.into(), task.into()), handler);
+            .insert((alloc_id.into(), task.into()), (driver.into(), handler));
     }
 
     /// How many tasks have a handler.
@@ -50,7 +54,7 @@ impl EventSink for EventRouter {
     fn emit(&self, ev: DriverEvent) {
         let mut parts = ev.task_id.splitn(3, '/');
         let (Some(alloc), Some(task)) = (parts.next(), parts.next()) else {
-            tracing::warn!(component = %ev.component, task_id = %ev.task_id, "driver event with a malformed task id dropped");
+            tracing::debug!(component = %ev.component, task_id = ?ev.task_id, "driver event with a malformed task id dropped");
             return;
         };
         let handler = self
@@ -60,9 +64,12 @@ impl EventSink for EventRouter {
             .get(&(alloc.to_string(), task.to_string()))
             .cloned();
         match handler {
-            Some(h) => h(ev),
+            Some((driver, h)) if driver == ev.component => h(ev),
+            Some((driver, _)) => {
+                tracing::debug!(component = %ev.component, driver = %driver, task_id = ?ev.task_id, "driver event for a task another driver runs dropped")
+            }
             None => {
-                tracing::debug!(component = %ev.component, task_id = %ev.task_id, "driver event for an unknown task dropped")
+                tracing::debug!(component = %ev.component, task_id = ?ev.task_id, "driver event for an unknown task dropped")
             }
         }
     }

@@ -74,6 +74,14 @@ impl DriverHealth {
     /// [`TRIP_AFTER`] in a row it is unhealthy, with the reason, until a fingerprint
     /// succeeds again.
     pub fn call_failed(&self, name: &str, error: &CallError) {
+        // The agent's own load (its guest memory budget in use, a shutdown) is no
+        // failure of the driver's.
+        if matches!(
+            error.kind,
+            crate::runtime::CallFailure::Busy | crate::runtime::CallFailure::Closed
+        ) {
+            return;
+        }
         {
             let mut f = self.failures.lock().unwrap();
             let n = f.entry(name.to_string()).or_default();

@@ -100,6 +100,9 @@ pub struct DriverManager {
     bindings: Bindings,
 }
 
+/// The shortest timer a driver's `wait` may ask to be called again after.
+pub const MIN_WAKE: Duration = Duration::from_millis(10);
+
 impl DriverManager {
     /// A manager over the runtime's registry, keeping its state in memory only. `services`
     /// are the ones the runtime was built with.
@@ -174,8 +177,16 @@ impl DriverManager {
     }
 
     /// Register the handler for driver events about one task.
-    pub fn register_event_handler(&self, alloc_id: &str, task: &str, handler: EventHandler) {
-        self.services.events.register(alloc_id, task, handler);
+    pub fn register_event_handler(
+        &self,
+        alloc_id: &str,
+        task: &str,
+        driver: &str,
+        handler: EventHandler,
+    ) {
+        self.services
+            .events
+            .register(alloc_id, task, driver, handler);
     }
 
     /// How many tasks have an event handler registered (one per running task).
@@ -221,10 +232,14 @@ impl DriverManager {
     /// Sleep until what a driver's `wait` said to wake on: one of the listed processes
     /// exits, or its timer fires (one minute when it set none), or `until` passes.
     pub async fn sleep_until_wake(&self, wake: &WakeOn, until: Option<tokio::time::Instant>) {
+        // A driver asking to be called again at once would have its task's runner call it
+        // in a loop (20 such tasks kept most of a core busy): its timer is at least
+        // MIN_WAKE.
         let timer = wake
             .after_ns
             .map(Duration::from_nanos)
-            .unwrap_or(Duration::from_secs(60));
+            .unwrap_or(Duration::from_secs(60))
+            .max(MIN_WAKE);
         let mut sleep_until = tokio::time::Instant::now() + timer;
         if let Some(d) = until {
             sleep_until = sleep_until.min(d);

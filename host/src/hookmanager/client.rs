@@ -12,7 +12,7 @@ use crate::jobspec::Template;
 use crate::runtime::bindings::v0_1_0::hook::exports::paddock::plugin::task_hook as wit;
 use crate::runtime::bindings::v0_1_0::types as wit_types;
 use crate::runtime::types::FieldError;
-use crate::runtime::{CallError, LoadedComponent, TaskContext, World};
+use crate::runtime::{CallError, LoadedComponent, TaskContext, World, bounds};
 
 /// What a hook is told about the task.
 #[derive(Debug, Clone, Default)]
@@ -79,6 +79,14 @@ pub enum HookError {
         /// The call's failure.
         error: CallError,
     },
+    /// The hook returned what the host does not let it (a loader variable in the task's
+    /// environment without the grant, an answer past a bound).
+    #[error("hook {hook:?} {message}")]
+    Denied {
+        hook: String,
+        /// What it returned, and what would allow it.
+        message: String,
+    },
 }
 
 impl HookError {
@@ -117,6 +125,38 @@ impl HookManager {
             })
             .await;
         let resp = answer_of(name, answer)?;
+        let denied = |message: String| HookError::Denied {
+            hook: name.to_string(),
+            message,
+        };
+        // A hook's env reaches every process of the task: a loader variable there would
+        // run the hook's code in them (`LD_PRELOAD` of a file it wrote in the task dir).
+        if let Some((k, _)) = resp.env.iter().find(|(k, _)| !comp.grants().allows_env(k)) {
+            return Err(denied(format!(
+                "may not set {k} in a task's environment: loader and interpreter variables run code of their own and need plugin {name:?} {{ grant {{ loader_env = [{k:?}] }} }}"
+            )));
+        }
+        if resp.env.len() > bounds::HOOK_ENV_ENTRIES
+            || resp
+                .env
+                .iter()
+                .any(|(k, v)| k.len() > bounds::KEY || v.len() > bounds::HOOK_ENV_VALUE)
+        {
+            return Err(denied(format!(
+                "returned an env of {} variables, over the limits of {} variables, names of {} bytes and values of {} bytes",
+                resp.env.len(),
+                bounds::HOOK_ENV_ENTRIES,
+                bounds::KEY,
+                bounds::HOOK_ENV_VALUE
+            )));
+        }
+        let state_bytes: usize = resp.state.iter().map(|(k, v)| k.len() + v.len()).sum();
+        if state_bytes > bounds::HOOK_STATE {
+            return Err(denied(format!(
+                "returned {state_bytes} bytes of state, over the limit of {} bytes",
+                bounds::HOOK_STATE
+            )));
+        }
         Ok(Prestart {
             env: resp.env.into_iter().collect(),
             state: resp.state.into_iter().collect(),
@@ -249,14 +289,28 @@ fn answer_of<T>(
     answer: Result<Result<T, wit::HookError>, CallError>,
 ) -> Result<T, HookError> {
     let hook = name.to_string();
+    let m = |s: String| bounds::text(s, bounds::MESSAGE);
     match answer {
         Ok(Ok(v)) => Ok(v),
-        Ok(Err(wit::HookError::Refused(message))) => Err(HookError::Refused { hook, message }),
+        Ok(Err(wit::HookError::Refused(message))) => Err(HookError::Refused {
+            hook,
+            message: m(message),
+        }),
         Ok(Err(wit::HookError::InvalidConfig(fields))) => Err(HookError::InvalidConfig {
             hook,
-            fields: fields.into_iter().map(Into::into).collect(),
+            fields: fields
+                .into_iter()
+                .take(bounds::ENTRIES)
+                .map(|f| FieldError {
+                    field: bounds::text(f.field, bounds::KEY),
+                    message: m(f.message),
+                })
+                .collect(),
         }),
-        Ok(Err(wit::HookError::Failed(message))) => Err(HookError::Failed { hook, message }),
+        Ok(Err(wit::HookError::Failed(message))) => Err(HookError::Failed {
+            hook,
+            message: m(message),
+        }),
         Err(error) => Err(HookError::Component { hook, error }),
     }
 }

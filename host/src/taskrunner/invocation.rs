@@ -299,6 +299,7 @@ impl TaskRunner {
         self.drivers.register_event_handler(
             &self.alloc_id,
             &self.task.name,
+            &self.task.driver,
             Arc::new(move |ev| {
                 let mut te = TaskEvent::new(TaskEventType::Driver, ev.message.clone());
                 te.driver_message = ev.message;

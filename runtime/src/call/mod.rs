@@ -2,8 +2,9 @@
 //! a warm store or a fresh one (after an instance permit), the caller's closure under the
 //! call's deadline, then the outcome ([`outcome`]).
 //!
-//! What the limits count: the deadline (`call_timeout`) starts once the call has its store,
-//! so time spent waiting for an instance permit is not charged to the component; it then
+//! What the limits count: a call first waits for its component's turn (at most
+//! `max_concurrent_calls` in flight) and an instance permit; the deadline (`call_timeout`)
+//! starts once the call has its store, so those waits are not charged to the component; it then
 //! covers instantiation, guest CPU and host waits alike. Guest CPU is also checked on every
 //! epoch tick, so a spinning guest is stopped even when its future is not polled.
 
@@ -153,6 +154,18 @@ impl Runtime {
         let Some(pre) = W::pre(&comp.pre) else {
             return Err(wrong_world(comp, op));
         };
+        // The component's turn first (not charged to the deadline), held for the call only.
+        let _turn = comp
+            .turns
+            .clone()
+            .acquire_owned()
+            .await
+            .map_err(|_| CallError {
+                component: comp.ctx.name.clone(),
+                op,
+                kind: CallFailure::Closed,
+                detail: "the component is unloaded".into(),
+            })?;
         let mut call = self.begin(comp, task, op).await?;
         let Call {
             store,
@@ -204,8 +217,13 @@ impl Runtime {
                 kind: CallFailure::Closed,
                 detail: "the runtime is shutting down".into(),
             })?;
-        let (store, witness) =
-            store::new_store(&self.engine, comp.ctx.clone(), task, self.services.clone());
+        let (store, witness) = store::new_store(
+            &self.engine,
+            comp.ctx.clone(),
+            task,
+            self.services.clone(),
+            self.budget.clone(),
+        );
         Ok(Call {
             store,
             witness,

@@ -29,6 +29,9 @@ pub enum CallFailure {
     Closed,
     /// The component's exports do not have the types of this agent's contract.
     ContractMismatch,
+    /// The agent's guest memory budget was in use by other calls: the agent's load, not
+    /// the component's fault (recoverable, not counted against its health).
+    Busy,
 }
 
 impl std::fmt::Display for CallFailure {
@@ -40,6 +43,7 @@ impl std::fmt::Display for CallFailure {
             CallFailure::WrongWorld => "wrong world",
             CallFailure::Closed => "runtime closed",
             CallFailure::ContractMismatch => "does not match the contract",
+            CallFailure::Busy => "found the agent's guest memory in use",
         })
     }
 }
@@ -139,7 +143,9 @@ fn classify(
     w: &CallWitness,
     timeout: Duration,
 ) -> CallError {
-    let (kind, mut detail) = if w.memory_hit.load(Ordering::Relaxed) {
+    let (kind, mut detail) = if w.budget_hit.load(Ordering::Relaxed) {
+        (CallFailure::Busy, e.root_cause().to_string())
+    } else if w.memory_hit.load(Ordering::Relaxed) {
         (
             CallFailure::OutOfMemory,
             format!(
@@ -225,6 +231,7 @@ mod tests {
             output: pipe,
             memory_hit: Arc::new(AtomicBool::new(memory)),
             deadline_hit: Arc::new(AtomicBool::new(deadline)),
+            budget_hit: Arc::new(AtomicBool::new(false)),
         }
     }
 

@@ -54,15 +54,17 @@ impl Host for Events<'_> {
         *self.emitted = self.emitted.saturating_add(1);
         if *self.emitted > MAX_EVENTS_PER_CALL {
             if *self.emitted == MAX_EVENTS_PER_CALL + 1 {
-                tracing::warn!(component = %self.component.name, task_id = %task_id, "component emitted more than {MAX_EVENTS_PER_CALL} events in one call: the rest of this call's are dropped");
+                tracing::warn!(component = %self.component.name, task_id = ?crate::bounds::text(task_id, crate::bounds::KEY), "component emitted more than {MAX_EVENTS_PER_CALL} events in one call: the rest of this call's are dropped");
             }
             return;
         }
+        // Each event is kept in its allocation's record and sent to every reader of it:
+        // its message and details have their caps.
         sink.emit(DriverEvent {
             component: self.component.name.clone(),
-            task_id,
-            message,
-            details,
+            task_id: crate::bounds::text(task_id, crate::bounds::KEY),
+            message: crate::bounds::text(message, crate::bounds::MESSAGE),
+            details: crate::bounds::pairs(details),
         });
     }
 }

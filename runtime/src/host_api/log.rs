@@ -43,6 +43,8 @@ impl Host for Log<'_> {
             }
             message.truncate(cut);
         }
+        // A guest's newline or escape sequence must not read as a line of the agent's.
+        let message = crate::bounds::log_line(&message);
         let component = self.component;
         match level {
             LogLevel::Trace => tracing::trace!(target: "component", component, "{message}"),
