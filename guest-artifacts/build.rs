@@ -33,6 +33,7 @@ const ARTIFACTS: &[&str] = &[
     "template_hook",
     "fixture_env_hook",
     "fixture_versioned_hook",
+    "fixture_hostile_hook",
 ];
 
 /// The SDK crates whose sources `sources.rs` carries, for the projects `agent component new`

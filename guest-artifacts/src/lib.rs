@@ -79,6 +79,12 @@ artifact!(
     /// `PADDOCK_HOOK_BUILD` (or traps on every call but `info`); see [`restamp`].
     FIXTURE_VERSIONED_HOOK, "PADDOCK_GUEST_FIXTURE_VERSIONED_HOOK", "fixture_versioned_hook.wasm");
 
+artifact!(
+    /// Test fixture: the `hostile-hook` hook, which does one hostile thing per task meta key
+    /// (returns `LD_PRELOAD`, plants links in the task's folders, writes files, floods its
+    /// env and state).
+    FIXTURE_HOSTILE_HOOK, "PADDOCK_GUEST_FIXTURE_HOSTILE_HOOK", "fixture_hostile_hook.wasm");
+
 /// The components built into the agent binary.
 pub const BUILT_IN: &[Artifact] = &[
     MOCK_DRIVER,

@@ -254,7 +254,13 @@ async fn the_agent_starts_with_a_folder_of_bad_components_and_lists_what_it_refu
         guest_artifacts::FIXTURE_UNKNOWN_WORLD.bytes,
     )
     .unwrap();
-    // A third party's driver that takes the built-in mock's name: shown as replacing it.
+    // A new build of the built-in mock under its own name: shown as replacing it. The same
+    // under another file name is refused: a name's grants and tasks go only to its file.
+    std::fs::write(
+        dir.path().join("mock.wasm"),
+        guest_artifacts::MOCK_DRIVER.bytes,
+    )
+    .unwrap();
     std::fs::write(
         dir.path().join("their_mock.wasm"),
         guest_artifacts::MOCK_DRIVER.bytes,
@@ -274,10 +280,7 @@ async fn the_agent_starts_with_a_folder_of_bad_components_and_lists_what_it_refu
     let mock = by_name("mock");
     assert_eq!(mock["ReplacesBuiltIn"], true, "{mock:#}");
     assert!(
-        mock["Source"]
-            .as_str()
-            .unwrap()
-            .ends_with("their_mock.wasm"),
+        mock["Source"].as_str().unwrap().ends_with("/mock.wasm"),
         "{mock:#}"
     );
     assert_eq!(by_name("raw_exec")["ReplacesBuiltIn"], false);
@@ -289,7 +292,11 @@ async fn the_agent_starts_with_a_folder_of_bad_components_and_lists_what_it_refu
         .collect();
     assert!(names.contains(&"mock".to_string()), "{names:?}");
     let refused = v["Refused"].as_array().unwrap();
-    assert_eq!(refused.len(), 2, "{refused:?}");
+    assert_eq!(refused.len(), 3, "{refused:?}");
+    assert!(refused.iter().any(|r| {
+        let r = r.as_str().unwrap();
+        r.contains("their_mock.wasm") && r.contains("it reports the name \"mock\"")
+    }));
     assert!(
         refused
             .iter()

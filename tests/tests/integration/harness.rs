@@ -44,8 +44,8 @@ pub fn settings(grants: Grants, timeout: Duration, config: serde_json::Value) ->
         grants,
         memory_bytes: Some(32 << 20),
         call_timeout: Some(timeout),
-        instance_reuse: None,
         config,
+        ..Default::default()
     }
 }
 
@@ -319,11 +319,12 @@ pub fn last_terminated(alloc: &serde_json::Value, task: &str) -> serde_json::Val
         .unwrap_or_else(|| panic!("no Terminated event: {alloc:#}"))
 }
 
-/// A folder holding the `fixture-env` hook.
+/// A folder holding the `fixture-env` hook, as `fixture-env.wasm` (the file its
+/// `plugin "fixture-env"` settings are bound to by its name).
 pub fn fixture_env_dir() -> tempfile::TempDir {
     let dir = tempfile::tempdir().unwrap();
     let a = guest_artifacts::FIXTURE_ENV_HOOK;
-    std::fs::write(dir.path().join(a.file_name), a.bytes).unwrap();
+    std::fs::write(dir.path().join("fixture-env.wasm"), a.bytes).unwrap();
     dir
 }
 

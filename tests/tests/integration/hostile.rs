@@ -82,6 +82,7 @@ async fn a_flood_of_events_is_cut_at_the_per_call_limit() {
     rt.services.events.register(
         "flood",
         "t",
+        "mock",
         Arc::new(move |_| {
             counter.fetch_add(1, Ordering::Relaxed);
         }),

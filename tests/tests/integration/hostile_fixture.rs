@@ -25,7 +25,7 @@ async fn hostile_agent(dir: &Path) -> AgentProcess {
     std::fs::write(
         &cfg,
         format!(
-            "{}plugin \"hostile\" {{\n  grant {{\n    read_paths = [\"{root}/readable\"]\n    process = [\"{root}/allowed/*\"]\n  }}\n  limits {{\n    call_timeout = \"2s\"\n    memory_mb = 16\n  }}\n}}\n",
+            "{}plugin \"hostile\" {{\n  file = \"fixture_hostile.wasm\"\n  grant {{\n    read_paths = [\"{root}/readable\"]\n    process = [\"{root}/allowed/*\"]\n  }}\n  limits {{\n    call_timeout = \"2s\"\n    memory_mb = 16\n  }}\n}}\n",
             crate::harness::NODE_DISK,
             root = root.display()
         ),

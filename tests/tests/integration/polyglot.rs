@@ -254,6 +254,7 @@ async fn the_js_countdown_driver_validates_exits_with_its_code_and_stops_by_sign
 
 const PY_GUARD: &str = r#"
 plugin "py-guard" {
+  file = "py-hook.wasm"
   config {
     max_memory_mb = 512
     required_meta = ["owner"]
@@ -330,7 +331,7 @@ async fn the_python_hook_sets_env_from_meta_and_resources_and_refuses_outside_it
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_slow_python_hook_does_not_hold_up_other_tasks() {
     let b = built().await;
-    let config = "plugin \"py-guard\" {\n config {\n delay_ms = 6000\n }\n}\n\
+    let config = "plugin \"py-guard\" {\n file = \"py-hook.wasm\"\n config {\n delay_ms = 6000\n }\n}\n\
                   hook \"py-guard\" {\n drivers = [\"raw_exec\"]\n}\n";
     let t = TestAgent::start(config, folder_of(&b.py_hook)).await;
     let started = Instant::now();

@@ -237,7 +237,7 @@ async fn component_changes_are_events_a_rescan_finds_them_and_the_cli_shows_them
     };
     let text = refused.to_string();
     assert!(
-        text.contains("copy.wasm") && text.contains("already served by"),
+        text.contains("copy.wasm") && text.contains("it reports the name \\\"versioned\\\""),
         "{text}"
     );
     assert!(

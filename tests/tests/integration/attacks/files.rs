@@ -1,0 +1,115 @@
+//! Links a task or a hook leaves in its folders, which the host (root) then meets: an
+//! `exec` task's in the alloc dir it owns (hole 4), a `task_dir` hook's, relative as a
+//! guest writes them, in the task dir and the logs (hole 6).
+
+use serde_json::json;
+
+use super::{agent, eventually, failed_saying, finished, job, root_only};
+
+/// Hole 4: an `exec` task (as `nobody`, in its chroot) links a root-only file of the host
+/// as its next stderr log file and as the log file its output rotates into. The logs
+/// endpoint does not read through the link, and the executor (root) does not write
+/// through it.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn links_an_exec_task_plants_in_its_logs_are_neither_read_nor_written() {
+    let dir = tempfile::tempdir().unwrap();
+    let root = std::fs::canonicalize(dir.path()).unwrap();
+    let a = agent(&root, "", "").await;
+    let secret = root_only(&root.join("secret"), "root-only-secret\n");
+    let victim = root_only(&root.join("victim"), "untouched\n");
+    let script = format!(
+        "ln -s {secret} /alloc/logs/t.stderr.99; ln -s {victim} /alloc/logs/t.stdout.1; \
+         echo planted; head -c 1500000 /dev/zero | tr '\\0' x; echo; sleep 1",
+        secret = secret.display(),
+        victim = victim.display()
+    );
+    a.post_job(job(
+        "plant",
+        "exec",
+        json!({ "command": "/bin/sh", "args": ["-c", script] }),
+    ))
+    .await;
+    let al = finished(&a, "plant").await;
+    assert_eq!(al["ClientStatus"], "complete", "{}", super::events(&al));
+    let id = al["ID"].as_str().unwrap();
+    for kind in ["stderr", "stdout"] {
+        let text = a
+            .http
+            .get(a.url(&format!(
+                "/v1/client/fs/logs/{id}?task=t&type={kind}&plain=true"
+            )))
+            .send()
+            .await
+            .unwrap()
+            .text()
+            .await
+            .unwrap();
+        assert!(!text.contains("root-only-secret"), "{kind}: read through");
+    }
+    assert_eq!(std::fs::read_to_string(&victim).unwrap(), "untouched\n");
+    assert_eq!(
+        std::fs::read_to_string(&secret).unwrap(),
+        "root-only-secret\n"
+    );
+    // The output that rotated went to a file of the task's own in place of the link.
+    let logs = root.join("data/alloc").join(id).join("alloc/logs");
+    assert!(
+        std::fs::symlink_metadata(logs.join("t.stdout.1"))
+            .unwrap()
+            .is_file()
+    );
+}
+
+/// Hole 6: a hook with the `task_dir` grant plants relative links — the task's stderr log
+/// to a host file, its `secrets` folder to a host folder — that it cannot follow itself.
+/// The task's output does not reach the host file; the next start's task-dir setup
+/// refuses the linked folder, naming it, and changes nothing outside.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn links_a_hook_plants_are_never_followed_by_the_host() {
+    use std::os::unix::fs::PermissionsExt;
+    let dir = tempfile::tempdir().unwrap();
+    let root = std::fs::canonicalize(dir.path()).unwrap();
+    let a = agent(&root, "", "").await;
+    let victim = root_only(&root.join("victim"), "untouched\n");
+    let outside = root.join("outside");
+    std::fs::create_dir_all(&outside).unwrap();
+    std::fs::set_permissions(&outside, std::fs::Permissions::from_mode(0o755)).unwrap();
+    // From <root>/data/alloc/<id>/alloc/logs and <root>/data/alloc/<id>/t.
+    let plant = serde_json::to_string(&[
+        ("/alloc/logs/t.stderr.0", "../../../../../victim"),
+        ("/task/secrets", "../../../../outside"),
+    ])
+    .unwrap();
+    // A task that fails (sleep's usage on stderr) and is started again once.
+    let mut j = job(
+        "hooked",
+        "raw_exec",
+        json!({ "command": "/usr/bin/sleep", "args": ["not-a-number"] }),
+    );
+    j["TaskGroups"][0]["RestartPolicy"] = json!({ "Attempts": 1, "Interval": 60_000_000_000u64, "Delay": 100_000_000u64, "Mode": "fail" });
+    j["Meta"] = json!({ "paddock.hooks": "hostile-hook", "hostile.plant": plant });
+    a.post_job(j).await;
+    let al = finished(&a, "hooked").await;
+    failed_saying(&al, "failed to build task directory");
+    failed_saying(&al, "not followed");
+    assert_eq!(std::fs::read_to_string(&victim).unwrap(), "untouched\n");
+    let mode = std::fs::metadata(&outside).unwrap().permissions().mode() & 0o777;
+    assert_eq!(mode, 0o755, "the folder outside was chmod'ed");
+    // The first run's stderr went to a file of the task's own.
+    let id = al["ID"].as_str().unwrap().to_string();
+    eventually("the task's stderr is readable", async || {
+        let text = a
+            .http
+            .get(a.url(&format!(
+                "/v1/client/fs/logs/{id}?task=t&type=stderr&plain=true"
+            )))
+            .send()
+            .await
+            .unwrap()
+            .text()
+            .await
+            .unwrap();
+        text.contains("sleep")
+    })
+    .await;
+}

@@ -1,0 +1,181 @@
+//! The attacker's suite: each hole an attacker found in the host's capabilities (issue 31),
+//! tried again against a real agent process run as root, as the README runs it, asserting
+//! the promise: nothing outside the grant is read, written, run, chowned or signalled; the
+//! agent comes back after a restart; other tasks and namespaces are untouched.
+//!
+//! The attackers are the `hostile` driver and the `hostile-hook` hook (guest fixtures, built
+//! with the guests, one attack per task config option or task meta key), a job submitter
+//! with an ordinary token, and an API client. `docs/security.md` lists each attack and the
+//! test that runs it. A new host capability adds its attacks here.
+//!
+//! - [`process`]: what a guest hands `process.spawn` and `spawn-isolated` (env, output
+//!   paths, isolation, users, capabilities, pids) — holes 1, 2, 3 and 8;
+//! - [`files`]: links a task or a hook leaves in its folders — holes 4 and 6, hook env 7;
+//! - [`components`]: names, sizes, memory, events, logs, wake-ups, the breaker — holes 9,
+//!   11, 12, 13 and the low ones;
+//! - [`api`]: names and ids a job gives, variables, the event stream, connections — holes 5
+//!   and 10 and the API client's.
+
+mod api;
+mod components;
+mod files;
+mod process;
+
+use std::path::{Path, PathBuf};
+use std::time::{Duration, Instant};
+
+use serde_json::{Value, json};
+
+use crate::harness::{AgentProcess, NODE_DISK, all_terminal};
+
+/// An agent process with the hostile driver (bound to its file, granted `/usr/bin/sleep`,
+/// `<dir>/allowed/*`, events and isolation) and the hostile hook (granted the task dir), a
+/// raw_exec granted `/usr/bin/sleep` and `/usr/bin/seq` only, and `extra` config.
+async fn agent(dir: &Path, hostile_grant: &str, extra: &str) -> AgentProcess {
+    let comps = dir.join("components");
+    let hooks = dir.join("hooks");
+    for (d, a) in [
+        (&comps, guest_artifacts::FIXTURE_HOSTILE),
+        (&hooks, guest_artifacts::FIXTURE_HOSTILE_HOOK),
+    ] {
+        std::fs::create_dir_all(d).unwrap();
+        std::fs::write(d.join(a.file_name), a.bytes).unwrap();
+    }
+    std::fs::create_dir_all(dir.join("allowed")).unwrap();
+    let config = format!(
+        r#"{NODE_DISK}
+plugin "hostile" {{
+  file = "fixture_hostile.wasm"
+  grant {{
+    process   = ["/usr/bin/sleep", "{dir}/allowed/*"]
+    events    = true
+    isolation = true
+    {hostile_grant}
+  }}
+  limits {{
+    call_timeout = "5s"
+    memory_mb    = 64
+  }}
+}}
+plugin "hostile-hook" {{
+  file = "fixture_hostile_hook.wasm"
+  grant {{
+    task_dir = true
+  }}
+}}
+plugin "raw_exec" {{
+  grant {{
+    process    = ["/usr/bin/sleep", "/usr/bin/seq"]
+    loader_env = ["LD_LIBRARY_PATH"]
+  }}
+}}
+{extra}
+"#,
+        dir = dir.display()
+    );
+    let file = dir.join("attack.hcl");
+    std::fs::write(&file, config).unwrap();
+    let mut a = AgentProcess::new(dir);
+    a.args = vec![
+        "--components".into(),
+        comps.display().to_string(),
+        "--hooks".into(),
+        hooks.display().to_string(),
+        "--config".into(),
+        file.display().to_string(),
+    ];
+    a.start().await;
+    a
+}
+
+/// A batch job of one task (no restarts, small logs).
+fn job(id: &str, driver: &str, config: Value) -> Value {
+    json!({ "ID": id, "Type": "batch", "TaskGroups": [{ "Name": "g",
+        "RestartPolicy": { "Attempts": 0, "Mode": "fail" },
+        "Tasks": [{ "Name": "t", "Driver": driver, "Config": config,
+            "KillTimeout": 200_000_000u64,
+            "Resources": { "CPU": 100, "MemoryMB": 64 },
+            "LogConfig": { "MaxFiles": 2, "MaxFileSizeMB": 1 } }] }] })
+}
+
+/// The job's one allocation, once terminal.
+async fn finished(agent: &AgentProcess, job: &str) -> Value {
+    let allocs = agent.wait_allocs(job, all_terminal).await;
+    agent.alloc(allocs[0]["ID"].as_str().unwrap()).await
+}
+
+/// Every event of every task, one per line: what a failure message shows.
+fn events(alloc: &Value) -> String {
+    let mut out = String::new();
+    for (task, state) in alloc["TaskStates"].as_object().into_iter().flatten() {
+        for e in state["Events"].as_array().into_iter().flatten() {
+            let text = |k: &str| e[k].as_str().unwrap_or_default().to_string();
+            out += &format!(
+                "{task}: {} | {} | {}\n",
+                text("Type"),
+                text("DisplayMessage"),
+                text("DriverError")
+            );
+        }
+    }
+    out
+}
+
+/// Asserts the allocation failed and one of its events says `want`.
+fn failed_saying(alloc: &Value, want: &str) {
+    let said = events(alloc);
+    assert_eq!(alloc["ClientStatus"], "failed", "{said}");
+    assert!(said.contains(want), "want {want:?} in:\n{said}");
+}
+
+/// Waits until `check` holds, 30 s at most.
+async fn eventually(what: &str, mut check: impl AsyncFnMut() -> bool) {
+    let deadline = Instant::now() + Duration::from_secs(30);
+    while !check().await {
+        assert!(Instant::now() < deadline, "never: {what}");
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+}
+
+/// A file of `text` that only root may read or write.
+fn root_only(path: &Path, text: &str) -> PathBuf {
+    use std::os::unix::fs::PermissionsExt;
+    std::fs::write(path, text).unwrap();
+    std::fs::set_permissions(path, std::fs::Permissions::from_mode(0o600)).unwrap();
+    path.to_path_buf()
+}
+
+/// A shared object whose constructor writes `marker`: what `LD_PRELOAD` would run. Built
+/// with the machine's C compiler (the guests' build needs one too).
+fn preload_library(dir: &Path, marker: &Path) -> Vec<u8> {
+    let src = dir.join("payload.c");
+    std::fs::write(
+        &src,
+        format!(
+            "#include <fcntl.h>\n#include <unistd.h>\n\
+             __attribute__((constructor)) static void payload(void) {{\n\
+               int fd = open(\"{}\", O_CREAT | O_WRONLY, 0644);\n\
+               if (fd >= 0) {{ write(fd, \"ran as root\\n\", 12); close(fd); }}\n\
+             }}\n",
+            marker.display()
+        ),
+    )
+    .unwrap();
+    let out = dir.join("payload.so");
+    let built = std::process::Command::new("cc")
+        .args(["-shared", "-fPIC", "-o"])
+        .arg(&out)
+        .arg(&src)
+        .output()
+        .expect("running the C compiler (cc) for the LD_PRELOAD payload");
+    assert!(
+        built.status.success(),
+        "building the payload: {}",
+        String::from_utf8_lossy(&built.stderr)
+    );
+    std::fs::read(&out).unwrap()
+}
+
+fn hex(bytes: &[u8]) -> String {
+    bytes.iter().map(|b| format!("{b:02x}")).collect()
+}
