@@ -35,11 +35,16 @@ plugin "raw_exec" {
   }
 }
 
-# Isolated tasks: namespaces, a chroot, nobody, cgroup limits (needs root and cgroups).
+# Isolated tasks: namespaces, a chroot, nobody, cgroup limits (needs root and cgroups). The
+# host decides the chroot (the task dir with chroot_env and the alloc dir) and refuses the
+# users of denied_host_uids (root by default).
 plugin "exec" {
   grant {
-    process   = ["/usr/bin/*", "/bin/*"]
-    isolation = true
+    process          = ["/usr/bin/*", "/bin/*"]
+    isolation        = true
+    chroot_env       = ["/bin", "/etc", "/lib", "/lib64", "/sbin", "/usr"]
+    denied_host_uids = "0"
+    pids_max         = 4096
   }
   config {
     default_user = "nobody"
@@ -70,4 +75,12 @@ plugin "template" {
 # Run env-inject for every task.
 hook "env-inject" {
   all_tasks = true
+}
+
+# What the API's clients and the components together may take (Nomad's `limits` block,
+# with the keys a single node adds).
+limits {
+  http_max_conns_per_client = 100   # connections per client address; past it, 429
+  http_read_header_timeout  = "10s" # a request's headers must arrive within this
+  guest_memory_mb           = 1024  # linear memory of all component instances together
 }

@@ -25,6 +25,11 @@ pub struct PluginConfig {
     pub driver: Option<String>,
     /// Folders of third-party components.
     pub components: Vec<PathBuf>,
+    /// The driver component's file, when its name is not `<driver>.wasm` (its settings
+    /// and grants go to that file only).
+    pub driver_file: Option<String>,
+    /// The sha256 the driver component's bytes must have.
+    pub driver_sha256: Option<String>,
     /// Where the task executor, process records and compile cache live.
     pub data_dir: Option<PathBuf>,
     /// The task config fields of a third-party driver (the built-ins' are known).
@@ -70,9 +75,14 @@ impl PluginConfig {
             .component_config
             .clone()
             .unwrap_or_else(|| serde_json::json!({}));
-        self.limits
+        self.grant.validate().map_err(|e| ConfigError(e.clone()))?;
+        let mut s = self
+            .limits
             .settings(self.grant.clone(), config)
-            .map_err(ConfigError)
+            .map_err(ConfigError)?;
+        s.file = self.driver_file.clone();
+        s.sha256 = self.driver_sha256.clone();
+        Ok(s)
     }
 }
 

@@ -34,6 +34,12 @@ pub fn serve(socket: &Path, dir: &Path) -> std::io::Result<()> {
     // Its own session: a signal to the agent's process group or terminal does not reach
     // the executor or its tasks.
     let _ = rustix::process::setsid();
+    // It never gains privileges through an exec, nor do the tasks it starts: a raw_exec
+    // task run as an unprivileged user cannot climb back through a setuid binary or a
+    // file capability (isolated tasks set it again themselves).
+    if let Err(e) = rustix::thread::set_no_new_privs(true) {
+        tracing::warn!(error = %e, "setting no_new_privs on the task executor failed");
+    }
     std::fs::create_dir_all(dir)?;
     let _ = std::fs::remove_file(socket);
     let listener = UnixListener::bind(socket)?;

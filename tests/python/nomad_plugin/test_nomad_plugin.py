@@ -46,9 +46,13 @@ PLUGIN_SCHEMA = {
     "components": None,
     "data_dir": None,
     "driver": None,
-    "grant": {a: None for a in ("devices", "env", "events", "isolation", "process",
-                                "task_dir", "variables")},
-    "limits": {a: None for a in ("call_timeout", "instance_reuse", "memory_mb")},
+    "driver_file": None,
+    "driver_sha256": None,
+    "grant": {a: None for a in ("chroot_env", "denied_host_gids", "denied_host_uids",
+                                "devices", "env", "events", "isolation", "loader_env",
+                                "pids_max", "process", "task_dir", "variables")},
+    "limits": {a: None for a in ("call_timeout", "instance_reuse", "max_concurrent_calls",
+                                 "memory_mb")},
     "task_config_fields": None,
 }
 

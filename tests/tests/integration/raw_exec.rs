@@ -179,3 +179,39 @@ async fn without_a_process_grant_raw_exec_is_undetected() {
     assert!(node["Attributes"].get("driver.raw_exec").is_none());
     assert_eq!(node["Attributes"]["driver.mock"], "1");
 }
+
+/// Defence in depth: the operator's `user` for raw_exec runs every task as that user, with
+/// no way back through a setuid binary (the executor sets no_new_privs); a task asking for
+/// another user fails, naming both.
+#[tokio::test]
+async fn the_operators_user_runs_every_raw_exec_task() {
+    let t = TestAgent::start(
+        "plugin \"raw_exec\" {\n grant {\n process = [\"/bin/*\", \"/usr/bin/*\"]\n }\n config {\n user = \"nobody\"\n }\n}",
+        vec![],
+    )
+    .await;
+    t.post_job(job(
+        "as-nobody",
+        json!({ "Name": "t", "Driver": "raw_exec", "Config": { "command": "/bin/sh",
+            "args": ["-c", "id -u; grep NoNewPrivs /proc/self/status"] } }),
+    ))
+    .await;
+    let mut root = job(
+        "as-root",
+        json!({ "Name": "t", "Driver": "raw_exec", "User": "root",
+                "Config": { "command": "/bin/true" } }),
+    );
+    root["TaskGroups"][0]["RestartPolicy"] = json!({ "Attempts": 0, "Mode": "fail" });
+    t.post_job(root).await;
+    let a = t.finished_alloc("as-nobody").await;
+    assert_eq!(a["ClientStatus"], "complete", "{a:#}");
+    let out = std::fs::read_to_string(log_dir(&t, &a).join("t.stdout.0")).unwrap();
+    assert_eq!(out, "65534\nNoNewPrivs:\t1\n");
+    let a = t.finished_alloc("as-root").await;
+    assert_eq!(a["ClientStatus"], "failed");
+    assert!(
+        a.to_string()
+            .contains("this agent runs raw_exec tasks as \\\"nobody\\\""),
+        "{a:#}"
+    );
+}
