@@ -6,7 +6,7 @@ use std::time::{Duration, Instant};
 
 use serde_json::{Value, json};
 
-use super::{agent, eventually, failed_saying, finished, job};
+use super::{agent, eventually, failed_saying, finished, job, running, text};
 
 /// Hole 9: a file in the components folder that answers `info()` as `raw_exec` (here a real
 /// raw_exec build under another file name) is refused: it gets neither raw_exec's grants
@@ -16,22 +16,14 @@ async fn a_component_gets_the_grants_of_its_file_never_of_the_name_it_gives() {
     let dir = tempfile::tempdir().unwrap();
     let root = std::fs::canonicalize(dir.path()).unwrap();
     let a = agent(&root, "", "").await;
-    let mut running = job(
+    let mut service = job(
         "running",
         "raw_exec",
         json!({ "command": "/usr/bin/sleep", "args": ["30"] }),
     );
-    running["Type"] = json!("service");
-    a.post_job(running).await;
-    let running_alloc = a
-        .wait_allocs("running", |al| {
-            al.first()
-                .is_some_and(|a| a["TaskStates"]["t"]["State"] == "running")
-        })
-        .await[0]["ID"]
-        .as_str()
-        .unwrap()
-        .to_string();
+    service["Type"] = json!("service");
+    a.post_job(service).await;
+    let running_alloc = running(&a, "running").await;
     let impostor = guest_artifacts::restamp(guest_artifacts::RAW_EXEC_DRIVER.bytes, 7, 1, "ok")
         .expect("raw_exec carries a build stamp");
     std::fs::write(root.join("components/evil.wasm"), impostor).unwrap();
@@ -121,30 +113,14 @@ async fn what_a_component_answers_is_kept_at_its_caps() {
         "message"
     );
     assert!(ev["Details"].as_object().unwrap().len() <= 256, "details");
-    let all = a
-        .http
-        .get(a.url("/v1/allocations"))
-        .send()
-        .await
-        .unwrap()
-        .text()
-        .await
-        .unwrap();
+    let all = text(&a, "/v1/allocations").await;
     assert!(
         all.len() < 500_000,
         "/v1/allocations is {} bytes",
         all.len()
     );
     eventually("the fingerprint's flood is capped", async || {
-        let node = a
-            .http
-            .get(a.url("/v1/node/self"))
-            .send()
-            .await
-            .unwrap()
-            .text()
-            .await
-            .unwrap();
+        let node = text(&a, "/v1/node/self").await;
         let v: Value = serde_json::from_str(&node).unwrap();
         let n = v["Drivers"]["hostile"]["Attributes"]
             .as_object()
@@ -240,15 +216,7 @@ async fn a_driver_s_events_reach_only_the_tasks_it_runs() {
         json!({ "run_for": "3s" }),
     ))
     .await;
-    let victim = a
-        .wait_allocs("victim", |al| {
-            al.first()
-                .is_some_and(|a| a["TaskStates"]["t"]["State"] == "running")
-        })
-        .await[0]["ID"]
-        .as_str()
-        .unwrap()
-        .to_string();
+    let victim = running(&a, "victim").await;
     a.post_job(job(
         "forger",
         "hostile",

@@ -4,7 +4,7 @@
 
 use serde_json::json;
 
-use super::{agent, eventually, failed_saying, finished, job, root_only};
+use super::{agent, eventually, failed_saying, finished, job, root_only, task_log};
 
 /// Hole 4: an `exec` task (as `nobody`, in its chroot) links a root-only file of the host
 /// as its next stderr log file and as the log file its output rotates into. The logs
@@ -33,17 +33,7 @@ async fn links_an_exec_task_plants_in_its_logs_are_neither_read_nor_written() {
     assert_eq!(al["ClientStatus"], "complete", "{}", super::events(&al));
     let id = al["ID"].as_str().unwrap();
     for kind in ["stderr", "stdout"] {
-        let text = a
-            .http
-            .get(a.url(&format!(
-                "/v1/client/fs/logs/{id}?task=t&type={kind}&plain=true"
-            )))
-            .send()
-            .await
-            .unwrap()
-            .text()
-            .await
-            .unwrap();
+        let text = task_log(&a, id, kind).await;
         assert!(!text.contains("root-only-secret"), "{kind}: read through");
     }
     assert_eq!(std::fs::read_to_string(&victim).unwrap(), "untouched\n");
@@ -98,18 +88,7 @@ async fn links_a_hook_plants_are_never_followed_by_the_host() {
     // The first run's stderr went to a file of the task's own.
     let id = al["ID"].as_str().unwrap().to_string();
     eventually("the task's stderr is readable", async || {
-        let text = a
-            .http
-            .get(a.url(&format!(
-                "/v1/client/fs/logs/{id}?task=t&type=stderr&plain=true"
-            )))
-            .send()
-            .await
-            .unwrap()
-            .text()
-            .await
-            .unwrap();
-        text.contains("sleep")
+        task_log(&a, &id, "stderr").await.contains("sleep")
     })
     .await;
 }

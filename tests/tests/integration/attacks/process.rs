@@ -272,17 +272,7 @@ async fn an_isolated_task_holds_no_capability_and_its_processes_are_capped() {
 
     let bomb = finished(&a, "fork-bomb").await;
     let id = bomb["ID"].as_str().unwrap();
-    let err = a
-        .http
-        .get(a.url(&format!(
-            "/v1/client/fs/logs/{id}?task=t&type=stderr&plain=true"
-        )))
-        .send()
-        .await
-        .unwrap()
-        .text()
-        .await
-        .unwrap();
+    let err = super::task_log(&a, id, "stderr").await;
     assert!(
         err.contains("fork") || err.contains("Resource temporarily unavailable"),
         "40 processes ran past pids_max 16: {err}"
