@@ -83,8 +83,11 @@ pub const DEFAULT_PIDS_MAX: u64 = 4096;
 
 /// Environment variables that make a program load or run code other than itself: the
 /// dynamic loader's, glibc's and the common interpreters' (each entry a name, or a prefix
-/// ending in `*`). A process started with one runs what the variable names, so a
-/// component may pass one only with the `loader_env` grant.
+/// ending in `*`), and Python's `PYTHON<LETTER>…` ones (`PYTHONPATH`, `PYTHONSTARTUP`,
+/// `PYTHONBREAKPOINT`; `PYTHON_…` names are not Python's). A process started with one runs
+/// what the variable names, so a component may pass one only with the `loader_env` grant.
+/// Names jobs use for their own values (`ENV`, `CLASSPATH`, `MALLOC_ARENA_MAX`,
+/// `GIT_COMMIT`) are not on it.
 pub const LOADER_VARIABLES: &[&str] = &[
     "LD_*",
     "DYLD_*",
@@ -94,21 +97,20 @@ pub const LOADER_VARIABLES: &[&str] = &[
     "HOSTALIASES",
     "LOCALDOMAIN",
     "LOCPATH",
-    "MALLOC_*",
+    "MALLOC_TRACE",
     "NIS_PATH",
     "NLSPATH",
     "RESOLV_HOST_CONF",
     "RES_OPTIONS",
     "BASH_ENV",
-    "ENV",
     "BASH_FUNC_*",
     "SHELLOPTS",
     "BASHOPTS",
     "PS4",
-    "PYTHON*",
-    "PERL5*",
+    "PERL5LIB",
+    "PERL5OPT",
+    "PERL5DB",
     "PERLLIB",
-    "PERLIO",
     "RUBYLIB",
     "RUBYOPT",
     "NODE_OPTIONS",
@@ -116,19 +118,32 @@ pub const LOADER_VARIABLES: &[&str] = &[
     "JAVA_TOOL_OPTIONS",
     "_JAVA_OPTIONS",
     "JDK_JAVA_OPTIONS",
-    "CLASSPATH",
     "LUA_INIT*",
     "LUA_PATH*",
     "LUA_CPATH*",
-    "GIT_*",
+    "GIT_SSH",
+    "GIT_SSH_COMMAND",
+    "GIT_EXEC_PATH",
+    "GIT_ASKPASS",
+    "GIT_EDITOR",
+    "GIT_PAGER",
+    "GIT_EXTERNAL_DIFF",
+    "GIT_PROXY_COMMAND",
+    "GIT_TEMPLATE_DIR",
+    "GIT_CONFIG*",
 ];
 
-/// Whether `key` is one of the [`LOADER_VARIABLES`].
+/// Whether `key` is one of the [`LOADER_VARIABLES`] (or a `PYTHON<LETTER>…` one).
 pub fn is_loader_variable(key: &str) -> bool {
-    LOADER_VARIABLES.iter().any(|v| match v.strip_suffix('*') {
-        Some(prefix) => key.starts_with(prefix),
-        None => key == *v,
-    })
+    let python = key
+        .strip_prefix("PYTHON")
+        .and_then(|rest| rest.chars().next())
+        .is_some_and(|c| c.is_ascii_uppercase());
+    python
+        || LOADER_VARIABLES.iter().any(|v| match v.strip_suffix('*') {
+            Some(prefix) => key.starts_with(prefix),
+            None => key == *v,
+        })
 }
 
 impl Grants {
@@ -361,7 +376,19 @@ mod tests {
         ] {
             assert!(!g.allows_env(key), "{key}");
         }
-        for key in ["PATH", "HOME", "NOMAD_TASK_DIR", "LANG", "OLD_PRELOAD"] {
+        for key in [
+            "PATH",
+            "HOME",
+            "NOMAD_TASK_DIR",
+            "LANG",
+            "OLD_PRELOAD",
+            "ENV",
+            "CLASSPATH",
+            "MALLOC_ARENA_MAX",
+            "GIT_COMMIT",
+            "PYTHON_HOOK_TASK",
+            "PYTHON",
+        ] {
             assert!(g.allows_env(key), "{key}");
         }
         let g = Grants {
