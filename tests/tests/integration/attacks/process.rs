@@ -217,15 +217,11 @@ async fn isolation_is_the_hosts_choice_not_the_guests() {
     );
 }
 
-/// What an isolated task gets when the operator lets it run as root
-/// (`denied_host_uids = ""`): no capability, so no `mknod`, no mount, no way back; and a
-/// fork bomb stops at the grant's `pids_max`.
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn an_isolated_task_holds_no_capability_and_its_processes_are_capped() {
-    let dir = tempfile::tempdir().unwrap();
-    let root = std::fs::canonicalize(dir.path()).unwrap();
-    let a = agent(
-        &root,
+/// The exec agent of the two tests below: root allowed (`denied_host_uids = ""`), at most
+/// 16 processes per task.
+async fn exec_agent(root: &std::path::Path) -> crate::harness::AgentProcess {
+    agent(
+        root,
         "",
         r#"plugin "exec" {
   grant {
@@ -236,7 +232,16 @@ async fn an_isolated_task_holds_no_capability_and_its_processes_are_capped() {
   }
 }"#,
     )
-    .await;
+    .await
+}
+
+/// What an isolated task gets when the operator lets it run as root
+/// (`denied_host_uids = ""`): no capability, so no `mknod`, no mount, no way back.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_isolated_task_holds_no_capability() {
+    let dir = tempfile::tempdir().unwrap();
+    let root = std::fs::canonicalize(dir.path()).unwrap();
+    let a = exec_agent(&root).await;
     let mut as_root = job(
         "as-root",
         "exec",
@@ -247,14 +252,6 @@ async fn an_isolated_task_holds_no_capability_and_its_processes_are_capped() {
     );
     as_root["TaskGroups"][0]["Tasks"][0]["User"] = json!("root");
     a.post_job(as_root).await;
-    a.post_job(job(
-        "fork-bomb",
-        "exec",
-        json!({ "command": "/bin/sh", "args": ["-c",
-            "for i in $(seq 40); do sleep 3 & done; wait; echo forked"] }),
-    ))
-    .await;
-
     let al = finished(&a, "as-root").await;
     assert_eq!(al["ClientStatus"], "complete", "{}", super::events(&al));
     let out = a.stdout(al["ID"].as_str().unwrap(), "t").await;
@@ -269,10 +266,23 @@ async fn an_isolated_task_holds_no_capability_and_its_processes_are_capped() {
         !out.contains("MKNOD-DONE") && !out.contains("MOUNT-DONE"),
         "{out}"
     );
+}
 
+/// Low: a fork bomb in an isolated task stops at the grant's `pids_max`.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_isolated_task_s_processes_are_capped() {
+    let dir = tempfile::tempdir().unwrap();
+    let root = std::fs::canonicalize(dir.path()).unwrap();
+    let a = exec_agent(&root).await;
+    a.post_job(job(
+        "fork-bomb",
+        "exec",
+        json!({ "command": "/bin/sh", "args": ["-c",
+            "for i in $(seq 40); do sleep 3 & done; wait; echo forked"] }),
+    ))
+    .await;
     let bomb = finished(&a, "fork-bomb").await;
-    let id = bomb["ID"].as_str().unwrap();
-    let err = super::task_log(&a, id, "stderr").await;
+    let err = super::task_log(&a, bomb["ID"].as_str().unwrap(), "stderr").await;
     assert!(
         err.contains("fork") || err.contains("Resource temporarily unavailable"),
         "40 processes ran past pids_max 16: {err}"
