@@ -188,6 +188,7 @@ async fn concurrent_calls_stay_within_the_guest_memory_budget() {
     }
     sampler.abort();
     let peak = peak.load(std::sync::atomic::Ordering::Relaxed);
+    eprintln!("60 validations of 56 MiB: agent RSS {before} -> {peak} MiB, {busy} answered busy");
     assert!(
         peak < before + 600,
         "agent RSS went from {before} to {peak} MiB"
