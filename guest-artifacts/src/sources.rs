@@ -19,9 +19,9 @@ pub const SDK_FILES: &[SdkFile] = include!(concat!(env!("OUT_DIR"), "/sdk_source
 
 /// The contract's WIT files, `(file name, text)`: package `paddock:plugin@0.1.0`.
 pub const WIT: &[(&str, &str)] = &[
-    ("host.wit", include_str!("../../wit/host.wit")),
-    ("plugins.wit", include_str!("../../wit/plugins.wit")),
-    ("types.wit", include_str!("../../wit/types.wit")),
+    ("host.wit", include_str!("../../wit/0.1.0/host.wit")),
+    ("plugins.wit", include_str!("../../wit/0.1.0/plugins.wit")),
+    ("types.wit", include_str!("../../wit/0.1.0/types.wit")),
 ];
 
 /// The guest workspace's root manifest: the versions its members inherit.

@@ -14,7 +14,7 @@ pub mod v0_1_0 {
     /// The `driver` world; it also generates every shared host interface.
     pub mod driver {
         wasmtime::component::bindgen!({
-            path: "../wit",
+            path: "../wit/0.1.0",
             world: "driver",
             imports: { default: async },
             exports: { default: async },
@@ -25,7 +25,7 @@ pub mod v0_1_0 {
     /// The `hook` world, reusing the driver world's shared interfaces.
     pub mod hook {
         wasmtime::component::bindgen!({
-            path: "../wit",
+            path: "../wit/0.1.0",
             world: "hook",
             imports: { default: async },
             exports: { default: async },
@@ -45,7 +45,7 @@ pub mod v0_1_0 {
     /// The `device-plugin` world, reusing the driver world's shared interfaces.
     pub mod device {
         wasmtime::component::bindgen!({
-            path: "../wit",
+            path: "../wit/0.1.0",
             world: "device-plugin",
             imports: { default: async },
             exports: { default: async },

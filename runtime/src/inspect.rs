@@ -45,8 +45,8 @@ impl std::fmt::Display for World {
     }
 }
 
-/// Contract versions this agent can host.
-pub const SUPPORTED_VERSIONS: &[&str] = &[crate::bindings::v0_1_0::VERSION];
+/// Contract versions this agent serves, the newest of each track ([`crate::contract`]).
+pub const SUPPORTED_VERSIONS: &[&str] = crate::contract::SERVED;
 
 /// What the bytes say about a component.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -102,6 +102,25 @@ pub enum InspectError {
         /// The version it was built against.
         found: String,
     },
+    /// Built against a newer minor version of a contract track this agent serves: it may
+    /// use what this agent does not have.
+    #[error(
+        "needs paddock:plugin@{needed} (it uses {item}), but this agent serves paddock:plugin up to {served}: upgrade the agent, or build the component against {served}"
+    )]
+    NewerThanServed {
+        /// The newest contract version the component uses.
+        needed: String,
+        /// One import or export of that version.
+        item: String,
+        /// The newest version of that track this agent serves.
+        served: String,
+    },
+}
+
+/// `paddock:plugin/<name>@<version>` → `(name, version)`.
+fn paddock_item(name: &str) -> Option<(&str, &str)> {
+    let rest = name.strip_prefix("paddock:plugin/")?;
+    Some(rest.split_once('@').unwrap_or((rest, "")))
 }
 
 /// Inspect `bytes`: validate them and find the Paddock world and contract version.
@@ -151,34 +170,173 @@ pub fn inspect_with(bytes: &[u8], validate: bool) -> Result<Inspection, InspectE
             _ => {}
         }
     }
-    let mut found_other_version = None;
-    for name in &exports {
-        // e.g. "paddock:plugin/driver@0.1.0"
-        let Some(rest) = name.strip_prefix("paddock:plugin/") else {
+    // The world, and the version it says it was built against, come from its export (a
+    // served one first, should it export the world at two versions).
+    let worlds: Vec<(World, &str)> = exports
+        .iter()
+        .filter_map(|name| paddock_item(name))
+        .filter_map(|(iface, version)| Some((World::from_export(iface)?, version)))
+        .collect();
+    let Some(&(world, version)) = worlds
+        .iter()
+        .find(|(_, v)| crate::contract::served(v).is_ok())
+        .or(worlds.first())
+    else {
+        return Err(InspectError::UnknownWorld(exports));
+    };
+    if crate::contract::served(version) == Err(crate::contract::Unserved::OtherTrack) {
+        return Err(InspectError::UnsupportedVersion {
+            found: version.to_string(),
+        });
+    }
+    // Every contract item it uses must be served: a guest built against a newer minor than
+    // this agent's would otherwise fail to link, or link and miss what it needs.
+    let mut newest: Option<(crate::contract::Version, &String, String)> = None;
+    for name in exports.iter().chain(&imports) {
+        let Some((_, v)) = paddock_item(name) else {
             continue;
         };
-        let (iface, version) = rest.split_once('@').unwrap_or((rest, ""));
-        let Some(world) = World::from_export(iface) else {
-            continue;
-        };
-        if SUPPORTED_VERSIONS.contains(&version) {
-            return Ok(Inspection {
-                world,
-                version: version.to_string(),
-                imports,
-            });
+        match crate::contract::served(v) {
+            Ok(()) => {}
+            Err(crate::contract::Unserved::OtherTrack) => {
+                return Err(InspectError::UnsupportedVersion {
+                    found: v.to_string(),
+                });
+            }
+            Err(crate::contract::Unserved::Newer { served }) => {
+                let parsed = crate::contract::Version::parse(v).expect("served parsed it");
+                if newest.as_ref().is_none_or(|(n, _, _)| parsed > *n) {
+                    newest = Some((parsed, name, served));
+                }
+            }
         }
-        found_other_version = Some(version.to_string());
     }
-    match found_other_version {
-        Some(found) => Err(InspectError::UnsupportedVersion { found }),
-        None => Err(InspectError::UnknownWorld(exports)),
+    if let Some((needed, item, served)) = newest {
+        return Err(InspectError::NewerThanServed {
+            needed: needed.to_string(),
+            item: item.clone(),
+            served,
+        });
     }
+    Ok(Inspection {
+        world,
+        version: version.to_string(),
+        imports,
+    })
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// A component that imports each of `imports` as an empty instance and exports the
+    /// first import again under each of `exports`: enough for inspection to read its names.
+    fn component(imports: &[&str], exports: &[&str]) -> Vec<u8> {
+        use wasm_encoder::{ComponentBuilder, ComponentExportKind, ComponentTypeRef, InstanceType};
+        let mut b = ComponentBuilder::default();
+        let ty = b.type_instance(None, &InstanceType::new());
+        let indices: Vec<u32> = imports
+            .iter()
+            .map(|name| b.import(*name, ComponentTypeRef::Instance(ty)))
+            .collect();
+        let first = indices[0];
+        for name in exports {
+            b.export(*name, ComponentExportKind::Instance, first, None);
+        }
+        b.finish()
+    }
+
+    #[test]
+    fn a_component_of_a_served_version_is_read() {
+        let bytes = component(
+            &["paddock:plugin/log@0.1.0"],
+            &["paddock:plugin/task-driver@0.1.0"],
+        );
+        let found = inspect(&bytes).unwrap();
+        assert_eq!(found.world, World::Driver);
+        assert_eq!(found.version, "0.1.0");
+        assert_eq!(found.imports, ["paddock:plugin/log@0.1.0"]);
+    }
+
+    #[test]
+    fn a_newer_minor_is_refused_naming_both_versions_and_what_needs_it() {
+        // Built against a newer minor throughout.
+        let bytes = component(
+            &["paddock:plugin/log@0.1.4"],
+            &["paddock:plugin/task-hook@0.1.4"],
+        );
+        let err = inspect(&bytes).unwrap_err();
+        assert_eq!(
+            err,
+            InspectError::NewerThanServed {
+                needed: "0.1.4".into(),
+                item: "paddock:plugin/task-hook@0.1.4".into(),
+                served: "0.1.0".into(),
+            }
+        );
+        assert_eq!(
+            err.to_string(),
+            "needs paddock:plugin@0.1.4 (it uses paddock:plugin/task-hook@0.1.4), but this \
+             agent serves paddock:plugin up to 0.1.0: upgrade the agent, or build the \
+             component against 0.1.0"
+        );
+        // A world of a served version importing one interface of a newer minor: the newest
+        // of what it uses is named.
+        let bytes = component(
+            &[
+                "paddock:plugin/log@0.1.0",
+                "paddock:plugin/process@0.1.2",
+                "paddock:plugin/events@0.1.7",
+                "wasi:cli/stdout@0.2.6",
+            ],
+            &["paddock:plugin/task-driver@0.1.0"],
+        );
+        assert_eq!(
+            inspect(&bytes).unwrap_err(),
+            InspectError::NewerThanServed {
+                needed: "0.1.7".into(),
+                item: "paddock:plugin/events@0.1.7".into(),
+                served: "0.1.0".into(),
+            }
+        );
+    }
+
+    #[test]
+    fn another_track_is_refused_as_unsupported() {
+        for (imports, exports, found) in [
+            (
+                &["paddock:plugin/log@0.2.0"][..],
+                &["paddock:plugin/device@0.2.0"][..],
+                "0.2.0",
+            ),
+            (
+                &["paddock:plugin/log@9.0.0"],
+                &["paddock:plugin/task-driver@9.0.0"],
+                "9.0.0",
+            ),
+            (
+                &["paddock:plugin/log@1.0.0"],
+                &["paddock:plugin/task-driver@0.1.0"],
+                "1.0.0",
+            ),
+            (&["paddock:plugin/log"], &["paddock:plugin/task-driver"], ""),
+        ] {
+            assert_eq!(
+                inspect(&component(imports, exports)),
+                Err(InspectError::UnsupportedVersion {
+                    found: found.into()
+                }),
+                "{imports:?} {exports:?}"
+            );
+        }
+        assert!(matches!(
+            inspect(&component(
+                &["paddock:plugin/log@0.1.0"],
+                &["other:x/y@1.0.0"]
+            )),
+            Err(InspectError::UnknownWorld(_))
+        ));
+    }
 
     #[test]
     fn refuses_non_components() {

@@ -15,6 +15,8 @@
 //! - [`store`]: what a call's `Store` holds, and the linker composition;
 //! - [`context`]: the component, task and services a call is about;
 //! - [`host_api`]: the host interfaces, one module each;
+//! - [`contract`]: the released contract versions (pinned `wit/<version>/` folders), the ones
+//!   served, and the rule for a guest's version;
 //! - [`bindings`] and [`types`]: versioned bindings and the host-owned types they convert to;
 //! - [`engine`], [`grants`], [`registry`], [`metrics`].
 //!
@@ -33,6 +35,7 @@ pub mod cache;
 pub mod call;
 pub mod component;
 pub mod context;
+pub mod contract;
 pub mod engine;
 pub mod grants;
 pub mod host_api;

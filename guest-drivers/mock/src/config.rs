@@ -142,6 +142,10 @@ pub struct TaskConfig {
     pub stdout_repeat: i32,
     /// Time between the repeats.
     pub stdout_repeat_duration: u64,
+    /// `stdout_string` goes through the host's `env.interpolate` first.
+    pub stdout_interpolate: bool,
+    /// The task's device reservations (host `devices`) are written after `stdout_string`.
+    pub stdout_devices: bool,
     /// A deliberate misbehaviour of one op.
     pub misbehave: Option<Misbehave>,
     /// Bytes of padding kept in the task's handle (a driver that keeps too much state).
@@ -178,6 +182,8 @@ pub fn parse_task_config(json: &str) -> Result<TaskConfig, Vec<FieldError>> {
             "stdout_string" => string(&value).map(|v| config.stdout_string = Some(v)),
             "stdout_repeat" => int(&value).map(|v| config.stdout_repeat = v),
             "stdout_repeat_duration" => duration(&value).map(|v| config.stdout_repeat_duration = v),
+            "stdout_interpolate" => boolean(&value).map(|v| config.stdout_interpolate = v),
+            "stdout_devices" => boolean(&value).map(|v| config.stdout_devices = v),
             "misbehave" => {
                 config.misbehave = misbehave(&value, TASK_OPS, &mut errors);
                 Ok(())
@@ -329,7 +335,8 @@ mod tests {
                 "kill_after": "2s", "signal_error": "no signals", "stdout_string": "hi",
                 "driver_event": "pulling image",
                 "stdout_repeat": 2, "stdout_repeat_duration": "1s", "misbehave": null,
-                "handle_padding": 10, "driver_event_repeat": 3}"#,
+                "handle_padding": 10, "driver_event_repeat": 3, "stdout_interpolate": true,
+                "stdout_devices": true}"#,
         )
         .unwrap();
         assert_eq!(
@@ -351,6 +358,8 @@ mod tests {
                 misbehave: None,
                 handle_padding: 10,
                 driver_event_repeat: 3,
+                stdout_interpolate: true,
+                stdout_devices: true,
             }
         );
     }

@@ -18,6 +18,8 @@
 //! | `driver_event` | string | `start` emits this task event (type "Driver"); Paddock's own |
 //! | `stdout_string` | string | written to the task's stdout at start (host `task-logs`) |
 //! | `stdout_repeat`, `stdout_repeat_duration` | int, duration | written that many more times, one per duration, while the task runs |
+//! | `stdout_interpolate` | bool | `stdout_string` goes through the task's environment first (host `env.interpolate`: `${NOMAD_TASK_NAME}`, `${attr.…}`); needs the `env` grant |
+//! | `stdout_devices` | bool | the task's device reservations (host `devices`) follow `stdout_string`, a line each: `env KEY=VALUE`, `mount TASK<-HOST`, `device TASK<-HOST`; needs the `devices` grant |
 //! | `driver_event_repeat` | int | how many times `start` emits `driver_event` (a driver that floods), at most 10,000,000 |
 //! | `handle_padding` | int | bytes of padding kept in the task's handle (a driver that keeps too much), at most 32 MiB |
 //! | `misbehave` | object | see below |
@@ -49,7 +51,7 @@ mod task;
 
 use config::{Op, parse_plugin_config, parse_task_config};
 use misbehave::{check, check_plugin};
-use paddock_driver_sdk::host::{config as plugin_config, events, task_logs, timer};
+use paddock_driver_sdk::host::{config as plugin_config, devices, env, events, task_logs, timer};
 use paddock_driver_sdk::{
     Capabilities, Driver, DriverError, Fingerprint, PluginInfo, ResourceUsage, TaskConfig,
     TaskHandle, TaskState, TaskStatus, WaitStatus,
@@ -58,6 +60,31 @@ use task::{Progress, signal_number};
 
 /// The mock driver.
 pub struct Mock;
+
+/// The text a task writes at start: `stdout_string`, through the task's environment with
+/// `stdout_interpolate`, then its device reservations with `stdout_devices`.
+fn start_output(config: &config::TaskConfig) -> Result<Option<String>, DriverError> {
+    let mut text = config.stdout_string.clone();
+    if let (true, Some(t)) = (config.stdout_interpolate, &text) {
+        text = Some(env::interpolate(t)?);
+    }
+    if config.stdout_devices {
+        let mut out = text.unwrap_or_default();
+        for r in devices::reserved()? {
+            for (k, v) in &r.env {
+                out.push_str(&format!("env {k}={v}\n"));
+            }
+            for m in &r.mounts {
+                out.push_str(&format!("mount {}<-{}\n", m.task_path, m.host_path));
+            }
+            for d in &r.devices {
+                out.push_str(&format!("device {}<-{}\n", d.task_path, d.host_path));
+            }
+        }
+        text = Some(out);
+    }
+    Ok(text)
+}
 
 /// Decodes a handle's state, then misbehaves if the task's config or the plugin config
 /// names `op`.
@@ -144,6 +171,8 @@ impl Driver for Mock {
                 );
             }
         }
+        let mut config = config;
+        config.stdout_string = start_output(&config)?;
         let mut state = task::HandleState::new(&config, timer::now());
         write_stdout(&task.id, &mut state, timer::now());
         TaskHandle::new(task.id, &state)
@@ -241,3 +270,48 @@ impl Driver for Mock {
 }
 
 paddock_driver_sdk::export_driver!(Mock);
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use paddock_driver_sdk::fake::{self, FakeHost};
+    use paddock_driver_sdk::{DeviceNode, Mount};
+
+    #[test]
+    fn the_start_output_reads_the_env_and_the_reservations_only_when_asked() {
+        fake::install(FakeHost {
+            env: [("NOMAD_TASK_NAME".to_string(), "web".to_string())].into(),
+            reservations: vec![devices::Reservation {
+                env: vec![("MOCK_DEVICE_IDS".into(), "mock-0".into())],
+                mounts: vec![Mount {
+                    task_path: "/m".into(),
+                    host_path: "/srv/m".into(),
+                    read_only: true,
+                }],
+                devices: vec![DeviceNode {
+                    task_path: "/dev/m0".into(),
+                    host_path: "/dev/null".into(),
+                    permissions: "r".into(),
+                }],
+            }],
+            ..FakeHost::default()
+        });
+        let config = |json: &str| parse_task_config(json).unwrap();
+        assert_eq!(
+            start_output(&config(r#"{"stdout_string": "${NOMAD_TASK_NAME}\n"}"#)).unwrap(),
+            Some("${NOMAD_TASK_NAME}\n".into())
+        );
+        assert_eq!(
+            start_output(&config(
+                r#"{"stdout_string": "${NOMAD_TASK_NAME}\n", "stdout_interpolate": true,
+                    "stdout_devices": true}"#
+            ))
+            .unwrap(),
+            Some(
+                "web\nenv MOCK_DEVICE_IDS=mock-0\nmount /m<-/srv/m\ndevice /dev/m0<-/dev/null\n"
+                    .into()
+            )
+        );
+        assert_eq!(start_output(&config("{}")).unwrap(), None);
+    }
+}

@@ -143,7 +143,9 @@ fn every_block_of_the_guide_is_marked_and_holds() {
                 assert!(!config.plugin.is_empty(), "{at}: no plugin block");
             }
             "contract-table" => {
-                let wit = std::fs::read_to_string(repo_root().join("wit/plugins.wit")).unwrap();
+                let wit =
+                    std::fs::read_to_string(crate::harness::contract_dir().join("plugins.wit"))
+                        .unwrap();
                 let rows: String = wit
                     .lines()
                     .filter_map(|l| l.strip_prefix("/// |"))
@@ -151,7 +153,7 @@ fn every_block_of_the_guide_is_marked_and_holds() {
                     .collect();
                 assert_eq!(
                     b.text, rows,
-                    "{at}: the table differs from wit/plugins.wit's"
+                    "{at}: the table differs from the contract's plugins.wit"
                 );
             }
             "run" => {} // the_guides_commands_run_as_written

@@ -1,5 +1,5 @@
 //! The guest SDKs as a third party gets them: each carries the contract's WIT (a copy of
-//! `wit/`, kept equal by the first test), and they package and build from their packages
+//! the newest served `wit/<version>/`, kept equal by the first test), and they package and build from their packages
 //! alone, as they would from a registry.
 
 use std::path::{Path, PathBuf};
@@ -32,7 +32,9 @@ fn wit_files(dir: &Path) -> Vec<(String, Vec<u8>)> {
 
 #[test]
 fn every_sdk_carries_the_contract_wit_unchanged() {
-    let contract = wit_files(&root().join("wit"));
+    let contract = wit_files(&crate::harness::contract_dir());
+    let from = crate::harness::contract_dir();
+    let from = from.strip_prefix(root()).unwrap().display();
     assert!(!contract.is_empty());
     for sdk in SDKS {
         let copy = wit_files(&root().join(sdk).join("wit"));
@@ -40,14 +42,14 @@ fn every_sdk_carries_the_contract_wit_unchanged() {
         assert_eq!(
             names(&copy),
             names(&contract),
-            "{sdk}/wit must hold the files of wit/: run `for d in {}; do cp wit/*.wit $d/wit/; done`",
+            "{sdk}/wit must hold the files of {from}: run `for d in {}; do cp {from}/*.wit $d/wit/; done`",
             SDKS.join(" ")
         );
         for ((name, theirs), (_, ours)) in copy.iter().zip(&contract) {
             assert!(
                 theirs == ours,
-                "{sdk}/wit/{name} differs from wit/{name}: the SDKs carry the contract as it is; \
-                 copy wit/ into each SDK (`for d in {}; do cp wit/*.wit $d/wit/; done`)",
+                "{sdk}/wit/{name} differs from {from}/{name}: the SDKs carry the contract as it is; \
+                 copy it into each SDK (`for d in {}; do cp {from}/*.wit $d/wit/; done`)",
                 SDKS.join(" ")
             );
         }

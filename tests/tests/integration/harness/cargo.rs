@@ -13,6 +13,16 @@ pub fn repo_root() -> PathBuf {
         .to_path_buf()
 }
 
+/// The folder of the newest contract version this agent serves (`wit/<version>/`): the
+/// WIT the SDKs carry and third parties build against.
+pub fn contract_dir() -> PathBuf {
+    let newest = paddock::runtime::contract::SERVED
+        .iter()
+        .max_by_key(|v| paddock::runtime::contract::Version::parse(v))
+        .unwrap();
+    repo_root().join("wit").join(newest)
+}
+
 /// `cargo` (the one running the tests), with the outer build's environment removed.
 pub fn cargo() -> Command {
     let mut cmd = Command::new(std::env::var("CARGO").unwrap_or_else(|_| "cargo".into()));
