@@ -16,7 +16,8 @@
 //!   their plugins) and [`node`] (identity, fingerprint, node events);
 //! - [`taskenv`] (the env builder), [`allocdir`], [`ports`], [`evals`], [`events`] and
 //!   [`changes`] (the change index and event stream), [`metrics`] (the metrics model),
-//!   [`structs`] (Nomad-shaped records), [`jobspec`] (HCL and JSON jobs), [`state`] (the
+//!   [`structs`] (Nomad-shaped records), [`jobspec`] (HCL and JSON jobs), [`constraint`]
+//!   (Nomad's constraint language: attributes with units, operands, versions), [`state`] (the
 //!   state DB), [`executor`] (the task executor and the process table), [`logmon`] (log
 //!   files), [`safefs`] (files in folders a task or a component can write, never through a
 //!   link), [`util`];
@@ -33,6 +34,7 @@ pub mod api;
 pub mod changes;
 pub mod cli;
 pub mod config;
+pub mod constraint;
 pub mod cron;
 pub mod devicemanager;
 pub mod drivermanager;

@@ -7,10 +7,11 @@
 //! dimension (`DimensionExhausted`: `cores`, `cpu`, `memory`, `disk`). A task asking for
 //! `cores` gets whole cores that no other task holds, and their MHz count as its CPU.
 
-use std::collections::{BTreeMap, BTreeSet};
+use std::collections::BTreeSet;
 
 use serde_json::Value;
 
+use crate::constraint::Constraint;
 use crate::evals::Unplaced;
 use crate::jobspec::{Job, TaskGroup};
 use crate::structs::AllocatedResources;
@@ -129,138 +130,6 @@ impl Capacity {
     }
 }
 
-/// One `constraint` (Nomad's `Constraint`: `LTarget`, `Operand`, `RTarget`).
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct Constraint {
-    pub ltarget: String,
-    pub operand: String,
-    pub rtarget: String,
-}
-
-impl Constraint {
-    /// How Nomad names it in `ConstraintFiltered`.
-    pub fn describe(&self) -> String {
-        format!("{} {} {}", self.ltarget, self.operand, self.rtarget)
-    }
-
-    /// Whether it holds on `node` (keys as [`NodeInfo::keys`] gives them).
-    pub fn holds(&self, keys: &BTreeMap<String, String>) -> bool {
-        let l = resolve(&self.ltarget, keys);
-        let r = resolve(&self.rtarget, keys);
-        match self.operand.as_str() {
-            "" | "=" | "==" | "is" => l.is_some() && l == r,
-            "!=" | "not" => l != r,
-            "is_set" => l.is_some(),
-            "is_not_set" => l.is_none(),
-            "regexp" => match (l, r) {
-                (Some(l), Some(r)) => regex::Regex::new(&r).is_ok_and(|re| re.is_match(&l)),
-                _ => false,
-            },
-            "version" | "semver" => match (l, r) {
-                (Some(l), Some(r)) => version_matches(&l, &r),
-                _ => false,
-            },
-            op @ ("<" | "<=" | ">" | ">=") => match (l, r) {
-                (Some(l), Some(r)) => {
-                    let ord = match (l.parse::<f64>(), r.parse::<f64>()) {
-                        (Ok(a), Ok(b)) => a.partial_cmp(&b),
-                        _ => Some(l.cmp(&r)),
-                    };
-                    ord.is_some_and(|o| match op {
-                        "<" => o.is_lt(),
-                        "<=" => o.is_le(),
-                        ">" => o.is_gt(),
-                        _ => o.is_ge(),
-                    })
-                }
-                _ => false,
-            },
-            "set_contains" | "set_contains_all" => match (l, r) {
-                (Some(l), Some(r)) => {
-                    let have: Vec<&str> = l.split(',').map(str::trim).collect();
-                    r.split(',').map(str::trim).all(|x| have.contains(&x))
-                }
-                _ => false,
-            },
-            "set_contains_any" => match (l, r) {
-                (Some(l), Some(r)) => {
-                    let have: Vec<&str> = l.split(',').map(str::trim).collect();
-                    r.split(',').map(str::trim).any(|x| have.contains(&x))
-                }
-                _ => false,
-            },
-            // `distinct_hosts`, `distinct_property`: one node holds them trivially.
-            "distinct_hosts" | "distinct_property" => true,
-            _ => false,
-        }
-    }
-}
-
-/// A target's value: `${key}` looked up on the node (absent: `None`), anything else
-/// literal.
-fn resolve(target: &str, keys: &BTreeMap<String, String>) -> Option<String> {
-    match target
-        .trim()
-        .strip_prefix("${")
-        .and_then(|t| t.strip_suffix('}'))
-    {
-        Some(key) => keys.get(key).cloned(),
-        None => Some(target.to_string()),
-    }
-}
-
-/// Numeric parts of a version, as far as they go (`5.10.0-28-amd64` is 5.10.0).
-fn version_parts(v: &str) -> Vec<u64> {
-    v.trim()
-        .trim_start_matches('v')
-        .split(['.', '-', '+'])
-        .map_while(|p| p.parse().ok())
-        .collect()
-}
-
-/// Whether `version` meets every comparison of `req` (go-version's syntax: `>= 1.2, < 2`;
-/// a bare version is `=`). Lenient as go-version is, where the `semver` crate is strict.
-pub fn version_matches(version: &str, req: &str) -> bool {
-    let have = version_parts(version);
-    if have.is_empty() {
-        return false;
-    }
-    req.split(',').all(|c| {
-        let c = c.trim();
-        let (op, v) = ["~>", ">=", "<=", "!=", ">", "<", "="]
-            .iter()
-            .find_map(|op| c.strip_prefix(op).map(|v| (*op, v.trim())))
-            .unwrap_or(("=", c));
-        let want = version_parts(v);
-        let n = have.len().max(want.len());
-        let pad = |v: &[u64]| {
-            (0..n)
-                .map(|i| v.get(i).copied().unwrap_or(0))
-                .collect::<Vec<_>>()
-        };
-        let (a, b) = (pad(&have), pad(&want));
-        match op {
-            "=" => a == b,
-            "!=" => a != b,
-            ">" => a > b,
-            ">=" => a >= b,
-            "<" => a < b,
-            "<=" => a <= b,
-            // Pessimistic: >= the version, below the next release of its second-last part.
-            _ => {
-                let mut upper = want.clone();
-                if upper.len() > 1 {
-                    upper.pop();
-                }
-                if let Some(last) = upper.last_mut() {
-                    *last += 1;
-                }
-                a >= b && a < pad(&upper)
-            }
-        }
-    })
-}
-
 /// The `Constraints` a job, group or task carries (kept from its JSON).
 fn constraints_of(kept: &crate::jobspec::Kept) -> Vec<Constraint> {
     let Some(Value::Array(list)) = kept.get("Constraints") else {
@@ -314,55 +183,6 @@ pub fn filter(
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    fn keys() -> BTreeMap<String, String> {
-        BTreeMap::from([
-            ("attr.kernel.name".to_string(), "linux".to_string()),
-            (
-                "attr.kernel.version".to_string(),
-                "5.10.0-28-amd64".to_string(),
-            ),
-            ("attr.cpu.numcores".to_string(), "2".to_string()),
-            ("node.class".to_string(), "batch".to_string()),
-            ("meta.rack".to_string(), "r1".to_string()),
-            ("meta.tags".to_string(), "a,b,c".to_string()),
-        ])
-    }
-
-    fn c(l: &str, op: &str, r: &str) -> bool {
-        Constraint {
-            ltarget: l.into(),
-            operand: op.into(),
-            rtarget: r.into(),
-        }
-        .holds(&keys())
-    }
-
-    #[test]
-    fn constraints_hold_as_nomads_operators_say() {
-        assert!(c("${attr.kernel.name}", "=", "linux"));
-        assert!(!c("${attr.kernel.name}", "=", "windows"));
-        assert!(c("${attr.kernel.name}", "!=", "windows"));
-        assert!(c("${node.class}", "", "batch"));
-        assert!(c("${meta.rack}", "regexp", "^r[0-9]$"));
-        assert!(!c("${meta.rack}", "regexp", "^x"));
-        assert!(c("${meta.rack}", "is_set", ""));
-        assert!(!c("${meta.nope}", "is_set", ""));
-        assert!(c("${meta.nope}", "is_not_set", ""));
-        assert!(
-            !c("${meta.nope}", "=", "${meta.nope2}"),
-            "unset is never equal"
-        );
-        assert!(c("${attr.kernel.version}", "version", ">= 5.4, < 6"));
-        assert!(!c("${attr.kernel.version}", "version", ">= 6.1"));
-        assert!(c("${attr.kernel.version}", "version", "~> 5.10"));
-        assert!(c("${attr.cpu.numcores}", ">=", "2"));
-        assert!(!c("${attr.cpu.numcores}", ">", "2"));
-        assert!(c("${meta.tags}", "set_contains", "a,c"));
-        assert!(!c("${meta.tags}", "set_contains", "a,d"));
-        assert!(c("${meta.tags}", "set_contains_any", "d,b"));
-        assert!(!c("${meta.rack}", "unknown-op", "r1"));
-    }
 
     #[test]
     fn what_does_not_fit_names_the_dimension_and_holds_nothing() {

@@ -62,7 +62,6 @@ pub use dispatch::{DispatchError, DispatchRequest, Dispatched, MAX_PAYLOAD};
 pub use drain::{
     DrainMetadata, DrainSpec, DrainStrategy, NodeScheduling, NodeUpdate, NodeUpdateError,
 };
-pub use feasible::version_matches;
 pub use ops::{AllocActionError, AllocStats, ClientStats, TaskUsage, Validation};
 pub use periodic::PeriodicError;
 pub use plan::{DesiredUpdates, JobPlan};

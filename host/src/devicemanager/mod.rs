@@ -16,7 +16,8 @@
 //! units, compared as Nomad compares them).
 
 mod assign;
-pub mod attribute;
+/// Typed device attributes ([`crate::constraint::attribute`]).
+pub use crate::constraint::attribute;
 mod plugin;
 pub mod rules;
 pub mod types;

@@ -6,38 +6,7 @@ use std::collections::BTreeMap;
 
 use serde::{Deserialize, Serialize};
 
-/// A typed attribute as Nomad's API shows it.
-#[derive(Debug, Clone, PartialEq, Default, Serialize, Deserialize)]
-pub struct DeviceAttribute {
-    /// Float value.
-    #[serde(rename = "Float", skip_serializing_if = "Option::is_none", default)]
-    pub float: Option<f64>,
-    /// Integer value.
-    #[serde(rename = "Int", skip_serializing_if = "Option::is_none", default)]
-    pub int: Option<i64>,
-    /// String value.
-    #[serde(rename = "String", skip_serializing_if = "Option::is_none", default)]
-    pub string: Option<String>,
-    /// Boolean value.
-    #[serde(rename = "Bool", skip_serializing_if = "Option::is_none", default)]
-    pub boolean: Option<bool>,
-    #[serde(rename = "Unit", default)]
-    pub unit: String,
-}
-
-impl From<crate::runtime::types::Attribute> for DeviceAttribute {
-    fn from(a: crate::runtime::types::Attribute) -> Self {
-        use crate::runtime::types::Attribute;
-        let mut v = DeviceAttribute::default();
-        match a {
-            Attribute::Str(s) => v.string = Some(s),
-            Attribute::Int(i) => v.int = Some(i),
-            Attribute::Float(f) => v.float = Some(f),
-            Attribute::Boolean(b) => v.boolean = Some(b),
-        }
-        v
-    }
-}
+pub use crate::constraint::attribute::DeviceAttribute;
 
 /// Where an instance sits.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]

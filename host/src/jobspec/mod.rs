@@ -10,6 +10,7 @@ mod device;
 mod hcl;
 mod json;
 pub mod names;
+pub mod submission;
 
 pub use device::{AFFINITY_OPERATORS, CONSTRAINT_OPERATORS, DeviceAffinity, DeviceConstraint};
 

@@ -8,10 +8,11 @@ use serde::{Deserialize, Serialize};
 use crate::jobspec::Job;
 
 mod resources;
-mod submission;
 
+pub use crate::jobspec::submission::{
+    JobSubmission, MAX_SOURCE_SIZE, admit_submission, human_bytes,
+};
 pub use resources::*;
-pub use submission::{JobSubmission, MAX_SOURCE_SIZE, admit_submission, human_bytes};
 
 /// Defines an enum whose variants serialize as the strings Nomad uses, with `as_str`.
 macro_rules! wire_enum {

@@ -8,7 +8,7 @@ use serde_json::Value;
 
 use super::R;
 use super::obj::Obj;
-use crate::devicemanager::{attribute, rules};
+use crate::constraint::{attribute, device as rules};
 use crate::jobspec::{
     AFFINITY_OPERATORS, CONSTRAINT_OPERATORS, DeviceAffinity, DeviceConstraint, DeviceRequest,
     JobspecError,

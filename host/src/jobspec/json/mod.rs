@@ -68,7 +68,7 @@ pub struct RegisterRequest {
     /// `PreserveCounts`: keep the registered job's group counts.
     pub preserve_counts: bool,
     /// `Submission`: the job file's source and variables, kept with the job's version.
-    pub submission: Option<crate::structs::JobSubmission>,
+    pub submission: Option<crate::jobspec::submission::JobSubmission>,
 }
 
 /// Parse a register request body: `{"Job": {...}}` with Nomad's `EnforceIndex`,

@@ -6,7 +6,7 @@ use serde_json::Value;
 use super::R;
 use super::obj::Obj;
 use crate::jobspec::JobspecError;
-use crate::structs::JobSubmission;
+use crate::jobspec::submission::JobSubmission;
 
 /// Read `Submission` (`null` or absent: none). `Namespace`, `JobID`, `Version` and
 /// `JobModifyIndex` are the agent's to set, as in Nomad: taken and ignored, so that what
