@@ -38,7 +38,12 @@ impl CompileCache {
     /// A cache in `dir` (created if missing) for `engine`.
     pub fn new(engine: &Engine, dir: Option<PathBuf>) -> std::io::Result<Self> {
         if let Some(d) = &dir {
-            std::fs::create_dir_all(d)?;
+            std::os::unix::fs::DirBuilderExt::mode(
+                std::fs::DirBuilder::new().recursive(true),
+                0o700,
+            )
+            .create(d)?;
+            owned_by_us(d)?;
         }
         let mut h = std::collections::hash_map::DefaultHasher::new();
         engine.precompile_compatibility_hash().hash(&mut h);
@@ -89,6 +94,37 @@ impl CompileCache {
     }
 }
 
+/// A cache entry is loaded without validation: the folder must be this process's own,
+/// a real folder (not a link) owned by its user that no other user can write.
+fn owned_by_us(dir: &Path) -> std::io::Result<()> {
+    use std::os::unix::fs::MetadataExt;
+    let meta = std::fs::symlink_metadata(dir)?;
+    let euid = rustix::process::geteuid().as_raw();
+    let refuse = |why: String| {
+        Err(std::io::Error::new(
+            std::io::ErrorKind::PermissionDenied,
+            format!(
+                "compile cache {}: {why}; compiled code is loaded from it without validation, \
+                 so it must be a folder of the agent's own user that no one else can write",
+                dir.display()
+            ),
+        ))
+    };
+    if !meta.is_dir() {
+        return refuse("not a folder (a link is not followed)".into());
+    }
+    if meta.uid() != euid {
+        return refuse(format!("owned by uid {}, not {euid}", meta.uid()));
+    }
+    if meta.mode() & 0o022 != 0 {
+        return refuse(format!(
+            "writable by its group or others (mode {:o})",
+            meta.mode() & 0o7777
+        ));
+    }
+    Ok(())
+}
+
 fn store(path: &Path, component: &Component) -> std::io::Result<()> {
     let bytes = component
         .serialize()
@@ -99,4 +135,30 @@ fn store(path: &Path, component: &Component) -> std::io::Result<()> {
     tmp.as_file().sync_all()?;
     tmp.persist(path).map_err(|e| e.error)?;
     Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::os::unix::fs::PermissionsExt;
+
+    #[test]
+    fn a_cache_folder_others_can_write_or_a_link_is_refused() {
+        let engine = Engine::default();
+        let root = tempfile::tempdir().unwrap();
+        let ours = root.path().join("ours");
+        assert!(CompileCache::new(&engine, Some(ours.clone())).is_ok());
+
+        let open = root.path().join("open");
+        std::fs::create_dir(&open).unwrap();
+        std::fs::set_permissions(&open, std::fs::Permissions::from_mode(0o777)).unwrap();
+        let err = CompileCache::new(&engine, Some(open)).unwrap_err();
+        assert_eq!(err.kind(), std::io::ErrorKind::PermissionDenied);
+        assert!(err.to_string().contains("mode 777"), "{err}");
+
+        let link = root.path().join("link");
+        std::os::unix::fs::symlink(&ours, &link).unwrap();
+        let err = CompileCache::new(&engine, Some(link)).unwrap_err();
+        assert!(err.to_string().contains("not a folder"), "{err}");
+    }
 }

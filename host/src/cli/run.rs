@@ -20,6 +20,11 @@ pub struct RunArgs {
     /// Data dir (state DB, compile cache, alloc dirs).
     #[arg(long, value_name = "DIR")]
     pub data_dir: Option<PathBuf>,
+    /// Compile cache folder (default `<data dir>/cache/components`): compiled components,
+    /// loaded without validation, so it must be the agent's own (owned by its user, written
+    /// by no one else). Agents of one binary may share one, e.g. `--dev` agents.
+    #[arg(long, value_name = "DIR")]
+    pub cache_dir: Option<PathBuf>,
     /// HTTP address, `host:port` or `host` (port from config, else 4646); port 0 picks one.
     #[arg(long, value_name = "ADDR")]
     pub bind: Option<String>,
@@ -71,7 +76,7 @@ pub(super) async fn run(args: RunArgs) -> anyhow::Result<i32> {
         config,
         in_memory_state: false,
         fingerprint_interval: None,
-        cache_dir: None,
+        cache_dir: args.cache_dir.clone(),
         executor_program: None,
     })
     .await?;

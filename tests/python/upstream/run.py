@@ -186,6 +186,10 @@ class Agent:
                           'client {\n  disk_total_mb = 1000000\n}\n')
         cmd = [str(self.binary), "run", "--dev", "--bind", f"127.0.0.1:{self.port}",
                "--data-dir", str(self.data_dir / "data"), "--config", str(config)]
+        # The compile cache the Rust tests' agents share, so the built-ins are not compiled
+        # again for this agent.
+        if os.environ.get("PADDOCK_CACHE_DIR"):
+            cmd += ["--cache-dir", os.environ["PADDOCK_CACHE_DIR"]]
         log("starting " + " ".join(cmd))
         self.log_file = open(self.log_path, "wb")
         self.proc = subprocess.Popen(cmd, stdout=self.log_file, stderr=subprocess.STDOUT,

@@ -339,6 +339,7 @@ async fn run_agent_and_collect_logs(extra: &[&str]) -> Vec<String> {
         .port();
     let bind = format!("127.0.0.1:{port}");
     let data = dir.path().join("data");
+    let cache = crate::harness::shared_cache_dir();
     let mut args = vec![
         "run",
         "--dev",
@@ -346,6 +347,8 @@ async fn run_agent_and_collect_logs(extra: &[&str]) -> Vec<String> {
         data.to_str().unwrap(),
         "--bind",
         &bind,
+        "--cache-dir",
+        cache.to_str().unwrap(),
     ];
     args.extend(extra);
     let mut child = tokio::process::Command::new(agent_bin())

@@ -414,10 +414,17 @@ impl AgentProcess {
             .append(true)
             .open(self.dir.join("agent.log"))
             .unwrap();
-        let child = Command::new(agent_bin())
-            .args(["run", "--dev", "--data-dir"])
+        let mut cmd = Command::new(agent_bin());
+        cmd.args(["run", "--dev", "--data-dir"])
             .arg(self.dir.join("data"))
-            .args(["--bind", &format!("127.0.0.1:{}", self.port)])
+            .args(["--bind", &format!("127.0.0.1:{}", self.port)]);
+        // Every agent of the run shares one compile cache: each built-in is compiled once
+        // per run, not once per agent (a debug agent takes seconds for each). An agent
+        // from before the flag (the attack suite's baseline) compiles its own.
+        if std::env::var_os("PADDOCK_ATTACK_BASELINE").is_none() {
+            cmd.arg("--cache-dir").arg(shared_cache_dir());
+        }
+        let child = cmd
             .args(&self.args)
             .envs(self.env.iter().map(|(k, v)| (k, v)))
             .stdin(Stdio::null())

@@ -53,6 +53,7 @@ async fn python_nomad_upstream_suite() {
     let run = tokio::process::Command::new(&python)
         .arg(root.join("tests/python/upstream/run.py"))
         .env("PADDOCK_AGENT", crate::harness::agent_bin())
+        .env("PADDOCK_CACHE_DIR", crate::harness::shared_cache_dir())
         .env("PYTHONDONTWRITEBYTECODE", "1")
         .current_dir(&root)
         .output();
