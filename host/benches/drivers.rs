@@ -23,8 +23,9 @@ use criterion::{Criterion, criterion_group, criterion_main};
 use paddock::drivermanager::types::{
     ExitResult, LogConfig, TaskConfig, TaskHandle, TaskResources, WaitStatus,
 };
-use paddock::drivermanager::{Driver, DriverManager, DriverServices};
-use paddock::runtime::{ComponentSettings, ComponentSource, Grants, Runtime, RuntimeOptions};
+use paddock::drivermanager::{Driver, DriverManager};
+use paddock::pluginhost::{PluginHost, PluginHostOptions};
+use paddock::runtime::{ComponentSettings, Grants};
 use serde_json::{Value, json};
 
 fn task_config(driver_config: Value, dir: &str) -> TaskConfig {
@@ -195,10 +196,8 @@ fn load_drivers(tokio: &tokio::runtime::Runtime, reuse: Option<u32>) -> Arc<Driv
             ..Default::default()
         },
     );
-    let services = DriverServices::new();
-    let rt = Runtime::new(RuntimeOptions {
-        components: settings,
-        services: services.host_services(),
+    let host = PluginHost::build(PluginHostOptions {
+        settings,
         ..Default::default()
     })
     .unwrap();
@@ -208,15 +207,10 @@ fn load_drivers(tokio: &tokio::runtime::Runtime, reuse: Option<u32>) -> Arc<Driv
             guest_artifacts::RAW_EXEC_DRIVER,
             guest_artifacts::EXEC_DRIVER,
         ] {
-            rt.load(
-                ComponentSource::BuiltIn(a.file_name.into()),
-                Arc::from(a.bytes),
-            )
-            .await
-            .unwrap();
+            host.load_built_in(&a).await.unwrap();
         }
     });
-    DriverManager::new(rt, services)
+    host.drivers
 }
 
 fn benches(c: &mut Criterion) {

@@ -151,20 +151,11 @@ fn restore(c: &mut Criterion) {
     // A state file with 1,000 running mock allocations, each with a real mock handle.
     let template = tempfile::tempdir().unwrap();
     let handle = tokio.block_on(async {
-        let services = paddock::drivermanager::DriverServices::new();
-        let rt = paddock::runtime::Runtime::new(paddock::runtime::RuntimeOptions {
-            services: services.host_services(),
-            ..Default::default()
-        })
-        .unwrap();
-        let a = guest_artifacts::MOCK_DRIVER;
-        rt.load(
-            paddock::runtime::ComponentSource::BuiltIn(a.file_name.into()),
-            Arc::from(a.bytes),
-        )
-        .await
-        .unwrap();
-        let dm = paddock::drivermanager::DriverManager::new(rt, services);
+        let host = paddock::pluginhost::PluginHost::build(Default::default()).unwrap();
+        host.load_built_in(&guest_artifacts::MOCK_DRIVER)
+            .await
+            .unwrap();
+        let dm = host.drivers.clone();
         let mock = dm.dispense("mock").unwrap();
         let cfg = paddock::drivermanager::types::TaskConfig {
             id: "x/t/00000000".into(),

@@ -18,11 +18,8 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::{Duration, Instant};
 
 use paddock::changes::Changes;
-use paddock::devicemanager::DeviceManager;
-use paddock::drivermanager::{DriverManager, DriverServices};
 use paddock::hookmanager::{HookManager, HookTask};
-use paddock::node::NodeEvents;
-use paddock::runtime::{Runtime, RuntimeOptions};
+use paddock::pluginhost::{PluginHost, PluginHostOptions};
 use paddock::swap::{Swapper, SwapperParts};
 
 const HOOK: &str = "versioned";
@@ -117,23 +114,18 @@ fn main() {
     let dir = root.join("hooks");
     put(&dir, &versioned(1));
     tokio.block_on(async {
-        let services = DriverServices::new();
-        let runtime = Runtime::new(RuntimeOptions {
+        let host = PluginHost::build(PluginHostOptions {
             cache_dir: Some(root.join("cache")),
-            services: services.host_services(),
             ..Default::default()
         })
         .unwrap();
-        let node_events = Arc::new(NodeEvents::default());
-        let drivers = DriverManager::new(runtime.clone(), services);
-        let devices = DeviceManager::new(runtime.clone(), node_events.clone(), None);
-        let hooks = HookManager::new(runtime.clone(), &BTreeMap::new());
+        let (runtime, hooks) = (host.runtime.clone(), host.hooks.clone());
         let swapper = Swapper::start(SwapperParts {
             runtime: runtime.clone(),
-            drivers,
-            devices,
+            drivers: host.drivers.clone(),
+            devices: host.devices.clone(),
             hooks: hooks.clone(),
-            node_events,
+            node_events: host.node_events.clone(),
             changes: Arc::new(Changes::default()),
             dirs: vec![dir.clone()],
             auto_revert: BTreeMap::new(),

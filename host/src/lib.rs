@@ -13,7 +13,8 @@
 //!   reload), over the managers below;
 //! - the plugin edge, the only code that sees versioned bindings: [`drivermanager`],
 //!   [`devicemanager`], [`hookmanager`], with [`pluginbook`] (what the managers know of
-//!   their plugins) and [`node`] (identity, fingerprint, node events);
+//!   their plugins) and [`node`] (identity, fingerprint, node events); [`pluginhost`] builds
+//!   the runtime and the three managers in one place for every embedder;
 //! - [`taskenv`] (the env builder), [`allocdir`], [`ports`], [`evals`], [`events`] and
 //!   [`changes`] (the change index and event stream), [`metrics`] (the metrics model),
 //!   [`structs`] (Nomad-shaped records), [`jobspec`] (HCL and JSON jobs), [`constraint`]
@@ -51,6 +52,7 @@ pub mod metrics;
 pub mod node;
 pub mod node_class;
 pub mod pluginbook;
+pub mod pluginhost;
 pub mod ports;
 pub mod safefs;
 pub mod state;

@@ -11,9 +11,9 @@
 use std::path::PathBuf;
 use std::sync::Arc;
 
-use paddock::drivermanager::{Driver, DriverManager, DriverServices, StartLimits};
-use paddock::node::NodeEvents;
-use paddock::runtime::{ComponentSource, Runtime, RuntimeOptions};
+use paddock::drivermanager::{Driver, DriverManager, DriverServices};
+use paddock::pluginhost::{PluginHost, PluginHostOptions};
+use paddock::runtime::Runtime;
 use paddock::state::{RedbState, StateDb};
 
 use crate::config::PluginConfig;
@@ -67,48 +67,35 @@ impl Host {
             path: data_dir.display().to_string(),
             message: e.to_string(),
         })?;
-        let services = DriverServices::new();
-        let settings = config.settings()?;
-        let runtime = Runtime::new(RuntimeOptions {
+        let plugins = PluginHost::build(PluginHostOptions {
             cache_dir: Some(data_dir.join("cache").join("components")),
-            components: [(config.driver().to_string(), settings)].into(),
-            services: services.host_services(),
+            settings: [(config.driver().to_string(), config.settings()?)].into(),
             ..Default::default()
         })
         .map_err(|e| HostError::Runtime(e.to_string()))?;
-        let drivers = DriverManager::with_state(
-            runtime.clone(),
-            services.clone(),
-            Arc::new(NodeEvents::default()),
-            None,
-            StartLimits::default(),
-        );
         // The configured driver if it is built in (only it: Nomad starts this binary three
         // times, and each load costs), then every component of the operator's folders.
         let builtin = BUILT_IN_DRIVERS
             .iter()
             .find(|(name, _)| *name == config.driver());
         if let Some((_, a)) = builtin {
-            let source = ComponentSource::BuiltIn(a.file_name.to_string());
-            if let Err(r) = runtime.load(source, Arc::from(a.bytes)).await {
-                return Err(HostError::Components(r.to_string()));
-            }
+            plugins
+                .load_built_in(a)
+                .await
+                .map_err(|r| HostError::Components(r.to_string()))?;
         }
         for dir in &config.components {
-            let files = paddock::swap::wasm_files(dir)
+            plugins
+                .load_folder(dir)
+                .await
                 .map_err(|e| HostError::Components(format!("{}: {e}", dir.display())))?;
-            for path in files {
-                let bytes = std::fs::read(&path)
-                    .map_err(|e| HostError::Components(format!("{}: {e}", path.display())))?;
-                if let Err(r) = runtime
-                    .load(ComponentSource::File(path), Arc::from(bytes))
-                    .await
-                {
-                    // Refused (not a component, wrong world, …): said, and the rest load.
-                    tracing::error!("{r}");
-                }
-            }
         }
+        let PluginHost {
+            runtime,
+            services,
+            drivers,
+            ..
+        } = plugins;
         let host = Self {
             config,
             data_dir,

@@ -15,18 +15,17 @@ use std::path::PathBuf;
 use std::sync::{Arc, RwLock};
 use std::time::Duration;
 
-use anyhow::Context;
 use serde::Serialize;
 
 use crate::allocrunner::{AllocRunner, AllocRunnerConfig};
 use crate::changes::Changes;
 use crate::config::AgentConfig;
 use crate::devicemanager::DeviceManager;
-use crate::drivermanager::{DriverManager, DriverServices};
+use crate::drivermanager::DriverManager;
 use crate::hookmanager::HookManager;
 use crate::jobspec::Job;
-use crate::runtime::{Runtime, RuntimeOptions};
-use crate::state::{MemState, StateDb};
+use crate::runtime::Runtime;
+use crate::state::StateDb;
 use crate::structs::Allocation;
 use crate::taskenv::NodeInfo;
 use crate::taskrunner::interfaces::Plugins;
@@ -48,6 +47,7 @@ mod placing;
 mod plan;
 mod register;
 mod restore;
+mod start;
 mod submission;
 mod usage;
 mod vars;
@@ -173,214 +173,6 @@ pub struct Agent {
 }
 
 impl Agent {
-    /// Start: open state, build the runtime, load components, fingerprint, restore.
-    pub async fn start(opts: AgentOptions) -> anyhow::Result<Arc<Self>> {
-        let (data_dir, tempdir) = match (&opts.data_dir, &opts.config.data_dir, opts.dev) {
-            (Some(d), _, _) | (None, Some(d), _) => (d.clone(), None),
-            (None, None, true) => {
-                let t = tempfile::Builder::new()
-                    .prefix("paddock-dev-")
-                    .tempdir()
-                    .context("creating a temporary data dir")?;
-                (t.path().to_path_buf(), Some(t))
-            }
-            (None, None, false) => anyhow::bail!(
-                "no data dir: pass --data-dir, set data_dir in the config, or use --dev"
-            ),
-        };
-        std::fs::create_dir_all(&data_dir)
-            .with_context(|| format!("creating data dir {}", data_dir.display()))?;
-        let db: Arc<dyn StateDb> = if opts.in_memory_state {
-            Arc::new(MemState::new())
-        } else {
-            crate::state::open_redb(
-                &data_dir.join("state.redb"),
-                opts.config.client.state_cache_bytes(),
-            )?
-        };
-
-        // Host processes go through the task executor and are recorded in the state DB, so
-        // tasks outlive the agent and are found again after a restart.
-        let executor_program = match &opts.executor_program {
-            Some(p) => p.clone(),
-            None => {
-                std::env::current_exe().context("finding this executable for the task executor")?
-            }
-        };
-        let services = DriverServices::new();
-        services
-            .use_executor(executor_program, &data_dir, db.clone())
-            .await
-            .context("reading process records")?;
-        // Variables are loaded before anything takes a change index: the index starts past
-        // theirs.
-        let changes = Arc::new(Changes::new(
-            opts.config
-                .server
-                .event_buffer_size
-                .unwrap_or(crate::events::DEFAULT_BUFFER_SIZE),
-        ));
-        let vars = vars::VarStore::load(db.clone(), changes.clone())
-            .context("reading variables from the state DB")?;
-        let components = opts.config.component_settings(&opts.config_file)?;
-        let server_gc =
-            core_gc::ServerGcConfig::from_server(&opts.config.server, &opts.config_file)?;
-        let mut host_services = services.host_services();
-        host_services.variables = Some(vars.clone());
-        let http_limits = opts.config.limits.http(&opts.config_file)?;
-        let engine = crate::runtime::engine::EngineConfig {
-            memory_budget_bytes: opts.config.limits.guest_memory_bytes(&opts.config_file)?,
-            ..Default::default()
-        };
-        let runtime = Runtime::new(RuntimeOptions {
-            engine,
-            cache_dir: Some(
-                opts.cache_dir
-                    .clone()
-                    .unwrap_or_else(|| data_dir.join("cache").join("components")),
-            ),
-            components,
-            dev: opts.dev,
-            services: host_services,
-            ..Default::default()
-        })?;
-        let mut dirs = opts.components.clone();
-        dirs.extend(opts.config.components.iter().cloned());
-        if let Some(h) = opts.hooks.as_ref().or(opts.config.hooks.as_ref()) {
-            dirs.push(h.clone());
-        }
-
-        // Both managers start from their state of the last run, so a change that happened
-        // while the agent was down is a node event at this first fingerprint.
-        let node_events = Arc::new(crate::node::NodeEvents::default());
-        let drivers = DriverManager::with_state(
-            runtime.clone(),
-            services,
-            node_events.clone(),
-            Some(db.clone()),
-            opts.config.client.start_limits(),
-        );
-        let devices = DeviceManager::new(runtime.clone(), node_events.clone(), Some(db.clone()));
-        let hooks = HookManager::new(runtime.clone(), &opts.config.hook);
-        // The built-in components, then every file of the components folders.
-        let swapper = crate::swap::Swapper::start(crate::swap::SwapperParts {
-            runtime: runtime.clone(),
-            drivers: drivers.clone(),
-            devices: devices.clone(),
-            hooks: hooks.clone(),
-            node_events: node_events.clone(),
-            changes: changes.clone(),
-            dirs,
-            auto_revert: opts.config.auto_revert(&opts.config_file)?,
-        })
-        .await
-        .context("reading a components folder")?;
-        drivers.fingerprint_all().await;
-        devices.fingerprint_all().await;
-        let interval = opts.fingerprint_interval.unwrap_or(Duration::from_secs(30));
-        drivers.spawn_fingerprinter(interval);
-        devices.spawn_fingerprinter(interval);
-
-        let (node_id, node_name) = crate::node::identity(db.as_ref(), opts.config.name.as_deref())?;
-        let c = &opts.config.client;
-        let alloc_root = c.alloc_root(&data_dir, &opts.config_file)?;
-        let client_gc = Arc::new(client_gc::ClientGc::new(client_gc::GcConfig::from_client(
-            c,
-            &opts.config_file,
-        )?));
-        std::fs::create_dir_all(&alloc_root).context("creating client.alloc_dir")?;
-        let host_attributes = crate::node::fingerprint(&alloc_root);
-        let mut attributes = host_attributes.clone();
-        attributes.extend(drivers.node_attributes());
-        let node = NodeInfo {
-            id: node_id,
-            name: node_name,
-            datacenter: opts
-                .config
-                .datacenter
-                .clone()
-                .unwrap_or_else(|| "dc1".into()),
-            region: opts
-                .config
-                .region
-                .clone()
-                .unwrap_or_else(|| "global".into()),
-            class: opts.config.client.node_class.clone().unwrap_or_default(),
-            attributes,
-            meta: opts.config.client.meta.clone(),
-        };
-
-        let acl = crate::acl::AclStore::open(
-            db.clone(),
-            opts.config.acl.enabled,
-            opts.config.acl.token.as_deref(),
-        );
-        let agent = Arc::new(Self {
-            hooks,
-            runtime,
-            drivers,
-            devices,
-            db,
-            evals: Default::default(),
-            changes,
-            vars,
-            alloc_root,
-            work: tokio::runtime::Handle::current(),
-            data_dir,
-            swapper,
-            watch: std::sync::Mutex::new(None),
-            config_file: opts.config_file.clone(),
-            acl_token: opts.config.acl.token.clone().filter(|t| !t.is_empty()),
-            acl,
-            node: RwLock::new(node),
-            resources: opts.config.client.clone(),
-            blocked_at: Default::default(),
-            node_events,
-            scheduling: RwLock::new(Default::default()),
-            drain_generation: Default::default(),
-            host_ip: if opts.dev {
-                "127.0.0.1".into()
-            } else {
-                host_attributes
-                    .get("unique.network.ip-address")
-                    .cloned()
-                    .unwrap_or_else(|| "127.0.0.1".into())
-            },
-            host_attributes,
-            jobs: RwLock::new(BTreeMap::new()),
-            allocs: RwLock::new(BTreeMap::new()),
-            plan_lock: Arc::default(),
-            usage: Arc::default(),
-            restored: RwLock::new(BTreeMap::new()),
-            order: Default::default(),
-            client_gc,
-            periodic: Default::default(),
-            http_addr: Default::default(),
-            http_limits,
-            _tempdir: tempdir,
-        });
-        agent.warn_if_little_disk();
-        agent.restore()?;
-        agent.spawn_unblocker();
-        agent.spawn_outage_watch();
-        agent.spawn_core_gc(server_gc);
-        agent.spawn_client_gc();
-        agent.place_interrupted();
-        let scheduling = agent.load_scheduling();
-        let draining = scheduling.drain.is_some();
-        *agent.scheduling.write().unwrap() = scheduling;
-        if draining {
-            // A drain the last run did not finish goes on.
-            let generation = agent
-                .drain_generation
-                .fetch_add(1, std::sync::atomic::Ordering::SeqCst)
-                + 1;
-            let a = agent.clone();
-            tokio::spawn(async move { a.run_drain(generation).await });
-        }
-        Ok(agent)
-    }
-
     /// What alloc runners are given; the node as of now.
     fn runner_config(&self) -> AllocRunnerConfig {
         AllocRunnerConfig {

@@ -8,8 +8,9 @@ use std::sync::Arc;
 
 use serde_json::{Value, json};
 
+use crate::drivermanager::Driver;
 use crate::drivermanager::types::{TaskConfig, TaskHandle, WaitStatus};
-use crate::drivermanager::{Driver, DriverManager, DriverServices};
+use crate::pluginhost::{PluginHost, PluginHostOptions};
 use crate::runtime::{
     ComponentSettings, ComponentSource, Grants, LoadedComponent, Runtime, RuntimeOptions, World,
 };
@@ -49,8 +50,7 @@ pub async fn run(
     } else {
         serde_json::from_str(arg).map_err(|e| anyhow::anyhow!("--json: {e}"))?
     };
-    let services = DriverServices::new();
-    let (runtime, c) = match load_alone(file, &services, grants, json!({})).await? {
+    let (host, c) = match load_alone(file, None, grants, json!({})).await? {
         Ok(loaded) => loaded,
         Err(refusal) => {
             println!("{refusal}");
@@ -58,7 +58,7 @@ pub async fn run(
         }
     };
     if op == "info" {
-        let i = runtime.info(&c).await?;
+        let i = host.runtime.info(&c).await?;
         println!(
             "{}",
             json!({"name": i.name, "version": i.version, "world": c.world.to_string()})
@@ -72,7 +72,7 @@ pub async fn run(
             c.world
         );
     }
-    let driver = DriverManager::new(runtime.clone(), services).driver(&c.name);
+    let driver = host.drivers.driver(&c.name);
     match driver_op(&driver, op, &arg).await {
         Ok(v) => {
             println!("{v}");
@@ -89,20 +89,26 @@ pub async fn run(
     }
 }
 
-/// Loads `file` alone in a throwaway runtime over `services`, giving `grants` and the
+/// Where a throwaway plugin host runs host processes: through a task executor of its own
+/// (isolated processes are its children, as in the agent), or as this process's children.
+pub(super) struct Executor<'a> {
+    pub dir: &'a std::path::Path,
+}
+
+/// Loads `file` alone in a throwaway plugin host, giving `grants` and the
 /// `plugin { config }` block `config` to the name its component turns out to have (known
 /// once it is prepared). The refusal, as text, when it does not load.
 pub(super) async fn load_alone(
     file: &std::path::Path,
-    services: &DriverServices,
+    executor: Option<Executor<'_>>,
     grants: Grants,
     config: Value,
-) -> anyhow::Result<Result<(Arc<Runtime>, Arc<LoadedComponent>), String>> {
+) -> anyhow::Result<Result<(PluginHost, Arc<LoadedComponent>), String>> {
     let bytes =
         std::fs::read(file).map_err(|e| anyhow::anyhow!("reading {}: {e}", file.display()))?;
     let source = || ComponentSource::File(file.to_path_buf());
-    // One compile cache for the probe and the runtime, so the file is compiled once (a
-    // large guest, Python's say, takes seconds); both loads happen here.
+    // One compile cache for the probe and the host, so the file is compiled once (a large
+    // guest, Python's say, takes seconds); both loads happen here.
     let cache = tempfile::tempdir()?;
     let probe = Runtime::new(RuntimeOptions {
         cache_dir: Some(cache.path().to_path_buf()),
@@ -112,9 +118,8 @@ pub(super) async fn load_alone(
         Ok(c) => c.name.clone(),
         Err(r) => return Ok(Err(r.to_string())),
     };
-    let runtime = Runtime::new(RuntimeOptions {
-        services: services.host_services(),
-        components: [(
+    let host = PluginHost::build(PluginHostOptions {
+        settings: [(
             name,
             // Bound to the file under test: the operator named it.
             ComponentSettings {
@@ -128,8 +133,13 @@ pub(super) async fn load_alone(
         cache_dir: Some(cache.path().to_path_buf()),
         ..Default::default()
     })?;
-    Ok(match runtime.load(source(), Arc::from(bytes)).await {
-        Ok(c) => Ok((runtime, c)),
+    if let Some(e) = executor {
+        let exe = std::env::current_exe()?;
+        let db: Arc<dyn crate::state::StateDb> = Arc::new(crate::state::MemState::new());
+        host.use_executor(exe, e.dir, db).await?;
+    }
+    Ok(match host.runtime.load(source(), Arc::from(bytes)).await {
+        Ok(c) => Ok((host, c)),
         Err(r) => Err(r.to_string()),
     })
 }

@@ -20,7 +20,7 @@ use std::time::{Duration, Instant};
 use serde_json::{Value, json};
 
 use crate::drivermanager::types::{DriverError, TaskConfig, TaskHandle, WaitStatus};
-use crate::drivermanager::{Driver, DriverCallError, DriverManager, DriverServices};
+use crate::drivermanager::{Driver, DriverCallError};
 use crate::runtime::{Grants, LoadedComponent, Runtime, World};
 
 /// What `check` is given beyond the file.
@@ -79,23 +79,21 @@ impl Report {
 
 /// Run the checks and print the report; 1 when any failed.
 pub async fn run(file: &std::path::Path, args: CheckArgs) -> anyhow::Result<i32> {
-    let services = DriverServices::new();
     let dir = tempfile::tempdir()?;
-    if args.grants.isolation {
-        // Isolated processes are the task executor's children, as in the agent.
-        let exe = std::env::current_exe()?;
-        let db: Arc<dyn crate::state::StateDb> = Arc::new(crate::state::MemState::new());
-        services.use_executor(exe, dir.path(), db).await?;
-    }
     let mut report = Report::default();
+    // Isolated processes are the task executor's children, as in the agent.
+    let executor = args
+        .grants
+        .isolation
+        .then_some(super::component_call::Executor { dir: dir.path() });
     let loaded = super::component_call::load_alone(
         file,
-        &services,
+        executor,
         args.grants.clone(),
         args.plugin_config.clone(),
     )
     .await?;
-    let (runtime, c) = match loaded {
+    let (host, c) = match loaded {
         Ok(loaded) => loaded,
         Err(refusal) => {
             report.fail("load", refusal);
@@ -110,7 +108,7 @@ pub async fn run(file: &std::path::Path, args: CheckArgs) -> anyhow::Result<i32>
             c.world, c.name, c.contract_version, c.plugin_version
         ),
     );
-    match runtime.info(&c).await {
+    match host.runtime.info(&c).await {
         Ok(i) if !i.name.is_empty() && !i.version.is_empty() => {
             report.pass("info", format!("{} {}", i.name, i.version))
         }
@@ -125,12 +123,11 @@ pub async fn run(file: &std::path::Path, args: CheckArgs) -> anyhow::Result<i32>
     }
     match c.world {
         World::Driver => {
-            let dm = DriverManager::new(runtime.clone(), services);
-            let d = dm.driver(&c.name);
+            let d = host.drivers.driver(&c.name);
             check_driver(&mut report, &d, &args.task_config, &dir.path().join("task")).await;
         }
-        World::Hook => check_hook(&mut report, &runtime, &c).await,
-        World::DevicePlugin => check_device(&mut report, &runtime, &c.name).await,
+        World::Hook => check_hook(&mut report, &host.hooks, &c).await,
+        World::DevicePlugin => check_device(&mut report, &host.runtime, &c.name).await,
     }
     if let Some((op, took)) = &report.slowest {
         let limit = c.limits().call_timeout;
@@ -426,8 +423,7 @@ async fn exited_within(
     }
 }
 
-async fn check_hook(r: &mut Report, runtime: &Arc<Runtime>, c: &LoadedComponent) {
-    let hooks = crate::hookmanager::HookManager::new(runtime.clone(), &BTreeMap::new());
+async fn check_hook(r: &mut Report, hooks: &crate::hookmanager::HookManager, c: &LoadedComponent) {
     let task = crate::hookmanager::HookTask {
         alloc_id: "check".into(),
         job_id: "check".into(),

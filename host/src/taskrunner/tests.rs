@@ -2,7 +2,6 @@
 //! in-memory state DB, and the real mock driver component. Also the fixture the built-in
 //! hooks' own tests use.
 
-use std::collections::BTreeMap;
 use std::path::PathBuf;
 use std::sync::{Arc, Mutex, OnceLock};
 use std::time::Duration;
@@ -12,10 +11,6 @@ use tokio_util::sync::CancellationToken;
 use super::TaskRunner;
 use super::interfaces::{Invocation, LogPaths, Plugins, TaskRunnerConfig, TaskStateHandler};
 use crate::allocdir::AllocDir;
-use crate::devicemanager::DeviceManager;
-use crate::drivermanager::{DriverManager, DriverServices};
-use crate::hookmanager::HookManager;
-use crate::runtime::{ComponentSource, Runtime, RuntimeOptions};
 use crate::state::{MemState, StateDb};
 use crate::structs::{Allocation, TaskEventType, TaskRunState, TaskState};
 use crate::taskenv::{EnvBuilder, EnvRequest, NodeInfo};
@@ -74,26 +69,19 @@ fn cache_dir() -> PathBuf {
 
 /// The plugin managers over a runtime with the built-in mock driver (every grant).
 pub(crate) async fn plugins() -> Plugins {
-    let services = DriverServices::new();
-    let runtime = Runtime::new(RuntimeOptions {
+    let host = crate::pluginhost::PluginHost::build(crate::pluginhost::PluginHostOptions {
         cache_dir: Some(cache_dir()),
         dev: true,
-        services: services.host_services(),
         ..Default::default()
     })
     .unwrap();
-    let mock = guest_artifacts::MOCK_DRIVER;
-    runtime
-        .load(
-            ComponentSource::BuiltIn(mock.file_name.into()),
-            Arc::from(mock.bytes),
-        )
+    host.load_built_in(&guest_artifacts::MOCK_DRIVER)
         .await
         .unwrap();
     Plugins {
-        drivers: DriverManager::new(runtime.clone(), services),
-        devices: DeviceManager::new(runtime.clone(), Arc::default(), None),
-        hooks: HookManager::new(runtime, &BTreeMap::new()),
+        drivers: host.drivers,
+        devices: host.devices,
+        hooks: host.hooks,
     }
 }
 

@@ -10,9 +10,7 @@ use std::time::{Duration, Instant};
 use paddock::agent::{Agent, AgentOptions};
 use paddock::config::AgentConfig;
 use paddock::drivermanager::{DriverManager, DriverServices};
-use paddock::runtime::{
-    ComponentSettings, ComponentSource, Grants, LoadedComponent, Runtime, RuntimeOptions,
-};
+use paddock::runtime::{ComponentSettings, ComponentSource, Grants, LoadedComponent, Runtime};
 use serde_json::{Value, json};
 
 mod cargo;
@@ -72,15 +70,16 @@ impl TestRuntime {
 
 /// A runtime with settings by component name.
 pub fn runtime(components: BTreeMap<String, ComponentSettings>) -> TestRuntime {
-    let services = DriverServices::new();
-    let rt = Runtime::new(RuntimeOptions {
+    let host = paddock::pluginhost::PluginHost::build(paddock::pluginhost::PluginHostOptions {
         cache_dir: Some(shared_cache_dir()),
-        components,
-        services: services.host_services(),
+        settings: components,
         ..Default::default()
     })
     .unwrap();
-    TestRuntime { rt, services }
+    TestRuntime {
+        rt: host.runtime,
+        services: host.services,
+    }
 }
 
 /// Load an artifact into a runtime.

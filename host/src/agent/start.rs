@@ -1,0 +1,243 @@
+//! Starting the agent: the data dir and state DB, the plugin host, the node, then restore
+//! and the background work (unblocking, outage watch, the collectors, an unfinished drain).
+
+use std::collections::BTreeMap;
+use std::path::PathBuf;
+use std::sync::{Arc, RwLock};
+use std::time::Duration;
+
+use anyhow::Context;
+
+use super::{Agent, AgentOptions, client_gc, core_gc, vars};
+use crate::changes::Changes;
+use crate::drivermanager::DriverManager;
+use crate::pluginhost::{PluginHost, PluginHostOptions};
+use crate::state::{MemState, StateDb};
+use crate::taskenv::NodeInfo;
+
+impl Agent {
+    /// Start: open state, build the runtime, load components, fingerprint, restore.
+    pub async fn start(opts: AgentOptions) -> anyhow::Result<Arc<Self>> {
+        let (data_dir, tempdir, db) = open_data_dir(&opts)?;
+
+        // Variables are loaded before anything takes a change index: the index starts past
+        // theirs.
+        let buffer = opts.config.server.event_buffer_size;
+        let changes = Arc::new(Changes::new(
+            buffer.unwrap_or(crate::events::DEFAULT_BUFFER_SIZE),
+        ));
+        let vars = vars::VarStore::load(db.clone(), changes.clone())
+            .context("reading variables from the state DB")?;
+        let server_gc =
+            core_gc::ServerGcConfig::from_server(&opts.config.server, &opts.config_file)?;
+        let http_limits = opts.config.limits.http(&opts.config_file)?;
+        let (plugins, swapper) = start_plugins(&opts, &data_dir, &db, &vars, &changes).await?;
+        let PluginHost {
+            runtime,
+            drivers,
+            devices,
+            hooks,
+            node_events,
+            ..
+        } = plugins;
+
+        let c = &opts.config.client;
+        let alloc_root = c.alloc_root(&data_dir, &opts.config_file)?;
+        let gc = client_gc::GcConfig::from_client(c, &opts.config_file)?;
+        std::fs::create_dir_all(&alloc_root).context("creating client.alloc_dir")?;
+        let host_attributes = crate::node::fingerprint(&alloc_root);
+        let node = node_info(&opts, db.as_ref(), &host_attributes, &drivers)?;
+
+        let (acl_on, token) = (opts.config.acl.enabled, opts.config.acl.token.as_deref());
+        let acl = crate::acl::AclStore::open(db.clone(), acl_on, token);
+        let agent = Arc::new(Self {
+            hooks,
+            runtime,
+            drivers,
+            devices,
+            db,
+            evals: Default::default(),
+            changes,
+            vars,
+            alloc_root,
+            work: tokio::runtime::Handle::current(),
+            data_dir,
+            swapper,
+            watch: std::sync::Mutex::new(None),
+            config_file: opts.config_file.clone(),
+            acl_token: opts.config.acl.token.clone().filter(|t| !t.is_empty()),
+            acl,
+            node: RwLock::new(node),
+            resources: opts.config.client.clone(),
+            blocked_at: Default::default(),
+            node_events,
+            scheduling: RwLock::new(Default::default()),
+            drain_generation: Default::default(),
+            // Loopback in dev mode (as Nomad's `-dev` uses `lo`), else the host's address.
+            host_ip: host_attributes
+                .get("unique.network.ip-address")
+                .filter(|_| !opts.dev)
+                .cloned()
+                .unwrap_or_else(|| "127.0.0.1".into()),
+            host_attributes,
+            jobs: RwLock::new(BTreeMap::new()),
+            allocs: RwLock::new(BTreeMap::new()),
+            plan_lock: Arc::default(),
+            usage: Arc::default(),
+            restored: RwLock::new(BTreeMap::new()),
+            order: Default::default(),
+            client_gc: Arc::new(client_gc::ClientGc::new(gc)),
+            periodic: Default::default(),
+            http_addr: Default::default(),
+            http_limits,
+            _tempdir: tempdir,
+        });
+        agent.begin(server_gc)?;
+        Ok(agent)
+    }
+
+    /// Restore what the last run left, then start the background work.
+    fn begin(self: &Arc<Self>, server_gc: core_gc::ServerGcConfig) -> anyhow::Result<()> {
+        self.warn_if_little_disk();
+        self.restore()?;
+        self.spawn_unblocker();
+        self.spawn_outage_watch();
+        self.spawn_core_gc(server_gc);
+        self.spawn_client_gc();
+        self.place_interrupted();
+        let scheduling = self.load_scheduling();
+        let draining = scheduling.drain.is_some();
+        *self.scheduling.write().unwrap() = scheduling;
+        if draining {
+            // A drain the last run did not finish goes on.
+            let generation = self
+                .drain_generation
+                .fetch_add(1, std::sync::atomic::Ordering::SeqCst)
+                + 1;
+            let a = self.clone();
+            tokio::spawn(async move { a.run_drain(generation).await });
+        }
+        Ok(())
+    }
+}
+
+/// The data dir (a fresh temporary one in dev mode without one) and its state DB.
+fn open_data_dir(
+    opts: &AgentOptions,
+) -> anyhow::Result<(PathBuf, Option<tempfile::TempDir>, Arc<dyn StateDb>)> {
+    let (data_dir, tempdir) = match (&opts.data_dir, &opts.config.data_dir, opts.dev) {
+        (Some(d), _, _) | (None, Some(d), _) => (d.clone(), None),
+        (None, None, true) => {
+            let t = tempfile::Builder::new()
+                .prefix("paddock-dev-")
+                .tempdir()
+                .context("creating a temporary data dir")?;
+            (t.path().to_path_buf(), Some(t))
+        }
+        (None, None, false) => {
+            anyhow::bail!("no data dir: pass --data-dir, set data_dir in the config, or use --dev")
+        }
+    };
+    std::fs::create_dir_all(&data_dir)
+        .with_context(|| format!("creating data dir {}", data_dir.display()))?;
+    let db: Arc<dyn StateDb> = if opts.in_memory_state {
+        Arc::new(MemState::new())
+    } else {
+        crate::state::open_redb(
+            &data_dir.join("state.redb"),
+            opts.config.client.state_cache_bytes(),
+        )?
+    };
+    Ok((data_dir, tempdir, db))
+}
+
+/// The plugin host over the agent's state, variables and compile cache, with processes
+/// through the task executor, the built-in components and the folders loaded under hot
+/// swap, and a first fingerprint taken.
+async fn start_plugins(
+    opts: &AgentOptions,
+    data_dir: &std::path::Path,
+    db: &Arc<dyn StateDb>,
+    vars: &Arc<vars::VarStore>,
+    changes: &Arc<Changes>,
+) -> anyhow::Result<(PluginHost, Arc<crate::swap::Swapper>)> {
+    let plugins = PluginHost::build(PluginHostOptions {
+        cache_dir: Some(
+            opts.cache_dir
+                .clone()
+                .unwrap_or_else(|| data_dir.join("cache").join("components")),
+        ),
+        settings: opts.config.component_settings(&opts.config_file)?,
+        dev: opts.dev,
+        engine: crate::runtime::engine::EngineConfig {
+            memory_budget_bytes: opts.config.limits.guest_memory_bytes(&opts.config_file)?,
+            ..Default::default()
+        },
+        variables: Some(vars.clone()),
+        // Both managers start from their state of the last run, so a change that happened
+        // while the agent was down is a node event at this first fingerprint.
+        db: Some(db.clone()),
+        start_limits: opts.config.client.start_limits(),
+        hooks: opts.config.hook.clone(),
+    })?;
+    // Host processes go through the task executor and are recorded in the state DB, so
+    // tasks outlive the agent and are found again after a restart.
+    let executor_program = match &opts.executor_program {
+        Some(p) => p.clone(),
+        None => std::env::current_exe().context("finding this executable for the task executor")?,
+    };
+    plugins
+        .use_executor(executor_program, data_dir, db.clone())
+        .await
+        .context("reading process records")?;
+    let mut dirs = opts.components.clone();
+    dirs.extend(opts.config.components.iter().cloned());
+    if let Some(h) = opts.hooks.as_ref().or(opts.config.hooks.as_ref()) {
+        dirs.push(h.clone());
+    }
+    // The built-in components, then every file of the components folders.
+    let swapper = plugins
+        .start_swapper(
+            changes.clone(),
+            dirs,
+            opts.config.auto_revert(&opts.config_file)?,
+        )
+        .await
+        .context("reading a components folder")?;
+    plugins.drivers.fingerprint_all().await;
+    plugins.devices.fingerprint_all().await;
+    let interval = opts.fingerprint_interval.unwrap_or(Duration::from_secs(30));
+    plugins.drivers.spawn_fingerprinter(interval);
+    plugins.devices.spawn_fingerprinter(interval);
+    Ok((plugins, swapper))
+}
+
+/// The node as placement sees it: identity, the config's datacenter, region, class and
+/// meta, the host's fingerprint and the drivers' attributes.
+fn node_info(
+    opts: &AgentOptions,
+    db: &dyn StateDb,
+    host_attributes: &BTreeMap<String, String>,
+    drivers: &DriverManager,
+) -> anyhow::Result<NodeInfo> {
+    let (id, name) = crate::node::identity(db, opts.config.name.as_deref())?;
+    let mut attributes = host_attributes.clone();
+    attributes.extend(drivers.node_attributes());
+    Ok(NodeInfo {
+        id,
+        name,
+        datacenter: opts
+            .config
+            .datacenter
+            .clone()
+            .unwrap_or_else(|| "dc1".into()),
+        region: opts
+            .config
+            .region
+            .clone()
+            .unwrap_or_else(|| "global".into()),
+        class: opts.config.client.node_class.clone().unwrap_or_default(),
+        attributes,
+        meta: opts.config.client.meta.clone(),
+    })
+}
