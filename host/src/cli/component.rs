@@ -138,111 +138,9 @@ impl GrantArgs {
 
 pub(super) async fn run(cmd: ComponentCommand) -> anyhow::Result<i32> {
     match cmd {
-        ComponentCommand::List { api } => {
-            let v = api.get("/v1/components").await?;
-            println!(
-                "{:<16} {:<14} {:<9} {:<9} {:<14} {:>7} {:>6} {:>5}  Source",
-                "Name", "World", "Contract", "State", "SHA256", "Calls", "Errors", "Tasks"
-            );
-            for c in v["Components"].as_array().cloned().unwrap_or_default() {
-                let sha = c["SHA256"].as_str().unwrap_or("");
-                let state = c["State"].as_str().unwrap_or("");
-                let source = if state == "refused" {
-                    format!(
-                        "{} ({})",
-                        c["Source"].as_str().unwrap_or(""),
-                        c["Reason"].as_str().unwrap_or("")
-                    )
-                } else {
-                    c["Source"].as_str().unwrap_or("").to_string()
-                };
-                println!(
-                    "{:<16} {:<14} {:<9} {:<9} {:<14} {:>7} {:>6} {:>5}  {}",
-                    c["Name"].as_str().unwrap_or("-"),
-                    c["World"].as_str().unwrap_or(""),
-                    c["ContractVersion"].as_str().unwrap_or(""),
-                    state,
-                    &sha[..12.min(sha.len())],
-                    c["Calls"].as_u64().unwrap_or(0),
-                    c["Errors"].as_u64().unwrap_or(0),
-                    c["Tasks"].as_array().map(|t| t.len()).unwrap_or(0),
-                    source
-                );
-            }
-            Ok(0)
-        }
-        ComponentCommand::Status { api, json, name } => {
-            let v = api.get("/v1/components").await?;
-            let versions: Vec<serde_json::Value> = v["Components"]
-                .as_array()
-                .cloned()
-                .unwrap_or_default()
-                .into_iter()
-                .filter(|c| c["Name"] == name.as_str())
-                .collect();
-            if versions.is_empty() {
-                anyhow::bail!("no component {name:?} is loaded (see `component list`)");
-            }
-            if json {
-                super::print_json(&serde_json::json!(versions));
-                return Ok(0);
-            }
-            for c in &versions {
-                let s = |k: &str| c[k].as_str().unwrap_or_default().to_string();
-                println!("{} {} ({})", s("Name"), s("State"), s("World"));
-                for (label, key) in [
-                    ("SHA256", "SHA256"),
-                    ("Previous", "PreviousSHA256"),
-                    ("Version", "PluginVersion"),
-                    ("Contract", "ContractVersion"),
-                    ("Source", "Source"),
-                ] {
-                    println!("  {label:<10} = {}", s(key));
-                }
-                println!(
-                    "  {:<10} = {} ({} errors)",
-                    "Calls",
-                    c["Calls"].as_u64().unwrap_or(0),
-                    c["Errors"].as_u64().unwrap_or(0)
-                );
-                let tasks: Vec<String> = c["Tasks"]
-                    .as_array()
-                    .map(|t| {
-                        t.iter()
-                            .filter_map(|x| x.as_str().map(str::to_string))
-                            .collect()
-                    })
-                    .unwrap_or_default();
-                println!("  {:<10} = {}", "Tasks", tasks.len());
-                for t in tasks {
-                    println!("    {t}");
-                }
-            }
-            Ok(0)
-        }
-        ComponentCommand::Reload { api } => {
-            let v: serde_json::Value = api
-                .client()?
-                .post(api.url("/v1/components/reload"))
-                .send()
-                .await?
-                .error_for_status()?
-                .json()
-                .await?;
-            let changes = v["Changes"].as_array().cloned().unwrap_or_default();
-            if changes.is_empty() {
-                println!("no change");
-            }
-            for c in changes {
-                println!(
-                    "{}: {} {}",
-                    c["Target"].as_str().unwrap_or_default(),
-                    c["Outcome"].as_str().unwrap_or_default(),
-                    c["Detail"].as_str().unwrap_or_default()
-                );
-            }
-            Ok(0)
-        }
+        ComponentCommand::List { api } => list(&api).await,
+        ComponentCommand::Status { api, json, name } => status(&api, json, &name).await,
+        ComponentCommand::Reload { api } => reload(&api).await,
         ComponentCommand::Inspect { api, json, target } => inspect(&api, json, &target).await,
         ComponentCommand::Call {
             file,
@@ -258,50 +156,172 @@ pub(super) async fn run(cmd: ComponentCommand) -> anyhow::Result<i32> {
             task_config,
             config,
             grants,
-        } => {
-            super::init_logging("error", false);
-            let json = |flag: &str, text: &str| -> anyhow::Result<serde_json::Value> {
-                serde_json::from_str(text).map_err(|e| anyhow::anyhow!("--{flag}: {e}"))
-            };
-            let args = super::component_check::CheckArgs {
-                grants: grants.grants()?,
-                plugin_config: json("config", &config)?,
-                task_config: json("task-config", &task_config)?,
-            };
-            super::component_check::run(&file, args).await
-        }
+        } => check(&file, &task_config, &config, grants).await,
         ComponentCommand::New { world, lang, name } => {
             let cwd = std::env::current_dir()?;
             let dir = super::component_new::create(world, lang, &name, &cwd)?;
             println!("wrote {}", dir.display());
             Ok(0)
         }
-        ComponentCommand::Validate { file } => {
-            super::init_logging("warn", false);
-            let bytes = std::fs::read(&file)
-                .map_err(|e| anyhow::anyhow!("reading {}: {e}", file.display()))?;
-            let runtime = Runtime::new(RuntimeOptions::default())?;
-            match runtime
-                .prepare(ComponentSource::File(file.clone()), Arc::from(bytes))
-                .await
-            {
-                Ok(c) => {
-                    println!(
-                        "{}: ok: {} component {:?} version {:?}, built against paddock:plugin@{}, sha256 {}",
-                        file.display(),
-                        c.world,
-                        c.name,
-                        c.plugin_version,
-                        c.contract_version,
-                        c.sha256
-                    );
-                    Ok(0)
-                }
-                Err(r) => {
-                    println!("{r}");
-                    Ok(1)
-                }
-            }
+        ComponentCommand::Validate { file } => validate(&file).await,
+    }
+}
+
+/// `component list`: every version with its state, calls, errors and tasks.
+async fn list(api: &ApiArgs) -> anyhow::Result<i32> {
+    let v = api.get("/v1/components").await?;
+    println!(
+        "{:<16} {:<14} {:<9} {:<9} {:<14} {:>7} {:>6} {:>5}  Source",
+        "Name", "World", "Contract", "State", "SHA256", "Calls", "Errors", "Tasks"
+    );
+    for c in v["Components"].as_array().cloned().unwrap_or_default() {
+        let sha = c["SHA256"].as_str().unwrap_or("");
+        let state = c["State"].as_str().unwrap_or("");
+        let source = if state == "refused" {
+            format!(
+                "{} ({})",
+                c["Source"].as_str().unwrap_or(""),
+                c["Reason"].as_str().unwrap_or("")
+            )
+        } else {
+            c["Source"].as_str().unwrap_or("").to_string()
+        };
+        println!(
+            "{:<16} {:<14} {:<9} {:<9} {:<14} {:>7} {:>6} {:>5}  {}",
+            c["Name"].as_str().unwrap_or("-"),
+            c["World"].as_str().unwrap_or(""),
+            c["ContractVersion"].as_str().unwrap_or(""),
+            state,
+            &sha[..12.min(sha.len())],
+            c["Calls"].as_u64().unwrap_or(0),
+            c["Errors"].as_u64().unwrap_or(0),
+            c["Tasks"].as_array().map(|t| t.len()).unwrap_or(0),
+            source
+        );
+    }
+    Ok(0)
+}
+
+/// `component status NAME`: each version of one component.
+async fn status(api: &ApiArgs, json: bool, name: &str) -> anyhow::Result<i32> {
+    let v = api.get("/v1/components").await?;
+    let versions: Vec<serde_json::Value> = v["Components"]
+        .as_array()
+        .cloned()
+        .unwrap_or_default()
+        .into_iter()
+        .filter(|c| c["Name"] == name)
+        .collect();
+    if versions.is_empty() {
+        anyhow::bail!("no component {name:?} is loaded (see `component list`)");
+    }
+    if json {
+        super::print_json(&serde_json::json!(versions));
+        return Ok(0);
+    }
+    for c in &versions {
+        let s = |k: &str| c[k].as_str().unwrap_or_default().to_string();
+        println!("{} {} ({})", s("Name"), s("State"), s("World"));
+        for (label, key) in [
+            ("SHA256", "SHA256"),
+            ("Previous", "PreviousSHA256"),
+            ("Version", "PluginVersion"),
+            ("Contract", "ContractVersion"),
+            ("Source", "Source"),
+        ] {
+            println!("  {label:<10} = {}", s(key));
+        }
+        println!(
+            "  {:<10} = {} ({} errors)",
+            "Calls",
+            c["Calls"].as_u64().unwrap_or(0),
+            c["Errors"].as_u64().unwrap_or(0)
+        );
+        let tasks: Vec<String> = c["Tasks"]
+            .as_array()
+            .map(|t| {
+                t.iter()
+                    .filter_map(|x| x.as_str().map(str::to_string))
+                    .collect()
+            })
+            .unwrap_or_default();
+        println!("  {:<10} = {}", "Tasks", tasks.len());
+        for t in tasks {
+            println!("    {t}");
+        }
+    }
+    Ok(0)
+}
+
+/// `component reload`: rescan the folders, print what changed.
+async fn reload(api: &ApiArgs) -> anyhow::Result<i32> {
+    let v: serde_json::Value = api
+        .client()?
+        .post(api.url("/v1/components/reload"))
+        .send()
+        .await?
+        .error_for_status()?
+        .json()
+        .await?;
+    let changes = v["Changes"].as_array().cloned().unwrap_or_default();
+    if changes.is_empty() {
+        println!("no change");
+    }
+    for c in changes {
+        println!(
+            "{}: {} {}",
+            c["Target"].as_str().unwrap_or_default(),
+            c["Outcome"].as_str().unwrap_or_default(),
+            c["Detail"].as_str().unwrap_or_default()
+        );
+    }
+    Ok(0)
+}
+
+/// `component check FILE`: the whole contract in a throwaway host.
+async fn check(
+    file: &std::path::Path,
+    task_config: &str,
+    config: &str,
+    grants: GrantArgs,
+) -> anyhow::Result<i32> {
+    super::init_logging("error", false);
+    let json = |flag: &str, text: &str| -> anyhow::Result<serde_json::Value> {
+        serde_json::from_str(text).map_err(|e| anyhow::anyhow!("--{flag}: {e}"))
+    };
+    let args = super::component_check::CheckArgs {
+        grants: grants.grants()?,
+        plugin_config: json("config", config)?,
+        task_config: json("task-config", task_config)?,
+    };
+    super::component_check::run(file, args).await
+}
+
+/// `component validate FILE`: loads it in a throwaway runtime.
+async fn validate(file: &std::path::Path) -> anyhow::Result<i32> {
+    super::init_logging("warn", false);
+    let bytes =
+        std::fs::read(file).map_err(|e| anyhow::anyhow!("reading {}: {e}", file.display()))?;
+    let runtime = Runtime::new(RuntimeOptions::default())?;
+    match runtime
+        .prepare(ComponentSource::File(file.to_path_buf()), Arc::from(bytes))
+        .await
+    {
+        Ok(c) => {
+            println!(
+                "{}: ok: {} component {:?} version {:?}, built against paddock:plugin@{}, sha256 {}",
+                file.display(),
+                c.world,
+                c.name,
+                c.plugin_version,
+                c.contract_version,
+                c.sha256
+            );
+            Ok(0)
+        }
+        Err(r) => {
+            println!("{r}");
+            Ok(1)
         }
     }
 }
