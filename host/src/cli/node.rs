@@ -51,23 +51,8 @@ pub(super) async fn run(cmd: NodeCommand) -> anyhow::Result<i32> {
     let Some(id) = id else {
         if json {
             print_json(&nodes);
-            return Ok(0);
-        }
-        println!(
-            "{:<10} {:<10} {:<12} {:<20} {:<8} {:<12} Status",
-            "ID", "Node Pool", "DC", "Name", "Drain", "Eligibility"
-        );
-        for n in nodes.as_array().cloned().unwrap_or_default() {
-            println!(
-                "{:<10} {:<10} {:<12} {:<20} {:<8} {:<12} {}",
-                super::short_id(n["ID"].as_str().unwrap_or("")),
-                n["NodePool"].as_str().unwrap_or(""),
-                n["Datacenter"].as_str().unwrap_or(""),
-                n["Name"].as_str().unwrap_or(""),
-                n["Drain"].to_string(),
-                n["SchedulingEligibility"].as_str().unwrap_or(""),
-                n["Status"].as_str().unwrap_or("")
-            );
+        } else {
+            print_nodes(&nodes);
         }
         return Ok(0);
     };
@@ -76,7 +61,38 @@ pub(super) async fn run(cmd: NodeCommand) -> anyhow::Result<i32> {
         print_json(&node);
         return Ok(0);
     }
-    let s = |v: &Value| v.as_str().unwrap_or("").to_string();
+    print_node(&node);
+    let allocs = api.get(&format!("/v1/node/{id}/allocations")).await?;
+    print_allocs(&allocs);
+    Ok(0)
+}
+
+/// The node list, one line each.
+fn print_nodes(nodes: &Value) {
+    println!(
+        "{:<10} {:<10} {:<12} {:<20} {:<8} {:<12} Status",
+        "ID", "Node Pool", "DC", "Name", "Drain", "Eligibility"
+    );
+    for n in nodes.as_array().cloned().unwrap_or_default() {
+        println!(
+            "{:<10} {:<10} {:<12} {:<20} {:<8} {:<12} {}",
+            super::short_id(n["ID"].as_str().unwrap_or("")),
+            n["NodePool"].as_str().unwrap_or(""),
+            n["Datacenter"].as_str().unwrap_or(""),
+            n["Name"].as_str().unwrap_or(""),
+            n["Drain"].to_string(),
+            n["SchedulingEligibility"].as_str().unwrap_or(""),
+            n["Status"].as_str().unwrap_or("")
+        );
+    }
+}
+
+fn s(v: &Value) -> String {
+    v.as_str().unwrap_or("").to_string()
+}
+
+/// One node: identity, drivers, devices, node events.
+fn print_node(node: &Value) {
     for (k, v) in [
         ("ID", s(&node["ID"])),
         ("Name", s(&node["Name"])),
@@ -89,6 +105,12 @@ pub(super) async fn run(cmd: NodeCommand) -> anyhow::Result<i32> {
     ] {
         println!("{k:<11} = {v}");
     }
+    print_drivers(node);
+    print_devices(node);
+    print_events(node);
+}
+
+fn print_drivers(node: &Value) {
     let drivers = node["Drivers"].as_object().cloned().unwrap_or_default();
     println!(
         "\nDrivers\n{:<14} {:<9} {:<8} Description",
@@ -103,6 +125,9 @@ pub(super) async fn run(cmd: NodeCommand) -> anyhow::Result<i32> {
             d["HealthDescription"].as_str().unwrap_or("")
         );
     }
+}
+
+fn print_devices(node: &Value) {
     let devices = node["NodeResources"]["Devices"]
         .as_array()
         .cloned()
@@ -123,6 +148,9 @@ pub(super) async fn run(cmd: NodeCommand) -> anyhow::Result<i32> {
             );
         }
     }
+}
+
+fn print_events(node: &Value) {
     let events = node["Events"].as_array().cloned().unwrap_or_default();
     if !events.is_empty() {
         println!("\nNode Events\n{:<22}  {:<10} Message", "Time", "Subsystem");
@@ -144,7 +172,10 @@ pub(super) async fn run(cmd: NodeCommand) -> anyhow::Result<i32> {
             );
         }
     }
-    let allocs = api.get(&format!("/v1/node/{id}/allocations")).await?;
+}
+
+/// The node's allocations.
+fn print_allocs(allocs: &Value) {
     println!(
         "\nAllocations\n{:<10} {:<20} {:<12} {:<9} {:<9}",
         "ID", "Job ID", "Task Group", "Desired", "Status"
@@ -159,5 +190,4 @@ pub(super) async fn run(cmd: NodeCommand) -> anyhow::Result<i32> {
             s(&a["ClientStatus"])
         );
     }
-    Ok(0)
 }
