@@ -2,6 +2,7 @@
 
 use std::net::SocketAddr;
 use std::path::PathBuf;
+use std::sync::Arc;
 
 use anyhow::Context;
 
@@ -92,22 +93,7 @@ pub(super) async fn run(args: RunArgs) -> anyhow::Result<i32> {
     if let Err(e) = agent.watch_components() {
         tracing::error!(error = %e, "watching the components folders failed: use `agent component reload` (POST /v1/components/reload) to apply file changes");
     }
-    // SIGHUP re-reads the config's plugin and hook blocks.
-    let reloader = agent.clone();
-    tokio::spawn(async move {
-        let Ok(mut hup) = tokio::signal::unix::signal(tokio::signal::unix::SignalKind::hangup())
-        else {
-            return;
-        };
-        while hup.recv().await.is_some() {
-            match reloader.reload_config().await {
-                Ok(changes) => tracing::info!(changed = changes.len(), "SIGHUP: config reloaded"),
-                Err(e) => {
-                    tracing::error!(error = %e, "SIGHUP: config not reloaded; the running config stays")
-                }
-            }
-        }
-    });
+    reload_on_sighup(agent.clone());
     for (job, submission) in jobs {
         // The file's text is kept with the job's version, as `agent job run` sends it.
         let options = crate::agent::RegisterOptions {
@@ -117,6 +103,18 @@ pub(super) async fn run(args: RunArgs) -> anyhow::Result<i32> {
         let r = agent.register_job_with(job, options)?;
         tracing::info!(eval_id = %r.eval_id, allocs = ?r.allocs, "job from --job registered");
     }
+    let state = agent.state().clone();
+    if let Some(signal) = serve_until_stopped(agent, listener).await? {
+        flush(&state, signal).await;
+    }
+    Ok(0)
+}
+
+/// Serve the API until it stops or a stop signal comes: the signal, if one came.
+async fn serve_until_stopped(
+    agent: Arc<Agent>,
+    listener: tokio::net::TcpListener,
+) -> anyhow::Result<Option<&'static str>> {
     // SIGTERM or SIGINT: stop taking work (the API), flush the state DB, leave tasks running
     // (as Nomad's client does), exit 0; a second signal exits at once.
     let (stop, stopping) = tokio::sync::watch::channel(None::<&'static str>);
@@ -127,7 +125,6 @@ pub(super) async fn run(args: RunArgs) -> anyhow::Result<i32> {
             let _ = stopping.wait_for(Option::is_some).await;
         }
     };
-    let state = agent.state().clone();
     // The API on a runtime of its own: while thousands of allocations start on the agent's
     // runtime, a request does not queue behind them (placement runs on the request's
     // thread, the allocations it places on the agent's runtime).
@@ -156,9 +153,30 @@ pub(super) async fn run(args: RunArgs) -> anyhow::Result<i32> {
         result.context("the API stopped")??;
     }
     let signal = *stopping.borrow();
-    let Some(signal) = signal else {
-        return Ok(0);
-    };
+    Ok(signal)
+}
+
+/// SIGHUP re-reads the config's plugin and hook blocks.
+fn reload_on_sighup(agent: Arc<Agent>) {
+    tokio::spawn(async move {
+        let Ok(mut hup) = tokio::signal::unix::signal(tokio::signal::unix::SignalKind::hangup())
+        else {
+            return;
+        };
+        while hup.recv().await.is_some() {
+            match agent.reload_config().await {
+                Ok(changes) => tracing::info!(changed = changes.len(), "SIGHUP: config reloaded"),
+                Err(e) => {
+                    tracing::error!(error = %e, "SIGHUP: config not reloaded; the running config stays")
+                }
+            }
+        }
+    });
+}
+
+/// A stopping agent flushes the state DB, waiting at most [`STOP_GRACE`].
+async fn flush(state: &Arc<dyn crate::state::StateDb>, signal: &'static str) {
+    let state = state.clone();
     let flushed = tokio::time::timeout(
         STOP_GRACE,
         tokio::task::spawn_blocking(move || state.flush()),
@@ -174,7 +192,6 @@ pub(super) async fn run(args: RunArgs) -> anyhow::Result<i32> {
             "stopped: the state DB did not flush within {STOP_GRACE:?}"
         ),
     }
-    Ok(0)
 }
 
 /// How long a stopping agent waits for requests in flight, and then for the state DB.
