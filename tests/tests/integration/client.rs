@@ -12,7 +12,7 @@ async fn restart_signal_stats_and_gc_of_a_running_allocation() {
     t.post_job(json!({ "ID": "svc", "Type": "service", "TaskGroups": [{ "Name": "g",
         "Tasks": [{ "Name": "t", "Driver": "raw_exec", "KillTimeout": 1_000_000_000u64,
             "Config": { "command": "/bin/sh", "args": ["-c",
-                "echo start >> local/starts; trap 'echo got HUP >> local/sig' HUP; while true; do sleep 0.1; done"] } }] }] }))
+                "trap 'echo got HUP >> local/sig' HUP; echo start >> local/starts; while true; do sleep 0.1; done"] } }] }] }))
         .await;
     let running =
         |a: &[serde_json::Value]| a.len() == 1 && a[0]["TaskStates"]["t"]["State"] == "running";
@@ -37,6 +37,7 @@ async fn restart_signal_stats_and_gc_of_a_running_allocation() {
             }
         }
     };
+    // The trap is set before `start` is written: a SIGHUP sent once it is read is caught.
     wait_file("starts", "start\n").await;
 
     // Signal.
