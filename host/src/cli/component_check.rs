@@ -19,7 +19,9 @@ use std::time::{Duration, Instant};
 
 use serde_json::{Value, json};
 
-use crate::drivermanager::types::{DriverError, TaskConfig, TaskHandle, WaitStatus};
+use crate::drivermanager::types::{
+    DriverCapabilities as Capabilities, DriverError, TaskConfig, TaskHandle, WaitStatus,
+};
 use crate::drivermanager::{Driver, DriverCallError};
 use crate::runtime::{Grants, LoadedComponent, Runtime, World};
 
@@ -190,6 +192,19 @@ fn answered(e: &DriverCallError) -> bool {
 }
 
 async fn check_driver(r: &mut Report, d: &Driver, config: &Value, dir: &std::path::Path) {
+    let caps = check_plugin_calls(r, d, config).await;
+    let Some((h, running)) = check_start(r, d, config, dir).await else {
+        return;
+    };
+    check_handle(r, d, &h).await;
+    let h2 = check_second_start(r, d, config, dir, &h).await;
+    check_stop(r, d, h, running).await;
+    check_signal_and_release(r, d, caps, h2).await;
+}
+
+/// The calls about the plugin, not a task: capabilities, fingerprint, config validation
+/// (the given config, and one with a field no driver knows).
+async fn check_plugin_calls(r: &mut Report, d: &Driver, config: &Value) -> Option<Capabilities> {
     let caps = match r.timed("capabilities", d.capabilities()).await {
         Ok(c) => {
             r.pass("capabilities", format!("{c:?}"));
@@ -240,6 +255,17 @@ async fn check_driver(r: &mut Report, d: &Driver, config: &Value, dir: &std::pat
         ),
         Err(e) => r.fail("validate-config (unknown field)", e.to_string()),
     }
+    caps
+}
+
+/// The first task: started, and running (`true`) or already exited; `None` when nothing
+/// more can be checked.
+async fn check_start(
+    r: &mut Report,
+    d: &Driver,
+    config: &Value,
+    dir: &std::path::Path,
+) -> Option<(TaskHandle, bool)> {
     let cfg = task("one", config, dir);
     let h = match r.timed("start", d.start(cfg.clone(), None)).await {
         Ok(h) if h.task_id == cfg.id => {
@@ -251,11 +277,11 @@ async fn check_driver(r: &mut Report, d: &Driver, config: &Value, dir: &std::pat
                 "start",
                 format!("the handle names task {:?}, not {:?}", h.task_id, cfg.id),
             );
-            return;
+            return None;
         }
         Err(e) => {
             r.fail("start", format!("{e}; nothing more can be checked"));
-            return;
+            return None;
         }
     };
     let running = match r.timed("wait", d.wait(h.clone())).await {
@@ -275,6 +301,12 @@ async fn check_driver(r: &mut Report, d: &Driver, config: &Value, dir: &std::pat
             false
         }
     };
+    Some((h, running))
+}
+
+/// What a running task's handle answers: inspect, stats, recover, and a damaged handle
+/// refused.
+async fn check_handle(r: &mut Report, d: &Driver, h: &TaskHandle) {
     for (op, result) in [
         (
             "inspect",
@@ -318,8 +350,18 @@ async fn check_driver(r: &mut Report, d: &Driver, config: &Value, dir: &std::pat
         ),
         Err(e) => r.fail("recover (damaged handle)", format!("the component failed instead of refusing: {e}")),
     }
+}
+
+/// A second task while the first runs: its own handle.
+async fn check_second_start(
+    r: &mut Report,
+    d: &Driver,
+    config: &Value,
+    dir: &std::path::Path,
+    h: &TaskHandle,
+) -> Option<TaskHandle> {
     let second = task("two", config, dir);
-    let h2 = match r.timed("start", d.start(second, None)).await {
+    match r.timed("start", d.start(second, None)).await {
         Ok(h2) if h2.driver_state != h.driver_state || h2.task_id != h.task_id => {
             r.pass("two tasks at once", "a second start while the first runs");
             Some(h2)
@@ -335,7 +377,11 @@ async fn check_driver(r: &mut Report, d: &Driver, config: &Value, dir: &std::pat
             r.fail("two tasks at once", e.to_string());
             None
         }
-    };
+    }
+}
+
+/// The first task: not released while running, stopped, exited, released.
+async fn check_stop(r: &mut Report, d: &Driver, h: TaskHandle, running: bool) {
     if running {
         match r.timed("destroy", d.destroy(h.clone(), false)).await {
             Err(e) if answered(&e) => r.pass(
@@ -367,6 +413,15 @@ async fn check_driver(r: &mut Report, d: &Driver, config: &Value, dir: &std::pat
         Ok(()) => r.pass("destroy (exited)", "released"),
         Err(e) => r.fail("destroy (exited)", e.to_string()),
     }
+}
+
+/// Signals go to the second task, which is then released with force.
+async fn check_signal_and_release(
+    r: &mut Report,
+    d: &Driver,
+    caps: Option<Capabilities>,
+    h2: Option<TaskHandle>,
+) {
     // Signals go to the second task, which is destroyed with force after: a signal may end it.
     let signals = caps.as_ref().is_some_and(|c| c.send_signals);
     if let Some(h2) = &h2 {
