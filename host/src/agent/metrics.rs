@@ -11,15 +11,23 @@ impl Agent {
     /// Every metric sample now; running tasks' usage is asked of their drivers.
     pub async fn metrics(&self) -> Vec<Metric> {
         let node = self.node();
-        let node_labels = || -> Labels {
-            vec![
-                ("node_id", node.id.clone()),
-                ("datacenter", node.datacenter.clone()),
-                ("node_class", node.class.clone()),
-            ]
-        };
+        let node_labels: Labels = vec![
+            ("node_id", node.id.clone()),
+            ("datacenter", node.datacenter.clone()),
+            ("node_class", node.class.clone()),
+        ];
         let mut out = Vec::new();
+        self.alloc_metrics(&node_labels, &mut out).await;
+        host_metrics(&node_labels, &mut out);
+        self.device_metrics(&node_labels, &mut out).await;
+        self.component_metrics(&mut out);
+        self.queue_and_state_metrics(&mut out);
+        out
+    }
 
+    /// Allocations by client status, task restarts, and the usage of running tasks.
+    async fn alloc_metrics(&self, node_labels: &Labels, out: &mut Vec<Metric>) {
+        let node_labels = || node_labels.clone();
         let allocs = self.allocations();
         let count = |f: &dyn Fn(ClientStatus) -> bool| {
             allocs.iter().filter(|a| f(a.client_status)).count() as f64
@@ -84,26 +92,11 @@ impl Agent {
                 }
             }
         }
+    }
 
-        let (total, available, _) = crate::node::meminfo();
-        out.push(Metric::Gauge(
-            "nomad.client.host.memory.total",
-            node_labels(),
-            total as f64,
-        ));
-        out.push(Metric::Gauge(
-            "nomad.client.host.memory.available",
-            node_labels(),
-            available as f64,
-        ));
-        out.push(Metric::Gauge(
-            "nomad.client.uptime",
-            node_labels(),
-            crate::node::uptime_secs() as f64,
-        ));
-
-        self.device_metrics(&node_labels(), &mut out).await;
-
+    /// The component runtime: calls per component and operation, loaded components, hot
+    /// swaps, the compile cache.
+    fn component_metrics(&self, out: &mut Vec<Metric>) {
         let rt = &self.runtime;
         for ((component, world, op), s) in rt.metrics.snapshot() {
             let labels: Labels = vec![
@@ -159,6 +152,21 @@ impl Agent {
             first.calls,
             first.sum_seconds,
         ));
+        let (hits, misses) = rt.metrics.cache();
+        out.push(Metric::Counter(
+            "paddock.compile_cache.hits",
+            Vec::new(),
+            hits as f64,
+        ));
+        out.push(Metric::Counter(
+            "paddock.compile_cache.misses",
+            Vec::new(),
+            misses as f64,
+        ));
+    }
+
+    /// The driver start queue and the state DB's writes.
+    fn queue_and_state_metrics(&self, out: &mut Vec<Metric>) {
         let q = self.drivers.start_queue().stats();
         let limits = self.drivers.start_queue().limits();
         for (name, v) in [
@@ -198,19 +206,28 @@ impl Agent {
         ] {
             out.push(Metric::Counter(name, Vec::new(), v));
         }
-        let (hits, misses) = rt.metrics.cache();
-        out.push(Metric::Counter(
-            "paddock.compile_cache.hits",
-            Vec::new(),
-            hits as f64,
-        ));
-        out.push(Metric::Counter(
-            "paddock.compile_cache.misses",
-            Vec::new(),
-            misses as f64,
-        ));
-        out
     }
+}
+
+/// The host's memory and uptime.
+fn host_metrics(node_labels: &Labels, out: &mut Vec<Metric>) {
+    let node_labels = || node_labels.clone();
+    let (total, available, _) = crate::node::meminfo();
+    out.push(Metric::Gauge(
+        "nomad.client.host.memory.total",
+        node_labels(),
+        total as f64,
+    ));
+    out.push(Metric::Gauge(
+        "nomad.client.host.memory.available",
+        node_labels(),
+        available as f64,
+    ));
+    out.push(Metric::Gauge(
+        "nomad.client.uptime",
+        node_labels(),
+        crate::node::uptime_secs() as f64,
+    ));
 }
 
 impl Agent {
