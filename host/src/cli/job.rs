@@ -172,64 +172,16 @@ pub async fn job_run_with_var_files(
 ) -> anyhow::Result<i32> {
     let (job, submission) = super::read_job_source(file, vars, var_files)?;
     let client = api.client()?;
-    // Nomad's `api.JobSubmission`: the fields a client sets.
-    let submission = serde_json::json!({
-        "Source": submission.source, "Format": submission.format,
-        "VariableFlags": submission.variable_flags, "Variables": submission.variables,
-    });
-    let body = serde_json::json!({ "Job": job, "Submission": submission });
-    let resp = client
-        .post(api.url("/v1/jobs"))
-        .json(&body)
-        .send()
-        .await
-        .with_context(|| format!("contacting the agent at {}", api.address))?;
-    let status = resp.status();
-    let text = resp.text().await?;
-    if !status.is_success() {
-        anyhow::bail!("submitting {}: {status}: {text}", file.display());
-    }
-    let reg: Value = serde_json::from_str(&text)?;
-    let eval_id = reg["EvalID"].as_str().unwrap_or_default().to_string();
-    if let Some(w) = reg["Warnings"].as_str().filter(|w| !w.is_empty()) {
-        println!("==> Job Warnings:\n{w}");
-    }
+    let eval_id = submit(api, &client, file, &job, submission).await?;
     println!("==> Job {:?} submitted (evaluation {eval_id})", job.id);
     if detach {
         return Ok(0);
     }
-    let mut placement_failed = false;
-    if let Some(eval) = follow_eval(api, &client, &eval_id).await? {
-        println!(
-            "==> Evaluation triggered by {} finished with status {:?}",
-            eval["TriggeredBy"].as_str().unwrap_or(""),
-            eval["Status"].as_str().unwrap_or("")
-        );
-        if let Some(text) = placement_failure(&eval) {
-            println!(
-                "==> Evaluation {:?} finished with status {:?} but failed to place all allocations:",
-                eval["ID"].as_str().unwrap_or(""),
-                eval["Status"].as_str().unwrap_or("")
-            );
-            print!("{text}");
-            if let Some(b) = eval["BlockedEval"].as_str().filter(|b| !b.is_empty()) {
-                println!("==> Evaluation {b:?} waiting for additional capacity to place remainder");
-            }
-            placement_failed = true;
-            let wanted: u64 = job
-                .task_groups
-                .iter()
-                .map(|g| u64::from(job.placed_count(g)))
-                .sum();
-            let failed: u64 = eval["QueuedAllocations"]
-                .as_object()
-                .map(|m| m.values().filter_map(Value::as_u64).sum())
-                .unwrap_or(0);
-            if failed >= wanted {
-                return Ok(2);
-            }
-        }
-    }
+    let placement_failed = match report_eval(api, &client, &job, &eval_id).await? {
+        Placement::NoneFits => return Ok(2),
+        Placement::Partial => true,
+        Placement::Whole => false,
+    };
 
     // Per task, the time of the newest event printed: events are a ring of the newest 10,
     // so position is no guide to what is new.
@@ -252,36 +204,7 @@ pub async fn job_run_with_var_files(
             println!("==> {} allocation(s) placed", ours.len());
             placed = true;
         }
-        for a in &ours {
-            let id = a["ID"].as_str().unwrap_or_default();
-            let Some(states) = a["TaskStates"].as_object() else {
-                continue;
-            };
-            for (task, st) in states {
-                let events = st["Events"].as_array().cloned().unwrap_or_default();
-                let key = format!("{id}/{task}");
-                let last = seen.entry(key).or_insert(0);
-                for ev in events
-                    .iter()
-                    .filter(|e| e["Time"].as_u64().unwrap_or(0) > *last)
-                {
-                    println!(
-                        "    {} {}[{}] {}: {}",
-                        super::short_id(id),
-                        a["TaskGroup"].as_str().unwrap_or(""),
-                        task,
-                        ev["Type"].as_str().unwrap_or(""),
-                        ev["DisplayMessage"].as_str().unwrap_or("")
-                    );
-                }
-                *last = events
-                    .iter()
-                    .filter_map(|e| e["Time"].as_u64())
-                    .max()
-                    .unwrap_or(*last)
-                    .max(*last);
-            }
-        }
+        print_new_events(&ours, &mut seen);
         if placed && ours.iter().all(|a| settled(a, job.job_type)) {
             let failed: Vec<_> = ours
                 .iter()
@@ -302,6 +225,123 @@ pub async fn job_run_with_var_files(
         }
         if !placed {
             tokio::time::sleep(Duration::from_millis(200)).await;
+        }
+    }
+}
+
+/// Send the job with its source (Nomad's `api.JobSubmission`: the fields a client sets);
+/// prints the register answer's warnings; the evaluation id.
+async fn submit(
+    api: &ApiArgs,
+    client: &reqwest::Client,
+    file: &PathBuf,
+    job: &crate::jobspec::Job,
+    submission: crate::structs::JobSubmission,
+) -> anyhow::Result<String> {
+    // Nomad's `api.JobSubmission`: the fields a client sets.
+    let submission = serde_json::json!({
+        "Source": submission.source, "Format": submission.format,
+        "VariableFlags": submission.variable_flags, "Variables": submission.variables,
+    });
+    let body = serde_json::json!({ "Job": job, "Submission": submission });
+    let resp = client
+        .post(api.url("/v1/jobs"))
+        .json(&body)
+        .send()
+        .await
+        .with_context(|| format!("contacting the agent at {}", api.address))?;
+    let status = resp.status();
+    let text = resp.text().await?;
+    if !status.is_success() {
+        anyhow::bail!("submitting {}: {status}: {text}", file.display());
+    }
+    let reg: Value = serde_json::from_str(&text)?;
+    let eval_id = reg["EvalID"].as_str().unwrap_or_default().to_string();
+    if let Some(w) = reg["Warnings"].as_str().filter(|w| !w.is_empty()) {
+        println!("==> Job Warnings:\n{w}");
+    }
+    Ok(eval_id)
+}
+
+/// How much of a job its evaluation placed.
+enum Placement {
+    Whole,
+    Partial,
+    NoneFits,
+}
+
+/// Follow the evaluation to its end and print it, with Nomad's placement failure text.
+async fn report_eval(
+    api: &ApiArgs,
+    client: &reqwest::Client,
+    job: &crate::jobspec::Job,
+    eval_id: &str,
+) -> anyhow::Result<Placement> {
+    if let Some(eval) = follow_eval(api, client, eval_id).await? {
+        println!(
+            "==> Evaluation triggered by {} finished with status {:?}",
+            eval["TriggeredBy"].as_str().unwrap_or(""),
+            eval["Status"].as_str().unwrap_or("")
+        );
+        if let Some(text) = placement_failure(&eval) {
+            println!(
+                "==> Evaluation {:?} finished with status {:?} but failed to place all allocations:",
+                eval["ID"].as_str().unwrap_or(""),
+                eval["Status"].as_str().unwrap_or("")
+            );
+            print!("{text}");
+            if let Some(b) = eval["BlockedEval"].as_str().filter(|b| !b.is_empty()) {
+                println!("==> Evaluation {b:?} waiting for additional capacity to place remainder");
+            }
+            let wanted: u64 = job
+                .task_groups
+                .iter()
+                .map(|g| u64::from(job.placed_count(g)))
+                .sum();
+            let failed: u64 = eval["QueuedAllocations"]
+                .as_object()
+                .map(|m| m.values().filter_map(Value::as_u64).sum())
+                .unwrap_or(0);
+            return Ok(if failed >= wanted {
+                Placement::NoneFits
+            } else {
+                Placement::Partial
+            });
+        }
+    }
+    Ok(Placement::Whole)
+}
+
+/// Each task event not printed before, as `job run` shows them.
+fn print_new_events(ours: &[&Value], seen: &mut BTreeMap<String, u64>) {
+    for a in ours {
+        let id = a["ID"].as_str().unwrap_or_default();
+        let Some(states) = a["TaskStates"].as_object() else {
+            continue;
+        };
+        for (task, st) in states {
+            let events = st["Events"].as_array().cloned().unwrap_or_default();
+            let key = format!("{id}/{task}");
+            let last = seen.entry(key).or_insert(0);
+            for ev in events
+                .iter()
+                .filter(|e| e["Time"].as_u64().unwrap_or(0) > *last)
+            {
+                println!(
+                    "    {} {}[{}] {}: {}",
+                    super::short_id(id),
+                    a["TaskGroup"].as_str().unwrap_or(""),
+                    task,
+                    ev["Type"].as_str().unwrap_or(""),
+                    ev["DisplayMessage"].as_str().unwrap_or("")
+                );
+            }
+            *last = events
+                .iter()
+                .filter_map(|e| e["Time"].as_u64())
+                .max()
+                .unwrap_or(*last)
+                .max(*last);
         }
     }
 }
