@@ -457,77 +457,83 @@ async fn job_status(api: &ApiArgs, id: Option<&str>, json: bool) -> anyhow::Resu
         return Ok(0);
     }
     match id {
-        None => {
-            let jobs: Vec<Value> = client
-                .get(api.url("/v1/jobs"))
-                .send()
-                .await?
-                .error_for_status()?
-                .json()
-                .await?;
-            println!(
-                "{:<24} {:<8} {:<9} {:<10}",
-                "ID", "Type", "Priority", "Status"
-            );
-            for j in jobs {
-                println!(
-                    "{:<24} {:<8} {:<9} {:<10}",
-                    j["ID"].as_str().unwrap_or(""),
-                    j["Type"].as_str().unwrap_or(""),
-                    j["Priority"].to_string(),
-                    j["Status"].as_str().unwrap_or("")
-                );
-            }
-            Ok(0)
-        }
-        Some(id) => {
-            let resp = client.get(api.url(&format!("/v1/job/{id}"))).send().await?;
-            if resp.status() == reqwest::StatusCode::NOT_FOUND {
-                eprintln!("No job with id {id:?} found");
-                return Ok(1);
-            }
-            let job: Value = resp.error_for_status()?.json().await?;
-            println!(
-                "ID       = {}\nName     = {}\nType     = {}\nPriority = {}\nStatus   = {}",
-                job["ID"].as_str().unwrap_or(""),
-                job["Name"].as_str().unwrap_or(""),
-                job["Type"].as_str().unwrap_or(""),
-                job["Priority"],
-                job["Status"].as_str().unwrap_or("")
-            );
-            // As `nomad job status`: the newest evaluation's placement failures, if any.
-            if let Ok(evals) = api.get(&format!("/v1/job/{id}/evaluations")).await
-                && let Some(text) = evals
-                    .as_array()
-                    .and_then(|e| e.iter().find(|e| e["Status"] != "blocked"))
-                    .and_then(placement_failure)
-            {
-                print!("\n{text}");
-            }
-            let allocs: Vec<Value> = client
-                .get(api.url(&format!("/v1/job/{id}/allocations")))
-                .send()
-                .await?
-                .error_for_status()?
-                .json()
-                .await?;
-            println!(
-                "\nAllocations\n{:<10} {:<10} {:<12} {:<8} {:<8}",
-                "ID", "Task Group", "Desired", "Status", "Tasks"
-            );
-            for a in allocs {
-                let id = a["ID"].as_str().unwrap_or("");
-                let tasks = a["TaskStates"].as_object().map(|m| m.len()).unwrap_or(0);
-                println!(
-                    "{:<10} {:<10} {:<12} {:<8} {:<8}",
-                    super::short_id(id),
-                    a["TaskGroup"].as_str().unwrap_or(""),
-                    a["DesiredStatus"].as_str().unwrap_or(""),
-                    a["ClientStatus"].as_str().unwrap_or(""),
-                    tasks
-                );
-            }
-            Ok(0)
-        }
+        None => job_list(api, &client).await,
+        Some(id) => one_job_status(api, &client, id).await,
     }
+}
+
+/// `job status` without an id: every job, a line each.
+async fn job_list(api: &ApiArgs, client: &reqwest::Client) -> anyhow::Result<i32> {
+    let jobs: Vec<Value> = client
+        .get(api.url("/v1/jobs"))
+        .send()
+        .await?
+        .error_for_status()?
+        .json()
+        .await?;
+    println!(
+        "{:<24} {:<8} {:<9} {:<10}",
+        "ID", "Type", "Priority", "Status"
+    );
+    for j in jobs {
+        println!(
+            "{:<24} {:<8} {:<9} {:<10}",
+            j["ID"].as_str().unwrap_or(""),
+            j["Type"].as_str().unwrap_or(""),
+            j["Priority"].to_string(),
+            j["Status"].as_str().unwrap_or("")
+        );
+    }
+    Ok(0)
+}
+
+/// `job status ID`: the job, its newest placement failure, its allocations.
+async fn one_job_status(api: &ApiArgs, client: &reqwest::Client, id: &str) -> anyhow::Result<i32> {
+    let resp = client.get(api.url(&format!("/v1/job/{id}"))).send().await?;
+    if resp.status() == reqwest::StatusCode::NOT_FOUND {
+        eprintln!("No job with id {id:?} found");
+        return Ok(1);
+    }
+    let job: Value = resp.error_for_status()?.json().await?;
+    println!(
+        "ID       = {}\nName     = {}\nType     = {}\nPriority = {}\nStatus   = {}",
+        job["ID"].as_str().unwrap_or(""),
+        job["Name"].as_str().unwrap_or(""),
+        job["Type"].as_str().unwrap_or(""),
+        job["Priority"],
+        job["Status"].as_str().unwrap_or("")
+    );
+    // As `nomad job status`: the newest evaluation's placement failures, if any.
+    if let Ok(evals) = api.get(&format!("/v1/job/{id}/evaluations")).await
+        && let Some(text) = evals
+            .as_array()
+            .and_then(|e| e.iter().find(|e| e["Status"] != "blocked"))
+            .and_then(placement_failure)
+    {
+        print!("\n{text}");
+    }
+    let allocs: Vec<Value> = client
+        .get(api.url(&format!("/v1/job/{id}/allocations")))
+        .send()
+        .await?
+        .error_for_status()?
+        .json()
+        .await?;
+    println!(
+        "\nAllocations\n{:<10} {:<10} {:<12} {:<8} {:<8}",
+        "ID", "Task Group", "Desired", "Status", "Tasks"
+    );
+    for a in allocs {
+        let id = a["ID"].as_str().unwrap_or("");
+        let tasks = a["TaskStates"].as_object().map(|m| m.len()).unwrap_or(0);
+        println!(
+            "{:<10} {:<10} {:<12} {:<8} {:<8}",
+            super::short_id(id),
+            a["TaskGroup"].as_str().unwrap_or(""),
+            a["DesiredStatus"].as_str().unwrap_or(""),
+            a["ClientStatus"].as_str().unwrap_or(""),
+            tasks
+        );
+    }
+    Ok(0)
 }
