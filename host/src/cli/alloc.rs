@@ -120,20 +120,7 @@ pub(super) async fn run(cmd: AllocCommand) -> anyhow::Result<i32> {
                 logs(&api, &id, &task, stderr, follow, tail, false).await
             }
         }
-        AllocCommand::Restart { api, id, task } => {
-            let id = resolve(&api, &id).await?;
-            api.call(
-                Method::POST,
-                &format!("/v1/client/allocation/{id}/restart"),
-                Some(&json!({ "TaskName": task.clone().unwrap_or_default() })),
-            )
-            .await?;
-            match task {
-                Some(t) => println!("==> Task {t:?} of allocation {} restarted", short_id(&id)),
-                None => println!("==> Allocation {} restarted", short_id(&id)),
-            }
-            Ok(0)
-        }
+        AllocCommand::Restart { api, id, task } => restart(&api, &id, task).await,
         AllocCommand::Signal {
             api,
             signal,
@@ -150,19 +137,38 @@ pub(super) async fn run(cmd: AllocCommand) -> anyhow::Result<i32> {
             println!("==> Sent {signal} to allocation {}", short_id(&id));
             Ok(0)
         }
-        AllocCommand::Stop { api, id } => {
-            let id = resolve(&api, &id).await?;
-            let v = api
-                .call(Method::POST, &format!("/v1/allocation/{id}/stop"), None)
-                .await?;
-            println!(
-                "==> Allocation {} stopping (evaluation {})",
-                short_id(&id),
-                v["EvalID"].as_str().unwrap_or("")
-            );
-            Ok(0)
-        }
+        AllocCommand::Stop { api, id } => stop(&api, &id).await,
     }
+}
+
+/// `alloc restart ID [TASK]`.
+async fn restart(api: &ApiArgs, id: &str, task: Option<String>) -> anyhow::Result<i32> {
+    let id = resolve(api, id).await?;
+    api.call(
+        Method::POST,
+        &format!("/v1/client/allocation/{id}/restart"),
+        Some(&json!({ "TaskName": task.clone().unwrap_or_default() })),
+    )
+    .await?;
+    match task {
+        Some(t) => println!("==> Task {t:?} of allocation {} restarted", short_id(&id)),
+        None => println!("==> Allocation {} restarted", short_id(&id)),
+    }
+    Ok(0)
+}
+
+/// `alloc stop ID`.
+async fn stop(api: &ApiArgs, id: &str) -> anyhow::Result<i32> {
+    let id = resolve(api, id).await?;
+    let v = api
+        .call(Method::POST, &format!("/v1/allocation/{id}/stop"), None)
+        .await?;
+    println!(
+        "==> Allocation {} stopping (evaluation {})",
+        short_id(&id),
+        v["EvalID"].as_str().unwrap_or("")
+    );
+    Ok(0)
 }
 
 /// The full id of the one allocation whose id starts with `prefix`.
