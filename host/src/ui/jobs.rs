@@ -227,67 +227,11 @@ pub(super) async fn job(
             @let may = may_stop(&viewer, &agent, &job.namespace, &job.id);
             div.buttons { (job_buttons(&job.namespace, &job.id, job.stop, may)) }
             h2 { "Task groups" }
-            div.scroll { table {
-                thead { tr {
-                    th scope="col" { "Group" } th scope="col" { "Count" } th scope="col" { "Tasks" }
-                    th scope="col" { "Allocations" }
-                } }
-                tbody {
-                    @for g in &job.task_groups {
-                        tr {
-                            td { (g.name) }
-                            td { (g.count) }
-                            td { (g.tasks.iter().map(|t| t.name.as_str()).collect::<Vec<_>>().join(", ")) }
-                            td { (bar(summary.summary.get(&g.name).into_iter())) }
-                        }
-                    }
-                }
-            } }
+            (groups_table(&job, &summary))
             h2 { "Allocations" }
-            @if allocs.is_empty() {
-                p.empty { "No allocations." }
-            } @else {
-                div.scroll { table.allocs {
-                    thead { tr {
-                        th scope="col" { "ID" } th scope="col" { "Group" } th scope="col" { "Status" }
-                        th scope="col" { "Desired" } th scope="col" { "Age" } th scope="col" { "Restarts" }
-                    } }
-                    tbody {
-                        @for a in &allocs {
-                            @let status = label(&a.client_status);
-                            tr {
-                                td { a href=(format!("/ui/allocations/{}", enc(&a.id))) { code { (short(&a.id)) } } }
-                                td { (a.task_group) }
-                                td { span class=(format!("status {status}")) { (status) } }
-                                td { (label(&a.desired_status)) }
-                                td { (age(a.create_time)) }
-                                td { (a.task_states.values().map(|s| s.restarts).sum::<u64>()) }
-                            }
-                        }
-                    }
-                } }
-            }
+            (allocs_table(&allocs))
             h2 { "Evaluations" }
-            @if evals.is_empty() {
-                p.empty { "No evaluations." }
-            } @else {
-                div.scroll { table.evals {
-                    thead { tr {
-                        th scope="col" { "ID" } th scope="col" { "Triggered by" } th scope="col" { "Status" }
-                        th scope="col" { "Placement failures" }
-                    } }
-                    tbody {
-                        @for e in &evals {
-                            tr {
-                                td { code { (short(&e.id)) } }
-                                td { (e.triggered_by) }
-                                td { (e.status) @if !e.status_description.is_empty() { " · " (e.status_description) } }
-                                td { (failures(e.failed_tg_allocs.as_ref())) }
-                            }
-                        }
-                    }
-                } }
-            }
+            (evals_table(&evals))
         }
         h2 { "Definition" }
         details {
@@ -297,6 +241,83 @@ pub(super) async fn job(
         @if let Some(s) = &source { (hcl_source(s)) }
     };
     page(&format!("Job {id}"), Tab::Jobs, Some(&watch), body).into_response()
+}
+
+/// A job's groups: count, tasks, allocations by status.
+fn groups_table(job: &crate::jobspec::Job, summary: &crate::agent::JobSummary) -> Markup {
+    html! {
+    div.scroll { table {
+        thead { tr {
+            th scope="col" { "Group" } th scope="col" { "Count" } th scope="col" { "Tasks" }
+            th scope="col" { "Allocations" }
+        } }
+        tbody {
+            @for g in &job.task_groups {
+                tr {
+                    td { (g.name) }
+                    td { (g.count) }
+                    td { (g.tasks.iter().map(|t| t.name.as_str()).collect::<Vec<_>>().join(", ")) }
+                    td { (bar(summary.summary.get(&g.name).into_iter())) }
+                }
+            }
+        }
+    } }
+    }
+}
+
+/// A job's allocations, newest first.
+fn allocs_table(allocs: &[crate::structs::Allocation]) -> Markup {
+    html! {
+    @if allocs.is_empty() {
+        p.empty { "No allocations." }
+    } @else {
+        div.scroll { table.allocs {
+            thead { tr {
+                th scope="col" { "ID" } th scope="col" { "Group" } th scope="col" { "Status" }
+                th scope="col" { "Desired" } th scope="col" { "Age" } th scope="col" { "Restarts" }
+            } }
+            tbody {
+                @for a in allocs {
+                    @let status = label(&a.client_status);
+                    tr {
+                        td { a href=(format!("/ui/allocations/{}", enc(&a.id))) { code { (short(&a.id)) } } }
+                        td { (a.task_group) }
+                        td { span class=(format!("status {status}")) { (status) } }
+                        td { (label(&a.desired_status)) }
+                        td { (age(a.create_time)) }
+                        td { (a.task_states.values().map(|s| s.restarts).sum::<u64>()) }
+                    }
+                }
+            }
+        } }
+    }
+    }
+}
+
+/// A job's evaluations, with their placement failures.
+fn evals_table(evals: &[crate::evals::Evaluation]) -> Markup {
+    html! {
+    @if evals.is_empty() {
+        p.empty { "No evaluations." }
+    } @else {
+        div.scroll { table.evals {
+            thead { tr {
+                th scope="col" { "ID" } th scope="col" { "Triggered by" } th scope="col" { "Status" }
+                th scope="col" { "Placement failures" }
+            } }
+            tbody {
+                @for e in evals {
+                    tr {
+                        td { code { (short(&e.id)) } }
+                        td { (e.triggered_by) }
+                        td { (e.status) @if !e.status_description.is_empty() { " · " (e.status_description) } }
+                        td { (failures(e.failed_tg_allocs.as_ref())) }
+                    }
+                }
+            }
+        } }
+    }
+    }
 }
 
 /// The HCL a job version was submitted as, with the variables given with it.
