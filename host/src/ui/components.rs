@@ -92,8 +92,33 @@ fn history(events: &[SwapEvent]) -> Markup {
 
 /// `GET /ui/components`.
 pub(super) async fn components(State(agent): State<AppState>) -> Response {
+    let calls = calls_by_component(agent.metrics().await);
+    let list = agent.components();
+    let gone = agent.unloaded_components();
+    let none = Calls::default();
+    let body = html! {
+        h1 { "Components" }
+        div #components data-live {
+            @if list.is_empty() { p.empty { "No components loaded." } }
+            @for c in &list { (component(c, calls.get(&c.name).unwrap_or(&none))) }
+            @if !gone.is_empty() {
+                h2 { "No longer loaded" }
+                @for g in &gone {
+                    section.component data-unloaded=(g.name) aria-label=(g.name) {
+                        h3 { (g.name) " (" (g.world) ")" }
+                        (history(&g.history))
+                    }
+                }
+            }
+        }
+    };
+    page("Components", Tab::Components, None, body).into_response()
+}
+
+/// Traps and call latencies per component, from the metrics model.
+fn calls_by_component(metrics: Vec<Metric>) -> BTreeMap<String, Calls> {
     let mut calls: BTreeMap<String, Calls> = BTreeMap::new();
-    for m in agent.metrics().await {
+    for m in metrics {
         let component = |l: &crate::metrics::Labels| {
             l.iter()
                 .find(|(k, _)| *k == "component")
@@ -118,67 +143,52 @@ pub(super) async fn components(State(agent): State<AppState>) -> Response {
             _ => {}
         }
     }
-    let list = agent.components();
-    let gone = agent.unloaded_components();
-    let none = Calls::default();
-    let body = html! {
-        h1 { "Components" }
-        div #components data-live {
-            @if list.is_empty() { p.empty { "No components loaded." } }
-            @for c in &list {
-                @let state = label(&c.state);
-                @let m = calls.get(&c.name).unwrap_or(&none);
-                @let title = if c.name.is_empty() { c.source.clone() } else { c.name.clone() };
-                @let refused = c.state == crate::swap::ComponentState::Refused;
-                section.component data-component=(c.name) data-state=(state) aria-label=(title) {
-                    h2 { (title) " " span class=(format!("status {}", state.to_lowercase())) { (state) } }
-                    @if !c.reason.is_empty() { p.error { (c.reason) } }
-                    dl.facts {
-                        @if refused {
-                            dt { "SHA-256" } dd { (sha(&c.sha256)) }
-                        } @else {
-                            dt { "World" } dd { (c.world) }
-                            dt { "Version" } dd { (c.plugin_version) " (contract " (c.contract_version) ")" }
-                            dt { "SHA-256" } dd { (sha(&c.sha256)) }
-                            @if let Some(p) = &c.previous {
-                                dt { "Previous version" } dd { (previous(p)) }
-                            } @else if !c.previous_sha256.is_empty() {
-                                dt { "Previous version" } dd { (sha(&c.previous_sha256)) }
-                            }
-                            dt { "Source" } dd { (c.source) }
-                            dt { "Loaded" } dd { (when(c.loaded_at)) " in " (format!("{:.1}", c.load_millis)) " ms" }
-                            dt { "Grants" } dd { @if c.grants.is_empty() { "none" } @else { (c.grants.join(", ")) } }
-                            dt { "Limits" } dd {
-                                (c.memory_mb) " MiB memory, " (c.call_timeout_millis) " ms per call, "
-                                (c.instance_reuse) " calls per instance"
-                            }
-                            dt { "Calls" } dd { (c.calls) }
-                            dt { "Errors" } dd { (c.errors) }
-                            dt { "Traps" } dd { (m.traps) }
-                            dt { "Latency p50 / p99" } dd { (quantile(m, 0.5)) " / " (quantile(m, 0.99)) }
-                            @if !c.tasks.is_empty() { dt { "Tasks" } dd { (c.tasks.join(", ")) } }
-                        }
+    calls
+}
+
+/// One loaded (or refused, or draining) component version.
+fn component(c: &crate::swap::ComponentStatus, m: &Calls) -> Markup {
+    html! {
+        @let state = label(&c.state);
+        @let title = if c.name.is_empty() { c.source.clone() } else { c.name.clone() };
+        @let refused = c.state == crate::swap::ComponentState::Refused;
+        section.component data-component=(c.name) data-state=(state) aria-label=(title) {
+            h2 { (title) " " span class=(format!("status {}", state.to_lowercase())) { (state) } }
+            @if !c.reason.is_empty() { p.error { (c.reason) } }
+            dl.facts {
+                @if refused {
+                    dt { "SHA-256" } dd { (sha(&c.sha256)) }
+                } @else {
+                    dt { "World" } dd { (c.world) }
+                    dt { "Version" } dd { (c.plugin_version) " (contract " (c.contract_version) ")" }
+                    dt { "SHA-256" } dd { (sha(&c.sha256)) }
+                    @if let Some(p) = &c.previous {
+                        dt { "Previous version" } dd { (previous(p)) }
+                    } @else if !c.previous_sha256.is_empty() {
+                        dt { "Previous version" } dd { (sha(&c.previous_sha256)) }
                     }
-                    @if c.state != crate::swap::ComponentState::Draining || !c.history.is_empty() {
-                        details.history open[!c.history.is_empty()] {
-                            summary { "History (" (c.history.len()) ")" }
-                            (history(&c.history))
-                        }
+                    dt { "Source" } dd { (c.source) }
+                    dt { "Loaded" } dd { (when(c.loaded_at)) " in " (format!("{:.1}", c.load_millis)) " ms" }
+                    dt { "Grants" } dd { @if c.grants.is_empty() { "none" } @else { (c.grants.join(", ")) } }
+                    dt { "Limits" } dd {
+                        (c.memory_mb) " MiB memory, " (c.call_timeout_millis) " ms per call, "
+                        (c.instance_reuse) " calls per instance"
                     }
+                    dt { "Calls" } dd { (c.calls) }
+                    dt { "Errors" } dd { (c.errors) }
+                    dt { "Traps" } dd { (m.traps) }
+                    dt { "Latency p50 / p99" } dd { (quantile(m, 0.5)) " / " (quantile(m, 0.99)) }
+                    @if !c.tasks.is_empty() { dt { "Tasks" } dd { (c.tasks.join(", ")) } }
                 }
             }
-            @if !gone.is_empty() {
-                h2 { "No longer loaded" }
-                @for g in &gone {
-                    section.component data-unloaded=(g.name) aria-label=(g.name) {
-                        h3 { (g.name) " (" (g.world) ")" }
-                        (history(&g.history))
-                    }
+            @if c.state != crate::swap::ComponentState::Draining || !c.history.is_empty() {
+                details.history open[!c.history.is_empty()] {
+                    summary { "History (" (c.history.len()) ")" }
+                    (history(&c.history))
                 }
             }
         }
-    };
-    page("Components", Tab::Components, None, body).into_response()
+    }
 }
 
 #[cfg(test)]
