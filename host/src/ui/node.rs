@@ -2,7 +2,7 @@
 
 use axum::extract::State;
 use axum::response::{IntoResponse, Response};
-use maud::html;
+use maud::{Markup, html};
 
 use super::AppState;
 use super::{Tab, label, page, time_el};
@@ -24,48 +24,9 @@ pub(super) async fn node(State(agent): State<AppState>) -> Response {
                 dt { "HTTP address" } dd { (n.http_addr) }
             }
             h2 { "Drivers" }
-            div.scroll { table.drivers {
-                thead { tr {
-                    th scope="col" { "Driver" } th scope="col" { "Detected" } th scope="col" { "Health" }
-                    th scope="col" { "Reason" } th scope="col" { "Updated" }
-                } }
-                tbody {
-                    @for (name, d) in &n.drivers {
-                        @let health = if d.healthy { "healthy" } else { "unhealthy" };
-                        tr data-driver=(name) {
-                            th scope="row" { (name) }
-                            td { (if d.detected { "yes" } else { "no" }) }
-                            td { span class=(format!("status {health}")) { (health) } }
-                            td { (d.health_description) }
-                            td { (time_el(d.update_time)) }
-                        }
-                    }
-                }
-            } }
+            (drivers_table(&n))
             h2 { "Devices" }
-            @if n.node_resources.devices.is_empty() {
-                p.empty { "No devices." }
-            } @else {
-                div.scroll { table.devices {
-                    thead { tr {
-                        th scope="col" { "Device" } th scope="col" { "Instance" }
-                        th scope="col" { "Health" } th scope="col" { "Reason" }
-                    } }
-                    tbody {
-                        @for d in &n.node_resources.devices {
-                            @for i in &d.instances {
-                                @let health = if i.healthy { "healthy" } else { "unhealthy" };
-                                tr {
-                                    td { (d.vendor) "/" (d.device_type) "/" (d.name) }
-                                    td { code { (i.id) } }
-                                    td { span class=(format!("status {health}")) { (health) } }
-                                    td { (i.health_description) }
-                                }
-                            }
-                        }
-                    }
-                } }
-            }
+            (devices_table(&n))
             h2 { "Node events" }
             @if n.events.is_empty() {
                 p.empty { "No events." }
@@ -89,4 +50,57 @@ pub(super) async fn node(State(agent): State<AppState>) -> Response {
         }
     };
     page("Node", Tab::Node, Some("/v1/node/self"), body).into_response()
+}
+
+/// The node's drivers with their health.
+fn drivers_table(n: &crate::agent::NodeView) -> Markup {
+    html! {
+    div.scroll { table.drivers {
+        thead { tr {
+            th scope="col" { "Driver" } th scope="col" { "Detected" } th scope="col" { "Health" }
+            th scope="col" { "Reason" } th scope="col" { "Updated" }
+        } }
+        tbody {
+            @for (name, d) in &n.drivers {
+                @let health = if d.healthy { "healthy" } else { "unhealthy" };
+                tr data-driver=(name) {
+                    th scope="row" { (name) }
+                    td { (if d.detected { "yes" } else { "no" }) }
+                    td { span class=(format!("status {health}")) { (health) } }
+                    td { (d.health_description) }
+                    td { (time_el(d.update_time)) }
+                }
+            }
+        }
+    } }
+    }
+}
+
+/// The node's device instances with their health.
+fn devices_table(n: &crate::agent::NodeView) -> Markup {
+    html! {
+    @if n.node_resources.devices.is_empty() {
+        p.empty { "No devices." }
+    } @else {
+        div.scroll { table.devices {
+            thead { tr {
+                th scope="col" { "Device" } th scope="col" { "Instance" }
+                th scope="col" { "Health" } th scope="col" { "Reason" }
+            } }
+            tbody {
+                @for d in &n.node_resources.devices {
+                    @for i in &d.instances {
+                        @let health = if i.healthy { "healthy" } else { "unhealthy" };
+                        tr {
+                            td { (d.vendor) "/" (d.device_type) "/" (d.name) }
+                            td { code { (i.id) } }
+                            td { span class=(format!("status {health}")) { (health) } }
+                            td { (i.health_description) }
+                        }
+                    }
+                }
+            }
+        } }
+    }
+    }
 }
