@@ -167,6 +167,45 @@ fn handle_json(h: &TaskHandle) -> Value {
     serde_json::to_value(h).expect("a handle serializes")
 }
 
+/// The task `start` is given: `{"config", "env", "name", "id", "dir"}`, each optional; the
+/// task's folder and logs in `dir` (default a temporary folder).
+fn start_config(arg: &Value) -> Result<TaskConfig, CallFailed> {
+    let dir = arg["dir"].as_str().map(String::from).unwrap_or_else(|| {
+        std::env::temp_dir()
+            .join("paddock-component-call")
+            .display()
+            .to_string()
+    });
+    std::fs::create_dir_all(&dir).map_err(|e| CallFailed::Usage(format!("dir {dir}: {e}")))?;
+    let name = arg["name"].as_str().unwrap_or("task").to_string();
+    Ok(TaskConfig {
+        id: arg["id"].as_str().map(String::from).unwrap_or_else(|| {
+            format!(
+                "call/{name}/{}",
+                &uuid::Uuid::new_v4().simple().to_string()[..8]
+            )
+        }),
+        name: name.clone(),
+        alloc_id: "call".into(),
+        env: arg["env"]
+            .as_object()
+            .map(|m| {
+                m.iter()
+                    .map(|(k, v)| (k.clone(), v.as_str().unwrap_or_default().to_string()))
+                    .collect()
+            })
+            .unwrap_or_default(),
+        driver_config: arg.get("config").cloned().unwrap_or(json!({})).to_string(),
+        alloc_dir: dir.clone(),
+        task_dir: dir.clone(),
+        stdout_path: format!("{dir}/{name}.stdout"),
+        stderr_path: format!("{dir}/{name}.stderr"),
+        kill_signal: "SIGINT".into(),
+        kill_timeout_ns: 5_000_000_000,
+        ..Default::default()
+    })
+}
+
 async fn driver_op(d: &Driver, op: &str, arg: &Value) -> Result<Value, CallFailed> {
     Ok(match op {
         "capabilities" => {
@@ -182,44 +221,7 @@ async fn driver_op(d: &Driver, op: &str, arg: &Value) -> Result<Value, CallFaile
             d.validate_config(&arg.to_string()).await?;
             json!({"valid": true})
         }
-        "start" => {
-            let dir = arg["dir"].as_str().map(String::from).unwrap_or_else(|| {
-                std::env::temp_dir()
-                    .join("paddock-component-call")
-                    .display()
-                    .to_string()
-            });
-            std::fs::create_dir_all(&dir)
-                .map_err(|e| CallFailed::Usage(format!("dir {dir}: {e}")))?;
-            let name = arg["name"].as_str().unwrap_or("task").to_string();
-            let cfg = TaskConfig {
-                id: arg["id"].as_str().map(String::from).unwrap_or_else(|| {
-                    format!(
-                        "call/{name}/{}",
-                        &uuid::Uuid::new_v4().simple().to_string()[..8]
-                    )
-                }),
-                name: name.clone(),
-                alloc_id: "call".into(),
-                env: arg["env"]
-                    .as_object()
-                    .map(|m| {
-                        m.iter()
-                            .map(|(k, v)| (k.clone(), v.as_str().unwrap_or_default().to_string()))
-                            .collect()
-                    })
-                    .unwrap_or_default(),
-                driver_config: arg.get("config").cloned().unwrap_or(json!({})).to_string(),
-                alloc_dir: dir.clone(),
-                task_dir: dir.clone(),
-                stdout_path: format!("{dir}/{name}.stdout"),
-                stderr_path: format!("{dir}/{name}.stderr"),
-                kill_signal: "SIGINT".into(),
-                kill_timeout_ns: 5_000_000_000,
-                ..Default::default()
-            };
-            handle_json(&d.start(cfg, None).await?)
-        }
+        "start" => handle_json(&d.start(start_config(arg)?, None).await?),
         "wait" => match d.wait(handle_of(arg)?).await? {
             WaitStatus::Exited(r) => json!({"exited": r}),
             WaitStatus::Pending(w) => {
