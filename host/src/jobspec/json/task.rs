@@ -45,7 +45,48 @@ pub(super) fn task_from_value(path: &str, v: &Value, group_restart: &RestartPoli
     };
     let env = o.string_map("Env")?;
     let meta = o.string_map("Meta")?;
-    let resources = match o.object("Resources")? {
+    let resources = resources_from(o.object("Resources")?)?;
+    let restart_policy = restart_from(o.object("RestartPolicy")?, group_restart)?;
+    let kill_timeout = o.uint("KillTimeout", u64::MAX)?.unwrap_or(5_000_000_000);
+    let kill_signal = o.string("KillSignal")?.unwrap_or_default();
+    if !kill_signal.is_empty() && crate::util::signal_number(&kill_signal).is_none() {
+        return Err(JobspecError::new(
+            format!("{path}.KillSignal"),
+            format!("unknown signal {kill_signal:?}"),
+        ));
+    }
+    let log_config = log_config_from(o.object("LogConfig")?)?;
+    let lifecycle = lifecycle_from(o.object("Lifecycle")?)?;
+    let leader = o.boolean("Leader")?.unwrap_or(false);
+    let shutdown_delay = o.uint("ShutdownDelay", u64::MAX)?.unwrap_or(0);
+    let templates = templates_from(&mut o, path)?;
+    let dispatch_payload = dispatch_payload_from(o.object("DispatchPayload")?)?;
+    let kept = o.kept(KEPT_TASK);
+    o.finish(&[])?;
+    Ok(Task {
+        name,
+        driver,
+        user,
+        config,
+        env,
+        meta,
+        resources,
+        restart_policy,
+        kill_timeout,
+        kill_signal,
+        log_config,
+        lifecycle,
+        leader,
+        shutdown_delay,
+        templates,
+        dispatch_payload,
+        kept,
+    })
+}
+
+/// A task's `Resources`, with Nomad's defaults (100 MHz, 300 MB).
+fn resources_from(o: Option<Obj<'_>>) -> R<Resources> {
+    Ok(match o {
         None => Resources {
             cpu: 100,
             memory_mb: 300,
@@ -91,17 +132,12 @@ pub(super) fn task_from_value(path: &str, v: &Value, group_restart: &RestartPoli
                 devices,
             }
         }
-    };
-    let restart_policy = restart_from(o.object("RestartPolicy")?, group_restart)?;
-    let kill_timeout = o.uint("KillTimeout", u64::MAX)?.unwrap_or(5_000_000_000);
-    let kill_signal = o.string("KillSignal")?.unwrap_or_default();
-    if !kill_signal.is_empty() && crate::util::signal_number(&kill_signal).is_none() {
-        return Err(JobspecError::new(
-            format!("{path}.KillSignal"),
-            format!("unknown signal {kill_signal:?}"),
-        ));
-    }
-    let log_config = match o.object("LogConfig")? {
+    })
+}
+
+/// A task's `LogConfig` (at least one file of at least 1 MB).
+fn log_config_from(o: Option<Obj<'_>>) -> R<LogConfig> {
+    Ok(match o {
         None => LogConfig::default(),
         Some(mut l) => {
             let c = LogConfig {
@@ -111,8 +147,12 @@ pub(super) fn task_from_value(path: &str, v: &Value, group_restart: &RestartPoli
             l.finish(&["Disabled", "Enabled"])?;
             c
         }
-    };
-    let lifecycle = match o.object("Lifecycle")? {
+    })
+}
+
+/// A task's `Lifecycle`: a prestart, poststart or poststop hook, maybe a sidecar.
+fn lifecycle_from(o: Option<Obj<'_>>) -> R<Option<Lifecycle>> {
+    Ok(match o {
         None => None,
         Some(mut l) => {
             let lpath = l.path.clone();
@@ -127,11 +167,12 @@ pub(super) fn task_from_value(path: &str, v: &Value, group_restart: &RestartPoli
             l.finish(&[])?;
             Some(Lifecycle { hook, sidecar })
         }
-    };
-    let leader = o.boolean("Leader")?.unwrap_or(false);
-    let shutdown_delay = o.uint("ShutdownDelay", u64::MAX)?.unwrap_or(0);
-    let templates = templates_from(&mut o, path)?;
-    let dispatch_payload = match o.object("DispatchPayload")? {
+    })
+}
+
+/// Where a dispatched job's payload is written: a path inside the task's `local/`.
+fn dispatch_payload_from(o: Option<Obj<'_>>) -> R<Option<DispatchPayloadConfig>> {
+    Ok(match o {
         None => None,
         Some(mut d) => {
             let dpath = d.path.clone();
@@ -145,27 +186,6 @@ pub(super) fn task_from_value(path: &str, v: &Value, group_restart: &RestartPoli
             }
             (!file.is_empty()).then_some(DispatchPayloadConfig { file })
         }
-    };
-    let kept = o.kept(KEPT_TASK);
-    o.finish(&[])?;
-    Ok(Task {
-        name,
-        driver,
-        user,
-        config,
-        env,
-        meta,
-        resources,
-        restart_policy,
-        kill_timeout,
-        kill_signal,
-        log_config,
-        lifecycle,
-        leader,
-        shutdown_delay,
-        templates,
-        dispatch_payload,
-        kept,
     })
 }
 
