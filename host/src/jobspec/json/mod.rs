@@ -123,20 +123,7 @@ pub(super) fn job_from_value(v: &Value) -> R<Job> {
         .filter(|n| !n.is_empty())
         .unwrap_or_else(|| id.clone());
     names::job_name(&name).map_err(|m| JobspecError::new("Job.Name", m))?;
-    let job_type = match o.string("Type")?.as_deref() {
-        None | Some("service") => JobType::Service,
-        Some("batch") => JobType::Batch,
-        Some("system") => JobType::System,
-        Some("sysbatch") => JobType::Sysbatch,
-        Some(other) => {
-            return Err(JobspecError::new(
-                "Job.Type",
-                format!(
-                    "unsupported job type {other:?} (expected \"service\", \"batch\", \"system\" or \"sysbatch\")"
-                ),
-            ));
-        }
-    };
+    let job_type = job_type_from(o.string("Type")?.as_deref())?;
     let priority = o.uint("Priority", 100)?.unwrap_or(50) as i32;
     if priority < 1 {
         return Err(JobspecError::new(
@@ -164,33 +151,7 @@ pub(super) fn job_from_value(v: &Value) -> R<Job> {
     let stop = o.boolean("Stop")?.unwrap_or(false);
     let periodic = periodic_from(o.object("Periodic")?)?;
     let parameterized_job = parameterized_from(o.object("ParameterizedJob")?)?;
-    if periodic.is_some() || parameterized_job.is_some() {
-        let what = if periodic.is_some() {
-            "Periodic"
-        } else {
-            "ParameterizedJob"
-        };
-        if !job_type.runs_to_completion() {
-            return Err(JobspecError::new(
-                format!("Job.{what}"),
-                format!(
-                    "only batch and sysbatch jobs can be {}, this one is {}",
-                    if periodic.is_some() {
-                        "periodic"
-                    } else {
-                        "parameterized"
-                    },
-                    job_type.as_str()
-                ),
-            ));
-        }
-        if periodic.is_some() && parameterized_job.is_some() {
-            return Err(JobspecError::new(
-                "Job.Periodic",
-                "a job cannot be both periodic and parameterized",
-            ));
-        }
-    }
+    launch_kinds_allowed(job_type, periodic.is_some(), parameterized_job.is_some())?;
     let groups_v = o.array("TaskGroups")?;
     if groups_v.is_empty() {
         return Err(JobspecError::new(
@@ -200,18 +161,7 @@ pub(super) fn job_from_value(v: &Value) -> R<Job> {
     }
     let kept = o.kept(KEPT_JOB);
     o.finish(IGNORED_JOB)?;
-    let mut task_groups = Vec::new();
-    let mut names = BTreeSet::new();
-    for (i, g) in groups_v.into_iter().enumerate() {
-        let group = group_from_value(&format!("Job.TaskGroups[{i}]"), g, job_type)?;
-        if !names.insert(group.name.clone()) {
-            return Err(JobspecError::new(
-                format!("Job.TaskGroups[{i}].Name"),
-                format!("duplicate group name {:?}", group.name),
-            ));
-        }
-        task_groups.push(group);
-    }
+    let task_groups = groups_from(groups_v, job_type)?;
     Ok(Job {
         id,
         name,
@@ -232,6 +182,73 @@ pub(super) fn job_from_value(v: &Value) -> R<Job> {
         state: JobState::default(),
         kept,
     })
+}
+
+/// `Job.Type`: service (the default), batch, system or sysbatch.
+fn job_type_from(t: Option<&str>) -> R<JobType> {
+    Ok(match t {
+        None | Some("service") => JobType::Service,
+        Some("batch") => JobType::Batch,
+        Some("system") => JobType::System,
+        Some("sysbatch") => JobType::Sysbatch,
+        Some(other) => {
+            return Err(JobspecError::new(
+                "Job.Type",
+                format!(
+                    "unsupported job type {other:?} (expected \"service\", \"batch\", \"system\" or \"sysbatch\")"
+                ),
+            ));
+        }
+    })
+}
+
+/// Only batch and sysbatch jobs are periodic or parameterized, and not both.
+fn launch_kinds_allowed(job_type: JobType, periodic: bool, parameterized: bool) -> R<()> {
+    if periodic || parameterized {
+        let what = if periodic {
+            "Periodic"
+        } else {
+            "ParameterizedJob"
+        };
+        if !job_type.runs_to_completion() {
+            return Err(JobspecError::new(
+                format!("Job.{what}"),
+                format!(
+                    "only batch and sysbatch jobs can be {}, this one is {}",
+                    if periodic {
+                        "periodic"
+                    } else {
+                        "parameterized"
+                    },
+                    job_type.as_str()
+                ),
+            ));
+        }
+        if periodic && parameterized {
+            return Err(JobspecError::new(
+                "Job.Periodic",
+                "a job cannot be both periodic and parameterized",
+            ));
+        }
+    }
+    Ok(())
+}
+
+/// `Job.TaskGroups`, each with a name of its own.
+fn groups_from(groups: Vec<&Value>, job_type: JobType) -> R<Vec<TaskGroup>> {
+    let mut task_groups = Vec::new();
+    let mut names = BTreeSet::new();
+    for (i, g) in groups.into_iter().enumerate() {
+        let group = group_from_value(&format!("Job.TaskGroups[{i}]"), g, job_type)?;
+        if !names.insert(group.name.clone()) {
+            return Err(JobspecError::new(
+                format!("Job.TaskGroups[{i}].Name"),
+                format!("duplicate group name {:?}", group.name),
+            ));
+        }
+        task_groups.push(group);
+    }
+    Ok(task_groups)
 }
 
 /// A `Periodic` object: its expressions (`Spec`, a string or a list, and `Specs`) parse in
