@@ -55,3 +55,33 @@ pub(super) fn read_usage(pid: u32) -> Result<ResourceUsage, HostError> {
         timestamp: crate::util::now_nanos(),
     })
 }
+
+/// Every signal this process ignores (but `SIGPIPE`, which Rust's runtime ignores and
+/// resets for each child it starts) goes back to its default action, so the tasks this
+/// process starts begin with default signals however the agent was started: `nohup`
+/// ignores SIGHUP and a shell script's background job SIGINT and SIGQUIT, an ignored signal
+/// stays ignored through fork and exec, and a task's `trap` on it would do nothing, nor
+/// would Nomad's default kill signal, SIGINT. Returns the signals it reset.
+pub(super) fn default_ignored_signals() -> Vec<i32> {
+    let mut reset = Vec::new();
+    for sig in 1..32 {
+        if matches!(sig, libc::SIGKILL | libc::SIGSTOP | libc::SIGPIPE) {
+            continue;
+        }
+        // SAFETY: reads and sets this process's disposition of one signal; no handler is
+        // installed, only the default action.
+        unsafe {
+            let mut old: libc::sigaction = std::mem::zeroed();
+            if libc::sigaction(sig, std::ptr::null(), &mut old) == 0
+                && old.sa_sigaction == libc::SIG_IGN
+            {
+                let mut dfl: libc::sigaction = std::mem::zeroed();
+                dfl.sa_sigaction = libc::SIG_DFL;
+                if libc::sigaction(sig, &dfl, std::ptr::null_mut()) == 0 {
+                    reset.push(sig);
+                }
+            }
+        }
+    }
+    reset
+}

@@ -34,6 +34,12 @@ pub fn serve(socket: &Path, dir: &Path) -> std::io::Result<()> {
     // Its own session: a signal to the agent's process group or terminal does not reach
     // the executor or its tasks.
     let _ = rustix::process::setsid();
+    // Its tasks start with default signals, whatever the agent inherited (in its own
+    // session, no terminal's signal reaches it).
+    let reset = super::os::default_ignored_signals();
+    if !reset.is_empty() {
+        tracing::info!(signals = ?reset, "task executor: signals the agent ignored are back to their default action for tasks");
+    }
     // It never gains privileges through an exec, nor do the tasks it starts: a raw_exec
     // task run as an unprivileged user cannot climb back through a setuid binary or a
     // file capability (isolated tasks set it again themselves).

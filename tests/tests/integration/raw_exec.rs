@@ -215,3 +215,96 @@ async fn the_operators_user_runs_every_raw_exec_task() {
         "{a:#}"
     );
 }
+
+/// A task executor started with SIGHUP, SIGINT and SIGQUIT ignored (by an embedder started
+/// with `nohup … &` from a script: an ignored signal stays ignored through fork and exec)
+/// still starts its tasks with every signal at its default action: a task's trap on SIGHUP
+/// runs when the task is signalled, and Nomad's default kill signal, SIGINT, stops a task
+/// at once instead of after its kill timeout.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn tasks_start_with_default_signals_however_their_executor_was_started() {
+    let dir = tempfile::tempdir().unwrap();
+    // The executor the agent will find running for its data dir, started ignoring them.
+    let data = dir.path().join("data");
+    std::fs::create_dir_all(&data).unwrap();
+    let socket = data.join("executor.sock");
+    let mut executor = std::process::Command::new("/bin/sh")
+        .args(["-c", "trap '' HUP INT QUIT; exec \"$0\" \"$@\""])
+        .arg(crate::harness::agent_bin())
+        .arg("executor")
+        .arg("--socket")
+        .arg(&socket)
+        .arg("--dir")
+        .arg(data.join("executor"))
+        .spawn()
+        .unwrap();
+    let deadline = Instant::now() + Duration::from_secs(10);
+    while !socket.exists() {
+        assert!(Instant::now() < deadline, "the executor did not start");
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    let mut a = crate::harness::AgentProcess::new(dir.path());
+    a.start().await;
+    a.post_job(
+        json!({ "ID": "sig", "Type": "service", "TaskGroups": [{ "Name": "g",
+        "Tasks": [{ "Name": "t", "Driver": "raw_exec", "KillTimeout": 30_000_000_000u64,
+            "Config": { "command": "/bin/sh", "args": ["-c",
+                "trap 'echo got HUP' HUP; echo ready; while true; do sleep 0.1; done"] } }] }] }),
+    )
+    .await;
+    let allocs = a
+        .wait_allocs("sig", |l| {
+            l.len() == 1 && l[0]["TaskStates"]["t"]["State"] == "running"
+        })
+        .await;
+    let id = allocs[0]["ID"].as_str().unwrap().to_string();
+    let deadline = Instant::now() + Duration::from_secs(15);
+    while !a.stdout(&id, "t").await.contains("ready") {
+        assert!(
+            Instant::now() < deadline,
+            "the task never said it was ready"
+        );
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    let r = a
+        .http
+        .post(a.url(&format!("/v1/client/allocation/{id}/signal")))
+        .json(&json!({ "Task": "t", "Signal": "SIGHUP" }))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(r.status(), 200);
+    let deadline = Instant::now() + Duration::from_secs(15);
+    loop {
+        let out = a.stdout(&id, "t").await;
+        if out.contains("got HUP") {
+            break;
+        }
+        assert!(
+            Instant::now() < deadline,
+            "the task's trap on SIGHUP never ran (the signal is still ignored): {out:?}"
+        );
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    // Stopped with SIGINT, its default action ends it well within the 30 s kill timeout.
+    let stopped = Instant::now();
+    a.http
+        .delete(a.url("/v1/job/sig"))
+        .send()
+        .await
+        .unwrap()
+        .error_for_status()
+        .unwrap();
+    a.wait_allocs("sig", |l| {
+        l.len() == 1 && l[0]["TaskStates"]["t"]["State"] == "dead"
+    })
+    .await;
+    assert!(
+        stopped.elapsed() < Duration::from_secs(10),
+        "SIGINT did not stop the task: it took {:?}",
+        stopped.elapsed()
+    );
+    a.kill9();
+    let _ = executor.kill();
+    let _ = executor.wait();
+}
