@@ -457,25 +457,19 @@ async fn job_status(api: &ApiArgs, id: Option<&str>, json: bool) -> anyhow::Resu
         return Ok(0);
     }
     match id {
-        None => job_list(api, &client).await,
+        None => job_list(api).await,
         Some(id) => one_job_status(api, &client, id).await,
     }
 }
 
 /// `job status` without an id: every job, a line each.
-async fn job_list(api: &ApiArgs, client: &reqwest::Client) -> anyhow::Result<i32> {
-    let jobs: Vec<Value> = client
-        .get(api.url("/v1/jobs"))
-        .send()
-        .await?
-        .error_for_status()?
-        .json()
-        .await?;
+async fn job_list(api: &ApiArgs) -> anyhow::Result<i32> {
+    let jobs = api.get("/v1/jobs").await?;
     println!(
         "{:<24} {:<8} {:<9} {:<10}",
         "ID", "Type", "Priority", "Status"
     );
-    for j in jobs {
+    for j in jobs.as_array().cloned().unwrap_or_default() {
         println!(
             "{:<24} {:<8} {:<9} {:<10}",
             j["ID"].as_str().unwrap_or(""),
@@ -512,18 +506,12 @@ async fn one_job_status(api: &ApiArgs, client: &reqwest::Client, id: &str) -> an
     {
         print!("\n{text}");
     }
-    let allocs: Vec<Value> = client
-        .get(api.url(&format!("/v1/job/{id}/allocations")))
-        .send()
-        .await?
-        .error_for_status()?
-        .json()
-        .await?;
+    let allocs = api.get(&format!("/v1/job/{id}/allocations")).await?;
     println!(
         "\nAllocations\n{:<10} {:<10} {:<12} {:<8} {:<8}",
         "ID", "Task Group", "Desired", "Status", "Tasks"
     );
-    for a in allocs {
+    for a in allocs.as_array().cloned().unwrap_or_default() {
         let id = a["ID"].as_str().unwrap_or("");
         let tasks = a["TaskStates"].as_object().map(|m| m.len()).unwrap_or(0);
         println!(
