@@ -92,3 +92,36 @@ async fn links_a_hook_plants_are_never_followed_by_the_host() {
     })
     .await;
 }
+
+/// The compile cache holds native code the agent loads without validation: a cache folder
+/// another user could write (or a link to one) is refused at start, naming why, and the
+/// agent does not run.
+#[test]
+fn a_compile_cache_others_can_write_is_refused() {
+    use std::os::unix::fs::PermissionsExt;
+    let dir = tempfile::tempdir().unwrap();
+    let open = dir.path().join("open-cache");
+    std::fs::create_dir(&open).unwrap();
+    std::fs::set_permissions(&open, std::fs::Permissions::from_mode(0o777)).unwrap();
+    let link = dir.path().join("linked-cache");
+    std::os::unix::fs::symlink(&open, &link).unwrap();
+    for (cache, why) in [
+        (&open, "writable by its group or others"),
+        (&link, "not a folder"),
+    ] {
+        let out = std::process::Command::new(crate::harness::agent_bin())
+            .args(["run", "--dev", "--bind", "127.0.0.1:0", "--data-dir"])
+            .arg(dir.path().join("data"))
+            .arg("--cache-dir")
+            .arg(cache)
+            .output()
+            .unwrap();
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert!(
+            !out.status.success(),
+            "started with {}: {err}",
+            cache.display()
+        );
+        assert!(err.contains("compile cache") && err.contains(why), "{err}");
+    }
+}
