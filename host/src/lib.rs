@@ -55,6 +55,7 @@ pub mod pluginbook;
 pub mod pluginhost;
 pub mod ports;
 pub mod safefs;
+pub mod server;
 pub mod state;
 pub mod structs;
 pub mod swap;

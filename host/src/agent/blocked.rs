@@ -11,8 +11,8 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use super::Agent;
-use super::feasible::Amounts;
 use crate::evals::Trigger;
+use crate::server::feasible::Amounts;
 
 /// How often the watcher looks.
 const TICK: Duration = Duration::from_millis(200);

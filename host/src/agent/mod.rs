@@ -36,7 +36,6 @@ mod core_gc;
 mod dispatch;
 mod drain;
 mod evaluate;
-mod feasible;
 mod jobs;
 mod metrics;
 mod ops;
@@ -44,9 +43,9 @@ mod order;
 mod outage;
 mod periodic;
 mod placing;
-mod plan;
 mod register;
 mod restore;
+mod snapshot;
 mod start;
 mod submission;
 mod usage;
@@ -58,13 +57,13 @@ pub use jobs::{ChildrenSummary, GroupSummary, JobSummary};
 /// Types the agent's results carry.
 pub use crate::devicemanager::DeviceGroupStats;
 pub use crate::drivermanager::types::ResourceUsage;
+pub use crate::server::plan::{DesiredUpdates, JobPlan};
 pub use dispatch::{DispatchError, DispatchRequest, Dispatched, MAX_PAYLOAD};
 pub use drain::{
     DrainMetadata, DrainSpec, DrainStrategy, NodeScheduling, NodeUpdate, NodeUpdateError,
 };
 pub use ops::{AllocActionError, AllocStats, ClientStats, TaskUsage, Validation};
 pub use periodic::PeriodicError;
-pub use plan::{DesiredUpdates, JobPlan};
 pub use register::{RegisterError, RegisterOptions};
 pub use vars::{
     InvalidVariable, Namespaces, VarError, VarStore, VarWrite, may_read, validate_path,

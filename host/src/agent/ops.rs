@@ -103,7 +103,7 @@ impl Agent {
             driver_checked: true,
             ..Default::default()
         };
-        if let Err(e) = super::register::bounds::check(job) {
+        if let Err(e) = crate::server::bounds::check(job) {
             v.errors.push(e.to_string());
             return v;
         }

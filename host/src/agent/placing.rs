@@ -12,10 +12,10 @@ use std::collections::BTreeMap;
 use std::sync::{Arc, Condvar, Mutex};
 
 use super::Agent;
-use super::plan::{Kept, Placement};
 use crate::allocrunner::AllocRunner;
 use crate::evals::{Failed, Trigger};
 use crate::jobspec::Job;
+use crate::server::plan::{Kept, Placement};
 use crate::state::StateError;
 use crate::structs::{AllocMetric, Allocation, ClientStatus, DesiredStatus};
 
@@ -89,7 +89,9 @@ impl Placing {
             _guard,
         } = self;
         for k in &update {
-            k.runner.update(job.clone(), &eval_id);
+            if let Some(r) = agent.alloc_runner(&k.alloc.id) {
+                r.update(job.clone(), &eval_id);
+            }
         }
         // The placement is a change of its own, after the registration's: what follows it
         // (a blocking query on the job's allocations) sees it at a new index.

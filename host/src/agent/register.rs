@@ -8,14 +8,12 @@
 use std::sync::Arc;
 
 use super::placing::{Placing, PlanGuard};
-use super::plan::Plan;
 use super::{Agent, Registered};
 use crate::evals::Trigger;
 use crate::jobspec::{Job, JobspecError};
+use crate::server::plan::Plan;
 use crate::state::{Durable, StateError};
 use crate::structs::JobSubmission;
-
-pub mod bounds;
 
 /// Why a job was not registered.
 #[derive(Debug, thiserror::Error)]
@@ -141,7 +139,7 @@ impl Agent {
         ),
         RegisterError,
     > {
-        bounds::check(&job)?;
+        crate::server::bounds::check(&job)?;
         // Nothing is planned, changed in memory or started that could not be recorded.
         if let Some(reason) = self.db.unwritable() {
             return Err(StateError::Unwritable { reason }.into());
@@ -242,15 +240,19 @@ impl Agent {
             .write()
             .unwrap()
             .insert((job.namespace.clone(), job.id.clone()), job.clone());
-        for r in &stop {
-            r.stop(if job.stop {
-                "job stopped"
-            } else {
-                "job updated: not wanted any more"
-            });
+        for a in &stop {
+            if let Some(r) = self.alloc_runner(&a.id) {
+                r.stop(if job.stop {
+                    "job stopped"
+                } else {
+                    "job updated: not wanted any more"
+                });
+            }
         }
-        for r in &destructive {
-            r.stop("job updated");
+        for a in &destructive {
+            if let Some(r) = self.alloc_runner(&a.id) {
+                r.stop("job updated");
+            }
         }
         self.periodic_job_changed(&job);
 

@@ -14,9 +14,8 @@
 use std::collections::{BTreeMap, BTreeSet, HashMap};
 use std::sync::{Arc, Mutex};
 
-use super::feasible::{Amounts, Capacity};
 use crate::allocrunner::AllocRunner;
-use crate::structs::AllocatedResources;
+use crate::server::feasible::{Amounts, Capacity};
 
 /// A job's key: (namespace, id).
 type JobKey = (String, String);
@@ -117,7 +116,7 @@ impl NodeUsage {
                     .flat_map(|t| t.cpu.reserved_cores.iter().copied())
                     .collect(),
                 ports: r.shared.ports.iter().map(|p| p.value).collect(),
-                devices: device_keys(r).collect(),
+                devices: r.device_keys().collect(),
             };
             let holder = if footprint.ports.is_empty() && footprint.devices.is_empty() {
                 String::new()
@@ -226,13 +225,4 @@ impl NodeUsage {
             devices,
         }
     }
-}
-
-/// The device instances `r` holds, keyed `<vendor>/<type>/<name>/<id>`.
-pub(super) fn device_keys(r: &AllocatedResources) -> impl Iterator<Item = String> + '_ {
-    r.tasks.values().flat_map(|t| &t.devices).flat_map(|d| {
-        d.device_ids
-            .iter()
-            .map(move |id| format!("{}/{}/{}/{id}", d.vendor, d.device_type, d.name))
-    })
 }

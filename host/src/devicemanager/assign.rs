@@ -10,8 +10,8 @@
 
 use std::collections::BTreeMap;
 
+use super::rules;
 use super::types::{NodeDevice, NodeDeviceResource};
-use super::{DeviceManager, rules};
 use crate::jobspec::{JobspecError, Task};
 use crate::structs::AllocatedDeviceResource;
 
@@ -29,128 +29,125 @@ pub enum DeviceShortage {
     Busy(JobspecError),
 }
 
-impl DeviceManager {
-    /// Choose instances for each of `task`'s device requests: healthy, not in `held`
-    /// (instance key `<vendor>/<type>/<name>/<id>` → who holds it), all from one group, as
-    /// Nomad's scheduler does. The chosen ones are added to `held`. An error names the
-    /// request's field under `path` (the task's path).
-    pub fn assign(
-        &self,
-        path: &str,
-        task: &Task,
-        held: &mut BTreeMap<String, String>,
-    ) -> Result<Vec<AllocatedDeviceResource>, DeviceShortage> {
-        let groups = self.node_devices();
-        let mut out = Vec::new();
-        for (i, req) in task.resources.devices.iter().enumerate() {
-            let field = format!("{path}.Resources.Devices[{i}]");
-            let matching: Vec<&NodeDeviceResource> =
-                groups.iter().filter(|g| g.matches(&req.name)).collect();
-            if matching.is_empty() {
-                let known: Vec<String> = groups.iter().map(NodeDeviceResource::id).collect();
-                return Err(DeviceShortage::Missing(JobspecError::new(
-                    field,
-                    format!(
-                        "no device on this node matches {:?} (devices here: {})",
-                        req.name,
-                        if known.is_empty() {
-                            "none".to_string()
-                        } else {
-                            known.join(", ")
-                        }
-                    ),
-                )));
+/// Choose instances of the node's device `groups` for each of `task`'s device requests:
+/// healthy, not in `held` (instance key `<vendor>/<type>/<name>/<id>` → who holds it), all
+/// from one group, as Nomad's scheduler does. The chosen ones are added to `held`. An
+/// error names the request's field under `path` (the task's path).
+pub fn assign(
+    groups: &[NodeDeviceResource],
+    path: &str,
+    task: &Task,
+    held: &mut BTreeMap<String, String>,
+) -> Result<Vec<AllocatedDeviceResource>, DeviceShortage> {
+    let mut out = Vec::new();
+    for (i, req) in task.resources.devices.iter().enumerate() {
+        let field = format!("{path}.Resources.Devices[{i}]");
+        let matching: Vec<&NodeDeviceResource> =
+            groups.iter().filter(|g| g.matches(&req.name)).collect();
+        if matching.is_empty() {
+            let known: Vec<String> = groups.iter().map(NodeDeviceResource::id).collect();
+            return Err(DeviceShortage::Missing(JobspecError::new(
+                field,
+                format!(
+                    "no device on this node matches {:?} (devices here: {})",
+                    req.name,
+                    if known.is_empty() {
+                        "none".to_string()
+                    } else {
+                        known.join(", ")
+                    }
+                ),
+            )));
+        }
+        // Groups that fail a constraint are not used (Nomad's `nodeDeviceMatches`).
+        let mut refused = Vec::new();
+        let matching: Vec<&NodeDeviceResource> = matching
+            .into_iter()
+            .filter(|g| match rules::failed_constraint(req, g) {
+                None => true,
+                Some(c) => {
+                    refused.push(format!("{} fails {}", g.id(), c.describe()));
+                    false
+                }
+            })
+            .collect();
+        if matching.is_empty() {
+            return Err(DeviceShortage::Refused(JobspecError::new(
+                format!("{field}.Constraints"),
+                format!(
+                    "no device matching {:?} meets its constraints ({})",
+                    req.name,
+                    refused.join("; ")
+                ),
+            )));
+        }
+        // Of the groups with enough free instances, the one the affinities rank best
+        // (the first of equals, in the node's order).
+        let mut why = Vec::new();
+        let mut chosen: Option<(&NodeDeviceResource, Vec<&NodeDevice>, f64)> = None;
+        for g in &matching {
+            let gid = g.id();
+            let free: Vec<&NodeDevice> = g
+                .instances
+                .iter()
+                .filter(|d| d.healthy && !held.contains_key(&format!("{gid}/{}", d.id)))
+                .filter(|d| rules::instance_allowed(&d.id, req, g))
+                .collect();
+            if free.len() >= req.count as usize {
+                let score = rules::affinity_score(&req.affinities, g);
+                if chosen.as_ref().is_none_or(|(_, _, best)| score > *best) {
+                    chosen = Some((*g, free[..req.count as usize].to_vec(), score));
+                }
+                continue;
             }
-            // Groups that fail a constraint are not used (Nomad's `nodeDeviceMatches`).
-            let mut refused = Vec::new();
-            let matching: Vec<&NodeDeviceResource> = matching
-                .into_iter()
-                .filter(|g| match rules::failed_constraint(req, g) {
-                    None => true,
-                    Some(c) => {
-                        refused.push(format!("{} fails {}", g.id(), c.describe()));
-                        false
+            let busy: Vec<String> = g
+                .instances
+                .iter()
+                .filter_map(|d| {
+                    let key = format!("{gid}/{}", d.id);
+                    if let Some(holder) = held.get(&key) {
+                        Some(format!("{} held by {holder}", d.id))
+                    } else if !d.healthy {
+                        Some(format!("{} unhealthy ({})", d.id, d.health_description))
+                    } else if !rules::instance_allowed(&d.id, req, g) {
+                        Some(format!("{} excluded by a ${{device.ids}} constraint", d.id))
+                    } else {
+                        None
                     }
                 })
                 .collect();
-            if matching.is_empty() {
-                return Err(DeviceShortage::Refused(JobspecError::new(
-                    format!("{field}.Constraints"),
-                    format!(
-                        "no device matching {:?} meets its constraints ({})",
-                        req.name,
-                        refused.join("; ")
-                    ),
-                )));
-            }
-            // Of the groups with enough free instances, the one the affinities rank best
-            // (the first of equals, in the node's order).
-            let mut why = Vec::new();
-            let mut chosen: Option<(&NodeDeviceResource, Vec<&NodeDevice>, f64)> = None;
-            for g in &matching {
-                let gid = g.id();
-                let free: Vec<&NodeDevice> = g
-                    .instances
-                    .iter()
-                    .filter(|d| d.healthy && !held.contains_key(&format!("{gid}/{}", d.id)))
-                    .filter(|d| rules::instance_allowed(&d.id, req, g))
-                    .collect();
-                if free.len() >= req.count as usize {
-                    let score = rules::affinity_score(&req.affinities, g);
-                    if chosen.as_ref().is_none_or(|(_, _, best)| score > *best) {
-                        chosen = Some((*g, free[..req.count as usize].to_vec(), score));
-                    }
-                    continue;
-                }
-                let busy: Vec<String> = g
-                    .instances
-                    .iter()
-                    .filter_map(|d| {
-                        let key = format!("{gid}/{}", d.id);
-                        if let Some(holder) = held.get(&key) {
-                            Some(format!("{} held by {holder}", d.id))
-                        } else if !d.healthy {
-                            Some(format!("{} unhealthy ({})", d.id, d.health_description))
-                        } else if !rules::instance_allowed(&d.id, req, g) {
-                            Some(format!("{} excluded by a ${{device.ids}} constraint", d.id))
-                        } else {
-                            None
-                        }
-                    })
-                    .collect();
-                why.push(format!(
-                    "{gid} has {} free of {} ({})",
-                    free.len(),
-                    g.instances.len(),
-                    busy.join("; ")
-                ));
-            }
-            let Some((g, free, score)) = chosen else {
-                return Err(DeviceShortage::Busy(JobspecError::new(
-                    field,
-                    format!(
-                        "{} instance(s) of {:?} requested, not available: {}",
-                        req.count,
-                        req.name,
-                        why.join("; ")
-                    ),
-                )));
-            };
-            if !req.affinities.is_empty() {
-                tracing::debug!(group = %g.id(), score, request = %req.name, "device group chosen by affinity");
-            }
-            let gid = g.id();
-            let ids: Vec<String> = free.iter().map(|d| d.id.clone()).collect();
-            for id in &ids {
-                held.insert(format!("{gid}/{id}"), format!("task {:?}", task.name));
-            }
-            out.push(AllocatedDeviceResource {
-                vendor: g.vendor.clone(),
-                device_type: g.device_type.clone(),
-                name: g.name.clone(),
-                device_ids: ids,
-            });
+            why.push(format!(
+                "{gid} has {} free of {} ({})",
+                free.len(),
+                g.instances.len(),
+                busy.join("; ")
+            ));
         }
-        Ok(out)
+        let Some((g, free, score)) = chosen else {
+            return Err(DeviceShortage::Busy(JobspecError::new(
+                field,
+                format!(
+                    "{} instance(s) of {:?} requested, not available: {}",
+                    req.count,
+                    req.name,
+                    why.join("; ")
+                ),
+            )));
+        };
+        if !req.affinities.is_empty() {
+            tracing::debug!(group = %g.id(), score, request = %req.name, "device group chosen by affinity");
+        }
+        let gid = g.id();
+        let ids: Vec<String> = free.iter().map(|d| d.id.clone()).collect();
+        for id in &ids {
+            held.insert(format!("{gid}/{id}"), format!("task {:?}", task.name));
+        }
+        out.push(AllocatedDeviceResource {
+            vendor: g.vendor.clone(),
+            device_type: g.device_type.clone(),
+            name: g.name.clone(),
+            device_ids: ids,
+        });
     }
+    Ok(out)
 }

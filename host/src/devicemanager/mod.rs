@@ -22,7 +22,7 @@ mod plugin;
 pub mod rules;
 pub mod types;
 
-pub use assign::DeviceShortage;
+pub use assign::{DeviceShortage, assign};
 pub use plugin::{DevicePlugin, PluginCallError};
 pub use types::{
     DeviceAttribute, DeviceGroupStats, DeviceLocality, NodeDevice, NodeDeviceResource,

@@ -148,6 +148,15 @@ impl LegacyResources {
 }
 
 impl AllocatedResources {
+    /// The device instances held, keyed `<vendor>/<type>/<name>/<id>`.
+    pub fn device_keys(&self) -> impl Iterator<Item = String> + '_ {
+        self.tasks.values().flat_map(|t| &t.devices).flat_map(|d| {
+            d.device_ids
+                .iter()
+                .map(move |id| format!("{}/{}/{}/{id}", d.vendor, d.device_type, d.name))
+        })
+    }
+
     /// What an allocation of `group` holds, before devices are assigned.
     pub fn of(group: &TaskGroup, ports: Vec<AllocatedPort>) -> Self {
         Self {

@@ -36,13 +36,13 @@ impl Amounts {
         }
     }
 
-    pub(super) fn add(&mut self, o: Amounts) {
+    pub fn add(&mut self, o: Amounts) {
         self.cpu += o.cpu;
         self.memory_mb += o.memory_mb;
         self.disk_mb += o.disk_mb;
     }
 
-    pub(super) fn sub(&mut self, o: Amounts) {
+    pub fn sub(&mut self, o: Amounts) {
         self.cpu = self.cpu.saturating_sub(o.cpu);
         self.memory_mb = self.memory_mb.saturating_sub(o.memory_mb);
         self.disk_mb = self.disk_mb.saturating_sub(o.disk_mb);

@@ -1,0 +1,475 @@
+//! Planning a job on this node, as Nomad's scheduler would for one node: which live
+//! allocations keep running (unchanged, or updated in place when nothing a task sees
+//! changed), which are replaced (a destructive update) or stopped (count lowered, group
+//! removed, job stopped), and what is placed new, with its ports and devices.
+//!
+//! A plan is a value: [`plan`] computes it from the job, the version registered before
+//! and a [`ClientSnapshot`] (what the client runs and holds, what the node offers), with
+//! no agent, no runner and no lock; the agent applies it (registration) or only shows it
+//! (`/v1/job/{id}/plan`). The reconciler of deployments and reschedules belongs here,
+//! beside it.
+
+use std::collections::BTreeMap;
+
+use serde::Serialize;
+
+use super::bounds;
+use super::feasible::{self, Capacity};
+use crate::devicemanager::{DeviceShortage, NodeDeviceResource};
+use crate::evals::{Failed, Unplaced};
+use crate::jobspec::{Job, JobspecError, TaskGroup};
+use crate::structs::{AllocatedResources, Allocation};
+use crate::taskenv::NodeInfo;
+
+/// A live allocation of the job being planned, as the client reports it.
+#[derive(Debug, Clone)]
+pub struct LiveAlloc {
+    pub id: String,
+    pub group: String,
+    pub index: u32,
+    /// What it holds.
+    pub resources: AllocatedResources,
+}
+
+impl LiveAlloc {
+    /// The parts of `a` a plan reads.
+    pub fn of(a: &Allocation) -> Self {
+        Self {
+            id: a.id.clone(),
+            group: a.task_group.clone(),
+            index: a.index,
+            resources: a.allocated_resources.clone(),
+        }
+    }
+}
+
+/// What the client runs and the node offers, as a plan of one job needs it: taken under
+/// the plan lock, so the next plan sees what this one placed.
+#[derive(Debug, Clone, Default)]
+pub struct ClientSnapshot {
+    /// The node, with its current attributes.
+    pub node: NodeInfo,
+    /// Whether the node takes new allocations (eligible and not draining).
+    pub eligible: bool,
+    /// Drivers detected and healthy.
+    pub healthy_drivers: Vec<String>,
+    /// The node's device groups and their instances.
+    pub devices: Vec<NodeDeviceResource>,
+    /// The IP group ports are reserved on.
+    pub host_ip: String,
+    /// Live allocations the node may hold, all jobs together.
+    pub max_live_allocs: usize,
+    /// The job's own live (not terminal) allocations.
+    pub live: Vec<LiveAlloc>,
+    /// The job's allocations that completed, `(group, index)`: filled when the job runs to
+    /// completion and is evaluated again, so they are not placed again.
+    pub completed: Vec<(String, u32)>,
+    /// What the node offers, with what the other jobs' live allocations hold of it.
+    pub capacity: Capacity,
+    /// Ports the other jobs hold, and by whom.
+    pub ports: BTreeMap<u16, String>,
+    /// Device instances the other jobs hold (`<vendor>/<type>/<name>/<id>`), and by whom.
+    pub held_devices: BTreeMap<String, String>,
+    /// How many live allocations the other jobs have.
+    pub others_live: usize,
+}
+
+/// A live allocation the plan keeps.
+#[derive(Debug, Clone)]
+pub struct Kept {
+    pub alloc: LiveAlloc,
+    /// The job changed in a way no task sees: the allocation moves to the new job in place.
+    pub in_place: bool,
+}
+
+/// One allocation to place.
+#[derive(Debug, Clone)]
+pub struct Placement {
+    pub group: String,
+    pub index: u32,
+    /// What it holds: every task's CPU and memory, its ports and devices.
+    pub resources: AllocatedResources,
+}
+
+/// What registering a job would do.
+#[derive(Debug, Clone)]
+pub struct Plan {
+    /// The job as registered (its state is filled in when the plan is applied).
+    pub job: Job,
+    /// The job registered before, if any.
+    pub existing: Option<Job>,
+    pub keep: Vec<Kept>,
+    /// Replaced: stopped, and a new allocation placed at the same index.
+    pub destructive: Vec<LiveAlloc>,
+    /// Stopped and not replaced.
+    pub stop: Vec<LiveAlloc>,
+    pub place: Vec<Placement>,
+    /// Allocations that cannot be placed, per group, and why (the node is not eligible,
+    /// is filtered out, or is out of a resource). They wait in a blocked evaluation.
+    pub blocked: BTreeMap<String, Failed>,
+    /// When planning began (the placements' `AllocationTime` counts from it).
+    pub started: std::time::Instant,
+}
+
+/// What a plan would do (the body of Nomad's `JobPlanResponse`).
+#[derive(Debug, Clone)]
+pub struct JobPlan {
+    /// The registered job's modify index (0 for a new job): pass it back with
+    /// `EnforceIndex` to register exactly what was planned.
+    pub job_modify_index: u64,
+    /// How the job differs from the registered one, when asked.
+    pub diff: Option<crate::jobdiff::JobDiff>,
+    /// What happens to each group's allocations.
+    pub desired_updates: BTreeMap<String, DesiredUpdates>,
+    /// A periodic job's next launch, ns since the epoch (0: none).
+    pub next_periodic_launch: u64,
+    /// Groups with allocations that cannot be placed, how many and why.
+    pub failed: BTreeMap<String, Failed>,
+}
+
+/// Per group, what a plan does (Nomad's `DesiredUpdates`).
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "PascalCase")]
+pub struct DesiredUpdates {
+    /// Left as they are.
+    pub ignore: u64,
+    /// Placed new.
+    pub place: u64,
+    /// Migrated (never, on one node).
+    pub migrate: u64,
+    /// Stopped.
+    pub stop: u64,
+    /// Updated in place.
+    pub in_place_update: u64,
+    /// Replaced.
+    pub destructive_update: u64,
+    /// Canaries (no deployments on one node).
+    pub canary: u64,
+    /// Preempted (none).
+    pub preemptions: u64,
+}
+
+impl Plan {
+    /// Whether the job's spec differs from the one registered (or none was).
+    pub fn spec_changed(&self) -> bool {
+        self.existing.as_ref().is_none_or(|e| !e.spec_eq(&self.job))
+    }
+
+    /// What the plan does to each group, by group name.
+    pub fn desired_updates(&self) -> BTreeMap<String, DesiredUpdates> {
+        let mut out: BTreeMap<String, DesiredUpdates> = self
+            .job
+            .task_groups
+            .iter()
+            .map(|g| (g.name.clone(), DesiredUpdates::default()))
+            .collect();
+        for k in &self.keep {
+            let u = out.entry(k.alloc.group.clone()).or_default();
+            if k.in_place {
+                u.in_place_update += 1;
+            } else {
+                u.ignore += 1;
+            }
+        }
+        for a in &self.destructive {
+            out.entry(a.group.clone()).or_default().destructive_update += 1;
+        }
+        for a in &self.stop {
+            out.entry(a.group.clone()).or_default().stop += 1;
+        }
+        for (g, n) in &self.blocked {
+            out.entry(g.clone()).or_default().place += n.count;
+        }
+        // A destructive update re-places at the same index: count it once.
+        for p in &self.place {
+            let replaced = self
+                .destructive
+                .iter()
+                .any(|a| a.group == p.group && a.index == p.index);
+            if !replaced {
+                out.entry(p.group.clone()).or_default().place += 1;
+            }
+        }
+        out
+    }
+}
+
+/// Plan `job` against what the client runs now (`snap`), `existing` being the version
+/// registered before. A static port or a device another job holds is an error naming the
+/// field, and nothing is changed. With `reevaluate` (`/v1/job/{id}/evaluate`), an unchanged
+/// job gets its missing allocations placed again: a service or system job's every index
+/// without a live allocation, a batch job's every index that has not completed.
+pub fn plan(
+    job: Job,
+    existing: Option<Job>,
+    snap: &ClientSnapshot,
+    reevaluate: bool,
+) -> Result<Plan, JobspecError> {
+    bounds::check_node(&job, snap.others_live, snap.max_live_allocs)?;
+    let mut plan = Plan {
+        job,
+        existing,
+        keep: Vec::new(),
+        destructive: Vec::new(),
+        stop: Vec::new(),
+        place: Vec::new(),
+        blocked: BTreeMap::new(),
+        started: std::time::Instant::now(),
+    };
+    let live = snap.live.clone();
+    // A stopped job, or one whose children do the work, runs nothing of its own.
+    if plan.job.stop || plan.job.is_parent() {
+        plan.stop = live;
+        return Ok(plan);
+    }
+    let previous = plan.existing.as_ref().filter(|e| !e.stop).cloned();
+    // The same spec again while it runs changes nothing (a job whose allocations all
+    // finished is placed again).
+    let unchanged = previous.as_ref().is_some_and(|old| old.spec_eq(&plan.job));
+    if unchanged && !live.is_empty() && !reevaluate {
+        plan.keep = live
+            .into_iter()
+            .map(|alloc| Kept {
+                alloc,
+                in_place: false,
+            })
+            .collect();
+        return Ok(plan);
+    }
+    sort_live(&mut plan, previous.as_ref(), live);
+    let completed: &[(String, u32)] = if reevaluate && plan.job.job_type.runs_to_completion() {
+        &snap.completed
+    } else {
+        &[]
+    };
+    place_missing(&mut plan, snap, completed);
+    Ok(plan)
+}
+
+/// Which of the job's live allocations the new version keeps (as they are, or updated in
+/// place), replaces, or stops (an index past its group's count, a group removed).
+fn sort_live(plan: &mut Plan, previous: Option<&Job>, live: Vec<LiveAlloc>) {
+    for alloc in live {
+        let wanted = plan
+            .job
+            .group(&alloc.group)
+            .is_some_and(|g| alloc.index < plan.job.placed_count(g));
+        if !wanted {
+            plan.stop.push(alloc);
+            continue;
+        }
+        match previous {
+            Some(old) if old.spec_eq(&plan.job) => plan.keep.push(Kept {
+                alloc,
+                in_place: false,
+            }),
+            Some(old) if updatable_in_place(old, &plan.job, &alloc.group) => plan.keep.push(Kept {
+                alloc,
+                in_place: true,
+            }),
+            _ => plan.destructive.push(alloc),
+        }
+    }
+}
+
+/// What the node has left for this plan: what other jobs hold, and what the allocations
+/// it keeps hold.
+struct Left {
+    capacity: Capacity,
+    ports: BTreeMap<u16, String>,
+    devices: BTreeMap<String, String>,
+}
+
+/// Place every index of every group that no kept allocation holds (nor, `completed`, has
+/// run to completion), or say why it waits.
+fn place_missing(plan: &mut Plan, snap: &ClientSnapshot, completed: &[(String, u32)]) {
+    let mut left = Left {
+        capacity: snap.capacity.clone(),
+        ports: snap.ports.clone(),
+        devices: snap.held_devices.clone(),
+    };
+    for k in &plan.keep {
+        let holder = format!("allocation {} of this job", short(&k.alloc.id));
+        for p in &k.alloc.resources.shared.ports {
+            left.ports.insert(p.value, holder.clone());
+        }
+        for key in k.alloc.resources.device_keys() {
+            left.devices.insert(key, holder.clone());
+        }
+        left.capacity.hold(&k.alloc.resources);
+    }
+    let (mut place, mut blocked) = (Vec::new(), BTreeMap::new());
+    let mut block = |group: &str, why: Unplaced| {
+        blocked
+            .entry(group.to_string())
+            .or_insert(Failed { count: 0, why })
+            .count += 1;
+    };
+    for (gi, group) in plan.job.task_groups.iter().enumerate() {
+        let filtered = feasible::filter(&plan.job, group, &snap.node, &snap.healthy_drivers);
+        for i in 0..plan.job.placed_count(group) {
+            let held = |g: &str, x: u32| g == group.name && x == i;
+            if plan
+                .keep
+                .iter()
+                .any(|k| held(&k.alloc.group, k.alloc.index))
+                || completed.iter().any(|(g, x)| held(g, *x))
+            {
+                continue;
+            }
+            let why = if !snap.eligible {
+                Some(Unplaced::Ineligible)
+            } else {
+                filtered.clone()
+            };
+            if let Some(why) = why {
+                block(&group.name, why);
+                continue;
+            }
+            match place_one(&format!("Job.TaskGroups[{gi}]"), group, snap, &mut left) {
+                Ok(resources) => place.push(Placement {
+                    group: group.name.clone(),
+                    index: i,
+                    resources,
+                }),
+                // A count that fits in part places what fits.
+                Err(why) => block(&group.name, why),
+            }
+        }
+    }
+    plan.place = place;
+    plan.blocked = blocked;
+}
+
+/// Ports, devices and room for one allocation of `group` (`path`, for errors), taken from
+/// `left`; on failure `left` is as it was.
+fn place_one(
+    path: &str,
+    group: &TaskGroup,
+    snap: &ClientSnapshot,
+    left: &mut Left,
+) -> Result<AllocatedResources, Unplaced> {
+    let (ports_before, devices_before) = (left.ports.clone(), left.devices.clone());
+    let placed = crate::ports::assign(path, group, &snap.host_ip, &mut left.ports)
+        .map_err(|e| Unplaced::Exhausted(format!("network: {}", e.message)))
+        .and_then(|ports| {
+            let mut resources = AllocatedResources::of(group, ports);
+            assign_devices(
+                path,
+                group,
+                &snap.devices,
+                &mut resources,
+                &mut left.devices,
+            )
+            .map_err(unplaced_for_devices)?;
+            left.capacity
+                .place(group, &mut resources)
+                .map_err(|d| Unplaced::Exhausted(d.into()))?;
+            Ok(resources)
+        });
+    if placed.is_err() {
+        (left.ports, left.devices) = (ports_before, devices_before);
+    }
+    placed
+}
+
+/// Nomad's words for a device request that cannot be met: `missing devices` (saying which
+/// constraint each group fails), or `devices: no devices match request`.
+fn unplaced_for_devices(e: DeviceShortage) -> Unplaced {
+    match e {
+        DeviceShortage::Missing(_) => Unplaced::Filtered("missing devices".into()),
+        DeviceShortage::Refused(e) => Unplaced::Filtered(format!("missing devices: {}", e.message)),
+        DeviceShortage::Busy(e) => {
+            Unplaced::Exhausted(format!("devices: no devices match request ({})", e.message))
+        }
+    }
+}
+
+/// Assign each task of `group` the device instances it asks for, into `resources`.
+fn assign_devices(
+    path: &str,
+    group: &TaskGroup,
+    devices: &[NodeDeviceResource],
+    resources: &mut AllocatedResources,
+    held: &mut BTreeMap<String, String>,
+) -> Result<(), DeviceShortage> {
+    for (ti, task) in group.tasks.iter().enumerate() {
+        let assigned =
+            crate::devicemanager::assign(devices, &format!("{path}.Tasks[{ti}]"), task, held)?;
+        if let Some(t) = resources.tasks.get_mut(&task.name) {
+            t.devices = assigned;
+        }
+    }
+    Ok(())
+}
+
+/// An allocation id's first eight characters, as Nomad shows them.
+fn short(id: &str) -> &str {
+    id.get(..8).unwrap_or(id)
+}
+
+impl Plan {
+    /// What the plan would do, as `/v1/job/{id}/plan` answers it; with `want_diff`, how the
+    /// job differs from the registered one, with each group's counts of what happens.
+    pub fn job_plan(&self, want_diff: bool) -> JobPlan {
+        let diff = want_diff.then(|| {
+            let mut d = crate::jobdiff::diff(self.existing.as_ref(), &self.job);
+            for (g, u) in self.desired_updates() {
+                if let Some(tg) = d.task_groups.iter_mut().find(|t| t.name == g) {
+                    for (k, v) in [
+                        ("create", u.place),
+                        ("destroy", u.stop),
+                        ("in-place update", u.in_place_update),
+                        ("create/destroy update", u.destructive_update),
+                        ("ignore", u.ignore),
+                    ] {
+                        if v > 0 {
+                            tg.updates.insert(k.to_string(), v);
+                        }
+                    }
+                }
+            }
+            d
+        });
+        let next_periodic_launch = self
+            .job
+            .periodic
+            .as_ref()
+            .filter(|p| p.enabled && !self.job.stop)
+            .and_then(|p| crate::cron::Schedule::parse(&p.specs, &p.time_zone).ok())
+            .and_then(|s| s.next_after(jiff::Timestamp::now()))
+            .and_then(|t| u64::try_from(t.as_nanosecond()).ok())
+            .unwrap_or(0);
+        JobPlan {
+            job_modify_index: self
+                .existing
+                .as_ref()
+                .map(|e| e.state.job_modify_index)
+                .unwrap_or(0),
+            diff,
+            desired_updates: if self.job.is_parent() {
+                BTreeMap::new()
+            } else {
+                self.desired_updates()
+            },
+            next_periodic_launch,
+            failed: self.blocked.clone(),
+        }
+    }
+}
+
+/// Whether allocations of `group` can move from `old` to `new` in place: nothing a task
+/// sees changed (the group apart from its count, and the job's name, type and meta, which
+/// reach the tasks' environment), as Nomad's `tasksUpdated` decides.
+fn updatable_in_place(old: &Job, new: &Job, group: &str) -> bool {
+    let (Some(a), Some(b)) = (old.group(group), new.group(group)) else {
+        return false;
+    };
+    let mut a = a.clone();
+    a.count = b.count;
+    a == *b && old.name == new.name && old.job_type == new.job_type && old.meta == new.meta
+}
+
+#[cfg(test)]
+#[path = "plan_tests.rs"]
+mod tests;
