@@ -34,6 +34,7 @@ pub mod allocrunner;
 pub mod api;
 pub mod changes;
 pub mod cli;
+pub mod client;
 pub mod config;
 pub mod constraint;
 pub mod cron;

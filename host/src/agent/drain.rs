@@ -331,10 +331,9 @@ impl Agent {
         let forced = strategy.deadline < 0
             || (strategy.force_deadline > 0 && crate::util::now_nanos() >= strategy.force_deadline);
         let live: Vec<(Arc<crate::allocrunner::AllocRunner>, JobType)> = self
-            .allocs
-            .read()
-            .unwrap()
-            .values()
+            .client
+            .runners()
+            .into_iter()
             .filter_map(|r| {
                 r.shared()
                     .peek(|a| (!a.is_terminal()).then_some(a.job.job_type))

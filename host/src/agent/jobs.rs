@@ -175,22 +175,8 @@ impl Agent {
                 && (all || create_index.is_none_or(|c| a.job.state.create_index == c))
         };
         let key = (namespace.to_string(), id.to_string());
-        let mut out: Vec<(u64, String, T)> = Vec::new();
-        let mut keep = |a: &Allocation| {
-            if mine(a)
-                && let Some(t) = f(a)
-            {
-                out.push((a.create_index, a.id.clone(), t));
-            }
-        };
-        for r in self.usage.runners_of(&key) {
-            r.shared().peek(&mut keep);
-        }
-        for a in self.restored.read().unwrap().values() {
-            keep(a);
-        }
-        out.sort_by(|a, b| (a.0, &a.1).cmp(&(b.0, &b.1)));
-        out.into_iter().map(|(_, _, t)| t).collect()
+        self.client
+            .visit_job_allocations(&key, |a| if mine(a) { f(a) } else { None })
     }
 
     /// Nomad's job summary: allocations per group by client status, and for a periodic or

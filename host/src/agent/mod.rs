@@ -31,7 +31,6 @@ use crate::taskenv::NodeInfo;
 use crate::taskrunner::interfaces::Plugins;
 
 mod blocked;
-mod client_gc;
 mod core_gc;
 mod dispatch;
 mod drain;
@@ -39,7 +38,6 @@ mod evaluate;
 mod jobs;
 mod metrics;
 mod ops;
-mod order;
 mod outage;
 mod periodic;
 mod placing;
@@ -48,7 +46,6 @@ mod restore;
 mod snapshot;
 mod start;
 mod submission;
-mod usage;
 mod vars;
 mod views;
 
@@ -116,6 +113,8 @@ pub struct Agent {
     devices: Arc<DeviceManager>,
     hooks: Arc<HookManager>,
     db: Arc<dyn StateDb>,
+    /// The allocations this node runs and keeps.
+    client: Arc<crate::client::Client>,
     /// Evaluations, for tools that follow them.
     evals: crate::evals::EvalBook,
     changes: Arc<Changes>,
@@ -148,23 +147,14 @@ pub struct Agent {
     /// `lo`), else the host's primary address.
     host_ip: String,
     jobs: RwLock<BTreeMap<(String, String), Job>>,
-    allocs: RwLock<BTreeMap<String, Arc<AllocRunner>>>,
     /// One plan at a time, from planning until its placements are in `allocs`.
     plan_lock: Arc<placing::PlanLock>,
-    /// What the live allocations in `allocs` hold.
-    usage: Arc<usage::NodeUsage>,
-    restored: RwLock<BTreeMap<String, Allocation>>,
-    /// Every allocation above, in list order.
-    order: order::AllocOrder,
-    /// Nomad's client garbage collection of ended allocations.
-    client_gc: Arc<client_gc::ClientGc>,
     /// Launch timers of periodic jobs.
     periodic: periodic::PeriodicTimers,
     /// The address the HTTP API serves on, once it does (the node's `HTTPAddr`).
     http_addr: std::sync::OnceLock<std::net::SocketAddr>,
     /// The HTTP API's connection limits (`limits { }`).
     http_limits: crate::config::HttpLimits,
-    alloc_root: PathBuf,
     /// The runtime allocations run on (the one the agent started on), whichever runtime
     /// the request that placed them came in on: the API may run on one of its own.
     work: tokio::runtime::Handle,
@@ -177,16 +167,9 @@ impl Agent {
         AllocRunnerConfig {
             db: self.db.clone(),
             changes: self.changes.clone(),
-            alloc_root: self.alloc_root.clone(),
+            alloc_root: self.client.alloc_root().to_path_buf(),
             node: Arc::new(self.node()),
-            on_live: {
-                let usage = self.usage.clone();
-                let gc = self.client_gc.clone();
-                Arc::new(move |id: &str, live: bool| {
-                    usage.set_live(id, live);
-                    gc.ended(id, !live);
-                })
-            },
+            on_live: self.client.on_live(),
             plugins: Plugins {
                 drivers: self.drivers.clone(),
                 devices: self.devices.clone(),
@@ -212,26 +195,13 @@ impl Agent {
     /// `f` of every allocation (live or restored) that it keeps, in (create index, id)
     /// order, without copying the allocations: a list of 10,000 stubs does not clone
     /// 10,000 jobs.
-    pub fn visit_allocations<T>(&self, mut f: impl FnMut(&Allocation) -> Option<T>) -> Vec<T> {
-        let mut out: Vec<(u64, String, T)> = Vec::new();
-        let mut keep = |a: &Allocation| {
-            if let Some(t) = f(a) {
-                out.push((a.create_index, a.id.clone(), t));
-            }
-        };
-        for r in self.allocs.read().unwrap().values() {
-            r.shared().peek(&mut keep);
-        }
-        for a in self.restored.read().unwrap().values() {
-            keep(a);
-        }
-        out.sort_by(|a, b| (a.0, &a.1).cmp(&(b.0, &b.1)));
-        out.into_iter().map(|(_, _, t)| t).collect()
+    pub fn visit_allocations<T>(&self, f: impl FnMut(&Allocation) -> Option<T>) -> Vec<T> {
+        self.client.visit_allocations(f)
     }
 
     /// How many allocations the agent holds (live or restored).
     pub fn allocation_count(&self) -> usize {
-        self.allocs.read().unwrap().len() + self.restored.read().unwrap().len()
+        self.client.allocation_count()
     }
 
     /// One allocation by id.
@@ -241,21 +211,18 @@ impl Agent {
 
     /// `f` of one allocation, without copying it.
     pub fn peek_allocation<R>(&self, id: &str, f: impl FnOnce(&Allocation) -> R) -> Option<R> {
-        if let Some(r) = self.alloc_runner(id) {
-            return Some(r.shared().peek(f));
-        }
-        self.restored.read().unwrap().get(id).map(f)
+        self.client.peek_allocation(id, f)
     }
 
     /// The runner of a live allocation.
     fn alloc_runner(&self, id: &str) -> Option<Arc<AllocRunner>> {
-        self.allocs.read().unwrap().get(id).cloned()
+        self.client.runner(id)
     }
 
     /// Stop one allocation. Returns the evaluation's id and the change index, or `None`
     /// if the allocation is unknown.
     pub fn stop_allocation(&self, id: &str) -> Option<(String, u64)> {
-        let r = self.allocs.read().unwrap().get(id).cloned()?;
+        let r = self.client.runner(id)?;
         r.stop("alloc stopped by user");
         let job = r.shared().peek(|a| a.job.clone());
         let index = self.changes.bump();
@@ -270,7 +237,7 @@ impl Agent {
 
     /// Where allocation directories are built (`client { alloc_dir }`).
     pub fn alloc_root(&self) -> &std::path::Path {
-        &self.alloc_root
+        self.client.alloc_root()
     }
 
     /// The state DB the agent writes, for inspection (tests and tools read it while the

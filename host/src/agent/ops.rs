@@ -263,7 +263,7 @@ impl Agent {
 
     /// The node's memory, uptime, allocation dir filesystem and devices.
     pub async fn client_stats(&self) -> ClientStats {
-        let disk = rustix::fs::statvfs(&self.alloc_root)
+        let disk = rustix::fs::statvfs(self.client.alloc_root())
             .ok()
             .map(|d| (d.f_blocks * d.f_frsize, d.f_bavail * d.f_frsize))
             .unwrap_or((0, 0));
@@ -283,7 +283,7 @@ impl Agent {
         keep: impl Fn(&str) -> bool,
         limit: Option<usize>,
     ) -> (Vec<(u64, String)>, Option<(u64, String)>) {
-        self.order.page(from, keep, limit)
+        self.client.page(from, keep, limit)
     }
 
     /// Forget a finished allocation: its state and its directory. `Ok(false)` when no
@@ -296,26 +296,15 @@ impl Agent {
                 return Err(AllocActionError::StillRunning(id.to_string()));
             }
             r.destroy().await?;
-            self.allocs.write().unwrap().remove(id);
-            self.usage.forget(id);
-            self.client_gc.forget(id);
-            self.order.remove(r.shared().peek(|a| a.create_index), id);
+            self.client.forget(id);
             return Ok(true);
         }
-        let Some(create_index) = self
-            .restored
-            .read()
-            .unwrap()
-            .get(id)
-            .map(|a| a.create_index)
-        else {
+        if self.client.restored_create_index(id).is_none() {
             return Ok(false);
-        };
+        }
         self.db.delete_alloc(id)?;
-        self.restored.write().unwrap().remove(id);
-        self.client_gc.forget(id);
-        self.order.remove(create_index, id);
-        let _ = std::fs::remove_dir_all(self.alloc_root.join(id));
+        self.client.forget(id);
+        let _ = std::fs::remove_dir_all(self.client.alloc_root().join(id));
         self.changes.bump();
         Ok(true)
     }

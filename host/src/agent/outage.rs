@@ -48,7 +48,7 @@ impl Agent {
     /// Write again the allocation state whose writes an outage refused (see
     /// [`crate::allocrunner::AllocRunner::resync`]): a crash after the outage then finds it as it is.
     pub(super) fn resync_allocations(&self) {
-        let runners: Vec<_> = self.allocs.read().unwrap().values().cloned().collect();
+        let runners = self.client.runners();
         let mut written = 0;
         for r in runners {
             match r.resync() {

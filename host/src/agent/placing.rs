@@ -153,17 +153,7 @@ impl Placing {
         // In the table before the plan lock is let go, so the next plan counts what they
         // hold; their write is on its way, and the next registrations' writes join its
         // commit instead of waiting behind it.
-        {
-            let mut table = agent.allocs.write().unwrap();
-            for r in &placed.runners {
-                table.insert(r.shared().id().to_string(), r.clone());
-                r.shared().peek(|a| agent.order.insert(a));
-            }
-        }
-        for r in &placed.runners {
-            agent.usage.track(r);
-        }
-        agent.client_gc.placed();
+        agent.client.add(&placed.runners);
         drop(_guard);
         let runners = match placed.wait() {
             Ok(r) => {
@@ -175,14 +165,7 @@ impl Placing {
                 r
             }
             Err(e) => {
-                let mut table = agent.allocs.write().unwrap();
-                for id in &ids {
-                    if let Some(r) = table.remove(id) {
-                        agent.order.remove(r.shared().peek(|a| a.create_index), id);
-                    }
-                    agent.usage.forget(id);
-                }
-                drop(table);
+                agent.client.remove_unwritten(&ids);
                 return Err(fail(e));
             }
         };

@@ -64,9 +64,8 @@ impl Agent {
                 .entry(version)
                 .or_insert_with(|| a.job.clone())
                 .clone();
-            self.order.insert(&a);
             if a.is_terminal() {
-                self.restored.write().unwrap().insert(a.id.clone(), a);
+                self.client.restore_ended(a);
                 continue;
             }
             if a.group().is_none() {
@@ -75,7 +74,7 @@ impl Agent {
                     format!("cannot restore: its job has no group {:?}", a.task_group);
                 tracing::error!(alloc_id = %a.id, "{}", a.client_description);
                 let _ = self.db.put_alloc(&a);
-                self.restored.write().unwrap().insert(a.id.clone(), a);
+                self.client.restore_ended(a);
                 continue;
             }
             let stop = if a.desired_status == DesiredStatus::Stop {
@@ -86,13 +85,11 @@ impl Agent {
             } else {
                 None
             };
-            let id = a.id.clone();
             let runner = AllocRunner::restore(a, &config);
             if let Some(reason) = stop {
                 runner.stop(&reason);
             }
-            self.allocs.write().unwrap().insert(id, runner.clone());
-            self.usage.track(&runner);
+            self.client.restore_runner(&runner);
             tokio::spawn(runner.clone().run());
             runners.push(runner);
             restored += 1;

@@ -6,22 +6,19 @@
 use std::sync::Arc;
 
 use super::Agent;
-use super::usage::Holdings;
 use crate::allocrunner::AllocRunner;
+use crate::client::Holdings;
 use crate::jobspec::{Job, JobspecError};
 use crate::server::bounds;
 use crate::server::feasible::{self, Amounts};
 use crate::server::plan::{self, ClientSnapshot, JobPlan, LiveAlloc, Plan};
-use crate::structs::{Allocation, ClientStatus};
+use crate::structs::ClientStatus;
 
 impl Agent {
     /// The live (not terminal) allocations of the job `(namespace, id)` as registered now.
     pub(super) fn live_runners(&self, namespace: &str, id: &str) -> Vec<Arc<AllocRunner>> {
-        self.usage
-            .runners_of(&(namespace.to_string(), id.to_string()))
-            .into_iter()
-            .filter(|r| !r.shared().peek(Allocation::is_terminal))
-            .collect()
+        self.client
+            .live_runners(&(namespace.to_string(), id.to_string()))
     }
 
     /// Plan `job` against what runs now (see [`plan::plan`]).
@@ -150,7 +147,7 @@ impl Agent {
         if disk < 300 {
             tracing::warn!(
                 disk_mb = disk,
-                alloc_dir = %self.alloc_root.display(),
+                alloc_dir = %self.client.alloc_root().display(),
                 "the node offers {disk} MB of disk (the allocation dir's free space, less `reserved`) \
                  and a group asks 300 MB by default: such jobs will not be placed; free space \
                  or set `client {{ disk_total_mb = N }}`"
@@ -168,8 +165,8 @@ impl Agent {
     }
 
     /// What the live allocations of every job but `except` hold, and `except`'s own live
-    /// allocations (kept up to date by [`super::usage::NodeUsage`]).
+    /// allocations (kept up to date by [`crate::client::usage::NodeUsage`]).
     fn holdings(&self, except: &(String, String)) -> Holdings {
-        self.usage.holdings(except, self.empty_capacity())
+        self.client.holdings(except, self.empty_capacity())
     }
 }

@@ -8,7 +8,7 @@ use std::time::Duration;
 
 use anyhow::Context;
 
-use super::{Agent, AgentOptions, client_gc, core_gc, vars};
+use super::{Agent, AgentOptions, core_gc, vars};
 use crate::changes::Changes;
 use crate::drivermanager::DriverManager;
 use crate::pluginhost::{PluginHost, PluginHostOptions};
@@ -43,7 +43,7 @@ impl Agent {
 
         let c = &opts.config.client;
         let alloc_root = c.alloc_root(&data_dir, &opts.config_file)?;
-        let gc = client_gc::GcConfig::from_client(c, &opts.config_file)?;
+        let gc = crate::client::GcConfig::from_client(c, &opts.config_file)?;
         std::fs::create_dir_all(&alloc_root).context("creating client.alloc_dir")?;
         let host_attributes = crate::node::fingerprint(&alloc_root);
         let node = node_info(&opts, db.as_ref(), &host_attributes, &drivers)?;
@@ -55,11 +55,11 @@ impl Agent {
             runtime,
             drivers,
             devices,
+            client: Arc::new(crate::client::Client::new(db.clone(), alloc_root, gc)),
             db,
             evals: Default::default(),
             changes,
             vars,
-            alloc_root,
             work: tokio::runtime::Handle::current(),
             data_dir,
             swapper,
@@ -81,12 +81,7 @@ impl Agent {
                 .unwrap_or_else(|| "127.0.0.1".into()),
             host_attributes,
             jobs: RwLock::new(BTreeMap::new()),
-            allocs: RwLock::new(BTreeMap::new()),
             plan_lock: Arc::default(),
-            usage: Arc::default(),
-            restored: RwLock::new(BTreeMap::new()),
-            order: Default::default(),
-            client_gc: Arc::new(client_gc::ClientGc::new(gc)),
             periodic: Default::default(),
             http_addr: Default::default(),
             http_limits,
@@ -103,7 +98,7 @@ impl Agent {
         self.spawn_unblocker();
         self.spawn_outage_watch();
         self.spawn_core_gc(server_gc);
-        self.spawn_client_gc();
+        self.client.spawn_gc();
         self.place_interrupted();
         let scheduling = self.load_scheduling();
         let draining = scheduling.drain.is_some();

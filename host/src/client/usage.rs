@@ -86,7 +86,7 @@ impl Inner {
 }
 
 /// What a plan sees of the node (see [`NodeUsage::holdings`]).
-pub(super) struct Holdings {
+pub struct Holdings {
     /// The planned job's own live allocations, in id order.
     pub live: Vec<Arc<AllocRunner>>,
     /// What the other jobs' live allocations leave.
@@ -101,7 +101,7 @@ pub(super) struct Holdings {
 
 /// The live allocations' holdings.
 #[derive(Default)]
-pub(super) struct NodeUsage(Mutex<Inner>);
+pub struct NodeUsage(Mutex<Inner>);
 
 impl NodeUsage {
     /// Track an allocation that entered the agent's table (before its runner runs).

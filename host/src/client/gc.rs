@@ -16,7 +16,7 @@ use std::time::Duration;
 
 use crate::config::{ClientConfig, ConfigError};
 
-use super::Agent;
+use super::Client;
 
 /// The `client { gc_* }` keys, checked.
 #[derive(Debug, Clone, PartialEq)]
@@ -191,10 +191,10 @@ fn usage(root: &std::path::Path) -> Option<(f64, f64)> {
     Some((disk, inodes))
 }
 
-impl Agent {
+impl Client {
     /// Queue the restored ended allocations whose directories are still on disk (oldest
     /// ending first), then collect every `gc_interval` and whenever woken.
-    pub(super) fn spawn_client_gc(self: &Arc<Self>) {
+    pub fn spawn_gc(self: &Arc<Self>) {
         let mut ended: Vec<(u64, String)> = self
             .restored
             .read()
@@ -205,15 +205,15 @@ impl Agent {
             .collect();
         ended.sort();
         for (_, id) in &ended {
-            self.client_gc.queue_dir(id);
+            self.gc.queue_dir(id);
         }
         let weak = Arc::downgrade(self);
-        let interval = self.client_gc.config.interval;
+        let interval = self.gc.config.interval;
         tokio::spawn(async move {
             loop {
                 let Some(a) = weak.upgrade() else { return };
                 a.keep_usage_below_threshold().await;
-                let gc = a.client_gc.clone();
+                let gc = a.gc.clone();
                 drop(a);
                 // A wake while it collected left a permit: the next wait ends at once.
                 let _ = tokio::time::timeout(interval, gc.wake.notified()).await;
@@ -224,12 +224,12 @@ impl Agent {
     /// Allocations the client keeps: runners (running, or ended and not collected) and
     /// restored ended allocations whose directories are still there.
     fn kept_allocations(&self) -> usize {
-        self.allocs.read().unwrap().len() + self.client_gc.queue.lock().unwrap().dirs_only
+        self.allocs.read().unwrap().len() + self.gc.queue.lock().unwrap().dirs_only
     }
 
     /// Why the client must collect now, if it must.
     fn gc_reason(&self) -> Option<(String, usize)> {
-        let c = &self.client_gc.config;
+        let c = &self.gc.config;
         if let Some((disk, inodes)) = usage(&self.alloc_root) {
             if disk > c.disk_usage_threshold {
                 return Some((
@@ -267,13 +267,13 @@ impl Agent {
     async fn keep_usage_below_threshold(&self) {
         while let Some((reason, excess)) = self.gc_reason() {
             let batch: Vec<(String, bool)> = {
-                let mut q = self.client_gc.queue.lock().unwrap();
+                let mut q = self.gc.queue.lock().unwrap();
                 std::iter::from_fn(|| q.pop())
-                    .take(excess.min(self.client_gc.config.parallel_destroys))
+                    .take(excess.min(self.gc.config.parallel_destroys))
                     .collect()
             };
             if batch.is_empty() {
-                let over_twice = self.kept_allocations() >= 2 * self.client_gc.config.max_allocs;
+                let over_twice = self.kept_allocations() >= 2 * self.gc.config.max_allocs;
                 if over_twice {
                     tracing::warn!(
                         reason,
@@ -308,7 +308,7 @@ impl Agent {
             }
             return;
         }
-        let Some(r) = self.alloc_runner(&id) else {
+        let Some(r) = self.runner(&id) else {
             return;
         };
         if !r.shared().peek(crate::structs::Allocation::is_terminal) {
@@ -316,7 +316,7 @@ impl Agent {
         }
         let Some(record) = r.retire().await else {
             // A refused write is still to be made again: later.
-            self.client_gc.ended(&id, true);
+            self.gc.ended(&id, true);
             return;
         };
         {

@@ -1,0 +1,238 @@
+//! The client's side of the agent, as Nomad's `client/` is to its server: the allocations
+//! this node runs and keeps. A [`Client`] owns the alloc runners (live, and ended ones not
+//! yet collected), the records of allocations restored already ended, the list order
+//! ([`order`]), what live allocations hold of the node ([`usage`]) and the client's
+//! garbage collection of ended allocations ([`gc`]). The server reads it as a snapshot
+//! (what it runs and holds) and hands it placements; it never reaches into its tables.
+
+use std::collections::BTreeMap;
+use std::path::{Path, PathBuf};
+use std::sync::{Arc, RwLock};
+
+use crate::allocrunner::AllocRunner;
+use crate::server::feasible::Capacity;
+use crate::state::StateDb;
+use crate::structs::Allocation;
+
+pub mod gc;
+pub mod order;
+pub mod usage;
+
+pub use gc::GcConfig;
+pub use order::ListKey;
+pub use usage::Holdings;
+
+/// A job's key: (namespace, id).
+pub type JobKey = (String, String);
+
+/// What runs on this node, and what ended and is kept.
+pub struct Client {
+    db: Arc<dyn StateDb>,
+    /// Where allocation directories are built (`client { alloc_dir }`).
+    alloc_root: PathBuf,
+    /// Runners: live allocations, and ended ones the collection has not taken yet.
+    allocs: RwLock<BTreeMap<String, Arc<AllocRunner>>>,
+    /// Allocations found ended at restore, or collected: their records only.
+    restored: RwLock<BTreeMap<String, Allocation>>,
+    /// Every allocation above, in list order.
+    order: order::AllocOrder,
+    /// What the live allocations hold; the table's index by job.
+    usage: Arc<usage::NodeUsage>,
+    /// Nomad's client garbage collection of ended allocations.
+    gc: Arc<gc::ClientGc>,
+}
+
+impl Client {
+    /// A client with no allocations, building their directories under `alloc_root`.
+    pub fn new(db: Arc<dyn StateDb>, alloc_root: PathBuf, gc: GcConfig) -> Self {
+        Self {
+            db,
+            alloc_root,
+            allocs: RwLock::new(BTreeMap::new()),
+            restored: RwLock::new(BTreeMap::new()),
+            order: Default::default(),
+            usage: Arc::default(),
+            gc: Arc::new(gc::ClientGc::new(gc)),
+        }
+    }
+
+    /// Where allocation directories are built.
+    pub fn alloc_root(&self) -> &Path {
+        &self.alloc_root
+    }
+
+    /// What a runner calls when its allocation stops or starts being live: the node's
+    /// holdings and the collection's queue follow it.
+    pub fn on_live(&self) -> Arc<dyn Fn(&str, bool) + Send + Sync> {
+        let usage = self.usage.clone();
+        let gc = self.gc.clone();
+        Arc::new(move |id: &str, live: bool| {
+            usage.set_live(id, live);
+            gc.ended(id, !live);
+        })
+    }
+
+    /// `f` of every allocation (live or restored) that it keeps, in (create index, id)
+    /// order, without copying the allocations.
+    pub fn visit_allocations<T>(&self, mut f: impl FnMut(&Allocation) -> Option<T>) -> Vec<T> {
+        let mut out: Vec<(u64, String, T)> = Vec::new();
+        let mut keep = |a: &Allocation| {
+            if let Some(t) = f(a) {
+                out.push((a.create_index, a.id.clone(), t));
+            }
+        };
+        for r in self.allocs.read().unwrap().values() {
+            r.shared().peek(&mut keep);
+        }
+        for a in self.restored.read().unwrap().values() {
+            keep(a);
+        }
+        sorted(out)
+    }
+
+    /// `f` of every allocation of job `key` (its runners through the job index, then every
+    /// restored record `f` keeps), in (create index, id) order.
+    pub fn visit_job_allocations<T>(
+        &self,
+        key: &JobKey,
+        mut f: impl FnMut(&Allocation) -> Option<T>,
+    ) -> Vec<T> {
+        let mut out: Vec<(u64, String, T)> = Vec::new();
+        let mut keep = |a: &Allocation| {
+            if let Some(t) = f(a) {
+                out.push((a.create_index, a.id.clone(), t));
+            }
+        };
+        for r in self.usage.runners_of(key) {
+            r.shared().peek(&mut keep);
+        }
+        for a in self.restored.read().unwrap().values() {
+            keep(a);
+        }
+        sorted(out)
+    }
+
+    /// How many allocations the client holds (live or restored).
+    pub fn allocation_count(&self) -> usize {
+        self.allocs.read().unwrap().len() + self.restored.read().unwrap().len()
+    }
+
+    /// `f` of one allocation, without copying it.
+    pub fn peek_allocation<R>(&self, id: &str, f: impl FnOnce(&Allocation) -> R) -> Option<R> {
+        if let Some(r) = self.runner(id) {
+            return Some(r.shared().peek(f));
+        }
+        self.restored.read().unwrap().get(id).map(f)
+    }
+
+    /// The runner of an allocation the client runs or has not collected yet.
+    pub fn runner(&self, id: &str) -> Option<Arc<AllocRunner>> {
+        self.allocs.read().unwrap().get(id).cloned()
+    }
+
+    /// Every runner.
+    pub fn runners(&self) -> Vec<Arc<AllocRunner>> {
+        self.allocs.read().unwrap().values().cloned().collect()
+    }
+
+    /// The live (not terminal) allocations of job `key`.
+    pub fn live_runners(&self, key: &JobKey) -> Vec<Arc<AllocRunner>> {
+        self.usage
+            .runners_of(key)
+            .into_iter()
+            .filter(|r| !r.shared().peek(Allocation::is_terminal))
+            .collect()
+    }
+
+    /// What the live allocations of every job but `except` hold over the node's empty
+    /// capacity `base`, and `except`'s own live allocations.
+    pub fn holdings(&self, except: &JobKey, base: Capacity) -> Holdings {
+        self.usage.holdings(except, base)
+    }
+
+    /// Placed allocations' runners enter the table (before they run): the next plan counts
+    /// what they hold, and the collection sees whether the client keeps too many.
+    pub fn add(&self, runners: &[Arc<AllocRunner>]) {
+        {
+            let mut table = self.allocs.write().unwrap();
+            for r in runners {
+                table.insert(r.shared().id().to_string(), r.clone());
+                r.shared().peek(|a| self.order.insert(a));
+            }
+        }
+        for r in runners {
+            self.usage.track(r);
+        }
+        self.gc.placed();
+    }
+
+    /// Placed allocations whose write failed leave the table again.
+    pub fn remove_unwritten(&self, ids: &[String]) {
+        let mut table = self.allocs.write().unwrap();
+        for id in ids {
+            if let Some(r) = table.remove(id) {
+                self.order.remove(r.shared().peek(|a| a.create_index), id);
+            }
+            self.usage.forget(id);
+        }
+    }
+
+    /// A restored allocation that ended before the restart: its record is kept.
+    pub fn restore_ended(&self, a: Allocation) {
+        self.order.insert(&a);
+        self.restored.write().unwrap().insert(a.id.clone(), a);
+    }
+
+    /// A restored allocation's runner enters the table (before it runs again).
+    pub fn restore_runner(&self, runner: &Arc<AllocRunner>) {
+        runner.shared().peek(|a| self.order.insert(a));
+        self.allocs
+            .write()
+            .unwrap()
+            .insert(runner.shared().id().to_string(), runner.clone());
+        self.usage.track(runner);
+    }
+
+    /// The ended allocation `id` is gone for good (its runner destroyed, or its record
+    /// deleted): out of every table and off the collection's queue. Returns whether it was
+    /// known.
+    pub fn forget(&self, id: &str) -> bool {
+        let runner = self.allocs.write().unwrap().remove(id);
+        let record = self.restored.write().unwrap().remove(id);
+        let create_index = match (&runner, &record) {
+            (Some(r), _) => r.shared().peek(|a| a.create_index),
+            (None, Some(a)) => a.create_index,
+            (None, None) => return false,
+        };
+        self.usage.forget(id);
+        self.gc.forget(id);
+        self.order.remove(create_index, id);
+        true
+    }
+
+    /// The create index of a restored (ended, runner-less) allocation.
+    pub fn restored_create_index(&self, id: &str) -> Option<u64> {
+        self.restored
+            .read()
+            .unwrap()
+            .get(id)
+            .map(|a| a.create_index)
+    }
+
+    /// A page of the list: keys from `from` on whose namespace `keep` accepts, at most
+    /// `limit`, and the next key when more are left.
+    pub fn page(
+        &self,
+        from: Option<&ListKey>,
+        keep: impl Fn(&str) -> bool,
+        limit: Option<usize>,
+    ) -> (Vec<ListKey>, Option<ListKey>) {
+        self.order.page(from, keep, limit)
+    }
+}
+
+/// Values in (create index, id) order.
+fn sorted<T>(mut out: Vec<(u64, String, T)>) -> Vec<T> {
+    out.sort_by(|a, b| (a.0, &a.1).cmp(&(b.0, &b.1)));
+    out.into_iter().map(|(_, _, t)| t).collect()
+}
