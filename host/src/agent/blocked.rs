@@ -12,7 +12,7 @@ use std::time::Duration;
 
 use super::Agent;
 use crate::evals::Trigger;
-use crate::server::feasible::Amounts;
+use crate::structs::Amounts;
 
 /// How often the watcher looks.
 const TICK: Duration = Duration::from_millis(200);
@@ -31,9 +31,9 @@ impl Agent {
     /// The node as placement sees it now.
     pub(super) fn placement_snapshot(&self) -> Snapshot {
         Snapshot {
-            used: self.capacity(&(String::new(), String::new())).used,
-            total: self.allocatable(),
-            healthy_drivers: self.healthy_drivers(),
+            used: self.client.capacity(&(String::new(), String::new())).used,
+            total: self.client.allocatable(),
+            healthy_drivers: self.client.healthy_drivers(),
             eligible: self.eligible(),
             keys: self.node().keys(),
         }

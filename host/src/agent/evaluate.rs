@@ -20,7 +20,7 @@ impl Agent {
     /// Record the `pending` evaluation of a change to `job` (its placement is still to be
     /// made), and tell the event stream of the job and of it, in Nomad's order.
     pub(super) fn evaluate_pending(&self, job: &Job, trigger: Trigger, index: u64) -> String {
-        let node = self.node.read().unwrap();
+        let node = self.client.node();
         let eval = self.evals.record_pending(crate::evals::EvalRequest {
             id: uuid::Uuid::new_v4().to_string(),
             namespace: &job.namespace,
@@ -81,7 +81,7 @@ impl Agent {
             let status = if job.stop { "canceled" } else { "complete" };
             changed = self.evals.unblock(&job.namespace, &job.id, status, index);
         }
-        let datacenter = self.node.read().unwrap().datacenter.clone();
+        let datacenter = self.client.node().datacenter.clone();
         let ended = match failed {
             Ok(failed) => self.evals.complete(id, failed, &datacenter, index),
             Err(why) => self.evals.fail(id, &why, index),

@@ -167,8 +167,8 @@ impl Agent {
 
     /// The driver start queue and the state DB's writes.
     fn queue_and_state_metrics(&self, out: &mut Vec<Metric>) {
-        let q = self.drivers.start_queue().stats();
-        let limits = self.drivers.start_queue().limits();
+        let q = self.client.plugins().drivers.start_queue().stats();
+        let limits = self.client.plugins().drivers.start_queue().limits();
         for (name, v) in [
             ("paddock.client.start_queue.waiting", q.waiting as f64),
             ("paddock.client.start_queue.running", q.running as f64),
@@ -254,7 +254,7 @@ impl Agent {
             ]);
             l
         };
-        for g in self.devices.node_devices() {
+        for g in self.client.plugins().devices.node_devices() {
             for d in &g.instances {
                 out.push(Metric::Gauge(
                     "nomad.client.host.device.healthy",
@@ -263,7 +263,7 @@ impl Agent {
                 ));
             }
         }
-        for g in self.devices.stats().await {
+        for g in self.client.plugins().devices.stats().await {
             for (id, s) in &g.instance_stats {
                 let base = labels(&g.vendor, &g.device_type, &g.name, id);
                 if let Some(v) = s.summary.number {

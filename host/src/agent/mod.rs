@@ -17,18 +17,14 @@ use std::time::Duration;
 
 use serde::Serialize;
 
-use crate::allocrunner::{AllocRunner, AllocRunnerConfig};
+use crate::allocrunner::AllocRunner;
 use crate::changes::Changes;
 use crate::config::AgentConfig;
-use crate::devicemanager::DeviceManager;
-use crate::drivermanager::DriverManager;
-use crate::hookmanager::HookManager;
 use crate::jobspec::Job;
 use crate::runtime::Runtime;
 use crate::state::StateDb;
 use crate::structs::Allocation;
 use crate::taskenv::NodeInfo;
-use crate::taskrunner::interfaces::Plugins;
 
 mod blocked;
 mod core_gc;
@@ -109,9 +105,6 @@ pub struct Registered {
 /// The running agent.
 pub struct Agent {
     runtime: Arc<Runtime>,
-    drivers: Arc<DriverManager>,
-    devices: Arc<DeviceManager>,
-    hooks: Arc<HookManager>,
     db: Arc<dyn StateDb>,
     /// The allocations this node runs and keeps.
     client: Arc<crate::client::Client>,
@@ -131,21 +124,14 @@ pub struct Agent {
     acl_token: Option<String>,
     /// Nomad's ACL system: tokens and policies.
     acl: crate::acl::AclStore,
-    node: RwLock<NodeInfo>,
     /// The node as placement saw it when placement last failed (see `blocked.rs`).
     blocked_at: std::sync::Mutex<Option<blocked::Snapshot>>,
-    /// The config's overrides of the node's resources and what it reserves.
-    resources: crate::config::ClientConfig,
     /// The node's recent events, shared with the driver and device managers.
     node_events: Arc<crate::node::NodeEvents>,
     /// Eligibility and drain.
     scheduling: RwLock<drain::NodeScheduling>,
     /// Bumped by each drain request; a drain in progress ends when it is superseded.
     drain_generation: std::sync::atomic::AtomicU64,
-    host_attributes: BTreeMap<String, String>,
-    /// The IP group ports are reserved on: loopback in dev mode (as Nomad's `-dev` uses
-    /// `lo`), else the host's primary address.
-    host_ip: String,
     jobs: RwLock<BTreeMap<(String, String), Job>>,
     /// One plan at a time, from planning until its placements are in `allocs`.
     plan_lock: Arc<placing::PlanLock>,
@@ -155,36 +141,13 @@ pub struct Agent {
     http_addr: std::sync::OnceLock<std::net::SocketAddr>,
     /// The HTTP API's connection limits (`limits { }`).
     http_limits: crate::config::HttpLimits,
-    /// The runtime allocations run on (the one the agent started on), whichever runtime
-    /// the request that placed them came in on: the API may run on one of its own.
-    work: tokio::runtime::Handle,
     _tempdir: Option<tempfile::TempDir>,
 }
 
 impl Agent {
-    /// What alloc runners are given; the node as of now.
-    fn runner_config(&self) -> AllocRunnerConfig {
-        AllocRunnerConfig {
-            db: self.db.clone(),
-            changes: self.changes.clone(),
-            alloc_root: self.client.alloc_root().to_path_buf(),
-            node: Arc::new(self.node()),
-            on_live: self.client.on_live(),
-            plugins: Plugins {
-                drivers: self.drivers.clone(),
-                devices: self.devices.clone(),
-                hooks: self.hooks.clone(),
-            },
-        }
-    }
-
     /// The node, with current driver attributes.
     pub fn node(&self) -> NodeInfo {
-        let mut n = self.node.read().unwrap().clone();
-        let mut attrs = self.host_attributes.clone();
-        attrs.extend(self.drivers.node_attributes());
-        n.attributes = attrs;
-        n
+        self.client.node()
     }
 
     /// All allocations, live and restored.

@@ -111,11 +111,17 @@ impl Agent {
             for (ti, t) in g.tasks.iter().enumerate() {
                 let path = format!("Job.TaskGroups[{gi}].Tasks[{ti}]");
                 // An API caller's validation does not feed the driver's circuit breaker.
-                let Some(driver) = self.drivers.dispense(&t.driver).map(|d| d.uncounted()) else {
+                let Some(driver) = self
+                    .client
+                    .plugins()
+                    .drivers
+                    .dispense(&t.driver)
+                    .map(|d| d.uncounted())
+                else {
                     v.errors.push(format!(
                         "{path}.Driver: driver {:?} is not loaded (loaded: {})",
                         t.driver,
-                        self.drivers.names().join(", ")
+                        self.client.plugins().drivers.names().join(", ")
                     ));
                     continue;
                 };
@@ -234,7 +240,7 @@ impl Agent {
         let r = self.live_runner(id)?;
         let assigned = r.shared().peek(|a| a.allocated_resources.tasks.clone());
         let device_stats = if assigned.values().any(|t| !t.devices.is_empty()) {
-            self.devices.stats().await
+            self.client.plugins().devices.stats().await
         } else {
             Vec::new()
         };
@@ -271,7 +277,7 @@ impl Agent {
             memory: crate::node::meminfo(),
             uptime_secs: crate::node::uptime_secs(),
             disk,
-            devices: self.devices.stats().await,
+            devices: self.client.plugins().devices.stats().await,
         }
     }
 

@@ -100,7 +100,7 @@ impl Placing {
         } else {
             agent.changes.bump()
         };
-        let config = agent.runner_config();
+        let config = agent.client.runner_config();
         let node = &config.node;
         let metrics = AllocMetric::single_node(
             &node.datacenter,
@@ -178,10 +178,10 @@ impl Placing {
         }
         // Backpressure: past the start queue's bound, the rest wait here, stored and
         // pending, until starts leave the queue.
-        let queue = agent.drivers.start_queue();
+        let queue = agent.client.plugins().drivers.start_queue();
         for r in runners {
             queue.wait_for_room();
-            agent.work.spawn(r.run());
+            agent.client.work().spawn(r.run());
         }
         tracing::info!(job = %job.id, namespace = %job.namespace, version = job.state.version, placed = ids.len(), kept, stopped, "job registered");
         Ok(ids)

@@ -86,7 +86,7 @@ impl Agent {
         let (r, placing, job_written, previous) = self.store_job(job, opts)?;
         if let Some(p) = placing {
             let agent = self.clone();
-            self.work.spawn_blocking(move || {
+            self.client.work().spawn_blocking(move || {
                 // A failure is logged and ends the evaluation `failed`.
                 let _ = p.run(&agent);
             });

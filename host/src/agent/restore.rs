@@ -39,7 +39,7 @@ impl Agent {
             .unwrap_or(0);
         self.changes.raise_to(stored);
         let index = self.changes.bump();
-        let config = self.runner_config();
+        let config = self.client.runner_config();
         let mut restored = 0;
         let mut runners = Vec::new();
         // Allocations of one version of a job share one copy of it, as they did when placed
@@ -121,7 +121,7 @@ impl Agent {
     /// whose handle a failing state DB refused starts again as a new process, and the old
     /// one would run on untracked beside it.
     fn spawn_reaper(&self, runners: Vec<Arc<AllocRunner>>) {
-        let processes = self.drivers.services().processes.clone();
+        let processes = self.client.plugins().drivers.services().processes.clone();
         tokio::spawn(async move {
             let settled = || {
                 runners

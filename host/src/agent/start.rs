@@ -10,10 +10,10 @@ use anyhow::Context;
 
 use super::{Agent, AgentOptions, core_gc, vars};
 use crate::changes::Changes;
-use crate::drivermanager::DriverManager;
 use crate::pluginhost::{PluginHost, PluginHostOptions};
 use crate::state::{MemState, StateDb};
 use crate::taskenv::NodeInfo;
+use crate::taskrunner::interfaces::Plugins;
 
 impl Agent {
     /// Start: open state, build the runtime, load components, fingerprint, restore.
@@ -46,40 +46,47 @@ impl Agent {
         let gc = crate::client::GcConfig::from_client(c, &opts.config_file)?;
         std::fs::create_dir_all(&alloc_root).context("creating client.alloc_dir")?;
         let host_attributes = crate::node::fingerprint(&alloc_root);
-        let node = node_info(&opts, db.as_ref(), &host_attributes, &drivers)?;
+        let node = node_info(&opts, db.as_ref(), &host_attributes)?;
 
         let (acl_on, token) = (opts.config.acl.enabled, opts.config.acl.token.as_deref());
         let acl = crate::acl::AclStore::open(db.clone(), acl_on, token);
-        let agent = Arc::new(Self {
-            hooks,
-            runtime,
-            drivers,
-            devices,
-            client: Arc::new(crate::client::Client::new(db.clone(), alloc_root, gc)),
-            db,
-            evals: Default::default(),
-            changes,
-            vars,
-            work: tokio::runtime::Handle::current(),
-            data_dir,
-            swapper,
-            watch: std::sync::Mutex::new(None),
-            config_file: opts.config_file.clone(),
-            acl_token: opts.config.acl.token.clone().filter(|t| !t.is_empty()),
-            acl,
-            node: RwLock::new(node),
-            resources: opts.config.client.clone(),
-            blocked_at: Default::default(),
-            node_events,
-            scheduling: RwLock::new(Default::default()),
-            drain_generation: Default::default(),
+        let client = crate::client::Client::new(crate::client::ClientParts {
+            db: db.clone(),
+            changes: changes.clone(),
+            plugins: Plugins {
+                drivers,
+                devices,
+                hooks,
+            },
+            node,
             // Loopback in dev mode (as Nomad's `-dev` uses `lo`), else the host's address.
             host_ip: host_attributes
                 .get("unique.network.ip-address")
                 .filter(|_| !opts.dev)
                 .cloned()
                 .unwrap_or_else(|| "127.0.0.1".into()),
-            host_attributes,
+            resources: opts.config.client.clone(),
+            alloc_root,
+            gc,
+            work: tokio::runtime::Handle::current(),
+        });
+        let agent = Arc::new(Self {
+            runtime,
+            client: Arc::new(client),
+            db,
+            evals: Default::default(),
+            changes,
+            vars,
+            data_dir,
+            swapper,
+            watch: std::sync::Mutex::new(None),
+            config_file: opts.config_file.clone(),
+            acl_token: opts.config.acl.token.clone().filter(|t| !t.is_empty()),
+            acl,
+            blocked_at: Default::default(),
+            node_events,
+            scheduling: RwLock::new(Default::default()),
+            drain_generation: Default::default(),
             jobs: RwLock::new(BTreeMap::new()),
             plan_lock: Arc::default(),
             periodic: Default::default(),
@@ -93,7 +100,7 @@ impl Agent {
 
     /// Restore what the last run left, then start the background work.
     fn begin(self: &Arc<Self>, server_gc: core_gc::ServerGcConfig) -> anyhow::Result<()> {
-        self.warn_if_little_disk();
+        self.client.warn_if_little_disk();
         self.restore()?;
         self.spawn_unblocker();
         self.spawn_outage_watch();
@@ -208,16 +215,14 @@ async fn start_plugins(
 }
 
 /// The node as placement sees it: identity, the config's datacenter, region, class and
-/// meta, the host's fingerprint and the drivers' attributes.
+/// meta, the host's fingerprint (the client adds the drivers' attributes as they are).
 fn node_info(
     opts: &AgentOptions,
     db: &dyn StateDb,
     host_attributes: &BTreeMap<String, String>,
-    drivers: &DriverManager,
 ) -> anyhow::Result<NodeInfo> {
     let (id, name) = crate::node::identity(db, opts.config.name.as_deref())?;
-    let mut attributes = host_attributes.clone();
-    attributes.extend(drivers.node_attributes());
+    let attributes = host_attributes.clone();
     Ok(NodeInfo {
         id,
         name,

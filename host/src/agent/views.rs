@@ -86,7 +86,7 @@ impl Agent {
                 .unwrap_or(0)
         };
         // The node's totals: the fingerprint, or the config's overrides.
-        let c = &self.resources;
+        let c = &self.client.resources();
         let cpu = c
             .cpu_total_compute
             .unwrap_or_else(|| attr("cpu.totalcompute"));
@@ -211,7 +211,7 @@ impl Agent {
 
     /// Each driver's health and attributes, by name.
     pub fn driver_infos(&self) -> std::collections::BTreeMap<String, DriverInfo> {
-        self.drivers.infos()
+        self.client.plugins().drivers.infos()
     }
 
     /// The node's recent events (driver and device changes, drain and eligibility),
@@ -223,11 +223,11 @@ impl Agent {
     /// Task invocations whose driver events reach their runner: one per task running or
     /// reattached on this node.
     pub fn attached_tasks(&self) -> usize {
-        self.drivers.event_handlers()
+        self.client.plugins().drivers.event_handlers()
     }
 
     /// The node's devices.
     pub fn node_devices(&self) -> Vec<NodeDeviceResource> {
-        self.devices.node_devices()
+        self.client.plugins().devices.node_devices()
     }
 }

@@ -9,25 +9,56 @@ use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 use std::sync::{Arc, RwLock};
 
-use crate::allocrunner::AllocRunner;
-use crate::server::feasible::Capacity;
+use crate::allocrunner::{AllocRunner, AllocRunnerConfig};
+use crate::changes::Changes;
+use crate::config::ClientConfig;
 use crate::state::StateDb;
-use crate::structs::Allocation;
+use crate::structs::{Allocation, Capacity};
+use crate::taskenv::NodeInfo;
+use crate::taskrunner::interfaces::Plugins;
 
 pub mod gc;
 pub mod order;
+pub mod snapshot;
 pub mod usage;
 
 pub use gc::GcConfig;
 pub use order::ListKey;
+pub use snapshot::{ClientSnapshot, LiveAlloc};
 pub use usage::Holdings;
 
 /// A job's key: (namespace, id).
 pub type JobKey = (String, String);
 
+/// What a client is made of.
+pub struct ClientParts {
+    pub db: Arc<dyn StateDb>,
+    pub changes: Arc<Changes>,
+    /// The driver, device and hook managers.
+    pub plugins: Plugins,
+    /// The node's identity; its attributes are the host's fingerprint.
+    pub node: NodeInfo,
+    /// The IP group ports are reserved on.
+    pub host_ip: String,
+    /// The config's overrides of the node's resources and what it reserves.
+    pub resources: ClientConfig,
+    /// Where allocation directories are built (`client { alloc_dir }`).
+    pub alloc_root: PathBuf,
+    pub gc: GcConfig,
+    /// The runtime allocations run on, whichever runtime asked for them.
+    pub work: tokio::runtime::Handle,
+}
+
 /// What runs on this node, and what ended and is kept.
 pub struct Client {
     db: Arc<dyn StateDb>,
+    changes: Arc<Changes>,
+    plugins: Plugins,
+    /// The node, with the host's attributes (drivers' are added when asked).
+    node: NodeInfo,
+    host_ip: String,
+    resources: ClientConfig,
+    work: tokio::runtime::Handle,
     /// Where allocation directories are built (`client { alloc_dir }`).
     alloc_root: PathBuf,
     /// Runners: live allocations, and ended ones the collection has not taken yet.
@@ -43,16 +74,22 @@ pub struct Client {
 }
 
 impl Client {
-    /// A client with no allocations, building their directories under `alloc_root`.
-    pub fn new(db: Arc<dyn StateDb>, alloc_root: PathBuf, gc: GcConfig) -> Self {
+    /// A client with no allocations.
+    pub fn new(p: ClientParts) -> Self {
         Self {
-            db,
-            alloc_root,
+            db: p.db,
+            changes: p.changes,
+            plugins: p.plugins,
+            node: p.node,
+            host_ip: p.host_ip,
+            resources: p.resources,
+            work: p.work,
+            alloc_root: p.alloc_root,
             allocs: RwLock::new(BTreeMap::new()),
             restored: RwLock::new(BTreeMap::new()),
             order: Default::default(),
             usage: Arc::default(),
-            gc: Arc::new(gc::ClientGc::new(gc)),
+            gc: Arc::new(gc::ClientGc::new(p.gc)),
         }
     }
 
@@ -61,15 +98,45 @@ impl Client {
         &self.alloc_root
     }
 
-    /// What a runner calls when its allocation stops or starts being live: the node's
-    /// holdings and the collection's queue follow it.
-    pub fn on_live(&self) -> Arc<dyn Fn(&str, bool) + Send + Sync> {
+    /// The node, with current driver attributes.
+    pub fn node(&self) -> NodeInfo {
+        let mut n = self.node.clone();
+        n.attributes.extend(self.plugins.drivers.node_attributes());
+        n
+    }
+
+    /// The driver, device and hook managers.
+    pub fn plugins(&self) -> &Plugins {
+        &self.plugins
+    }
+
+    /// The config's `client` block: the node's resource overrides and reservations.
+    pub fn resources(&self) -> &ClientConfig {
+        &self.resources
+    }
+
+    /// The runtime allocations run on.
+    pub fn work(&self) -> &tokio::runtime::Handle {
+        &self.work
+    }
+
+    /// What alloc runners are given; the node as of now.
+    pub fn runner_config(&self) -> AllocRunnerConfig {
         let usage = self.usage.clone();
         let gc = self.gc.clone();
-        Arc::new(move |id: &str, live: bool| {
-            usage.set_live(id, live);
-            gc.ended(id, !live);
-        })
+        AllocRunnerConfig {
+            db: self.db.clone(),
+            changes: self.changes.clone(),
+            alloc_root: self.alloc_root.clone(),
+            node: Arc::new(self.node()),
+            // The node's holdings and the collection's queue follow each allocation as it
+            // stops or starts being live.
+            on_live: Arc::new(move |id: &str, live: bool| {
+                usage.set_live(id, live);
+                gc.ended(id, !live);
+            }),
+            plugins: self.plugins.clone(),
+        }
     }
 
     /// `f` of every allocation (live or restored) that it keeps, in (create index, id)

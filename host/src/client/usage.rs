@@ -15,7 +15,7 @@ use std::collections::{BTreeMap, BTreeSet, HashMap};
 use std::sync::{Arc, Mutex};
 
 use crate::allocrunner::AllocRunner;
-use crate::server::feasible::{Amounts, Capacity};
+use crate::structs::{Amounts, Capacity};
 
 /// A job's key: (namespace, id).
 type JobKey = (String, String);

@@ -14,65 +14,13 @@ use std::collections::BTreeMap;
 use serde::Serialize;
 
 use super::bounds;
-use super::feasible::{self, Capacity};
+use super::feasible;
+pub use crate::client::snapshot::{ClientSnapshot, LiveAlloc};
 use crate::devicemanager::{DeviceShortage, NodeDeviceResource};
 use crate::evals::{Failed, Unplaced};
 use crate::jobspec::{Job, JobspecError, TaskGroup};
-use crate::structs::{AllocatedResources, Allocation};
-use crate::taskenv::NodeInfo;
-
-/// A live allocation of the job being planned, as the client reports it.
-#[derive(Debug, Clone)]
-pub struct LiveAlloc {
-    pub id: String,
-    pub group: String,
-    pub index: u32,
-    /// What it holds.
-    pub resources: AllocatedResources,
-}
-
-impl LiveAlloc {
-    /// The parts of `a` a plan reads.
-    pub fn of(a: &Allocation) -> Self {
-        Self {
-            id: a.id.clone(),
-            group: a.task_group.clone(),
-            index: a.index,
-            resources: a.allocated_resources.clone(),
-        }
-    }
-}
-
-/// What the client runs and the node offers, as a plan of one job needs it: taken under
-/// the plan lock, so the next plan sees what this one placed.
-#[derive(Debug, Clone, Default)]
-pub struct ClientSnapshot {
-    /// The node, with its current attributes.
-    pub node: NodeInfo,
-    /// Whether the node takes new allocations (eligible and not draining).
-    pub eligible: bool,
-    /// Drivers detected and healthy.
-    pub healthy_drivers: Vec<String>,
-    /// The node's device groups and their instances.
-    pub devices: Vec<NodeDeviceResource>,
-    /// The IP group ports are reserved on.
-    pub host_ip: String,
-    /// Live allocations the node may hold, all jobs together.
-    pub max_live_allocs: usize,
-    /// The job's own live (not terminal) allocations.
-    pub live: Vec<LiveAlloc>,
-    /// The job's allocations that completed, `(group, index)`: filled when the job runs to
-    /// completion and is evaluated again, so they are not placed again.
-    pub completed: Vec<(String, u32)>,
-    /// What the node offers, with what the other jobs' live allocations hold of it.
-    pub capacity: Capacity,
-    /// Ports the other jobs hold, and by whom.
-    pub ports: BTreeMap<u16, String>,
-    /// Device instances the other jobs hold (`<vendor>/<type>/<name>/<id>`), and by whom.
-    pub held_devices: BTreeMap<String, String>,
-    /// How many live allocations the other jobs have.
-    pub others_live: usize,
-}
+use crate::structs::AllocatedResources;
+use crate::structs::Capacity;
 
 /// A live allocation the plan keeps.
 #[derive(Debug, Clone)]

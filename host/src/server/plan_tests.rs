@@ -3,7 +3,8 @@
 
 use super::*;
 use crate::devicemanager::NodeDevice;
-use crate::server::feasible::Amounts;
+use crate::taskenv::NodeInfo;
+use crate::structs::Amounts;
 
 /// A job from Nomad's JSON: one group `web` of `count` allocations, one `mock` task asking
 /// `memory` MB, and `extra` merged into the group.

@@ -7,11 +7,13 @@ use serde::{Deserialize, Serialize};
 
 use crate::jobspec::Job;
 
+mod capacity;
 mod resources;
 
 pub use crate::jobspec::submission::{
     JobSubmission, MAX_SOURCE_SIZE, admit_submission, human_bytes,
 };
+pub use capacity::{Amounts, Capacity};
 pub use resources::*;
 
 /// Defines an enum whose variants serialize as the strings Nomad uses, with `as_str`.
