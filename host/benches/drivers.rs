@@ -493,7 +493,7 @@ fn whole_task(c: &mut Criterion) {
                         .as_bytes(),
                     )
                     .unwrap();
-                    let r = agent.register_job(job).unwrap();
+                    let r = agent.server().register_job(job).unwrap();
                     let alloc_id = r.allocs[0].clone();
                     loop {
                         let index = agent.index();

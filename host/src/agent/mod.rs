@@ -10,57 +10,38 @@
 //! `ops.rs` acts on running allocations, `metrics.rs` collects the metrics model,
 //! `views.rs` shows the node and its components.
 
-use std::collections::BTreeMap;
 use std::path::PathBuf;
-use std::sync::{Arc, RwLock};
+use std::sync::Arc;
 use std::time::Duration;
-
-use serde::Serialize;
 
 use crate::allocrunner::AllocRunner;
 use crate::changes::Changes;
 use crate::config::AgentConfig;
-use crate::jobspec::Job;
 use crate::runtime::Runtime;
 use crate::state::StateDb;
 use crate::structs::Allocation;
 use crate::taskenv::NodeInfo;
 
-mod blocked;
-mod core_gc;
-mod dispatch;
-mod drain;
-mod evaluate;
-mod jobs;
 mod metrics;
-mod ops;
-mod outage;
-mod periodic;
-mod placing;
-mod register;
-mod restore;
-mod snapshot;
 mod start;
-mod submission;
-mod vars;
 mod views;
 
-pub use jobs::{ChildrenSummary, GroupSummary, JobSummary};
+pub use crate::server::jobs::{ChildrenSummary, GroupSummary, JobSummary};
 
+pub use crate::client::{AllocActionError, AllocStats, ClientStats, TaskUsage, Validation};
 /// Types the agent's results carry.
 pub use crate::devicemanager::DeviceGroupStats;
 pub use crate::drivermanager::types::ResourceUsage;
-pub use crate::server::plan::{DesiredUpdates, JobPlan};
-pub use dispatch::{DispatchError, DispatchRequest, Dispatched, MAX_PAYLOAD};
-pub use drain::{
+pub use crate::server::dispatch::{DispatchError, DispatchRequest, Dispatched, MAX_PAYLOAD};
+pub use crate::server::drain::{
     DrainMetadata, DrainSpec, DrainStrategy, NodeScheduling, NodeUpdate, NodeUpdateError,
 };
-pub use ops::{AllocActionError, AllocStats, ClientStats, TaskUsage, Validation};
-pub use periodic::PeriodicError;
-pub use register::{RegisterError, RegisterOptions};
-pub use vars::{
+pub use crate::server::periodic::PeriodicError;
+pub use crate::server::plan::{DesiredUpdates, JobPlan};
+pub use crate::server::vars::{
     InvalidVariable, Namespaces, VarError, VarStore, VarWrite, may_read, validate_path,
 };
+pub use crate::server::{RegisterError, RegisterOptions, Registered};
 pub use views::{NodeResourcesView, NodeView};
 
 /// How to start an agent.
@@ -88,31 +69,15 @@ pub struct AgentOptions {
     pub executor_program: Option<PathBuf>,
 }
 
-/// What registering (or deregistering) a job returns.
-#[derive(Debug, Clone, Serialize)]
-pub struct Registered {
-    /// Evaluation id; empty when none was made (a periodic or parameterized job's own
-    /// registration, a deregistration of a job that did not exist).
-    pub eval_id: String,
-    /// Index of the change.
-    pub index: u64,
-    /// The job's modify index after the change.
-    pub job_modify_index: u64,
-    /// Allocations placed.
-    pub allocs: Vec<String>,
-}
-
 /// The running agent.
 pub struct Agent {
     runtime: Arc<Runtime>,
     db: Arc<dyn StateDb>,
     /// The allocations this node runs and keeps.
     client: Arc<crate::client::Client>,
-    /// Evaluations, for tools that follow them.
-    evals: crate::evals::EvalBook,
+    /// The jobs, their evaluations and the node's scheduling state.
+    server: Arc<crate::server::Server>,
     changes: Arc<Changes>,
-    /// Nomad Variables (the API's `/v1/var`, tasks' `variables`).
-    vars: Arc<vars::VarStore>,
     data_dir: PathBuf,
     /// The component lifecycle: loads, swaps, refuses, reverts, unloads.
     swapper: Arc<crate::swap::Swapper>,
@@ -124,19 +89,8 @@ pub struct Agent {
     acl_token: Option<String>,
     /// Nomad's ACL system: tokens and policies.
     acl: crate::acl::AclStore,
-    /// The node as placement saw it when placement last failed (see `blocked.rs`).
-    blocked_at: std::sync::Mutex<Option<blocked::Snapshot>>,
     /// The node's recent events, shared with the driver and device managers.
     node_events: Arc<crate::node::NodeEvents>,
-    /// Eligibility and drain.
-    scheduling: RwLock<drain::NodeScheduling>,
-    /// Bumped by each drain request; a drain in progress ends when it is superseded.
-    drain_generation: std::sync::atomic::AtomicU64,
-    jobs: RwLock<BTreeMap<(String, String), Job>>,
-    /// One plan at a time, from planning until its placements are in `allocs`.
-    plan_lock: Arc<placing::PlanLock>,
-    /// Launch timers of periodic jobs.
-    periodic: periodic::PeriodicTimers,
     /// The address the HTTP API serves on, once it does (the node's `HTTPAddr`).
     http_addr: std::sync::OnceLock<std::net::SocketAddr>,
     /// The HTTP API's connection limits (`limits { }`).
@@ -182,15 +136,14 @@ impl Agent {
         self.client.runner(id)
     }
 
-    /// Stop one allocation. Returns the evaluation's id and the change index, or `None`
-    /// if the allocation is unknown.
-    pub fn stop_allocation(&self, id: &str) -> Option<(String, u64)> {
-        let r = self.client.runner(id)?;
-        r.stop("alloc stopped by user");
-        let job = r.shared().peek(|a| a.job.clone());
-        let index = self.changes.bump();
-        let eval = self.evaluate(&job, crate::evals::Trigger::AllocStop, index);
-        Some((eval, index))
+    /// The jobs, their evaluations and the node's scheduling state.
+    pub fn server(&self) -> &Arc<crate::server::Server> {
+        &self.server
+    }
+
+    /// The allocations this node runs and keeps, and the node's plugins.
+    pub fn client(&self) -> &Arc<crate::client::Client> {
+        &self.client
     }
 
     /// The data dir.
@@ -226,7 +179,7 @@ impl Agent {
 
     /// Evaluations, for tools that follow them.
     pub fn evals(&self) -> &crate::evals::EvalBook {
-        &self.evals
+        self.server.evals()
     }
 
     /// The change index now.

@@ -3,14 +3,15 @@
 
 use std::collections::BTreeMap;
 use std::path::PathBuf;
-use std::sync::{Arc, RwLock};
+use std::sync::Arc;
 use std::time::Duration;
 
 use anyhow::Context;
 
-use super::{Agent, AgentOptions, core_gc, vars};
+use super::{Agent, AgentOptions};
 use crate::changes::Changes;
 use crate::pluginhost::{PluginHost, PluginHostOptions};
+use crate::server::{core_gc, vars};
 use crate::state::{MemState, StateDb};
 use crate::taskenv::NodeInfo;
 use crate::taskrunner::interfaces::Plugins;
@@ -70,26 +71,27 @@ impl Agent {
             gc,
             work: tokio::runtime::Handle::current(),
         });
+        let client = Arc::new(client);
+        let server = Arc::new(crate::server::Server::new(crate::server::ServerParts {
+            db: db.clone(),
+            changes: changes.clone(),
+            client: client.clone(),
+            vars,
+            node_events: node_events.clone(),
+        }));
         let agent = Arc::new(Self {
             runtime,
-            client: Arc::new(client),
+            client,
+            server,
             db,
-            evals: Default::default(),
             changes,
-            vars,
             data_dir,
             swapper,
             watch: std::sync::Mutex::new(None),
             config_file: opts.config_file.clone(),
             acl_token: opts.config.acl.token.clone().filter(|t| !t.is_empty()),
             acl,
-            blocked_at: Default::default(),
             node_events,
-            scheduling: RwLock::new(Default::default()),
-            drain_generation: Default::default(),
-            jobs: RwLock::new(BTreeMap::new()),
-            plan_lock: Arc::default(),
-            periodic: Default::default(),
             http_addr: Default::default(),
             http_limits,
             _tempdir: tempdir,
@@ -100,25 +102,46 @@ impl Agent {
 
     /// Restore what the last run left, then start the background work.
     fn begin(self: &Arc<Self>, server_gc: core_gc::ServerGcConfig) -> anyhow::Result<()> {
+        let weak = Arc::downgrade(self);
+        self.server.set_node_view(Box::new(move || {
+            weak.upgrade()
+                .and_then(|a| serde_json::to_value(a.node_view()).ok())
+                .unwrap_or_default()
+        }));
         self.client.warn_if_little_disk();
         self.restore()?;
-        self.spawn_unblocker();
+        self.server.spawn_unblocker();
         self.spawn_outage_watch();
-        self.spawn_core_gc(server_gc);
+        self.server.spawn_core_gc(server_gc);
         self.client.spawn_gc();
-        self.place_interrupted();
-        let scheduling = self.load_scheduling();
-        let draining = scheduling.drain.is_some();
-        *self.scheduling.write().unwrap() = scheduling;
-        if draining {
-            // A drain the last run did not finish goes on.
-            let generation = self
-                .drain_generation
-                .fetch_add(1, std::sync::atomic::Ordering::SeqCst)
-                + 1;
-            let a = self.clone();
-            tokio::spawn(async move { a.run_drain(generation).await });
-        }
+        self.server.place_interrupted();
+        self.server.resume_scheduling();
+        Ok(())
+    }
+}
+
+impl Agent {
+    /// Restore after a restart: jobs and allocations as the state DB has them. The change
+    /// index goes on from where the stored state left it, so an index a client saw before
+    /// the restart (a blocking query's, an EnforceIndex) is never handed out again.
+    fn restore(&self) -> anyhow::Result<()> {
+        let jobs = self.db.jobs()?;
+        let allocs = self.db.allocs()?;
+        let stored = jobs
+            .iter()
+            .map(|j| j.state.modify_index.max(j.state.job_modify_index))
+            .chain(allocs.iter().map(|a| a.modify_index))
+            .max()
+            .unwrap_or(0);
+        self.changes.raise_to(stored);
+        let index = self.changes.bump();
+        let running: std::collections::HashSet<(&str, &str)> = jobs
+            .iter()
+            .filter(|j| !j.stop)
+            .map(|j| (j.namespace.as_str(), j.id.as_str()))
+            .collect();
+        self.client.restore(allocs, &running);
+        self.server.restore_jobs(jobs, index);
         Ok(())
     }
 }
@@ -240,4 +263,44 @@ fn node_info(
         attributes,
         meta: opts.config.client.meta.clone(),
     })
+}
+
+/// How often the outage watch looks at the state DB.
+const OUTAGE_TICK: Duration = Duration::from_millis(50);
+
+impl Agent {
+    /// Watch for the end of state DB outages (a full or failing disk, see
+    /// [`crate::state`]), and then write again what the client could not store and place
+    /// what the outage cut short ([`crate::server::Server::place_interrupted`]).
+    pub(super) fn spawn_outage_watch(self: &Arc<Self>) {
+        let weak = Arc::downgrade(self);
+        tokio::spawn(async move {
+            let failures = |a: &Agent| {
+                a.db.commit_stats()
+                    .failures
+                    .load(std::sync::atomic::Ordering::Relaxed)
+            };
+            let mut was_down = false;
+            let mut seen = weak.upgrade().map_or(0, |a| failures(&a));
+            loop {
+                tokio::time::sleep(OUTAGE_TICK).await;
+                let Some(a) = weak.upgrade() else { return };
+                let down = a.db.unwritable().is_some();
+                // An outage seen, or one that began and ended between two looks (or while
+                // the last pass ran): failed writes were counted meanwhile.
+                let failed = failures(&a);
+                if !down && (was_down || failed != seen) {
+                    seen = failed;
+                    tracing::info!("the state DB writes again: placing what its outage cut short");
+                    let agent = a.clone();
+                    let _ = tokio::task::spawn_blocking(move || {
+                        agent.client.resync_allocations();
+                        agent.server.place_interrupted();
+                    })
+                    .await;
+                }
+                was_down = down;
+            }
+        });
+    }
 }

@@ -6,10 +6,10 @@ use std::collections::BTreeMap;
 use serde::Serialize;
 
 use super::Agent;
-use super::drain::{DrainMetadata, DrainStrategy};
 use crate::devicemanager::NodeDeviceResource;
 use crate::drivermanager::DriverInfo;
 use crate::node::NodeEvent;
+use crate::server::drain::{DrainMetadata, DrainStrategy};
 
 /// The node as the API shows it (Nomad's `Node`).
 #[derive(Debug, Clone, Serialize)]
@@ -78,7 +78,7 @@ impl Agent {
     /// The node as the API and the `Node` event topic show it.
     pub fn node_view(&self) -> NodeView {
         let n = self.node();
-        let s = self.scheduling();
+        let s = self.server.scheduling();
         let attr = |k: &str| {
             n.attributes
                 .get(k)

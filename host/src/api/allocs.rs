@@ -165,7 +165,10 @@ async fn list(
         (stubs, next)
     } else {
         // Without a prefix the agent's list index gives the page as a range.
-        let (stubs, next) = agent.allocation_page(from.as_ref(), |ns| q.in_namespace(ns), per_page);
+        let (stubs, next) =
+            agent
+                .client()
+                .allocation_page(from.as_ref(), |ns| q.in_namespace(ns), per_page);
         (stubs, next.map(|(index, id)| format!("{index}.{id}")))
     };
     let mut body = Vec::with_capacity(stubs.len() * 512 + 2);
@@ -204,6 +207,7 @@ async fn read(
 
 async fn stop(State(agent): State<AppState>, Path(id): Path<String>) -> Result<Response, ApiError> {
     let (eval, index) = agent
+        .server()
         .stop_allocation(&id)
         .ok_or_else(|| ApiError::not_found("alloc not found"))?;
     Ok(with_index(

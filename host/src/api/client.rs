@@ -53,7 +53,7 @@ async fn restart(
 ) -> Result<Response, ApiError> {
     let v = body_json(&body)?;
     let task = v["TaskName"].as_str().filter(|t| !t.is_empty());
-    agent.restart_alloc(&id, task).map_err(refused)?;
+    agent.client().restart_alloc(&id, task).map_err(refused)?;
     Ok(with_index(agent.index(), &json!({})))
 }
 
@@ -66,7 +66,11 @@ async fn signal(
     let v = body_json(&body)?;
     let sig = v["Signal"].as_str().unwrap_or("SIGKILL");
     let task = v["Task"].as_str().filter(|t| !t.is_empty());
-    agent.signal_alloc(&id, task, sig).await.map_err(refused)?;
+    agent
+        .client()
+        .signal_alloc(&id, task, sig)
+        .await
+        .map_err(refused)?;
     Ok(with_index(agent.index(), &json!({})))
 }
 
@@ -88,7 +92,7 @@ async fn alloc_stats(
     State(agent): State<AppState>,
     Path(id): Path<String>,
 ) -> Result<Response, ApiError> {
-    let stats = agent.alloc_stats(&id).await.map_err(refused)?;
+    let stats = agent.client().alloc_stats(&id).await.map_err(refused)?;
     let tasks: serde_json::Map<String, Value> = stats
         .tasks
         .iter()
@@ -110,7 +114,7 @@ async fn alloc_stats(
 }
 
 async fn gc(State(agent): State<AppState>, Path(id): Path<String>) -> Result<Response, ApiError> {
-    match agent.gc_allocation(&id).await {
+    match agent.client().gc_allocation(&id).await {
         Ok(true) => Ok(with_index(agent.index(), &json!({}))),
         Ok(false) => Err(ApiError::not_found(format!("alloc {id:?} not found"))),
         Err(e) => Err(refused(e)),
@@ -118,7 +122,7 @@ async fn gc(State(agent): State<AppState>, Path(id): Path<String>) -> Result<Res
 }
 
 async fn client_stats(State(agent): State<AppState>) -> Response {
-    let stats = agent.client_stats().await;
+    let stats = agent.client().client_stats().await;
     let (total, available, free) = stats.memory;
     let (size, avail) = stats.disk;
     with_index(

@@ -154,7 +154,11 @@ async fn scheduler_configuration(State(agent): State<AppState>) -> Response {
 
 /// `PUT /v1/system/gc`: collect every finished allocation and dead job now.
 async fn system_gc(State(agent): State<AppState>) -> Result<Response, ApiError> {
-    agent.system_gc().await.map_err(ApiError::internal)?;
+    agent
+        .server()
+        .system_gc()
+        .await
+        .map_err(ApiError::internal)?;
     Ok(empty(agent.index()))
 }
 

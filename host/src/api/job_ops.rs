@@ -62,7 +62,7 @@ async fn versions(
     Query(d): Query<DiffsFlag>,
 ) -> Result<Response, ApiError> {
     let (index, ns, _) = q.job(&agent, &id).await?;
-    let versions = agent.job_versions(&ns, &id);
+    let versions = agent.server().job_versions(&ns, &id);
     let diffs: Vec<_> = if d.diffs == Some(true) {
         versions
             .windows(2)
@@ -89,6 +89,7 @@ async fn revert(
         uint(&v, "JobVersion")?.ok_or_else(|| ApiError::bad_request("JobVersion: missing"))?;
     let prior = uint(&v, "EnforcePriorVersion")?;
     let r = agent
+        .server()
         .revert_job(&q.namespace(), &id, version, prior)
         .map_err(register_refused)?;
     Ok(with_index(r.index, &register_response(&r)))
@@ -110,6 +111,7 @@ async fn stable(
         _ => return Err(ApiError::bad_request("Stable: expected a boolean")),
     };
     let index = agent
+        .server()
         .set_job_stable(&q.namespace(), &id, version, stable)
         .map_err(register_refused)?;
     Ok(with_index(index, &json!({ "Index": index })))
@@ -131,6 +133,7 @@ async fn plan(
         .map_err(|e| ApiError::bad_request(e.to_string()))?;
     same_job_id(&job.id, &id)?;
     let p = agent
+        .server()
         .plan_job(job, want_diff)
         .map_err(|e| ApiError::bad_request(e.to_string()))?;
     // Groups that would not be placed (the node is not eligible), as the evaluation
@@ -166,6 +169,7 @@ async fn evaluate(
 ) -> Result<Response, ApiError> {
     body_json(&body)?;
     let r = agent
+        .server()
         .evaluate_job(&q.namespace(), &id)
         .map_err(register_refused)?;
     Ok(with_index(r.index, &register_response(&r)))
@@ -178,6 +182,7 @@ async fn force(
     Query(q): Query<QueryOptions>,
 ) -> Result<Response, ApiError> {
     let r = agent
+        .server()
         .force_periodic(&q.namespace(), &id)
         .map_err(|e| match e {
             PeriodicError::NotFound => ApiError::not_found("job not found"),
@@ -224,6 +229,7 @@ async fn dispatch(
         id_prefix_template: string("IdPrefixTemplate")?,
     };
     let d = agent
+        .server()
         .dispatch_job(&q.namespace(), &id, req)
         .map_err(|e| match e {
             DispatchError::NotFound => ApiError::not_found("job not found"),

@@ -76,6 +76,7 @@ fn do_register(
     let (submission, warning) =
         crate::structs::admit_submission(req.submission, crate::structs::MAX_SOURCE_SIZE);
     let r = agent
+        .server()
         .submit_job_with(
             req.job,
             RegisterOptions {
@@ -118,7 +119,7 @@ async fn validate(State(agent): State<AppState>, body: Bytes) -> Result<Response
     let (errors, driver_checked) = match crate::jobspec::parse_register_request(&body) {
         Err(e) => (vec![e.to_string()], true),
         Ok(req) => {
-            let v = agent.validate_job(&req.job).await;
+            let v = agent.client().validate_job(&req.job).await;
             (v.errors, v.driver_checked)
         }
     };
@@ -143,7 +144,7 @@ async fn list(
 ) -> Response {
     let index = q.block(&agent).await;
     let stubs: Vec<_> = agent
-        .jobs()
+        .server().jobs()
         .into_iter()
         .filter(|j| q.in_namespace(&j.namespace))
         .filter(|j| q.prefix.as_deref().is_none_or(|p| j.id.starts_with(p)))
@@ -153,7 +154,7 @@ async fn list(
                 "Datacenters": j.datacenters, "NodePool": "default", "Type": j.job_type,
                 "Priority": j.priority, "Periodic": j.is_periodic(),
                 "ParameterizedJob": j.is_parameterized(), "Stop": j.stop, "Status": j.state.status,
-                "StatusDescription": j.state.status_description, "JobSummary": agent.job_summary(&j),
+                "StatusDescription": j.state.status_description, "JobSummary": agent.server().job_summary(&j),
                 "CreateIndex": j.state.create_index, "ModifyIndex": j.state.modify_index,
                 "JobModifyIndex": j.state.job_modify_index, "SubmitTime": j.state.submit_time,
                 "Version": j.state.version,
@@ -205,6 +206,7 @@ async fn deregister(
         .filter(|n| !n.is_empty())
         .unwrap_or_else(|| "default".into());
     let r = agent
+        .server()
         .deregister_job(&ns, &id, q.purge.unwrap_or(false))
         .map_err(ApiError::internal)?;
     let index = r.index.max(agent.index());
@@ -234,6 +236,7 @@ async fn allocations(
 ) -> Result<Response, ApiError> {
     let (index, ns, _) = q.job(&agent, &id).await?;
     let stubs: Vec<_> = agent
+        .server()
         .job_allocations(&ns, &id, aq.all.unwrap_or(false))
         .iter()
         .map(super::allocs::stub)
@@ -248,7 +251,7 @@ async fn job_summary(
     Query(q): Query<QueryOptions>,
 ) -> Result<Response, ApiError> {
     let (index, _, job) = q.job(&agent, &id).await?;
-    Ok(with_index(index, &agent.job_summary(&job)))
+    Ok(with_index(index, &agent.server().job_summary(&job)))
 }
 
 /// `?version=N` of `GET /v1/job/{id}/submission` (required).
@@ -272,6 +275,7 @@ async fn submission(
         .ok_or_else(|| ApiError::bad_request("Unable to parse job submission version parameter"))?;
     let index = q.block(&agent).await;
     let sub = agent
+        .server()
         .job_submission(&q.namespace(), &id, version)
         .map_err(ApiError::internal)?
         .ok_or_else(|| ApiError::not_found("job source not found"))?;

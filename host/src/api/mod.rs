@@ -245,6 +245,7 @@ impl QueryOptions {
         let index = self.block(agent).await;
         let ns = self.namespace();
         let job = agent
+            .server()
             .job(&ns, id)
             .ok_or_else(|| ApiError::not_found("job not found"))?;
         Ok((index, ns, job))

@@ -173,6 +173,7 @@ async fn drain(
         .map_err(|e| ApiError::bad_request(format!("invalid drain request: {e}")))?;
     body_node(&agent, &id, &req.node_id)?;
     let u = agent
+        .server()
         .drain_node(req.drain_spec, req.mark_eligible, req.meta)
         .map_err(node_update_error)?;
     Ok(node_update_response(u))
@@ -199,7 +200,10 @@ async fn eligibility(
             )));
         }
     };
-    let u = agent.set_eligibility(eligible).map_err(node_update_error)?;
+    let u = agent
+        .server()
+        .set_eligibility(eligible)
+        .map_err(node_update_error)?;
     Ok(node_update_response(u))
 }
 
@@ -209,7 +213,7 @@ async fn evaluate(
     Path(id): Path<String>,
 ) -> Result<Response, ApiError> {
     this_node(&agent, &id)?;
-    let eval_ids = agent.evaluate_node();
+    let eval_ids = agent.server().evaluate_node();
     let index = agent.index();
     Ok(with_index(
         index,

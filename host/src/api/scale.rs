@@ -36,7 +36,7 @@ async fn status(
     Query(q): Query<QueryOptions>,
 ) -> Result<Response, ApiError> {
     let (index, ns, job) = q.job(&agent, &id).await?;
-    let allocs = agent.job_allocations(&ns, &id, false);
+    let allocs = agent.server().job_allocations(&ns, &id, false);
     let groups: serde_json::Map<String, Value> = job
         .task_groups
         .iter()
@@ -120,6 +120,7 @@ async fn scale(
         _ => None,
     };
     let r = agent
+        .server()
         .register_job_with(
             job,
             RegisterOptions {

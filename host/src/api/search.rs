@@ -134,6 +134,7 @@ async fn search(State(agent): State<AppState>, r: SearchRequest) -> Result<Respo
                 .map(|e| e.id)
                 .collect(),
             "jobs" => agent
+                .server()
                 .jobs()
                 .into_iter()
                 .filter(|j| seen(&j.namespace))
@@ -186,6 +187,7 @@ async fn fuzzy(State(agent): State<AppState>, r: SearchRequest) -> Result<Respon
     let in_ns = |ns: &str| namespace == "*" || ns == namespace;
     let hit = |name: &str| name.to_lowercase().contains(&text);
     let jobs: Vec<_> = agent
+        .server()
         .jobs()
         .into_iter()
         .filter(|j| in_ns(&j.namespace) && sees.job_ns(&j.namespace))
@@ -232,8 +234,12 @@ async fn fuzzy(State(agent): State<AppState>, r: SearchRequest) -> Result<Respon
             }
             _ => {
                 // Namespaces are not in a namespace: every one the token may see.
-                let mut namespaces: Vec<String> =
-                    agent.jobs().into_iter().map(|j| j.namespace).collect();
+                let mut namespaces: Vec<String> = agent
+                    .server()
+                    .jobs()
+                    .into_iter()
+                    .map(|j| j.namespace)
+                    .collect();
                 namespaces.push("default".into());
                 namespaces.sort();
                 namespaces.dedup();
@@ -263,6 +269,6 @@ async fn fuzzy(State(agent): State<AppState>, r: SearchRequest) -> Result<Respon
 
 /// Collect every finished allocation (Nomad's `nomad system gc` on a client).
 async fn gc_all(State(agent): State<AppState>) -> Result<Response, ApiError> {
-    agent.gc_all().await.map_err(ApiError::internal)?;
+    agent.client().gc_all().await.map_err(ApiError::internal)?;
     Ok(with_index(agent.index(), &json!({})))
 }

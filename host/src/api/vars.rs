@@ -80,7 +80,7 @@ async fn list(State(agent): State<AppState>, Query(q): Query<QueryOptions>) -> R
         Namespaces::One(&ns)
     };
     let prefix = q.prefix.clone().unwrap_or_default();
-    with_index(index, &agent.variables(which, &prefix))
+    with_index(index, &agent.server().variables(which, &prefix))
 }
 
 /// `/v1/var/` without a path (Nomad's 400).
@@ -95,7 +95,7 @@ async fn read(
     Query(q): Query<QueryOptions>,
 ) -> Response {
     let index = q.block(&agent).await;
-    match agent.variable(&q.namespace(), &path) {
+    match agent.server().variable(&q.namespace(), &path) {
         Some(v) => with_index(index, &v),
         None => (
             StatusCode::NOT_FOUND,
@@ -133,7 +133,7 @@ async fn write(
         .namespace
         .filter(|n| !n.is_empty())
         .unwrap_or_else(|| q.namespace());
-    match agent.put_variable(VarWrite {
+    match agent.server().put_variable(VarWrite {
         namespace,
         path,
         items,
@@ -151,7 +151,7 @@ async fn delete(
     Query(q): Query<WriteQuery>,
 ) -> Result<Response, ApiError> {
     let cas = q.cas()?;
-    match agent.delete_variable(&q.namespace(), &path, cas) {
+    match agent.server().delete_variable(&q.namespace(), &path, cas) {
         Ok(index) => Ok((StatusCode::NO_CONTENT, index_header(index)).into_response()),
         Err(e) => refused(e),
     }

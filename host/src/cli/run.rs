@@ -100,7 +100,7 @@ pub(super) async fn run(args: RunArgs) -> anyhow::Result<i32> {
             submission: Some(submission),
             ..Default::default()
         };
-        let r = agent.register_job_with(job, options)?;
+        let r = agent.server().register_job_with(job, options)?;
         tracing::info!(eval_id = %r.eval_id, allocs = ?r.allocs, "job from --job registered");
     }
     let state = agent.state().clone();

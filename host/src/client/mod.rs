@@ -18,11 +18,14 @@ use crate::taskenv::NodeInfo;
 use crate::taskrunner::interfaces::Plugins;
 
 pub mod gc;
+pub mod ops;
 pub mod order;
+pub mod restore;
 pub mod snapshot;
 pub mod usage;
 
 pub use gc::GcConfig;
+pub use ops::{AllocActionError, AllocStats, ClientStats, TaskUsage, Validation};
 pub use order::ListKey;
 pub use snapshot::{ClientSnapshot, LiveAlloc};
 pub use usage::Holdings;
@@ -284,17 +287,6 @@ impl Client {
             .unwrap()
             .get(id)
             .map(|a| a.create_index)
-    }
-
-    /// A page of the list: keys from `from` on whose namespace `keep` accepts, at most
-    /// `limit`, and the next key when more are left.
-    pub fn page(
-        &self,
-        from: Option<&ListKey>,
-        keep: impl Fn(&str) -> bool,
-        limit: Option<usize>,
-    ) -> (Vec<ListKey>, Option<ListKey>) {
-        self.order.page(from, keep, limit)
     }
 }
 

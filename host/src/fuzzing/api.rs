@@ -38,7 +38,10 @@ fn served() -> &'static Served {
             let job =
                 crate::jobspec::parse_job_json(include_bytes!("../../../examples/jobs/hello.json"))
                     .expect("the example job parses");
-            let placed = agent.register_job(job).expect("the example job registers");
+            let placed = agent
+                .server()
+                .register_job(job)
+                .expect("the example job registers");
             let listener = tokio::net::TcpListener::bind("127.0.0.1:0")
                 .await
                 .expect("a loopback port");

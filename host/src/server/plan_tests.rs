@@ -3,8 +3,8 @@
 
 use super::*;
 use crate::devicemanager::NodeDevice;
-use crate::taskenv::NodeInfo;
 use crate::structs::Amounts;
+use crate::taskenv::NodeInfo;
 
 /// A job from Nomad's JSON: one group `web` of `count` allocations, one `mock` task asking
 /// `memory` MB, and `extra` merged into the group.

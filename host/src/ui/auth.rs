@@ -97,6 +97,7 @@ pub fn authorize(agent: &Agent, token: Option<&str>, need: &Need) -> Result<(), 
         let ok = match need {
             Need::ReadJobs { namespace } => acl.allow_ns(namespace, "read-job"),
             Need::ListJobs => agent
+                .server()
                 .jobs()
                 .iter()
                 .map(|j| j.namespace.as_str())

@@ -74,7 +74,7 @@ pub(super) async fn list(
     Query(q): Query<ListQuery>,
     axum::Extension(viewer): axum::Extension<super::auth::Viewer>,
 ) -> Response {
-    let mut jobs = agent.jobs();
+    let mut jobs = agent.server().jobs();
     // Only the namespaces the token may read (all of them without ACL policies).
     jobs.retain(|j| viewer.reads_jobs(&agent, &j.namespace));
     let mut namespaces: Vec<String> = jobs.iter().map(|j| j.namespace.clone()).collect();
@@ -122,7 +122,7 @@ pub(super) async fn list(
                         } }
                         tbody {
                             @for j in &jobs {
-                                @let summary = agent.job_summary(j);
+                                @let summary = agent.server().job_summary(j);
                                 tr data-job=(j.id) {
                                     td { a href=(job_href(&j.namespace, &j.id)) { (j.id) } }
                                     td { (j.namespace) }
@@ -188,7 +188,7 @@ pub(super) async fn job(
     } else {
         q.namespace
     };
-    let Some(job) = agent.job(&ns, &id) else {
+    let Some(job) = agent.server().job(&ns, &id) else {
         return error_page(
             StatusCode::NOT_FOUND,
             &format!("No job {id:?} in namespace {ns:?}."),
@@ -198,13 +198,14 @@ pub(super) async fn job(
         let here = job_href(&job.namespace, &job.id);
         return super::auth::refused(&why, &here);
     }
-    let summary = agent.job_summary(&job);
-    let mut allocs = agent.job_allocations(&ns, &id, false);
+    let summary = agent.server().job_summary(&job);
+    let mut allocs = agent.server().job_allocations(&ns, &id, false);
     allocs.sort_by_key(|a| std::cmp::Reverse(a.create_time));
     let evals = agent.evals().of_job(&ns, &id);
     let definition = serde_json::to_string_pretty(&job).unwrap_or_default();
     // The HCL the current version was submitted as, when it came as HCL.
     let source = agent
+        .server()
         .job_submission(&ns, &id, job.state.version)
         .unwrap_or_else(|e| {
             tracing::warn!(job = %id, error = %e, "reading the job's submission failed");

@@ -534,7 +534,7 @@ async fn with_an_acl_token_every_endpoint_requires_it() {
         .await
         .unwrap();
     assert_eq!(r.status(), 403);
-    assert!(t.agent.jobs().is_empty());
+    assert!(t.agent.server().jobs().is_empty());
     // The CLI sends -token / NOMAD_TOKEN.
     let api = paddock::cli::ApiArgs {
         address: t.base.clone(),

@@ -1,11 +1,11 @@
-//! The agent's operations on jobs' running parts, with typed errors: validate a job against
-//! the loaded drivers, restart and signal an allocation's tasks, their resource usage, the
+//! The client's operations on allocations, with typed errors: validate a job against the
+//! loaded drivers, restart and signal an allocation's tasks, their resource usage, the
 //! node's, and collecting finished allocations. The API and CLI call these and render.
 
 use std::collections::BTreeMap;
 use std::sync::Arc;
 
-use super::Agent;
+use super::Client;
 use crate::allocrunner::AllocRunner;
 use crate::devicemanager::{DeviceGroupStats, DeviceManager};
 use crate::drivermanager::DriverCallError;
@@ -95,7 +95,7 @@ pub struct ClientStats {
     pub devices: Vec<DeviceGroupStats>,
 }
 
-impl Agent {
+impl Client {
     /// Check `job` against this node: each task's driver is loaded, and its config is
     /// accepted by the driver's `validate-config`.
     pub async fn validate_job(&self, job: &Job) -> Validation {
@@ -112,7 +112,6 @@ impl Agent {
                 let path = format!("Job.TaskGroups[{gi}].Tasks[{ti}]");
                 // An API caller's validation does not feed the driver's circuit breaker.
                 let Some(driver) = self
-                    .client
                     .plugins()
                     .drivers
                     .dispense(&t.driver)
@@ -121,7 +120,7 @@ impl Agent {
                     v.errors.push(format!(
                         "{path}.Driver: driver {:?} is not loaded (loaded: {})",
                         t.driver,
-                        self.client.plugins().drivers.names().join(", ")
+                        self.plugins().drivers.names().join(", ")
                     ));
                     continue;
                 };
@@ -149,8 +148,8 @@ impl Agent {
 
     /// The runner of a live allocation, or why there is none.
     fn live_runner(&self, id: &str) -> Result<Arc<AllocRunner>, AllocActionError> {
-        self.alloc_runner(id).ok_or_else(|| {
-            if self.allocation(id).is_some() {
+        self.runner(id).ok_or_else(|| {
+            if self.peek_allocation(id, |_| ()).is_some() {
                 AllocActionError::NotRunning(id.to_string())
             } else {
                 AllocActionError::NotFound(id.to_string())
@@ -240,7 +239,7 @@ impl Agent {
         let r = self.live_runner(id)?;
         let assigned = r.shared().peek(|a| a.allocated_resources.tasks.clone());
         let device_stats = if assigned.values().any(|t| !t.devices.is_empty()) {
-            self.client.plugins().devices.stats().await
+            self.plugins().devices.stats().await
         } else {
             Vec::new()
         };
@@ -269,7 +268,7 @@ impl Agent {
 
     /// The node's memory, uptime, allocation dir filesystem and devices.
     pub async fn client_stats(&self) -> ClientStats {
-        let disk = rustix::fs::statvfs(self.client.alloc_root())
+        let disk = rustix::fs::statvfs(self.alloc_root())
             .ok()
             .map(|d| (d.f_blocks * d.f_frsize, d.f_bavail * d.f_frsize))
             .unwrap_or((0, 0));
@@ -277,7 +276,7 @@ impl Agent {
             memory: crate::node::meminfo(),
             uptime_secs: crate::node::uptime_secs(),
             disk,
-            devices: self.client.plugins().devices.stats().await,
+            devices: self.plugins().devices.stats().await,
         }
     }
 
@@ -289,7 +288,7 @@ impl Agent {
         keep: impl Fn(&str) -> bool,
         limit: Option<usize>,
     ) -> (Vec<(u64, String)>, Option<(u64, String)>) {
-        self.client.page(from, keep, limit)
+        self.order.page(from, keep, limit)
     }
 
     /// Forget a finished allocation: its state and its directory. `Ok(false)` when no
@@ -297,45 +296,22 @@ impl Agent {
     /// DB forgot it: a refused removal leaves the allocation shown (and back after a
     /// restart it would be anyway).
     pub async fn gc_allocation(&self, id: &str) -> Result<bool, AllocActionError> {
-        if let Some(r) = self.alloc_runner(id) {
+        if let Some(r) = self.runner(id) {
             if !r.shared().peek(Allocation::is_terminal) {
                 return Err(AllocActionError::StillRunning(id.to_string()));
             }
             r.destroy().await?;
-            self.client.forget(id);
+            self.forget(id);
             return Ok(true);
         }
-        if self.client.restored_create_index(id).is_none() {
+        if self.restored_create_index(id).is_none() {
             return Ok(false);
         }
         self.db.delete_alloc(id)?;
-        self.client.forget(id);
-        let _ = std::fs::remove_dir_all(self.client.alloc_root().join(id));
+        self.forget(id);
+        let _ = std::fs::remove_dir_all(self.alloc_root().join(id));
         self.changes.bump();
         Ok(true)
-    }
-
-    /// Nomad's forced garbage collection (`nomad system gc`): every finished allocation,
-    /// then every dead job (stopped, or with all its work finished) that is not the
-    /// parent of a live child, with its versions. Returns the jobs collected.
-    pub async fn system_gc(self: &std::sync::Arc<Self>) -> Result<Vec<String>, AllocActionError> {
-        self.gc_all().await?;
-        let jobs = self.jobs();
-        let dead: Vec<(String, String)> = super::core_gc::dead_jobs(&jobs)
-            .into_iter()
-            .map(|j| (j.namespace.clone(), j.id.clone()))
-            .collect();
-        let mut collected = Vec::new();
-        for (ns, id) in dead {
-            if self.purge_job(&ns, &id, None)? {
-                collected.push(id);
-            }
-        }
-        if !collected.is_empty() {
-            self.changes.bump();
-            tracing::info!(jobs = ?collected, "garbage collection purged dead jobs");
-        }
-        Ok(collected)
     }
 
     /// Collect every finished allocation.
@@ -345,5 +321,28 @@ impl Agent {
             self.gc_allocation(id).await?;
         }
         Ok(())
+    }
+
+    /// Write again the allocation state whose writes an outage refused (see
+    /// [`crate::allocrunner::AllocRunner::resync`]): a crash after the outage then finds it as it is.
+    pub fn resync_allocations(&self) {
+        let runners = self.runners();
+        let mut written = 0;
+        for r in runners {
+            match r.resync() {
+                Ok(true) => written += 1,
+                Ok(false) => {}
+                Err(e) => {
+                    tracing::warn!(error = %e, "writing allocation state again failed; retried after the next outage");
+                    return;
+                }
+            }
+        }
+        if written > 0 {
+            tracing::info!(
+                allocations = written,
+                "allocation state the outage refused written again"
+            );
+        }
     }
 }

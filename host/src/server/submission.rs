@@ -2,11 +2,11 @@
 //! version by a registration that gives it ([`super::RegisterOptions::submission`]), kept
 //! as long as the version is, forgotten with the job when it is purged.
 
-use super::Agent;
+use super::Server;
 use crate::state::StateError;
 use crate::structs::JobSubmission;
 
-impl Agent {
+impl Server {
     /// The source version `version` of a job was submitted as, when one was given with it.
     pub fn job_submission(
         &self,

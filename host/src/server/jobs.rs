@@ -7,7 +7,7 @@ use std::collections::BTreeMap;
 
 use serde::Serialize;
 
-use super::Agent;
+use super::Server;
 use crate::jobspec::Job;
 use crate::structs::{Allocation, ClientStatus};
 
@@ -62,7 +62,7 @@ pub struct JobSummary {
     pub modify_index: u64,
 }
 
-impl Agent {
+impl Server {
     /// A job as it is now, with its status derived from its allocations, or, for a
     /// periodic or parameterized job, from whether it is stopped.
     pub fn job(&self, namespace: &str, id: &str) -> Option<Job> {
@@ -154,7 +154,7 @@ impl Agent {
         self.visit_job_allocations(namespace, id, all, |a| Some(a.clone()))
     }
 
-    /// `f` of each of a job's allocations (see [`Agent::job_allocations`]) that it keeps,
+    /// `f` of each of a job's allocations (see [`Server::job_allocations`]) that it keeps,
     /// in placement order; the live ones are found through the job's index, not by a scan.
     pub fn visit_job_allocations<T>(
         &self,

@@ -18,7 +18,7 @@ mod rules;
 pub use rules::{InvalidVariable, MAX_ITEMS_SIZE, may_read, validate_path};
 use rules::{denied, validate_namespace};
 
-use super::Agent;
+use super::Server;
 use crate::changes::Changes;
 use crate::runtime::host_api::variables::VariableHost;
 use crate::runtime::types::HostError;
@@ -264,7 +264,7 @@ impl VariableHost for VarStore {
 }
 
 /// The API's operations on variables.
-impl Agent {
+impl Server {
     /// Metadata of the variables in `ns` whose path starts with `prefix`.
     pub fn variables(&self, ns: Namespaces<'_>, prefix: &str) -> Vec<VariableMetadata> {
         self.vars.list(ns, prefix)

@@ -15,7 +15,7 @@ use std::time::Duration;
 
 use serde::{Deserialize, Serialize};
 
-use super::Agent;
+use super::Server;
 use crate::jobspec::JobType;
 use crate::state::StateError;
 
@@ -123,7 +123,7 @@ pub enum NodeUpdateError {
     State(#[from] StateError),
 }
 
-impl Agent {
+impl Server {
     /// The node's scheduling state.
     pub fn scheduling(&self) -> NodeScheduling {
         self.scheduling.read().unwrap().clone()
@@ -134,8 +134,21 @@ impl Agent {
         self.scheduling.read().unwrap().eligible
     }
 
+    /// Take up the scheduling state an earlier run stored; a drain it did not finish goes
+    /// on.
+    pub fn resume_scheduling(self: &Arc<Self>) {
+        let scheduling = self.load_scheduling();
+        let draining = scheduling.drain.is_some();
+        *self.scheduling.write().unwrap() = scheduling;
+        if draining {
+            let generation = self.drain_generation.fetch_add(1, Ordering::SeqCst) + 1;
+            let s = self.clone();
+            tokio::spawn(async move { s.run_drain(generation).await });
+        }
+    }
+
     /// The scheduling state stored by an earlier run.
-    pub(super) fn load_scheduling(&self) -> NodeScheduling {
+    fn load_scheduling(&self) -> NodeScheduling {
         self.db
             .node_identity()
             .ok()
@@ -184,17 +197,15 @@ impl Agent {
         self.db.put_node_identity(&identity)?;
         let events = &self.changes.events;
         if events.wanted() {
-            let node = self.node_view();
+            let node = self.node_view.get().map(|view| view()).unwrap_or_default();
             events.publish(|| crate::events::Event {
                 topic: "Node",
                 event_type,
-                key: node.id.clone(),
+                key: self.client.node().id,
                 namespace: String::new(),
                 filter_keys: Vec::new(),
                 index,
-                payload: crate::events::Payload::Node(Box::new(
-                    serde_json::to_value(&node).unwrap_or_default(),
-                )),
+                payload: crate::events::Payload::Node(Box::new(node)),
                 line: Default::default(),
             });
         }

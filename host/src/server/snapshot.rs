@@ -3,14 +3,14 @@
 
 use std::sync::Arc;
 
-use super::Agent;
+use super::Server;
 use crate::allocrunner::AllocRunner;
 use crate::jobspec::{Job, JobspecError};
 use crate::server::bounds;
 use crate::server::plan::{self, ClientSnapshot, JobPlan, Plan};
 use crate::structs::ClientStatus;
 
-impl Agent {
+impl Server {
     /// The live (not terminal) allocations of the job `(namespace, id)` as registered now.
     pub(super) fn live_runners(&self, namespace: &str, id: &str) -> Vec<Arc<AllocRunner>> {
         self.client
@@ -22,7 +22,7 @@ impl Agent {
         self.plan_with(job, false)
     }
 
-    /// [`Agent::plan`]; with `reevaluate`, an unchanged job's missing allocations are
+    /// [`Server::plan`]; with `reevaluate`, an unchanged job's missing allocations are
     /// placed again.
     pub(super) fn plan_with(&self, job: Job, reevaluate: bool) -> Result<Plan, JobspecError> {
         let key = (job.namespace.clone(), job.id.clone());

@@ -8,7 +8,7 @@
 use std::collections::BTreeMap;
 use std::sync::Arc;
 
-use super::{Agent, RegisterError};
+use super::{RegisterError, Server};
 use crate::jobspec::JobState;
 
 /// Largest payload a dispatch may carry (Nomad's 16 KiB).
@@ -63,7 +63,7 @@ pub enum DispatchError {
     Register(#[from] RegisterError),
 }
 
-impl Agent {
+impl Server {
     /// Dispatch parameterized job `(namespace, id)`.
     pub fn dispatch_job(
         self: &Arc<Self>,
@@ -126,7 +126,7 @@ impl Agent {
             return Ok(Dispatched {
                 job_id: earlier.id,
                 eval_id: String::new(),
-                index: self.index(),
+                index: self.changes.index(),
                 job_create_index: earlier.state.create_index,
             });
         }

@@ -7,13 +7,29 @@
 
 use std::sync::Arc;
 
+use serde::Serialize;
+
+use super::Server;
 use super::placing::{Placing, PlanGuard};
-use super::{Agent, Registered};
 use crate::evals::Trigger;
 use crate::jobspec::{Job, JobspecError};
 use crate::server::plan::Plan;
 use crate::state::{Durable, StateError};
 use crate::structs::JobSubmission;
+
+/// What registering (or deregistering) a job returns.
+#[derive(Debug, Clone, Serialize)]
+pub struct Registered {
+    /// Evaluation id; empty when none was made (a periodic or parameterized job's own
+    /// registration, a deregistration of a job that did not exist).
+    pub eval_id: String,
+    /// Index of the change.
+    pub index: u64,
+    /// The job's modify index after the change.
+    pub job_modify_index: u64,
+    /// Allocations placed.
+    pub allocs: Vec<String>,
+}
 
 /// Why a job was not registered.
 #[derive(Debug, thiserror::Error)]
@@ -53,13 +69,24 @@ pub struct RegisterOptions {
     pub submission: Option<JobSubmission>,
 }
 
-impl Agent {
+impl Server {
+    /// Stop one allocation (`alloc stop`). Returns the evaluation's id and the change
+    /// index, or `None` if the allocation is unknown.
+    pub fn stop_allocation(&self, id: &str) -> Option<(String, u64)> {
+        let r = self.client.runner(id)?;
+        r.stop("alloc stopped by user");
+        let job = r.shared().peek(|a| a.job.clone());
+        let index = self.changes.bump();
+        let eval = self.evaluate(&job, crate::evals::Trigger::AllocStop, index);
+        Some((eval, index))
+    }
+
     /// Register (or update) a job and place its allocations.
     pub fn register_job(self: &Arc<Self>, job: Job) -> Result<Registered, RegisterError> {
         self.register_job_with(job, RegisterOptions::default())
     }
 
-    /// [`Agent::register_job`] with Nomad's registration options; returns once the
+    /// [`Server::register_job`] with Nomad's registration options; returns once the
     /// allocations are placed (stored, their runners started).
     pub fn register_job_with(
         self: &Arc<Self>,
@@ -241,7 +268,7 @@ impl Agent {
             .unwrap()
             .insert((job.namespace.clone(), job.id.clone()), job.clone());
         for a in &stop {
-            if let Some(r) = self.alloc_runner(&a.id) {
+            if let Some(r) = self.client.runner(&a.id) {
                 r.stop(if job.stop {
                     "job stopped"
                 } else {
@@ -250,7 +277,7 @@ impl Agent {
             }
         }
         for a in &destructive {
-            if let Some(r) = self.alloc_runner(&a.id) {
+            if let Some(r) = self.client.runner(&a.id) {
                 r.stop("job updated");
             }
         }
@@ -323,7 +350,7 @@ impl Agent {
         self.evaluate_job_with(namespace, id, Trigger::JobEvaluate)
     }
 
-    /// [`Agent::evaluate_job`], saying what triggered it.
+    /// [`Server::evaluate_job`], saying what triggered it.
     pub(super) fn evaluate_job_with(
         self: &Arc<Self>,
         namespace: &str,
@@ -536,5 +563,46 @@ fn check_index(expected: u64, existing: Option<&Job>) -> Result<(), RegisterErro
             j.state.job_modify_index
         )),
         Some(_) => Ok(()),
+    }
+}
+
+impl Server {
+    /// Jobs whose registration was answered but whose placement a crash cut short (their
+    /// mark is still in the state DB) are evaluated again: what they are missing is placed.
+    pub fn place_interrupted(self: &Arc<Self>) {
+        let marked = match self.db.interrupted_placements() {
+            Ok(m) => m,
+            Err(e) => {
+                tracing::error!(error = %e, "reading interrupted placements failed");
+                return;
+            }
+        };
+        let mut jobs: Vec<(String, String)> = marked.iter().map(|(_, j)| j.clone()).collect();
+        jobs.sort();
+        jobs.dedup();
+        // A job whose placement fails again (the state DB still cannot write) keeps its
+        // marks, for the next try.
+        let mut failed = std::collections::BTreeSet::new();
+        for (namespace, id) in jobs {
+            let Some(job) = self.job(&namespace, &id) else {
+                continue;
+            };
+            if job.stop || job.is_parent() {
+                continue;
+            }
+            tracing::info!(job = %id, namespace = %namespace, "placing a job whose placement was interrupted");
+            if let Err(e) =
+                self.evaluate_job_with(&namespace, &id, crate::evals::Trigger::JobRegister)
+            {
+                tracing::warn!(job = %id, error = %e, "placing an interrupted job failed");
+                failed.insert((namespace, id));
+            }
+        }
+        // Handled (placed again above, or no longer wanted): the marks go.
+        for (eval, _) in marked.iter().filter(|(_, j)| !failed.contains(j)) {
+            if let Err(e) = self.db.queue_placing_done(eval) {
+                tracing::warn!(error = %e, "clearing a placement's mark failed");
+            }
+        }
     }
 }

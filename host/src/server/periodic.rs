@@ -9,7 +9,7 @@ use std::sync::{Arc, Mutex};
 
 use jiff::Timestamp;
 
-use super::{Agent, RegisterError, Registered};
+use super::{RegisterError, Registered, Server};
 use crate::jobspec::{Job, JobState};
 
 /// The timers of periodic jobs, by namespace and id.
@@ -38,7 +38,7 @@ pub enum PeriodicError {
     Register(#[from] RegisterError),
 }
 
-impl Agent {
+impl Server {
     /// A job was registered, changed or stopped: (re)arm or disarm its launch timer.
     pub(super) fn periodic_job_changed(self: &Arc<Self>, job: &Job) {
         let key = (job.namespace.clone(), job.id.clone());

@@ -1,7 +1,7 @@
 //! Nomad's server-side garbage collection (its core scheduler's `evalGC` and `jobGC`), on
 //! its own schedule: ended allocations' records, evaluations and dead jobs are forgotten
 //! once they have been so for longer than their threshold, so an agent with job churn does
-//! not grow without bound. `PUT /v1/system/gc` ([`Agent::system_gc`]) still collects
+//! not grow without bound. `PUT /v1/system/gc` ([`Server::system_gc`]) still collects
 //! everything at once, ignoring the thresholds.
 //!
 //! Nomad runs its evaluation collection every 5 minutes and its job collection every
@@ -16,7 +16,7 @@
 //!   one of a group that prevents rescheduling on loss, stay.
 //! - An evaluation goes when it is terminal, as old, and none of its allocations is left.
 //! - A job goes, with its versions, submissions, evaluations and allocations, when it is
-//!   dead and collectible as by [`Agent::system_gc`] (not the parent of a live child, a
+//!   dead and collectible as by [`Server::system_gc`] (not the parent of a live child, a
 //!   periodic or parameterized parent only when stopped), and besides stopped or batch
 //!   (a dead service or system job stays until it is stopped, as in Nomad), has no version
 //!   tag, and it, its evaluations and every allocation have been so for longer than
@@ -29,7 +29,8 @@ use std::collections::{BTreeMap, BTreeSet, HashMap};
 use std::sync::Arc;
 use std::time::Duration;
 
-use super::Agent;
+use super::Server;
+use crate::client::AllocActionError;
 use crate::config::{ConfigError, ServerConfig};
 use crate::evals::Evaluation;
 use crate::jobspec::{Job, JobType};
@@ -208,7 +209,7 @@ fn eval_gc_alloc(a: &AllocFacts, job: Option<&Job>, now: u64, c: &ServerGcConfig
     }
 }
 
-/// Dead jobs [`Agent::system_gc`] collects: not the parent of a live child, and a periodic
+/// Dead jobs [`Server::system_gc`] collects: not the parent of a live child, and a periodic
 /// or parameterized parent only once stopped. `jobs` carry their status.
 pub(super) fn dead_jobs(jobs: &[Job]) -> Vec<&Job> {
     let live_parents: BTreeSet<(&str, &str)> = jobs
@@ -339,9 +340,32 @@ pub(super) fn plan(
     pass
 }
 
-impl Agent {
-    /// Run [`Agent::collect_garbage`] every `c.interval` until the agent is dropped.
-    pub(super) fn spawn_core_gc(self: &Arc<Self>, c: ServerGcConfig) {
+impl Server {
+    /// Nomad's forced garbage collection (`nomad system gc`): every finished allocation,
+    /// then every dead job (stopped, or with all its work finished) that is not the
+    /// parent of a live child, with its versions. Returns the jobs collected.
+    pub async fn system_gc(self: &Arc<Self>) -> Result<Vec<String>, AllocActionError> {
+        self.client.gc_all().await?;
+        let jobs = self.jobs();
+        let dead: Vec<(String, String)> = dead_jobs(&jobs)
+            .into_iter()
+            .map(|j| (j.namespace.clone(), j.id.clone()))
+            .collect();
+        let mut collected = Vec::new();
+        for (ns, id) in dead {
+            if self.purge_job(&ns, &id, None)? {
+                collected.push(id);
+            }
+        }
+        if !collected.is_empty() {
+            self.changes.bump();
+            tracing::info!(jobs = ?collected, "garbage collection purged dead jobs");
+        }
+        Ok(collected)
+    }
+
+    /// Run [`Server::collect_garbage`] every `c.interval` until the agent is dropped.
+    pub fn spawn_core_gc(self: &Arc<Self>, c: ServerGcConfig) {
         let weak = Arc::downgrade(self);
         tokio::spawn(async move {
             loop {
@@ -360,7 +384,7 @@ impl Agent {
             return done;
         }
         let jobs = self.jobs();
-        let allocs = self.visit_allocations(|a| Some(AllocFacts::of(a)));
+        let allocs = self.client.visit_allocations(|a| Some(AllocFacts::of(a)));
         let evals = self.evals.list("");
         let pass = plan(crate::util::now_nanos(), c, &jobs, &allocs, &evals);
         // A record the state DB would not forget stays; its evaluation and job with it.
@@ -370,7 +394,7 @@ impl Agent {
                 refused = true;
                 break;
             }
-            match self.gc_allocation(&id).await {
+            match self.client.gc_allocation(&id).await {
                 Ok(true) => done.allocs.push(id),
                 Ok(false) => {}
                 Err(e) => {

@@ -11,7 +11,7 @@
 use std::collections::BTreeMap;
 use std::sync::{Arc, Condvar, Mutex};
 
-use super::Agent;
+use super::Server;
 use crate::allocrunner::AllocRunner;
 use crate::evals::{Failed, Trigger};
 use crate::jobspec::Job;
@@ -74,7 +74,7 @@ impl Placing {
     /// runners started, the evaluation ended; returns the allocations' ids. When they
     /// cannot be stored, the evaluation ends `failed` with the error. The plan lock is let
     /// go once the allocations are in the table, before their write is durable.
-    pub(super) fn run(self, agent: &Arc<Agent>) -> Result<Vec<String>, StateError> {
+    pub(super) fn run(self, agent: &Arc<Server>) -> Result<Vec<String>, StateError> {
         let Placing {
             job,
             trigger,
@@ -89,7 +89,7 @@ impl Placing {
             _guard,
         } = self;
         for k in &update {
-            if let Some(r) = agent.alloc_runner(&k.alloc.id) {
+            if let Some(r) = agent.client.runner(&k.alloc.id) {
                 r.update(job.clone(), &eval_id);
             }
         }

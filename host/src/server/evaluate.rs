@@ -4,11 +4,11 @@
 
 use std::collections::BTreeMap;
 
-use super::Agent;
+use super::Server;
 use crate::evals::Trigger;
 use crate::jobspec::Job;
 
-impl Agent {
+impl Server {
     /// Record the (complete) evaluation of a change to `job` that places nothing;
     /// returns its id.
     pub(super) fn evaluate(&self, job: &Job, trigger: Trigger, index: u64) -> String {

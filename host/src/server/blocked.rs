@@ -10,7 +10,7 @@ use std::collections::BTreeMap;
 use std::sync::Arc;
 use std::time::Duration;
 
-use super::Agent;
+use super::Server;
 use crate::evals::Trigger;
 use crate::structs::Amounts;
 
@@ -27,7 +27,7 @@ pub(super) struct Snapshot {
     keys: BTreeMap<String, String>,
 }
 
-impl Agent {
+impl Server {
     /// The node as placement sees it now.
     pub(super) fn placement_snapshot(&self) -> Snapshot {
         Snapshot {
@@ -35,7 +35,7 @@ impl Agent {
             total: self.client.allocatable(),
             healthy_drivers: self.client.healthy_drivers(),
             eligible: self.eligible(),
-            keys: self.node().keys(),
+            keys: self.client.node().keys(),
         }
     }
 
@@ -45,7 +45,7 @@ impl Agent {
     }
 
     /// Watch for changes that may let blocked jobs place, and evaluate them again.
-    pub(super) fn spawn_unblocker(self: &Arc<Self>) {
+    pub fn spawn_unblocker(self: &Arc<Self>) {
         let weak = Arc::downgrade(self);
         tokio::spawn(async move {
             loop {
