@@ -5,8 +5,13 @@
 //! Module map, top down (see README's architecture section). Each layer uses only the ones
 //! below it:
 //! - [`cli`], [`api`], [`ui`]: what users touch; they parse, call the [`agent`] and render;
-//! - [`agent`]: wires the parts and offers typed operations (register, validate, restart,
-//!   signal, stats, gc, metrics); [`config`] is its HCL config;
+//! - [`agent`]: wiring only: starts the parts, restores them, shows the node and its
+//!   components, collects metrics; [`config`] is its HCL config;
+//! - [`server`]: jobs, versions, evaluations, periodic and dispatch, drain, variables, the
+//!   server GC, and the plan, a value computed from a client snapshot;
+//! - [`client`]: the allocations this node runs and keeps, the node's plugins and
+//!   resources, allocation operations, restore and the client GC; it never calls the
+//!   server;
 //! - [`allocrunner`]: one allocation, its lifecycle order, its record; above
 //! - [`taskrunner`]: one task, its hook phases and built-in hooks, its restarts;
 //! - [`swap`]: the component lifecycle (load, hot swap, refuse, revert, unload, config

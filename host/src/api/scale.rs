@@ -1,6 +1,6 @@
 //! A job's scale (`GET|POST /v1/job/{id}/scale`, what `nomad job scale` uses) and the
 //! deployments endpoints. A single node runs no deployment watcher: registering a job
-//! replaces its allocations at once (see `agent/plan.rs`), so there is never a deployment,
+//! replaces its allocations at once (see `server/plan.rs`), so there is never a deployment,
 //! and these endpoints say so as Nomad does for a job without one: an empty list, `null`
 //! for a job's latest deployment, 404 for a deployment id (and no allocations for one).
 

@@ -103,7 +103,7 @@ impl Client {
             driver_checked: true,
             ..Default::default()
         };
-        if let Err(e) = crate::server::bounds::check(job) {
+        if let Err(e) = crate::jobspec::bounds::check(job) {
             v.errors.push(e.to_string());
             return v;
         }

@@ -84,7 +84,7 @@ impl Client {
             max_live_allocs: self
                 .resources
                 .max_live_allocs
-                .unwrap_or(crate::server::bounds::MAX_NODE_LIVE_ALLOCS),
+                .unwrap_or(crate::jobspec::bounds::MAX_NODE_LIVE_ALLOCS),
             live: live
                 .iter()
                 .map(|r| r.shared().peek(LiveAlloc::of))

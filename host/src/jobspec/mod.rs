@@ -6,6 +6,7 @@
 //! given, unused, so a job reads back as it was registered; server-set fields are
 //! ignored; any other unknown field is an error, so a typo never silently does nothing.
 
+pub mod bounds;
 mod device;
 mod hcl;
 mod json;

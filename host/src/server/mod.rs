@@ -6,7 +6,7 @@
 //! ([`vars`]) and the server's garbage collection ([`core_gc`]).
 //!
 //! It plans from a [`crate::client::ClientSnapshot`] ([`plan`], a value with no agent in
-//! it; [`feasible`] filters the node, [`bounds`] is what one job may ask at all) and hands
+//! it; [`feasible`] filters the node, [`crate::jobspec::bounds`] is what one job may ask at all) and hands
 //! the placements to the [`Client`] ([`placing`]). The server reads the client; the
 //! client never calls the server.
 
@@ -19,7 +19,6 @@ use crate::jobspec::Job;
 use crate::state::StateDb;
 
 pub mod blocked;
-pub mod bounds;
 pub mod core_gc;
 pub mod dispatch;
 pub mod drain;

@@ -7,6 +7,10 @@
 //! devices, and the next plan must see what this one placed, so the lock is held from
 //! planning until the placements are in the allocation table. A registration that comes
 //! in meanwhile waits for it; requests that only read do not.
+//!
+//! A placement a crash or a state DB outage cut short is made again
+//! ([`Server::place_interrupted`]): its job was stored with a mark that only a stored
+//! placement clears.
 
 use std::collections::BTreeMap;
 use std::sync::{Arc, Condvar, Mutex};
@@ -185,5 +189,46 @@ impl Placing {
         }
         tracing::info!(job = %job.id, namespace = %job.namespace, version = job.state.version, placed = ids.len(), kept, stopped, "job registered");
         Ok(ids)
+    }
+}
+
+impl Server {
+    /// Jobs whose registration was answered but whose placement a crash cut short (their
+    /// mark is still in the state DB) are evaluated again: what they are missing is placed.
+    pub fn place_interrupted(self: &Arc<Self>) {
+        let marked = match self.db.interrupted_placements() {
+            Ok(m) => m,
+            Err(e) => {
+                tracing::error!(error = %e, "reading interrupted placements failed");
+                return;
+            }
+        };
+        let mut jobs: Vec<(String, String)> = marked.iter().map(|(_, j)| j.clone()).collect();
+        jobs.sort();
+        jobs.dedup();
+        // A job whose placement fails again (the state DB still cannot write) keeps its
+        // marks, for the next try.
+        let mut failed = std::collections::BTreeSet::new();
+        for (namespace, id) in jobs {
+            let Some(job) = self.job(&namespace, &id) else {
+                continue;
+            };
+            if job.stop || job.is_parent() {
+                continue;
+            }
+            tracing::info!(job = %id, namespace = %namespace, "placing a job whose placement was interrupted");
+            if let Err(e) =
+                self.evaluate_job_with(&namespace, &id, crate::evals::Trigger::JobRegister)
+            {
+                tracing::warn!(job = %id, error = %e, "placing an interrupted job failed");
+                failed.insert((namespace, id));
+            }
+        }
+        // Handled (placed again above, or no longer wanted): the marks go.
+        for (eval, _) in marked.iter().filter(|(_, j)| !failed.contains(j)) {
+            if let Err(e) = self.db.queue_placing_done(eval) {
+                tracing::warn!(error = %e, "clearing a placement's mark failed");
+            }
+        }
     }
 }

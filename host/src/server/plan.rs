@@ -13,11 +13,11 @@ use std::collections::BTreeMap;
 
 use serde::Serialize;
 
-use super::bounds;
 use super::feasible;
 pub use crate::client::snapshot::{ClientSnapshot, LiveAlloc};
 use crate::devicemanager::{DeviceShortage, NodeDeviceResource};
 use crate::evals::{Failed, Unplaced};
+use crate::jobspec::bounds;
 use crate::jobspec::{Job, JobspecError, TaskGroup};
 use crate::structs::AllocatedResources;
 use crate::structs::Capacity;

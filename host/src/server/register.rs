@@ -166,7 +166,7 @@ impl Server {
         ),
         RegisterError,
     > {
-        crate::server::bounds::check(&job)?;
+        crate::jobspec::bounds::check(&job)?;
         // Nothing is planned, changed in memory or started that could not be recorded.
         if let Some(reason) = self.db.unwritable() {
             return Err(StateError::Unwritable { reason }.into());
@@ -563,46 +563,5 @@ fn check_index(expected: u64, existing: Option<&Job>) -> Result<(), RegisterErro
             j.state.job_modify_index
         )),
         Some(_) => Ok(()),
-    }
-}
-
-impl Server {
-    /// Jobs whose registration was answered but whose placement a crash cut short (their
-    /// mark is still in the state DB) are evaluated again: what they are missing is placed.
-    pub fn place_interrupted(self: &Arc<Self>) {
-        let marked = match self.db.interrupted_placements() {
-            Ok(m) => m,
-            Err(e) => {
-                tracing::error!(error = %e, "reading interrupted placements failed");
-                return;
-            }
-        };
-        let mut jobs: Vec<(String, String)> = marked.iter().map(|(_, j)| j.clone()).collect();
-        jobs.sort();
-        jobs.dedup();
-        // A job whose placement fails again (the state DB still cannot write) keeps its
-        // marks, for the next try.
-        let mut failed = std::collections::BTreeSet::new();
-        for (namespace, id) in jobs {
-            let Some(job) = self.job(&namespace, &id) else {
-                continue;
-            };
-            if job.stop || job.is_parent() {
-                continue;
-            }
-            tracing::info!(job = %id, namespace = %namespace, "placing a job whose placement was interrupted");
-            if let Err(e) =
-                self.evaluate_job_with(&namespace, &id, crate::evals::Trigger::JobRegister)
-            {
-                tracing::warn!(job = %id, error = %e, "placing an interrupted job failed");
-                failed.insert((namespace, id));
-            }
-        }
-        // Handled (placed again above, or no longer wanted): the marks go.
-        for (eval, _) in marked.iter().filter(|(_, j)| !failed.contains(j)) {
-            if let Err(e) = self.db.queue_placing_done(eval) {
-                tracing::warn!(error = %e, "clearing a placement's mark failed");
-            }
-        }
     }
 }

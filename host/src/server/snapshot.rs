@@ -5,8 +5,8 @@ use std::sync::Arc;
 
 use super::Server;
 use crate::allocrunner::AllocRunner;
+use crate::jobspec::bounds;
 use crate::jobspec::{Job, JobspecError};
-use crate::server::bounds;
 use crate::server::plan::{self, ClientSnapshot, JobPlan, Plan};
 use crate::structs::ClientStatus;
 
