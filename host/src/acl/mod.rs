@@ -11,6 +11,7 @@
 
 pub mod check;
 pub mod policy;
+pub mod routes;
 pub mod store;
 
 use std::collections::{BTreeMap, BTreeSet};

@@ -3,17 +3,18 @@
 
 use std::sync::Arc;
 
-use axum::Router;
 use axum::body::Bytes;
 use axum::extract::{Extension, Path, State};
 use axum::http::StatusCode;
 use axum::response::{IntoResponse, Response};
-use axum::routing::{get, post};
 use base64::Engine;
 use serde::Deserialize;
 use serde_json::{Value, json};
 
+use super::routes::Routes;
 use super::{ApiError, AppState, with_index};
+use crate::acl::check::Need;
+use crate::acl::routes::RouteArgs;
 use crate::acl::store::{Caller, StoredPolicy, StoredToken, TokenSpec};
 use crate::acl::{Acl, StoreError};
 
@@ -21,26 +22,20 @@ mod gate;
 
 pub(crate) use gate::{enforce, events_allowed};
 
-pub(super) fn routes() -> Router<AppState> {
-    Router::new()
-        .route("/v1/acl/bootstrap", post(bootstrap))
-        .route("/v1/acl/tokens", get(list_tokens))
-        .route("/v1/acl/token", post(create_token).put(create_token))
-        .route(
-            "/v1/acl/token/{accessor}",
-            get(read_token)
-                .post(update_token)
-                .put(update_token)
-                .delete(delete_token),
-        )
-        .route("/v1/acl/policies", get(list_policies))
-        .route(
-            "/v1/acl/policy/{name}",
-            get(read_policy)
-                .post(upsert_policy)
-                .put(upsert_policy)
-                .delete(delete_policy),
-        )
+pub(super) fn routes() -> Routes {
+    // The ACL endpoints check their caller themselves.
+    let own = |_: &RouteArgs<'_>| Need::AclApi;
+    Routes::new()
+        .on("POST PUT", "/v1/acl/bootstrap", bootstrap, own)
+        .on("GET", "/v1/acl/tokens", list_tokens, own)
+        .on("POST PUT", "/v1/acl/token", create_token, own)
+        .on("GET", "/v1/acl/token/{accessor}", read_token, own)
+        .on("POST PUT", "/v1/acl/token/{accessor}", update_token, own)
+        .on("DELETE", "/v1/acl/token/{accessor}", delete_token, own)
+        .on("GET", "/v1/acl/policies", list_policies, own)
+        .on("GET", "/v1/acl/policy/{name}", read_policy, own)
+        .on("POST PUT", "/v1/acl/policy/{name}", upsert_policy, own)
+        .on("DELETE", "/v1/acl/policy/{name}", delete_policy, own)
 }
 
 /// Who made a request, as the layer resolved it.

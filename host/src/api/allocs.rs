@@ -1,20 +1,29 @@
 //! `/v1/allocations` (`?resources`, `?task_states`, Nomad's paging `?per_page` and
 //! `?next_token`) and `/v1/allocation/{id}`.
 
-use axum::Router;
 use axum::extract::{Path, Query, State};
 use axum::response::Response;
-use axum::routing::{get, post};
 use serde_json::json;
 
+use super::routes::Routes;
 use super::{ApiError, AppState, QueryOptions, with_index};
+use crate::acl::check::{Need, NsFrom, READ_JOB};
 use crate::structs::Allocation;
 
-pub(super) fn routes() -> Router<AppState> {
-    Router::new()
-        .route("/v1/allocations", get(list))
-        .route("/v1/allocation/{id}", get(read))
-        .route("/v1/allocation/{id}/stop", post(stop).put(stop))
+pub(super) fn routes() -> Routes {
+    Routes::new()
+        // Nomad's `Alloc.List`: `read-job`, across namespaces filtered per allocation.
+        .on("GET", "/v1/allocations", list, |_| {
+            Need::Ns(READ_JOB, NsFrom::List)
+        })
+        // `Alloc.GetAlloc`: `read-job` in the allocation's namespace.
+        .on("GET", "/v1/allocation/{id}", read, |a| {
+            Need::Ns(READ_JOB, NsFrom::Alloc(a.param("id")))
+        })
+        // `Alloc.Stop`: `alloc-lifecycle`.
+        .on("POST PUT", "/v1/allocation/{id}/stop", stop, |a| {
+            Need::Ns(&["alloc-lifecycle"], NsFrom::Alloc(a.param("id")))
+        })
 }
 
 /// Nomad's AllocListStub, borrowed from the allocation: serialized as it is read, with

@@ -1,29 +1,50 @@
 //! `/v1/client/allocation/{id}/{restart,signal,stats,gc}` and `/v1/client/stats`: acting on
 //! a running allocation's tasks, and the node's own usage.
 
-use axum::Router;
 use axum::body::Bytes;
 use axum::extract::{Path, State};
 use axum::response::Response;
-use axum::routing::{get, post};
 use serde_json::{Value, json};
 
+use super::routes::Routes;
 use super::{ApiError, AppState, with_index};
+use crate::acl::Level;
+use crate::acl::check::{Need, NsFrom, READ_JOB};
+use crate::acl::routes::NeedFn;
 use crate::agent::{AllocActionError, DeviceGroupStats, ResourceUsage};
 
-pub(super) fn routes() -> Router<AppState> {
-    Router::new()
-        .route(
+pub(super) fn routes() -> Routes {
+    let lifecycle: NeedFn = |a| Need::Ns(&["alloc-lifecycle"], NsFrom::Alloc(a.param("id")));
+    Routes::new()
+        // `client/alloc_endpoint.go`: restart and signal need `alloc-lifecycle`, stats
+        // `read-job`, gc `submit-job | gc-allocation`, in the allocation's namespace.
+        .on(
+            "POST PUT",
             "/v1/client/allocation/{id}/restart",
-            post(restart).put(restart),
+            restart,
+            lifecycle,
         )
-        .route(
+        .on(
+            "POST PUT",
             "/v1/client/allocation/{id}/signal",
-            post(signal).put(signal),
+            signal,
+            lifecycle,
         )
-        .route("/v1/client/allocation/{id}/stats", get(alloc_stats))
-        .route("/v1/client/allocation/{id}/gc", get(gc).post(gc).put(gc))
-        .route("/v1/client/stats", get(client_stats))
+        .on(
+            "GET",
+            "/v1/client/allocation/{id}/stats",
+            alloc_stats,
+            |a| Need::Ns(READ_JOB, NsFrom::Alloc(a.param("id"))),
+        )
+        .on("GET POST PUT", "/v1/client/allocation/{id}/gc", gc, |a| {
+            Need::Ns(
+                &["submit-job", "gc-allocation"],
+                NsFrom::Alloc(a.param("id")),
+            )
+        })
+        .on("GET", "/v1/client/stats", client_stats, |_| {
+            Need::Node(Level::Read)
+        })
 }
 
 /// An allocation operation's refusal as Nomad's status codes: an unknown allocation or

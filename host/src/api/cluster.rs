@@ -6,38 +6,67 @@
 //! collects every finished allocation and dead job; `/v1/scaling/policies` lists none (no autoscaler
 //! policies are kept).
 
-use axum::Router;
 use axum::extract::{Path, Query, State};
 use axum::response::Response;
-use axum::routing::{get, post};
 use serde_json::json;
 
+use super::routes::Routes;
 use super::{ApiError, AppState, with_index};
+use crate::acl::Level;
+use crate::acl::check::{Need, NsFrom};
 
 /// The address the agent names as its server RPC address (Nomad's default port).
 const SERVER_ADDR: &str = "127.0.0.1:4647";
 
-pub(super) fn routes() -> Router<AppState> {
-    Router::new()
-        .route("/v1/agent/members", get(members))
-        .route(
-            "/v1/agent/servers",
-            get(servers).post(set_servers).put(set_servers),
+pub(super) fn routes() -> Routes {
+    Routes::new()
+        .on("GET", "/v1/agent/members", members, |_| {
+            Need::Node(Level::Read)
+        })
+        .on("GET", "/v1/agent/servers", servers, |_| {
+            Need::Agent(Level::Read)
+        })
+        .on("POST PUT", "/v1/agent/servers", set_servers, |_| {
+            Need::Agent(Level::Write)
+        })
+        .on("POST PUT", "/v1/agent/join", join, |_| {
+            Need::Agent(Level::Write)
+        })
+        .on("POST PUT", "/v1/agent/force-leave", force_leave, |_| {
+            Need::Agent(Level::Write)
+        })
+        .on(
+            "GET",
+            "/v1/operator/raft/configuration",
+            raft_configuration,
+            |_| Need::Operator(Level::Read),
         )
-        .route("/v1/agent/join", post(join).put(join))
-        .route("/v1/agent/force-leave", post(force_leave).put(force_leave))
-        .route("/v1/operator/raft/configuration", get(raft_configuration))
-        .route(
+        .on(
+            "GET",
             "/v1/operator/scheduler/configuration",
-            get(scheduler_configuration),
+            scheduler_configuration,
+            |_| Need::Operator(Level::Read),
         )
-        .route("/v1/system/gc", post(system_gc).put(system_gc))
-        .route(
+        .on("POST PUT", "/v1/system/gc", system_gc, |_| Need::Management)
+        .on(
+            "POST PUT",
             "/v1/system/reconcile/summaries",
-            post(reconcile_summaries).put(reconcile_summaries),
+            reconcile_summaries,
+            |_| Need::Management,
         )
-        .route("/v1/scaling/policies", get(scaling_policies))
-        .route("/v1/scaling/policy/{id}", get(scaling_policy))
+        // `Scaling.ListPolicies`: `list-scaling-policies`, or `list-jobs` and `read-job`.
+        .on("GET", "/v1/scaling/policies", scaling_policies, |_| {
+            Need::Ns(
+                &["list-scaling-policies", "list-jobs+read-job"],
+                NsFrom::List,
+            )
+        })
+        .on("GET", "/v1/scaling/policy/{id}", scaling_policy, |_| {
+            Need::Ns(
+                &["read-scaling-policy", "list-jobs+read-job"],
+                NsFrom::Query,
+            )
+        })
 }
 
 /// `GET /v1/agent/members`: Nomad's `ServerMembers` with this agent as the one member.

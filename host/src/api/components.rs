@@ -7,20 +7,28 @@
 //! /v1/agent/reload` (re-read the config file's `plugin` and `hook` blocks, as SIGHUP
 //! does).
 
-use axum::Router;
 use axum::extract::State;
 use axum::response::Response;
-use axum::routing::{get, post};
 use serde_json::json;
 
+use super::routes::Routes;
 use super::{ApiError, AppState, with_index};
+use crate::acl::Level;
+use crate::acl::check::Need;
 use crate::swap::Applied;
 
-pub(super) fn routes() -> Router<AppState> {
-    Router::new()
-        .route("/v1/components", get(components))
-        .route("/v1/components/reload", post(rescan).put(rescan))
-        .route("/v1/agent/reload", post(reload).put(reload))
+pub(super) fn routes() -> Routes {
+    // Paddock's own routes (Nomad has none): reading is `agent:read`, acting `agent:write`.
+    Routes::new()
+        .on("GET", "/v1/components", components, |_| {
+            Need::Agent(Level::Read)
+        })
+        .on("POST PUT", "/v1/components/reload", rescan, |_| {
+            Need::Agent(Level::Write)
+        })
+        .on("POST PUT", "/v1/agent/reload", reload, |_| {
+            Need::Agent(Level::Write)
+        })
 }
 
 async fn components(State(agent): State<AppState>) -> Response {

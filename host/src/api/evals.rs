@@ -1,19 +1,29 @@
 //! Evaluations: `/v1/evaluations`, `/v1/evaluation/{id}`, its allocations, and
 //! `/v1/job/{id}/evaluations` — what `nomad job run`'s monitor and python-nomad follow.
 
-use axum::Router;
 use axum::extract::{Path, Query, State};
 use axum::response::Response;
-use axum::routing::get;
 
+use super::routes::Routes;
 use super::{ApiError, AppState, QueryOptions, with_index};
+use crate::acl::check::{Need, NsFrom, READ_JOB};
 
-pub(super) fn routes() -> Router<AppState> {
-    Router::new()
-        .route("/v1/evaluations", get(list))
-        .route("/v1/evaluation/{id}", get(read))
-        .route("/v1/evaluation/{id}/allocations", get(allocations))
-        .route("/v1/job/{id}/evaluations", get(of_job))
+pub(super) fn routes() -> Routes {
+    Routes::new()
+        // `Eval.List`: `read-job`, across namespaces filtered per evaluation.
+        .on("GET", "/v1/evaluations", list, |_| {
+            Need::Ns(READ_JOB, NsFrom::List)
+        })
+        // `Eval.GetEval`, `Eval.Allocations`: `read-job` in the evaluation's namespace.
+        .on("GET", "/v1/evaluation/{id}", read, |a| {
+            Need::Ns(READ_JOB, NsFrom::Eval(a.param("id")))
+        })
+        .on("GET", "/v1/evaluation/{id}/allocations", allocations, |a| {
+            Need::Ns(READ_JOB, NsFrom::Eval(a.param("id")))
+        })
+        .on("GET", "/v1/job/{id}/evaluations", of_job, |_| {
+            Need::Ns(READ_JOB, NsFrom::Query)
+        })
 }
 
 async fn list(State(agent): State<AppState>, Query(q): Query<QueryOptions>) -> Response {

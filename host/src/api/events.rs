@@ -18,16 +18,17 @@ use std::collections::VecDeque;
 use std::sync::Arc;
 use std::time::Duration;
 
+use axum::Extension;
 use axum::body::Body;
 use axum::extract::{Query, State};
 use axum::http::header;
 use axum::response::{IntoResponse, Response};
-use axum::routing::get;
-use axum::{Extension, Router};
 use tokio::sync::broadcast::error::RecvError;
 
 use super::acl::{Who, events_allowed};
+use super::routes::Routes;
 use super::{ApiError, AppState};
+use crate::acl::check::Need;
 use crate::events::Event;
 
 /// Topics a subscription may name.
@@ -163,8 +164,9 @@ impl Subscription {
     }
 }
 
-pub(super) fn routes() -> Router<AppState> {
-    Router::new().route("/v1/event/stream", get(stream))
+pub(super) fn routes() -> Routes {
+    // `stream/event_broker.go`: per topic.
+    Routes::new().on("GET", "/v1/event/stream", stream, |_| Need::Events)
 }
 
 /// Whether the token `who` (none: the ACL system is off) may see `ev`: one outside

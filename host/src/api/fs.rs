@@ -14,25 +14,31 @@ use std::io::{Read, Seek, SeekFrom};
 use std::path::{Component, Path, PathBuf};
 use std::time::Duration;
 
-use axum::Router;
 use axum::body::Body;
 use axum::extract::{Path as UrlPath, Query, State};
 use axum::http::header;
 use axum::response::{IntoResponse, Response};
-use axum::routing::get;
 use base64::Engine;
 use serde::Deserialize;
 use serde_json::json;
 
+use super::routes::Routes;
 use super::{ApiError, AppState, with_index};
+use crate::acl::check::{Need, NsFrom};
+use crate::acl::routes::NeedFn;
 
-pub(super) fn routes() -> Router<AppState> {
-    Router::new()
-        .route("/v1/client/fs/logs/{alloc}", get(logs))
-        .route("/v1/client/fs/ls/{alloc}", get(ls))
-        .route("/v1/client/fs/stat/{alloc}", get(stat))
-        .route("/v1/client/fs/cat/{alloc}", get(cat))
-        .route("/v1/client/fs/readat/{alloc}", get(readat))
+pub(super) fn routes() -> Routes {
+    // `client/fs_endpoint.go`: logs need `read-logs | read-fs`, the rest `read-fs`, in the
+    // allocation's namespace.
+    let read_fs: NeedFn = |a| Need::Ns(&["read-fs"], NsFrom::Alloc(a.param("alloc")));
+    Routes::new()
+        .on("GET", "/v1/client/fs/logs/{alloc}", logs, |a| {
+            Need::Ns(&["read-logs", "read-fs"], NsFrom::Alloc(a.param("alloc")))
+        })
+        .on("GET", "/v1/client/fs/ls/{alloc}", ls, read_fs)
+        .on("GET", "/v1/client/fs/stat/{alloc}", stat, read_fs)
+        .on("GET", "/v1/client/fs/cat/{alloc}", cat, read_fs)
+        .on("GET", "/v1/client/fs/readat/{alloc}", readat, read_fs)
 }
 
 /// Largest chunk read or framed at once.

@@ -11,17 +11,17 @@ use std::io::{Read, Seek, SeekFrom};
 use std::path::PathBuf;
 use std::time::Duration;
 
-use axum::Router;
 use axum::body::Body;
 use axum::extract::{Path as UrlPath, Query, State};
 use axum::http::header;
 use axum::response::{IntoResponse, Response};
-use axum::routing::get;
 use serde::Deserialize;
 use serde_json::json;
 
 use super::fs::{alloc_root, frame, resolve};
+use super::routes::Routes;
 use super::{ApiError, AppState};
+use crate::acl::check::{Need, NsFrom};
 
 /// How often a followed file is looked at.
 const POLL: Duration = Duration::from_millis(250);
@@ -32,8 +32,10 @@ const HEARTBEAT: Duration = Duration::from_secs(10);
 /// Largest frame of data.
 const CHUNK: usize = 64 * 1024;
 
-pub(super) fn routes() -> Router<AppState> {
-    Router::new().route("/v1/client/fs/stream/{alloc}", get(stream))
+pub(super) fn routes() -> Routes {
+    Routes::new().on("GET", "/v1/client/fs/stream/{alloc}", stream, |a| {
+        Need::Ns(&["read-fs"], NsFrom::Alloc(a.param("alloc")))
+    })
 }
 
 #[derive(Debug, Deserialize)]

@@ -4,28 +4,46 @@
 
 use std::collections::BTreeMap;
 
-use axum::Router;
 use axum::body::Bytes;
 use axum::extract::{Path, Query, State};
 use axum::response::Response;
-use axum::routing::{get, post};
 use base64::Engine;
 use serde::Deserialize;
 use serde_json::{Value, json};
 
 use super::jobs::{register_refused, register_response, same_job_id};
+use super::routes::Routes;
 use super::{ApiError, AppState, QueryOptions, with_index};
+use crate::acl::check::{Need, NsFrom, READ_JOB};
 use crate::agent::{DispatchError, DispatchRequest, PeriodicError};
 
-pub(super) fn routes() -> Router<AppState> {
-    Router::new()
-        .route("/v1/job/{id}/versions", get(versions))
-        .route("/v1/job/{id}/revert", post(revert).put(revert))
-        .route("/v1/job/{id}/stable", post(stable).put(stable))
-        .route("/v1/job/{id}/plan", post(plan).put(plan))
-        .route("/v1/job/{id}/evaluate", post(evaluate).put(evaluate))
-        .route("/v1/job/{id}/periodic/force", post(force).put(force))
-        .route("/v1/job/{id}/dispatch", post(dispatch).put(dispatch))
+pub(super) fn routes() -> Routes {
+    // `nomad/job_endpoint.go`, in the request's namespace (a plan: the job's own).
+    Routes::new()
+        .on("GET", "/v1/job/{id}/versions", versions, |_| {
+            Need::Ns(READ_JOB, NsFrom::Query)
+        })
+        .on("POST PUT", "/v1/job/{id}/revert", revert, |_| {
+            Need::Ns(&["submit-job", "revert-job"], NsFrom::Query)
+        })
+        .on("POST PUT", "/v1/job/{id}/stable", stable, |_| {
+            Need::Ns(&["submit-job", "stable-job"], NsFrom::Query)
+        })
+        .on("POST PUT", "/v1/job/{id}/plan", plan, |_| {
+            Need::Ns(&["submit-job", "plan-job"], NsFrom::JobBody)
+        })
+        .on("POST PUT", "/v1/job/{id}/evaluate", evaluate, |_| {
+            Need::Ns(&["submit-job", "evaluate-job"], NsFrom::Query)
+        })
+        .on("POST PUT", "/v1/job/{id}/periodic/force", force, |_| {
+            Need::Ns(
+                &["dispatch-job", "submit-job", "force-periodic-job"],
+                NsFrom::Query,
+            )
+        })
+        .on("POST PUT", "/v1/job/{id}/dispatch", dispatch, |_| {
+            Need::Ns(&["dispatch-job"], NsFrom::Query)
+        })
 }
 
 /// A JSON body, `{}` when empty.

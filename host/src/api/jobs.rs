@@ -1,31 +1,47 @@
 //! `/v1/jobs`, `/v1/job/{id}` and friends.
 
-use axum::Router;
 use axum::body::Bytes;
 use axum::extract::{Path, Query, State};
 use axum::response::Response;
-use axum::routing::{get, post};
 use serde::Deserialize;
 use serde_json::json;
 
+use super::routes::Routes;
 use super::{ApiError, AppState, QueryOptions, with_index};
+use crate::acl::check::{Need, NsFrom, READ_JOB};
+use crate::acl::routes::NeedFn;
 use crate::agent::{RegisterError, RegisterOptions};
 
-pub(super) fn routes() -> Router<AppState> {
-    Router::new()
-        .route("/v1/jobs", get(list).post(register).put(register))
-        .route(
-            "/v1/job/{id}",
-            get(read)
-                .post(register_id)
-                .put(register_id)
-                .delete(deregister),
-        )
-        .route("/v1/job/{id}/allocations", get(allocations))
-        .route("/v1/job/{id}/summary", get(job_summary))
-        .route("/v1/job/{id}/submission", get(submission))
-        .route("/v1/validate/job", post(validate).put(validate))
-        .route("/v1/jobs/parse", post(parse).put(parse))
+pub(super) fn routes() -> Routes {
+    let register_job: NeedFn = |_| Need::Ns(&["submit-job", "register-job"], NsFrom::JobBody);
+    let read_job: NeedFn = |_| Need::Ns(READ_JOB, NsFrom::Query);
+    Routes::new()
+        // `Job.List`: `list-jobs`, across namespaces filtered per job.
+        .on("GET", "/v1/jobs", list, |_| {
+            Need::Ns(&["list-jobs"], NsFrom::List)
+        })
+        .on("POST PUT", "/v1/jobs", register, register_job)
+        .on("GET", "/v1/job/{id}", read, read_job)
+        .on("POST PUT", "/v1/job/{id}", register_id, register_job)
+        // `Job.Deregister`: `deregister-job`, or `purge-job` with `?purge=true`.
+        .on("DELETE", "/v1/job/{id}", deregister, |a| {
+            if a.query_has("purge", "true") {
+                Need::Ns(&["submit-job", "purge-job"], NsFrom::Query)
+            } else {
+                Need::Ns(&["submit-job", "deregister-job"], NsFrom::Query)
+            }
+        })
+        .on("GET", "/v1/job/{id}/allocations", allocations, read_job)
+        .on("GET", "/v1/job/{id}/summary", job_summary, read_job)
+        .on("GET", "/v1/job/{id}/submission", submission, read_job)
+        // `command/agent/job_endpoint.go`: validation needs `read-job` in the job's
+        // namespace, parsing `parse-job | submit-job`.
+        .on("POST PUT", "/v1/validate/job", validate, |_| {
+            Need::Ns(READ_JOB, NsFrom::JobBody)
+        })
+        .on("POST PUT", "/v1/jobs/parse", parse, |_| {
+            Need::Ns(&["parse-job", "submit-job"], NsFrom::Query)
+        })
 }
 
 async fn register(State(agent): State<AppState>, body: Bytes) -> Result<Response, ApiError> {

@@ -7,19 +7,20 @@
 
 use std::fmt::Write;
 
-use axum::Router;
 use axum::extract::{Query, State};
 use axum::http::header;
 use axum::response::{IntoResponse, Response};
-use axum::routing::get;
 use serde::Deserialize;
 use serde_json::json;
 
+use super::routes::Routes;
 use super::{ApiError, AppState, with_index};
+use crate::acl::check::Need;
 use crate::metrics::{HELP, LATENCY_BUCKETS, Labels, Metric};
 
-pub(super) fn routes() -> Router<AppState> {
-    Router::new().route("/v1/metrics", get(metrics))
+pub(super) fn routes() -> Routes {
+    // Open, as in Nomad.
+    Routes::new().on("GET", "/v1/metrics", metrics, |_| Need::Open)
 }
 
 #[derive(Deserialize)]

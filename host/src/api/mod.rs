@@ -16,6 +16,7 @@ mod jobs;
 mod listen;
 mod metrics;
 mod node;
+mod routes;
 mod scale;
 mod search;
 mod state_gate;
@@ -33,9 +34,9 @@ use crate::agent::Agent;
 /// Shared handler state.
 pub type AppState = Arc<Agent>;
 
-/// The router for all endpoints.
-pub fn router(agent: Arc<Agent>) -> Router {
-    Router::new()
+/// Every route the API serves, with the ACL need each declares.
+fn routes() -> routes::Routes {
+    routes::Routes::new()
         .merge(acl::routes())
         .merge(jobs::routes())
         .merge(job_ops::routes())
@@ -52,7 +53,19 @@ pub fn router(agent: Arc<Agent>) -> Router {
         .merge(components::routes())
         .merge(scale::routes())
         .merge(vars::routes())
-        .fallback(unknown_path)
+}
+
+/// The table of what each route the API serves needs of a token (for tools and tests
+/// that list the routes).
+pub fn route_table() -> crate::acl::routes::RouteTable {
+    routes().into_parts().1
+}
+
+/// The router for all endpoints.
+pub fn router(agent: Arc<Agent>) -> Router {
+    let (api, table) = routes().into_parts();
+    let table = Arc::new(table);
+    api.fallback(unknown_path)
         .method_not_allowed_fallback(wrong_method)
         .layer(axum::extract::DefaultBodyLimit::max(MAX_BODY))
         .layer(axum::middleware::from_fn_with_state(
@@ -61,10 +74,10 @@ pub fn router(agent: Arc<Agent>) -> Router {
         ))
         .layer(axum::middleware::from_fn(refuse_announced_oversize))
         .layer(axum::middleware::from_fn_with_state(
-            agent.clone(),
+            (agent.clone(), table.clone()),
             require_token,
         ))
-        .merge(crate::ui::routes(agent.clone()))
+        .merge(crate::ui::routes(agent.clone(), table))
         .with_state(agent)
 }
 
@@ -114,12 +127,15 @@ async fn wrong_method(method: axum::http::Method, uri: axum::http::Uri) -> ApiEr
 /// With the ACL system on, each request is checked against its token ([`acl::enforce`]);
 /// else, with an ACL token configured, a request without it is refused (403, as Nomad does).
 async fn require_token(
-    axum::extract::State(agent): axum::extract::State<AppState>,
+    axum::extract::State((agent, table)): axum::extract::State<(
+        AppState,
+        Arc<crate::acl::routes::RouteTable>,
+    )>,
     req: axum::extract::Request,
     next: axum::middleware::Next,
 ) -> Response {
     if agent.acl().enabled() {
-        return acl::enforce(agent, req, next).await;
+        return acl::enforce(agent, &table, req, next).await;
     }
     if let Some(want) = agent.acl_token() {
         let h = req.headers();

@@ -2,31 +2,41 @@
 //! `/v1/node/{id}` with its `allocations`, `drain`, `eligibility` and `evaluate`,
 //! `/v1/status/leader`, `/v1/status/peers`, `/v1/regions`.
 
-use axum::Router;
 use axum::body::Bytes;
 use axum::extract::{Path, Query, State};
 use axum::response::Response;
-use axum::routing::{get, post};
 use serde_json::json;
 
+use super::routes::Routes;
 use super::{ApiError, AppState, QueryOptions, with_index};
+use crate::acl::Level;
+use crate::acl::check::Need;
+use crate::acl::routes::NeedFn;
 
-pub(super) fn routes() -> Router<AppState> {
-    Router::new()
-        .route("/v1/agent/self", get(agent_self))
-        .route("/v1/agent/health", get(health))
-        .route("/v1/nodes", get(nodes))
-        .route("/v1/node/{id}", get(node))
-        .route("/v1/node/{id}/allocations", get(node_allocations))
-        .route("/v1/node/{id}/drain", post(drain).put(drain))
-        .route(
+pub(super) fn routes() -> Routes {
+    let node_write: NeedFn = |_| Need::Node(Level::Write);
+    Routes::new()
+        .on("GET", "/v1/agent/self", agent_self, |_| {
+            Need::Agent(Level::Read)
+        })
+        .on("GET", "/v1/agent/health", health, |_| Need::Open)
+        .on("GET", "/v1/nodes", nodes, |_| Need::Node(Level::Read))
+        .on("GET", "/v1/node/{id}", node, |_| Need::Node(Level::Read))
+        // `node:read`, each allocation kept only with `read-job` in its namespace.
+        .on("GET", "/v1/node/{id}/allocations", node_allocations, |_| {
+            Need::NodeAllocs
+        })
+        .on("POST PUT", "/v1/node/{id}/drain", drain, node_write)
+        .on(
+            "POST PUT",
             "/v1/node/{id}/eligibility",
-            post(eligibility).put(eligibility),
+            eligibility,
+            node_write,
         )
-        .route("/v1/node/{id}/evaluate", post(evaluate).put(evaluate))
-        .route("/v1/status/leader", get(leader))
-        .route("/v1/status/peers", get(peers))
-        .route("/v1/regions", get(regions))
+        .on("POST PUT", "/v1/node/{id}/evaluate", evaluate, node_write)
+        .on("GET", "/v1/status/leader", leader, |_| Need::Open)
+        .on("GET", "/v1/status/peers", peers, |_| Need::Open)
+        .on("GET", "/v1/regions", regions, |_| Need::Open)
 }
 
 /// A single node is its own leader: the address it serves on, as Nomad answers `ip:port`.

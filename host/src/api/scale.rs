@@ -4,29 +4,92 @@
 //! and these endpoints say so as Nomad does for a job without one: an empty list, `null`
 //! for a job's latest deployment, 404 for a deployment id (and no allocations for one).
 
-use axum::Router;
 use axum::body::Bytes;
 use axum::extract::{Path, Query, State};
 use axum::response::Response;
-use axum::routing::get;
 use serde_json::{Value, json};
 
 use super::jobs::{register_refused, register_response};
+use super::routes::Routes;
 use super::{ApiError, AppState, QueryOptions, with_index};
+use crate::acl::check::{Need, NsFrom, READ_JOB};
+use crate::acl::routes::NeedFn;
 use crate::agent::RegisterOptions;
 use crate::structs::ClientStatus;
 
-pub(super) fn routes() -> Router<AppState> {
-    Router::new()
-        .route("/v1/job/{id}/scale", get(status).post(scale).put(scale))
-        .route("/v1/deployments", get(deployments))
-        .route("/v1/job/{id}/deployments", get(job_deployments))
-        .route("/v1/job/{id}/deployment", get(job_deployment))
-        .route("/v1/deployment/{id}", get(deployment))
-        .route(
+pub(super) fn routes() -> Routes {
+    let read_job: NeedFn = |_| Need::Ns(READ_JOB, NsFrom::Query);
+    Routes::new()
+        .on("GET", "/v1/job/{id}/scale", status, |_| {
+            Need::Ns(&["read-job-scaling", "read-job"], NsFrom::Query)
+        })
+        .on("POST PUT", "/v1/job/{id}/scale", scale, |_| {
+            Need::Ns(&["scale-job", "submit-job"], NsFrom::Query)
+        })
+        .on("GET", "/v1/deployments", deployments, |_| {
+            Need::Ns(READ_JOB, NsFrom::List)
+        })
+        .on("GET", "/v1/job/{id}/deployments", job_deployments, read_job)
+        .on("GET", "/v1/job/{id}/deployment", job_deployment, read_job)
+        .on("GET", "/v1/deployment/{id}", deployment, read_job)
+        .on(
+            "GET",
             "/v1/deployment/allocations/{id}",
-            get(deployment_allocations),
+            deployment_allocations,
+            read_job,
         )
+        // `nomad/deployment_endpoint.go`: each operation `submit-job | <op>-deployment`
+        // (Nomad has no `run-deployment`). There are no deployments on one node yet: each
+        // answers that the deployment is not found, once the token may ask.
+        .on(
+            "POST PUT",
+            "/v1/deployment/fail/{id}",
+            deployment_op,
+            |_| Need::Ns(&["submit-job", "fail-deployment"], NsFrom::Query),
+        )
+        .on(
+            "POST PUT",
+            "/v1/deployment/pause/{id}",
+            deployment_op,
+            |_| Need::Ns(&["submit-job", "pause-deployment"], NsFrom::Query),
+        )
+        .on(
+            "POST PUT",
+            "/v1/deployment/promote/{id}",
+            deployment_op,
+            |_| Need::Ns(&["submit-job", "promote-deployment"], NsFrom::Query),
+        )
+        .on(
+            "POST PUT",
+            "/v1/deployment/unblock/{id}",
+            deployment_op,
+            |_| Need::Ns(&["submit-job", "unblock-deployment"], NsFrom::Query),
+        )
+        .on(
+            "POST PUT",
+            "/v1/deployment/cancel/{id}",
+            deployment_op,
+            |_| Need::Ns(&["submit-job", "cancel-deployment"], NsFrom::Query),
+        )
+        .on("POST PUT", "/v1/deployment/run/{id}", deployment_op, |_| {
+            Need::Ns(&["submit-job"], NsFrom::Query)
+        })
+        .on(
+            "POST PUT",
+            "/v1/deployment/allocation-health/{id}",
+            deployment_op,
+            |_| {
+                Need::Ns(
+                    &["submit-job", "set-alloc-health-deployment"],
+                    NsFrom::Query,
+                )
+            },
+        )
+}
+
+/// An operation on a deployment: none exists here.
+async fn deployment_op(Path(id): Path<String>) -> ApiError {
+    ApiError::not_found(format!("deployment {id:?} not found"))
 }
 
 /// `GET /v1/job/{id}/scale`: Nomad's `JobScaleStatusResponse`.

@@ -2,16 +2,16 @@
 //! `POST|PUT /v1/search/fuzzy` (substring search over names, which Nomad's web UI and
 //! `nomad` use) and `/v1/client/gc` (collect every finished allocation).
 
-use axum::Router;
 use axum::body::Bytes;
 use axum::extract::{FromRequest, Query, Request, State};
 use axum::response::{IntoResponse, Response};
-use axum::routing::{get, post};
 use serde_json::{Value, json};
 
 use super::acl::Who;
+use super::routes::Routes;
 use super::{ApiError, AppState, with_index};
 use crate::acl::Level;
+use crate::acl::check::Need;
 
 /// What of the agent a search shows its caller: with the ACL system on, only objects in
 /// namespaces where the token holds `read-job`, and the node only with `node:read` (as
@@ -43,11 +43,18 @@ const MIN_TERM_LENGTH: usize = 2;
 /// Most fuzzy matches returned per context (Nomad's `limit_results` default).
 const MAX_FUZZY_MATCHES: usize = 100;
 
-pub(super) fn routes() -> Router<AppState> {
-    Router::new()
-        .route("/v1/search", post(search).put(search))
-        .route("/v1/search/fuzzy", post(fuzzy).put(fuzzy))
-        .route("/v1/client/gc", get(gc_all).post(gc_all).put(gc_all))
+pub(super) fn routes() -> Routes {
+    Routes::new()
+        // Per the body's `Context`, matches filtered per object.
+        .on("POST PUT", "/v1/search", search, |_| Need::Search {
+            fuzzy: false,
+        })
+        .on("POST PUT", "/v1/search/fuzzy", fuzzy, |_| Need::Search {
+            fuzzy: true,
+        })
+        .on("GET POST PUT", "/v1/client/gc", gc_all, |_| {
+            Need::Node(Level::Write)
+        })
 }
 
 /// The namespace a search looks in: the body's `Namespace`, else `?namespace=`, else

@@ -6,29 +6,42 @@
 
 use std::collections::BTreeMap;
 
-use axum::Router;
 use axum::body::Bytes;
 use axum::extract::{Path, Query, State};
 use axum::http::{HeaderMap, HeaderValue, StatusCode};
 use axum::response::{IntoResponse, Response};
-use axum::routing::get;
 use serde::Deserialize;
 use serde_json::json;
 
+use super::routes::Routes;
 use super::{ApiError, AppState, QueryOptions, with_index};
+use crate::acl::check::Need;
 use crate::agent::{InvalidVariable, Namespaces, VarError, VarWrite};
 
-pub(super) fn routes() -> Router<AppState> {
-    Router::new()
-        .route("/v1/vars", get(list))
-        .route(
-            "/v1/var/{*path}",
-            get(read).put(write).post(write).delete(delete),
-        )
-        .route(
-            "/v1/var/",
-            get(no_path).put(no_path).post(no_path).delete(no_path),
-        )
+pub(super) fn routes() -> Routes {
+    // `nomad/variables_endpoint.go`: the path's own capability in the namespace (a write:
+    // the body's namespace, else the request's).
+    Routes::new()
+        .on("GET", "/v1/vars", list, |_| Need::VarList)
+        .on("GET", "/v1/var/{*path}", read, |a| {
+            Need::Variable("read", a.param("path"))
+        })
+        .on("PUT POST", "/v1/var/{*path}", write, |a| {
+            Need::Variable("write", a.param("path"))
+        })
+        .on("DELETE", "/v1/var/{*path}", delete, |a| {
+            Need::Variable("destroy", a.param("path"))
+        })
+        .on("GET PUT POST DELETE", "/v1/var/", no_path, |a| {
+            Need::Variable(
+                match a.method {
+                    "GET" => "read",
+                    "DELETE" => "destroy",
+                    _ => "write",
+                },
+                String::new(),
+            )
+        })
 }
 
 /// `?namespace=` and `?cas=` of a write or delete.

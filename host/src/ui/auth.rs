@@ -28,8 +28,11 @@ use axum::middleware::Next;
 use axum::response::{IntoResponse, Redirect, Response};
 use maud::{Markup, html};
 
+use std::sync::Arc;
+
 use super::AppState;
 use super::{Tab, enc, page};
+use crate::acl::routes::RouteTable;
 use crate::agent::Agent;
 
 /// The cookie that carries the token for the pages.
@@ -169,9 +172,13 @@ fn decode(s: &str) -> String {
     String::from_utf8_lossy(&out).into_owned()
 }
 
-/// The token a page was let in with, for pages that show only what it may see.
-#[derive(Debug, Clone)]
-pub(crate) struct Viewer(pub Option<String>);
+/// The token a page was let in with, for pages that show only what it may see, and the
+/// API's route table, by which it offers only the calls the token would pass.
+#[derive(Clone)]
+pub(crate) struct Viewer {
+    token: Option<String>,
+    api: Arc<RouteTable>,
+}
 
 impl Viewer {
     /// Whether this viewer may read the jobs of `namespace`.
@@ -184,12 +191,12 @@ impl Viewer {
         let need = Need::ReadJobs {
             namespace: namespace.to_string(),
         };
-        authorize(agent, self.0.as_deref(), &need)
+        authorize(agent, self.token.as_deref(), &need)
     }
 
     /// Whether the API will let this viewer make the call `method path` on an object of
     /// `namespace`, by the API's own table of what each endpoint needs
-    /// ([`crate::acl::check::need`]): the page offers a button or a panel only then (the
+    /// ([`RouteTable::need`]): the page offers a button or a panel only then (the
     /// logs with `read-logs` or `read-fs`, stop and purge with `submit-job`, restart,
     /// signal and stop of an allocation with `alloc-lifecycle`). Without ACL policies the
     /// gate's check was all.
@@ -200,16 +207,16 @@ impl Viewer {
         path: &str,
         namespace: &str,
     ) -> bool {
-        use crate::acl::check::{Need as Api, need};
+        use crate::acl::check::Need as Api;
         if !agent.acl().enabled() {
             return true;
         }
-        let token = self.0.as_deref().filter(|t| !t.is_empty());
+        let token = self.token.as_deref().filter(|t| !t.is_empty());
         let Some(caller) = agent.acl().resolve(token) else {
             return false;
         };
         let acl = agent.acl().acl_of(&caller);
-        match need(method, path) {
+        match self.api.need(method, path) {
             Api::Ns(caps, _) => caps.iter().any(|c| acl.allow_ns_spec(namespace, c)),
             Api::Open => true,
             // The pages offer only namespace-scoped calls; anything else is not offered.
@@ -226,13 +233,17 @@ pub(crate) fn refused(why: &Denied, here: &str) -> Response {
 
 /// The pages' gate: a request without the right token gets a 403 page that says so and
 /// asks for the token.
-pub(super) async fn gate(State(agent): State<AppState>, req: Request, next: Next) -> Response {
+pub(super) async fn gate(
+    State((agent, api)): State<(AppState, Arc<RouteTable>)>,
+    req: Request,
+    next: Next,
+) -> Response {
     let need = Need::of(req.uri().path(), req.uri().query());
     match authorize(&agent, token_of(req.headers()).as_deref(), &need) {
         Ok(()) => {
             let token = token_of(req.headers());
             let mut req = req;
-            req.extensions_mut().insert(Viewer(token));
+            req.extensions_mut().insert(Viewer { token, api });
             next.run(req).await
         }
         Err(why) => {

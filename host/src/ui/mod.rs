@@ -29,15 +29,22 @@ pub type AppState = std::sync::Arc<crate::agent::Agent>;
 pub use auth::{Need, authorize};
 
 /// The UI's routes; every page goes through [`auth::gate`], the login form and the assets
-/// do not.
-pub fn routes(agent: AppState) -> Router<AppState> {
+/// do not. `api` is the API's route table, by which a page offers only the calls the
+/// viewer's token would pass.
+pub fn routes(
+    agent: AppState,
+    api: std::sync::Arc<crate::acl::routes::RouteTable>,
+) -> Router<AppState> {
     Router::new()
         .route("/ui/jobs", get(jobs::list))
         .route("/ui/jobs/{id}", get(jobs::job))
         .route("/ui/allocations/{id}", get(alloc::show))
         .route("/ui/node", get(node::node))
         .route("/ui/components", get(components::components))
-        .route_layer(axum::middleware::from_fn_with_state(agent, auth::gate))
+        .route_layer(axum::middleware::from_fn_with_state(
+            (agent, api),
+            auth::gate,
+        ))
         .route("/ui", get(to_jobs))
         .route("/ui/", get(to_jobs))
         .route("/ui/login", get(auth::login_page).post(auth::login))

@@ -1,5 +1,6 @@
 //! The layer that checks every request against its token when the ACL system is on.
-//! What each route needs, read from Nomad's source, is the table in [`crate::acl::check`];
+//! What each route needs, read from Nomad's source, is declared where it is routed and
+//! read from [`crate::acl::routes::RouteTable`];
 //! lists across namespaces, a node's allocations and the variables list are then cut to
 //! what the token may see, as Nomad filters them.
 
@@ -29,6 +30,7 @@ pub(crate) fn secret_of(h: &axum::http::HeaderMap) -> Option<&str> {
 /// The layer: resolve the token, check what the endpoint needs, refuse with 403.
 pub(crate) async fn enforce(
     agent: AppState,
+    table: &crate::acl::routes::RouteTable,
     req: axum::extract::Request,
     next: axum::middleware::Next,
 ) -> Response {
@@ -36,7 +38,7 @@ pub(crate) async fn enforce(
         .uri()
         .path_and_query()
         .map_or(req.uri().path(), |pq| pq.as_str());
-    let need = crate::acl::check::need(req.method().as_str(), target);
+    let need = table.need(req.method().as_str(), target);
     if need == Need::Open {
         // As in Nomad, these never look at the token.
         return next.run(req).await;

@@ -208,3 +208,38 @@ async fn every_route_passes_with_what_nomad_checks_and_is_refused_without_it() {
     a.interrupt();
     crate::harness::reap_executor(&dir.path().join("data"));
 }
+
+/// The table above and the routes the API declares are the same list: every route the
+/// API serves (but the ACL endpoints, which check their callers themselves, and the open
+/// ones) has a row for one of the methods declared with one handler and need, and every
+/// row is a route the API serves. A route added
+/// without a row, or a row left behind by a route that went, fails here.
+#[test]
+fn the_table_covers_every_declared_route() {
+    use paddock::acl::check::Need;
+    let declared = paddock::api::route_table();
+    let id = "00000000-0000-4000-8000-000000000000";
+    let rows = table(id, id, id);
+    let mut covered = std::collections::BTreeSet::new();
+    for r in &rows {
+        let path = r.path.split('?').next().unwrap();
+        let d = declared
+            .route(r.method, path)
+            .unwrap_or_else(|| panic!("row {} {} is no route the API serves", r.method, r.path));
+        covered.insert(format!("{} {}", d.methods, d.path));
+    }
+    let missing: Vec<String> = declared
+        .routes()
+        .iter()
+        .filter(|d| {
+            let sample = d.path.replace("{*path}", "p");
+            !matches!(declared.need(d.method, &sample), Need::Open | Need::AclApi)
+        })
+        .map(|d| format!("{} {}", d.methods, d.path))
+        .filter(|d| !covered.contains(d))
+        .collect();
+    assert!(
+        missing.is_empty(),
+        "declared routes with no row: {missing:#?}"
+    );
+}
