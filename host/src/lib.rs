@@ -32,40 +32,27 @@
 /// The component runtime this agent is built on (the `paddock-runtime` crate).
 pub use paddock_runtime as runtime;
 
+/// The node-side parts the agent shares with the Nomad driver plugin (the `paddock-core`
+/// crate), at the paths they always had.
+pub use paddock_core::{
+    changes, config, constraint, cron, devicemanager, drivermanager, evals, events, executor,
+    hookmanager, jobspec, logmon, node, pluginbook, pluginhost, safefs, state, structs, swap,
+    taskenv, util,
+};
+
 pub mod acl;
 pub mod agent;
 pub mod allocdir;
 pub mod allocrunner;
 pub mod api;
-pub mod changes;
 pub mod cli;
 pub mod client;
-pub mod config;
-pub mod constraint;
-pub mod cron;
-pub mod devicemanager;
-pub mod drivermanager;
-pub mod evals;
-pub mod events;
-pub mod executor;
 #[cfg(any(test, feature = "fuzzing"))]
 pub mod fuzzing;
-pub mod hookmanager;
 pub mod jobdiff;
-pub mod jobspec;
-pub mod logmon;
 pub mod metrics;
-pub mod node;
 pub mod node_class;
-pub mod pluginbook;
-pub mod pluginhost;
 pub mod ports;
-pub mod safefs;
 pub mod server;
-pub mod state;
-pub mod structs;
-pub mod swap;
-pub mod taskenv;
 pub mod taskrunner;
 pub mod ui;
-pub mod util;

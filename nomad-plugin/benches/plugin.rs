@@ -18,7 +18,7 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::{Duration, Instant};
 
 use criterion::{Criterion, criterion_group, criterion_main};
-use paddock::drivermanager::types::WaitStatus;
+use paddock_core::drivermanager::types::WaitStatus;
 use paddock_nomad_driver::config::PluginConfig;
 use paddock_nomad_driver::host::Host;
 use paddock_nomad_driver::proto::base as bpb;

@@ -5,8 +5,8 @@
 
 use std::path::PathBuf;
 
-use paddock::config::Limits;
-use paddock::runtime::{ComponentSettings, Grants};
+use paddock_core::config::Limits;
+use paddock_core::runtime::{ComponentSettings, Grants};
 use serde::Deserialize;
 
 /// Why a config was refused: the message names the attribute.

@@ -8,10 +8,10 @@ use std::sync::Arc;
 use std::time::{Duration, SystemTime};
 
 use futures::{Stream, StreamExt as _};
-use paddock::drivermanager::DriverCallError;
-use paddock::drivermanager::types::{DriverError, ExitResult, FsIsolation, Health};
-use paddock::runtime::types::Attribute;
-use paddock::runtime::{TaskContext, TaskPaths};
+use paddock_core::drivermanager::DriverCallError;
+use paddock_core::drivermanager::types::{DriverError, ExitResult, FsIsolation, Health};
+use paddock_core::runtime::types::Attribute;
+use paddock_core::runtime::{TaskContext, TaskPaths};
 use tonic::{Request, Response, Status, Streaming};
 
 use crate::base::Plugin;

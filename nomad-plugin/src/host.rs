@@ -11,10 +11,10 @@
 use std::path::PathBuf;
 use std::sync::Arc;
 
-use paddock::drivermanager::{Driver, DriverManager, DriverServices};
-use paddock::pluginhost::{PluginHost, PluginHostOptions};
-use paddock::runtime::Runtime;
-use paddock::state::{RedbState, StateDb};
+use paddock_core::drivermanager::{Driver, DriverManager, DriverServices};
+use paddock_core::pluginhost::{PluginHost, PluginHostOptions};
+use paddock_core::runtime::Runtime;
+use paddock_core::state::{RedbState, StateDb};
 
 use crate::config::PluginConfig;
 

@@ -76,7 +76,7 @@ fn executor(args: &[std::ffi::OsString]) -> i32 {
         .with_writer(std::io::stderr)
         .with_ansi(false)
         .init();
-    match paddock::executor::server::serve(&socket, &dir) {
+    match paddock_core::executor::server::serve(&socket, &dir) {
         Ok(()) => 0,
         Err(e) => {
             let _ = writeln!(std::io::stderr(), "executor: {e}");

@@ -3,7 +3,7 @@
 //! `UserMode` are shares of the interval, which a component's cumulative CPU times do not
 //! give; the CPU share is `Percent`.
 
-use paddock::runtime::types::ResourceUsage;
+use paddock_core::runtime::types::ResourceUsage;
 use std::time::{Duration, UNIX_EPOCH};
 
 use crate::proto::drivers as pb;

@@ -3,8 +3,8 @@
 //! only the first detail), which lets the job's restart policy apply; any other error fails
 //! the task.
 
-use paddock::drivermanager::DriverCallError;
-use paddock::drivermanager::types::DriverError;
+use paddock_core::drivermanager::DriverCallError;
+use paddock_core::drivermanager::types::DriverError;
 use prost::Message;
 use tonic::{Code, Status};
 

@@ -7,11 +7,11 @@ use std::sync::{Arc, Mutex};
 use std::time::{Duration, SystemTime};
 
 use base64::Engine as _;
-use paddock::drivermanager::types::{
+use paddock_core::drivermanager::types::{
     ExitResult, LogConfig, TaskConfig, TaskHandle, TaskResources, WaitStatus,
 };
-use paddock::drivermanager::{Driver, DriverManager};
-use paddock::runtime::types::TaskEnv;
+use paddock_core::drivermanager::{Driver, DriverManager};
+use paddock_core::runtime::types::TaskEnv;
 use serde::{Deserialize, Serialize};
 use tokio::sync::watch;
 

@@ -11,17 +11,6 @@ use crate::state::{HookState, LocalTaskState, StoredHandle};
 
 use super::TaskRunner;
 
-/// The handle to give back to the driver.
-impl From<StoredHandle> for TaskHandle {
-    fn from(s: StoredHandle) -> Self {
-        TaskHandle {
-            version: s.version,
-            task_id: s.task_id,
-            driver_state: s.driver_state,
-        }
-    }
-}
-
 impl TaskRunner {
     /// Nothing of this task is left to reattach: it had no stored handle, or its runner
     /// has taken the task back (bound it to its driver) or given it up (cleared the handle).

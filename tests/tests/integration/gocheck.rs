@@ -441,64 +441,12 @@ fn short(s: &str) -> String {
     }
 }
 
-/// Every route the API's routers declare, as (method, path template): read from the
-/// `.route("<path>", get(..).post(..)...)` calls in `host/src/api/*.rs`, the one place
-/// routes are declared (the router is merged from those modules' `routes()`).
+/// Every route the API serves, as (method, path template): the API's own route table,
+/// built from the same declarations as its router.
 pub fn served_routes() -> BTreeSet<(String, String)> {
-    let dir = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../host/src/api");
-    let mut out = BTreeSet::new();
-    let (mut files, mut dirs) = (Vec::new(), vec![dir]);
-    while let Some(dir) = dirs.pop() {
-        for entry in std::fs::read_dir(&dir).unwrap() {
-            let path = entry.unwrap().path();
-            if path.is_dir() {
-                dirs.push(path);
-            } else if path.extension().is_some_and(|e| e == "rs") {
-                files.push(path);
-            }
-        }
-    }
-    for file in files {
-        let src = std::fs::read_to_string(&file).unwrap();
-        let mut rest = src.as_str();
-        while let Some(at) = rest.find(".route(") {
-            rest = &rest[at + ".route(".len()..];
-            let open = rest.find('"').unwrap();
-            let close = rest[open + 1..].find('"').unwrap() + open + 1;
-            let template = &rest[open + 1..close];
-            // The method router: up to the `)` that closes `.route(`.
-            let mut depth = 1;
-            let mut end = close;
-            for (i, c) in rest[close..].char_indices() {
-                match c {
-                    '(' => depth += 1,
-                    ')' => depth -= 1,
-                    _ => {}
-                }
-                if depth == 0 {
-                    end = close + i;
-                    break;
-                }
-            }
-            let methods = &rest[close + 1..end];
-            for m in ["get", "post", "put", "delete", "patch"] {
-                let calls = methods.match_indices(&format!("{m}(")).any(|(i, _)| {
-                    i == 0
-                        || !methods.as_bytes()[i - 1].is_ascii_alphanumeric()
-                            && methods.as_bytes()[i - 1] != b'_'
-                });
-                if calls {
-                    out.insert((m.to_uppercase(), template.to_string()));
-                }
-            }
-            assert!(
-                ["get(", "post(", "put(", "delete(", "patch("]
-                    .iter()
-                    .any(|m| methods.contains(m)),
-                "{}: route {template}: no method found in {methods:?}",
-                file.display()
-            );
-        }
-    }
-    out
+    paddock::api::route_table()
+        .routes()
+        .iter()
+        .map(|d| (d.method.to_string(), d.path.to_string()))
+        .collect()
 }

@@ -198,3 +198,14 @@ pub struct TaskStatus {
     /// Driver-specific attributes.
     pub attributes: Vec<(String, String)>,
 }
+
+/// The handle to give back to the driver.
+impl From<crate::state::StoredHandle> for TaskHandle {
+    fn from(s: crate::state::StoredHandle) -> Self {
+        TaskHandle {
+            version: s.version,
+            task_id: s.task_id,
+            driver_state: s.driver_state,
+        }
+    }
+}

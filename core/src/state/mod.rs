@@ -296,7 +296,7 @@ pub trait StateDb: Send + Sync {
 }
 
 /// Table names.
-pub(crate) mod tables {
+pub mod tables {
     pub const META: &str = "meta";
     pub const JOBS: &str = "jobs";
     pub const ALLOCS: &str = "allocs";

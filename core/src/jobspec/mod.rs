@@ -33,7 +33,7 @@ pub struct JobspecError {
 }
 
 impl JobspecError {
-    pub(crate) fn new(path: impl Into<String>, message: impl Into<String>) -> Self {
+    pub fn new(path: impl Into<String>, message: impl Into<String>) -> Self {
         Self {
             path: path.into(),
             message: message.into(),

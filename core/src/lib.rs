@@ -1,0 +1,44 @@
+//! Paddock's node-side parts, below the agent: what the agent and the Nomad driver plugin
+//! (`paddock-nomad-driver`) share. The agent crate (`paddock`) re-exports every module here
+//! at the path it has there; the plugin depends on this crate alone, not on the agent, its
+//! API, UI or ACL.
+//!
+//! Module map, top down (each uses only the ones below it):
+//! - [`pluginhost`] builds the runtime and the three managers in one place for every
+//!   embedder; [`swap`] is the component lifecycle (load, hot swap, refuse, revert, unload,
+//!   config reload); [`config`] is the agent's HCL config;
+//! - the plugin edge, the only code that sees versioned bindings: [`drivermanager`],
+//!   [`devicemanager`], [`hookmanager`], with [`pluginbook`] (what the managers know of their
+//!   plugins) and [`node`] (identity, fingerprint, node events);
+//! - [`taskenv`] (the env builder), [`evals`], [`events`] and [`changes`] (the change index
+//!   and event stream), [`structs`] (Nomad-shaped records), [`jobspec`] (HCL and JSON jobs),
+//!   [`constraint`] (Nomad's constraint language), [`cron`], [`state`] (the state DB),
+//!   [`executor`] (the task executor and the process table), [`logmon`] (log files),
+//!   [`safefs`] (files in folders a task or a component can write, never through a link),
+//!   [`util`];
+//! - [`runtime`]: the component runtime crate, which knows nothing of the agent.
+
+/// The component runtime (the `paddock-runtime` crate).
+pub use paddock_runtime as runtime;
+
+pub mod changes;
+pub mod config;
+pub mod constraint;
+pub mod cron;
+pub mod devicemanager;
+pub mod drivermanager;
+pub mod evals;
+pub mod events;
+pub mod executor;
+pub mod hookmanager;
+pub mod jobspec;
+pub mod logmon;
+pub mod node;
+pub mod pluginbook;
+pub mod pluginhost;
+pub mod safefs;
+pub mod state;
+pub mod structs;
+pub mod swap;
+pub mod taskenv;
+pub mod util;
