@@ -231,6 +231,26 @@ impl Swapper {
         }
         // Drivers deleted while tasks still run on them.
         let active: Vec<String> = out.iter().map(|c| c.name.clone()).collect();
+        out.extend(self.orphan_statuses(&active, &mut history));
+        for (path, r) in self.files.lock().unwrap().iter() {
+            if let FileState::Refused(reason) = &r.state {
+                let history = history
+                    .get(&Subject::File(path.clone()))
+                    .cloned()
+                    .unwrap_or_default();
+                out.push(ComponentStatus::refused(path, &r.sha256, reason, history));
+            }
+        }
+        out
+    }
+
+    /// Versions of drivers deleted (none of `active`) while tasks still run on them,
+    /// draining; a deleted driver's history goes with its first draining version.
+    fn orphan_statuses(
+        &self,
+        active: &[String],
+        history: &mut BTreeMap<Subject, Vec<SwapEvent>>,
+    ) -> Vec<ComponentStatus> {
         let mut orphans: BTreeMap<String, (Arc<LoadedComponent>, Vec<String>)> = BTreeMap::new();
         for b in self.drivers.bindings().all() {
             if !active.contains(&b.driver_name) {
@@ -242,48 +262,13 @@ impl Swapper {
                     .push(b.task_id.clone());
             }
         }
+        let mut out = Vec::new();
         for (_, (v, tasks)) in orphans {
             let mut s = ComponentStatus::of(&v, ComponentState::Draining, String::new(), tasks);
-            // A deleted driver's history goes with its first draining version.
             s.history = history
                 .remove(&Subject::Component(v.world, v.name.clone()))
                 .unwrap_or_default();
             out.push(s);
-        }
-        for (path, r) in self.files.lock().unwrap().iter() {
-            if let FileState::Refused(reason) = &r.state {
-                out.push(ComponentStatus {
-                    name: String::new(),
-                    state: ComponentState::Refused,
-                    reason: reason.clone(),
-                    world: String::new(),
-                    contract_version: String::new(),
-                    plugin_version: String::new(),
-                    sha256: r.sha256.clone(),
-                    previous_sha256: String::new(),
-                    source: path.display().to_string(),
-                    replaces_built_in: false,
-                    file: Some(path.clone()),
-                    loaded_at: 0,
-                    compile_cache: None,
-                    load_millis: 0.0,
-                    calls: 0,
-                    errors: 0,
-                    tasks: Vec::new(),
-                    grants: Vec::new(),
-                    memory_mb: 0,
-                    call_timeout_millis: 0,
-                    instance_reuse: 0,
-                    warm_idle: 0,
-                    imports: Vec::new(),
-                    grants_used: Vec::new(),
-                    previous: None,
-                    history: history
-                        .get(&Subject::File(path.clone()))
-                        .cloned()
-                        .unwrap_or_default(),
-                });
-            }
         }
         out
     }
@@ -319,5 +304,44 @@ impl Swapper {
                 _ => None,
             })
             .collect()
+    }
+}
+
+impl ComponentStatus {
+    /// A file refused at load: only what is known of it, its reason and its history.
+    fn refused(
+        path: &std::path::Path,
+        sha256: &str,
+        reason: &str,
+        history: Vec<SwapEvent>,
+    ) -> Self {
+        ComponentStatus {
+            name: String::new(),
+            state: ComponentState::Refused,
+            reason: reason.to_string(),
+            world: String::new(),
+            contract_version: String::new(),
+            plugin_version: String::new(),
+            sha256: sha256.to_string(),
+            previous_sha256: String::new(),
+            source: path.display().to_string(),
+            replaces_built_in: false,
+            file: Some(path.to_path_buf()),
+            loaded_at: 0,
+            compile_cache: None,
+            load_millis: 0.0,
+            calls: 0,
+            errors: 0,
+            tasks: Vec::new(),
+            grants: Vec::new(),
+            memory_mb: 0,
+            call_timeout_millis: 0,
+            instance_reuse: 0,
+            warm_idle: 0,
+            imports: Vec::new(),
+            grants_used: Vec::new(),
+            previous: None,
+            history,
+        }
     }
 }

@@ -42,36 +42,14 @@ impl Agent {
             ..
         } = plugins;
 
-        let c = &opts.config.client;
-        let alloc_root = c.alloc_root(&data_dir, &opts.config_file)?;
-        let gc = crate::client::GcConfig::from_client(c, &opts.config_file)?;
-        std::fs::create_dir_all(&alloc_root).context("creating client.alloc_dir")?;
-        let host_attributes = crate::node::fingerprint(&alloc_root);
-        let node = node_info(&opts, db.as_ref(), &host_attributes)?;
-
+        let plugins = Plugins {
+            drivers,
+            devices,
+            hooks,
+        };
+        let client = Arc::new(new_client(&opts, &data_dir, &db, &changes, plugins)?);
         let (acl_on, token) = (opts.config.acl.enabled, opts.config.acl.token.as_deref());
         let acl = crate::acl::AclStore::open(db.clone(), acl_on, token);
-        let client = crate::client::Client::new(crate::client::ClientParts {
-            db: db.clone(),
-            changes: changes.clone(),
-            plugins: Plugins {
-                drivers,
-                devices,
-                hooks,
-            },
-            node,
-            // Loopback in dev mode (as Nomad's `-dev` uses `lo`), else the host's address.
-            host_ip: host_attributes
-                .get("unique.network.ip-address")
-                .filter(|_| !opts.dev)
-                .cloned()
-                .unwrap_or_else(|| "127.0.0.1".into()),
-            resources: opts.config.client.clone(),
-            alloc_root,
-            gc,
-            work: tokio::runtime::Handle::current(),
-        });
-        let client = Arc::new(client);
         let server = Arc::new(crate::server::Server::new(crate::server::ServerParts {
             db: db.clone(),
             changes: changes.clone(),
@@ -235,6 +213,38 @@ async fn start_plugins(
     plugins.drivers.spawn_fingerprinter(interval);
     plugins.devices.spawn_fingerprinter(interval);
     Ok((plugins, swapper))
+}
+
+/// The client: its allocation dir made, the host fingerprinted, the node named.
+fn new_client(
+    opts: &AgentOptions,
+    data_dir: &std::path::Path,
+    db: &Arc<dyn StateDb>,
+    changes: &Arc<Changes>,
+    plugins: Plugins,
+) -> anyhow::Result<crate::client::Client> {
+    let c = &opts.config.client;
+    let alloc_root = c.alloc_root(data_dir, &opts.config_file)?;
+    let gc = crate::client::GcConfig::from_client(c, &opts.config_file)?;
+    std::fs::create_dir_all(&alloc_root).context("creating client.alloc_dir")?;
+    let host_attributes = crate::node::fingerprint(&alloc_root);
+    let node = node_info(opts, db.as_ref(), &host_attributes)?;
+    Ok(crate::client::Client::new(crate::client::ClientParts {
+        db: db.clone(),
+        changes: changes.clone(),
+        plugins,
+        node,
+        // Loopback in dev mode (as Nomad's `-dev` uses `lo`), else the host's address.
+        host_ip: host_attributes
+            .get("unique.network.ip-address")
+            .filter(|_| !opts.dev)
+            .cloned()
+            .unwrap_or_else(|| "127.0.0.1".into()),
+        resources: c.clone(),
+        alloc_root,
+        gc,
+        work: tokio::runtime::Handle::current(),
+    }))
 }
 
 /// The node as placement sees it: identity, the config's datacenter, region, class and

@@ -414,32 +414,7 @@ async fn logs(
     Query(q): Query<LogsQuery>,
 ) -> Result<Response, ApiError> {
     let (root, alloc) = alloc_root(&agent, &id)?;
-    let task = q
-        .task
-        .clone()
-        .ok_or_else(|| ApiError::bad_request("task: missing required parameter"))?;
-    if alloc
-        .job
-        .group(&alloc.task_group)
-        .is_none_or(|g| !g.tasks.iter().any(|t| t.name == task))
-    {
-        return Err(ApiError::not_found(format!(
-            "task {task:?} is not in allocation {}",
-            alloc.id
-        )));
-    }
-    let kind = q.kind.clone().unwrap_or_default();
-    if kind != "stdout" && kind != "stderr" {
-        return Err(ApiError::bad_request(format!(
-            "type: expected stdout or stderr, found {kind:?}"
-        )));
-    }
-    let origin = q.origin.clone().unwrap_or_else(|| "start".into());
-    if origin != "start" && origin != "end" {
-        return Err(ApiError::bad_request(format!(
-            "origin: expected start or end, found {origin:?}"
-        )));
-    }
+    let (task, kind, origin) = logs_target(&q, &alloc)?;
     let mut cur = start_cursor(&root, &task, &kind, &origin, q.offset.unwrap_or(0));
     let content_type = if q.plain {
         "text/plain; charset=utf-8"
@@ -501,6 +476,42 @@ async fn logs(
         Body::from_stream(stream),
     )
         .into_response())
+}
+
+/// The task, stream (`stdout`, `stderr`) and origin (`start`, `end`) a logs request names,
+/// each checked: a task the allocation does not have is a 404, a missing or unknown
+/// parameter a 400 naming it.
+fn logs_target(
+    q: &LogsQuery,
+    alloc: &crate::structs::Allocation,
+) -> Result<(String, String, String), ApiError> {
+    let task = q
+        .task
+        .clone()
+        .ok_or_else(|| ApiError::bad_request("task: missing required parameter"))?;
+    if alloc
+        .job
+        .group(&alloc.task_group)
+        .is_none_or(|g| !g.tasks.iter().any(|t| t.name == task))
+    {
+        return Err(ApiError::not_found(format!(
+            "task {task:?} is not in allocation {}",
+            alloc.id
+        )));
+    }
+    let kind = q.kind.clone().unwrap_or_default();
+    if kind != "stdout" && kind != "stderr" {
+        return Err(ApiError::bad_request(format!(
+            "type: expected stdout or stderr, found {kind:?}"
+        )));
+    }
+    let origin = q.origin.clone().unwrap_or_else(|| "start".into());
+    if origin != "start" && origin != "end" {
+        return Err(ApiError::bad_request(format!(
+            "origin: expected start or end, found {origin:?}"
+        )));
+    }
+    Ok((task, kind, origin))
 }
 
 #[cfg(test)]

@@ -201,63 +201,7 @@ async fn fuzzy(State(agent): State<AppState>, r: SearchRequest) -> Result<Respon
         .collect();
     let (mut matches, mut truncations) = (serde_json::Map::new(), serde_json::Map::new());
     for ctx in contexts {
-        let mut found: Vec<(String, Vec<String>)> = Vec::new();
-        match ctx {
-            "jobs" => {
-                for j in jobs.iter().filter(|j| hit(&j.id)) {
-                    found.push((j.id.clone(), vec![j.namespace.clone()]));
-                }
-            }
-            "groups" => {
-                for j in &jobs {
-                    for g in j.task_groups.iter().filter(|g| hit(&g.name)) {
-                        found.push((g.name.clone(), vec![j.namespace.clone(), j.id.clone()]));
-                    }
-                }
-            }
-            "tasks" => {
-                for j in &jobs {
-                    for g in &j.task_groups {
-                        for t in g.tasks.iter().filter(|t| hit(&t.name)) {
-                            found.push((
-                                t.name.clone(),
-                                vec![j.namespace.clone(), j.id.clone(), g.name.clone()],
-                            ));
-                        }
-                    }
-                }
-            }
-            "allocs" => {
-                found.extend(agent.visit_allocations(|a| {
-                    (in_ns(&a.namespace) && sees.job_ns(&a.namespace) && hit(&a.name))
-                        .then(|| (a.name.clone(), vec![a.namespace.clone(), a.id.clone()]))
-                }));
-            }
-            "nodes" => {
-                let n = agent.node();
-                if sees.node() && hit(&n.name) {
-                    found.push((n.name, vec![n.id]));
-                }
-            }
-            _ => {
-                // Namespaces are not in a namespace: every one the token may see.
-                let mut namespaces: Vec<String> = agent
-                    .server()
-                    .jobs()
-                    .into_iter()
-                    .map(|j| j.namespace)
-                    .collect();
-                namespaces.push("default".into());
-                namespaces.sort();
-                namespaces.dedup();
-                for ns in namespaces
-                    .into_iter()
-                    .filter(|n| hit(n) && sees.namespace(n))
-                {
-                    found.push((ns, Vec::new()));
-                }
-            }
-        }
+        let mut found = fuzzy_matches(&agent, ctx, &jobs, &hit, &in_ns, &sees);
         found.sort();
         found.dedup();
         truncations.insert(ctx.to_string(), json!(found.len() > MAX_FUZZY_MATCHES));
@@ -272,6 +216,77 @@ async fn fuzzy(State(agent): State<AppState>, r: SearchRequest) -> Result<Respon
         agent.index(),
         &json!({ "Matches": matches, "Truncations": truncations }),
     ))
+}
+
+/// What of context `ctx` a fuzzy search finds: each hit's name and scope, among `jobs`
+/// (those the token sees in the namespace asked), the allocations, the node and the
+/// namespaces `sees` lets the token see.
+fn fuzzy_matches(
+    agent: &crate::agent::Agent,
+    ctx: &str,
+    jobs: &[crate::jobspec::Job],
+    hit: &dyn Fn(&str) -> bool,
+    in_ns: &dyn Fn(&str) -> bool,
+    sees: &Sees,
+) -> Vec<(String, Vec<String>)> {
+    let mut found: Vec<(String, Vec<String>)> = Vec::new();
+    match ctx {
+        "jobs" => {
+            for j in jobs.iter().filter(|j| hit(&j.id)) {
+                found.push((j.id.clone(), vec![j.namespace.clone()]));
+            }
+        }
+        "groups" => {
+            for j in jobs {
+                for g in j.task_groups.iter().filter(|g| hit(&g.name)) {
+                    found.push((g.name.clone(), vec![j.namespace.clone(), j.id.clone()]));
+                }
+            }
+        }
+        "tasks" => {
+            for j in jobs {
+                for g in &j.task_groups {
+                    for t in g.tasks.iter().filter(|t| hit(&t.name)) {
+                        found.push((
+                            t.name.clone(),
+                            vec![j.namespace.clone(), j.id.clone(), g.name.clone()],
+                        ));
+                    }
+                }
+            }
+        }
+        "allocs" => {
+            found.extend(agent.visit_allocations(|a| {
+                (in_ns(&a.namespace) && sees.job_ns(&a.namespace) && hit(&a.name))
+                    .then(|| (a.name.clone(), vec![a.namespace.clone(), a.id.clone()]))
+            }));
+        }
+        "nodes" => {
+            let n = agent.node();
+            if sees.node() && hit(&n.name) {
+                found.push((n.name, vec![n.id]));
+            }
+        }
+        _ => {
+            // Namespaces are not in a namespace: every one the token may see.
+            let mut namespaces: Vec<String> = agent
+                .server()
+                .jobs()
+                .into_iter()
+                .map(|j| j.namespace)
+                .collect();
+            namespaces.push("default".into());
+            namespaces.sort();
+            namespaces.dedup();
+            for ns in namespaces
+                .into_iter()
+                .filter(|n| hit(n) && sees.namespace(n))
+            {
+                found.push((ns, Vec::new()));
+            }
+        }
+    }
+    found
 }
 
 /// Collect every finished allocation (Nomad's `nomad system gc` on a client).

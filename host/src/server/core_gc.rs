@@ -240,7 +240,34 @@ pub(super) fn plan(
     allocs: &[AllocFacts],
     evals: &[Evaluation],
 ) -> Pass {
-    let mut pass = Pass::default();
+    let mut gone: BTreeSet<&str> = BTreeSet::new();
+    let mut evals_gone: BTreeSet<&str> = BTreeSet::new();
+    let jobs_gone = job_gc(now, c, jobs, allocs, evals, &mut gone, &mut evals_gone);
+    eval_gc(now, c, jobs, allocs, evals, &mut gone, &mut evals_gone);
+    Pass {
+        jobs: jobs_gone,
+        // In the order found, which is the allocation list's.
+        allocs: allocs
+            .iter()
+            .filter(|a| gone.contains(a.id.as_str()))
+            .map(|a| a.id.clone())
+            .collect(),
+        evals: evals_gone.into_iter().map(str::to_string).collect(),
+    }
+}
+
+/// Job collection (Nomad's `jobGC`): a dead job goes with everything of it, all older than
+/// its threshold; its allocations and evaluations go into `gone` and `evals_gone`.
+/// Returns the jobs, with the modify index each is collected at.
+fn job_gc<'a>(
+    now: u64,
+    c: &ServerGcConfig,
+    jobs: &[Job],
+    allocs: &'a [AllocFacts],
+    evals: &'a [Evaluation],
+    gone: &mut BTreeSet<&'a str>,
+    evals_gone: &mut BTreeSet<&'a str>,
+) -> Vec<(String, String, u64)> {
     let mut allocs_of: HashMap<(&str, &str), Vec<&AllocFacts>> = HashMap::new();
     for a in allocs {
         allocs_of
@@ -255,10 +282,8 @@ pub(super) fn plan(
             .or_default()
             .push(e);
     }
-    let mut gone: BTreeSet<&str> = BTreeSet::new();
-    let mut evals_gone: BTreeSet<&str> = BTreeSet::new();
-    // Job collection (`jobGC`): the job with everything of it, all older than its threshold.
     let t = c.job_threshold;
+    let mut out = Vec::new();
     for job in dead_jobs(jobs) {
         let kind_ok = job.stop || matches!(job.job_type, JobType::Batch | JobType::Sysbatch);
         let tagged = job.kept.get("VersionTag").is_some_and(|v| !v.is_null());
@@ -282,13 +307,26 @@ pub(super) fn plan(
         }
         gone.extend(its_allocs.iter().map(|a| a.id.as_str()));
         evals_gone.extend(its_evals.iter().map(|e| e.id.as_str()));
-        pass.jobs.push((
+        out.push((
             job.namespace.clone(),
             job.id.clone(),
             job.state.modify_index,
         ));
     }
-    // Evaluation collection (`evalGC`): allocations, then evaluations none is left of.
+    out
+}
+
+/// Evaluation collection (Nomad's `evalGC`): allocations whose evaluation is terminal and
+/// old, then evaluations no allocation is left of, into `gone` and `evals_gone`.
+fn eval_gc<'a>(
+    now: u64,
+    c: &ServerGcConfig,
+    jobs: &[Job],
+    allocs: &'a [AllocFacts],
+    evals: &'a [Evaluation],
+    gone: &mut BTreeSet<&'a str>,
+    evals_gone: &mut BTreeSet<&'a str>,
+) {
     let jobs_by_key: BTreeMap<(&str, &str), &Job> = jobs
         .iter()
         .map(|j| ((j.namespace.as_str(), j.id.as_str()), j))
@@ -330,14 +368,6 @@ pub(super) fn plan(
             evals_gone.insert(&e.id);
         }
     }
-    // In the order found, which is the allocation list's.
-    pass.allocs = allocs
-        .iter()
-        .filter(|a| gone.contains(a.id.as_str()))
-        .map(|a| a.id.clone())
-        .collect();
-    pass.evals = evals_gone.into_iter().map(str::to_string).collect();
-    pass
 }
 
 impl Server {

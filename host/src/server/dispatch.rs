@@ -82,41 +82,7 @@ impl Server {
         if parent.stop {
             return Err(DispatchError::Stopped(id.to_string()));
         }
-        match params.payload.as_str() {
-            "forbidden" if !req.payload.is_empty() => {
-                return Err(DispatchError::Payload("Payload is not allowed".into()));
-            }
-            "required" if req.payload.is_empty() => {
-                return Err(DispatchError::Payload("Payload is required".into()));
-            }
-            _ => {}
-        }
-        if req.payload.len() > MAX_PAYLOAD {
-            return Err(DispatchError::Payload(format!(
-                "Payload exceeds maximum size; {} > {MAX_PAYLOAD}",
-                req.payload.len()
-            )));
-        }
-        let missing: Vec<&String> = params
-            .meta_required
-            .iter()
-            .filter(|k| !req.meta.contains_key(*k))
-            .collect();
-        if !missing.is_empty() {
-            return Err(DispatchError::Meta(format!(
-                "Dispatch did not provide required meta keys: {missing:?}"
-            )));
-        }
-        let unpermitted: Vec<&String> = req
-            .meta
-            .keys()
-            .filter(|k| !params.meta_required.contains(k) && !params.meta_optional.contains(k))
-            .collect();
-        if !unpermitted.is_empty() {
-            return Err(DispatchError::Meta(format!(
-                "Dispatch is not allowed to provide the following meta keys: {unpermitted:?}"
-            )));
-        }
+        check_request(&params, &req)?;
         if !req.idempotency_token.is_empty()
             && let Some(earlier) = self.job_children(namespace, id).into_iter().find(|c| {
                 c.dispatch_idempotency_token == req.idempotency_token && c.state.status != "dead"
@@ -161,4 +127,48 @@ impl Server {
             job_create_index,
         })
     }
+}
+
+/// Whether `req` gives what the parameterized job's `params` ask: its payload as allowed
+/// and within [`MAX_PAYLOAD`], every required meta key, no meta key not named.
+fn check_request(
+    params: &crate::jobspec::ParameterizedJobConfig,
+    req: &DispatchRequest,
+) -> Result<(), DispatchError> {
+    match params.payload.as_str() {
+        "forbidden" if !req.payload.is_empty() => {
+            return Err(DispatchError::Payload("Payload is not allowed".into()));
+        }
+        "required" if req.payload.is_empty() => {
+            return Err(DispatchError::Payload("Payload is required".into()));
+        }
+        _ => {}
+    }
+    if req.payload.len() > MAX_PAYLOAD {
+        return Err(DispatchError::Payload(format!(
+            "Payload exceeds maximum size; {} > {MAX_PAYLOAD}",
+            req.payload.len()
+        )));
+    }
+    let missing: Vec<&String> = params
+        .meta_required
+        .iter()
+        .filter(|k| !req.meta.contains_key(*k))
+        .collect();
+    if !missing.is_empty() {
+        return Err(DispatchError::Meta(format!(
+            "Dispatch did not provide required meta keys: {missing:?}"
+        )));
+    }
+    let unpermitted: Vec<&String> = req
+        .meta
+        .keys()
+        .filter(|k| !params.meta_required.contains(k) && !params.meta_optional.contains(k))
+        .collect();
+    if !unpermitted.is_empty() {
+        return Err(DispatchError::Meta(format!(
+            "Dispatch is not allowed to provide the following meta keys: {unpermitted:?}"
+        )));
+    }
+    Ok(())
 }

@@ -105,42 +105,7 @@ impl Placing {
             agent.changes.bump()
         };
         let config = agent.client.runner_config();
-        let node = &config.node;
-        let metrics = AllocMetric::single_node(
-            &node.datacenter,
-            u64::try_from(started.elapsed().as_nanos()).unwrap_or(u64::MAX),
-        );
-        let now = crate::util::now_nanos();
-        let mut allocs = Vec::with_capacity(place.len());
-        let shared_job = Arc::new(job.clone());
-        for p in place {
-            let (resources, task_resources) = p.resources.legacy();
-            allocs.push(Allocation {
-                id: uuid::Uuid::new_v4().to_string(),
-                namespace: job.namespace.clone(),
-                eval_id: eval_id.clone(),
-                name: format!("{}.{}[{}]", job.id, p.group, p.index),
-                node_id: node.id.clone(),
-                node_name: node.name.clone(),
-                job_id: job.id.clone(),
-                job: shared_job.clone(),
-                task_group: p.group,
-                index: p.index,
-                desired_status: DesiredStatus::Run,
-                desired_description: String::new(),
-                client_status: ClientStatus::Pending,
-                client_description: String::new(),
-                task_states: BTreeMap::new(),
-                resources,
-                task_resources,
-                allocated_resources: p.resources,
-                metrics: metrics.clone(),
-                create_index: index,
-                modify_index: index,
-                create_time: now,
-                modify_time: now,
-            });
-        }
+        let allocs = new_allocations(&job, &eval_id, index, started, &config.node, place);
         let fail = |e: crate::state::StateError| {
             tracing::error!(job = %job.id, namespace = %job.namespace, error = %e, "placing the job's allocations failed");
             let why = format!("storing the placed allocations: {e}");
@@ -190,6 +155,55 @@ impl Placing {
         tracing::info!(job = %job.id, namespace = %job.namespace, version = job.state.version, placed = ids.len(), kept, stopped, "job registered");
         Ok(ids)
     }
+}
+
+/// The allocations a plan places, as they are first stored: pending, at `index`, placed
+/// on `node` by evaluation `eval_id`, sharing one copy of `job`.
+fn new_allocations(
+    job: &Job,
+    eval_id: &str,
+    index: u64,
+    started: std::time::Instant,
+    node: &crate::taskenv::NodeInfo,
+    place: Vec<Placement>,
+) -> Vec<Allocation> {
+    let metrics = AllocMetric::single_node(
+        &node.datacenter,
+        u64::try_from(started.elapsed().as_nanos()).unwrap_or(u64::MAX),
+    );
+    let now = crate::util::now_nanos();
+    let shared_job = Arc::new(job.clone());
+    place
+        .into_iter()
+        .map(|p| {
+            let (resources, task_resources) = p.resources.legacy();
+            Allocation {
+                id: uuid::Uuid::new_v4().to_string(),
+                namespace: job.namespace.clone(),
+                eval_id: eval_id.to_string(),
+                name: format!("{}.{}[{}]", job.id, p.group, p.index),
+                node_id: node.id.clone(),
+                node_name: node.name.clone(),
+                job_id: job.id.clone(),
+                job: shared_job.clone(),
+                task_group: p.group,
+                index: p.index,
+                desired_status: DesiredStatus::Run,
+                desired_description: String::new(),
+                client_status: ClientStatus::Pending,
+                client_description: String::new(),
+                task_states: BTreeMap::new(),
+                resources,
+                task_resources,
+                allocated_resources: p.resources,
+                metrics: metrics.clone(),
+                create_index: index,
+                modify_index: index,
+                create_time: now,
+                modify_time: now,
+            }
+        })
+        .collect()
 }
 
 impl Server {

@@ -13,7 +13,7 @@ use super::Server;
 use super::placing::{Placing, PlanGuard};
 use crate::evals::Trigger;
 use crate::jobspec::{Job, JobspecError};
-use crate::server::plan::Plan;
+use crate::server::plan::{LiveAlloc, Plan};
 use crate::state::{Durable, StateError};
 use crate::structs::JobSubmission;
 
@@ -219,30 +219,7 @@ impl Server {
             started,
         } = plan;
         let index = self.changes.bump();
-        let now = crate::util::now_nanos();
-        job.state = match &existing {
-            Some(e) if !spec_changed => {
-                let mut s = e.state.clone();
-                s.modify_index = index;
-                s
-            }
-            Some(e) => crate::jobspec::JobState {
-                version: e.state.version + 1,
-                create_index: e.state.create_index,
-                modify_index: index,
-                job_modify_index: index,
-                submit_time: now as i64,
-                ..Default::default()
-            },
-            None => crate::jobspec::JobState {
-                version: 0,
-                create_index: index,
-                modify_index: index,
-                job_modify_index: index,
-                submit_time: now as i64,
-                ..Default::default()
-            },
-        };
+        job.state = next_state(existing.as_ref(), spec_changed, index);
         // As in Nomad, a registration that changes nothing makes no version and keeps no
         // source; a new version keeps the source it was submitted as.
         let new_version = existing.is_none() || spec_changed;
@@ -253,34 +230,14 @@ impl Server {
             job_modify_index: job.state.job_modify_index,
             ..s
         });
-        // Keep what the agent knows of the job's lineage (a dispatched or launched child).
         if let Some(e) = &existing {
-            if job.parent_id.is_empty() {
-                job.parent_id = e.parent_id.clone();
-            }
-            job.dispatched |= e.dispatched;
-            if job.payload.is_empty() {
-                job.payload = e.payload.clone();
-            }
+            keep_lineage(&mut job, e);
         }
         self.jobs
             .write()
             .unwrap()
             .insert((job.namespace.clone(), job.id.clone()), job.clone());
-        for a in &stop {
-            if let Some(r) = self.client.runner(&a.id) {
-                r.stop(if job.stop {
-                    "job stopped"
-                } else {
-                    "job updated: not wanted any more"
-                });
-            }
-        }
-        for a in &destructive {
-            if let Some(r) = self.client.runner(&a.id) {
-                r.stop("job updated");
-            }
-        }
+        self.stop_allocations(&job, &stop, &destructive);
         self.periodic_job_changed(&job);
 
         // A periodic or parameterized job is not evaluated itself: its children are.
@@ -297,15 +254,7 @@ impl Server {
         }
         // Evaluated before its allocations are placed, so the event stream tells them in
         // Nomad's order: the job, its evaluation, then the allocations.
-        let trigger = if let Some(t) = trigger {
-            t
-        } else if job.stop {
-            Trigger::JobDeregister
-        } else if !job.parent_id.is_empty() && !job.dispatched {
-            Trigger::PeriodicJob
-        } else {
-            Trigger::JobRegister
-        };
+        let trigger = trigger.unwrap_or_else(|| trigger_of(&job));
         let eval_id = self.evaluate_pending(&job, trigger, index);
         // Queued under the plan lock (so versions of a job are written in order), waited
         // for by the caller after the lock is let go; with the mark that its placement is
@@ -338,6 +287,21 @@ impl Server {
             _guard: guard,
         };
         Ok((registered, Some(placing), job_written))
+    }
+
+    /// Stop what a plan stops: allocations not wanted any more, and those it replaces.
+    fn stop_allocations(&self, job: &Job, stop: &[LiveAlloc], destructive: &[LiveAlloc]) {
+        let unwanted = if job.stop {
+            "job stopped"
+        } else {
+            "job updated: not wanted any more"
+        };
+        let stops = stop.iter().map(|a| (a, unwanted));
+        for (a, why) in stops.chain(destructive.iter().map(|a| (a, "job updated"))) {
+            if let Some(r) = self.client.runner(&a.id) {
+                r.stop(why);
+            }
+        }
     }
 
     /// Evaluate a registered job again (`/v1/job/{id}/evaluate`): the allocations it is
@@ -563,5 +527,57 @@ fn check_index(expected: u64, existing: Option<&Job>) -> Result<(), RegisterErro
             j.state.job_modify_index
         )),
         Some(_) => Ok(()),
+    }
+}
+
+/// The state of a job registered at `index` over `existing`: the same version when the
+/// spec did not change, else the next one (0 for a new job), submitted now.
+fn next_state(existing: Option<&Job>, spec_changed: bool, index: u64) -> crate::jobspec::JobState {
+    let now = crate::util::now_nanos() as i64;
+    match existing {
+        Some(e) if !spec_changed => {
+            let mut s = e.state.clone();
+            s.modify_index = index;
+            s
+        }
+        Some(e) => crate::jobspec::JobState {
+            version: e.state.version + 1,
+            create_index: e.state.create_index,
+            modify_index: index,
+            job_modify_index: index,
+            submit_time: now,
+            ..Default::default()
+        },
+        None => crate::jobspec::JobState {
+            version: 0,
+            create_index: index,
+            modify_index: index,
+            job_modify_index: index,
+            submit_time: now,
+            ..Default::default()
+        },
+    }
+}
+
+/// Keep what the agent knows of the job's lineage (a dispatched or launched child): a
+/// registration of the same id does not carry it.
+fn keep_lineage(job: &mut Job, existing: &Job) {
+    if job.parent_id.is_empty() {
+        job.parent_id = existing.parent_id.clone();
+    }
+    job.dispatched |= existing.dispatched;
+    if job.payload.is_empty() {
+        job.payload = existing.payload.clone();
+    }
+}
+
+/// What triggered the evaluation of a registration of `job` that says nothing else.
+fn trigger_of(job: &Job) -> Trigger {
+    if job.stop {
+        Trigger::JobDeregister
+    } else if !job.parent_id.is_empty() && !job.dispatched {
+        Trigger::PeriodicJob
+    } else {
+        Trigger::JobRegister
     }
 }

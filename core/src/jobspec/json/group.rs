@@ -117,60 +117,8 @@ fn networks_from(o: &mut Obj<'_>, path: &str) -> R<Vec<Network>> {
                 format!("only \"host\" networking is supported, found {mode:?}"),
             ));
         }
-        let mut ports = |key: &'static str, dynamic: bool| -> R<Vec<Port>> {
-            let mut list = Vec::new();
-            for (j, pv) in n.array(key)?.into_iter().enumerate() {
-                let ppath = format!("{npath}.{key}[{j}]");
-                let mut p = Obj::new(ppath.clone(), pv)?;
-                let label = p.required_string("Label")?;
-                if label.is_empty()
-                    || !label
-                        .chars()
-                        .all(|c| c.is_ascii_alphanumeric() || c == '_' || c == '-')
-                {
-                    return Err(JobspecError::new(
-                        format!("{ppath}.Label"),
-                        format!("invalid port label {label:?} (use letters, digits, '_' and '-')"),
-                    ));
-                }
-                if !labels.insert(label.clone()) {
-                    return Err(JobspecError::new(
-                        format!("{ppath}.Label"),
-                        format!("duplicate port label {label:?}"),
-                    ));
-                }
-                let value = p.uint("Value", 65535)?.unwrap_or(0) as u16;
-                if !dynamic && value == 0 {
-                    return Err(JobspecError::new(
-                        format!("{ppath}.Value"),
-                        "a reserved port needs a static value between 1 and 65535",
-                    ));
-                }
-                let to = match p.get("To") {
-                    Some(Value::Number(x))
-                        if x.as_i64().is_some_and(|t| (-1..=65535).contains(&t)) =>
-                    {
-                        x.as_i64().unwrap_or(0) as i32
-                    }
-                    None | Some(Value::Null) => 0,
-                    Some(other) => {
-                        return Err(JobspecError::new(
-                            format!("{ppath}.To"),
-                            format!("expected a port between -1 and 65535, found {other}"),
-                        ));
-                    }
-                };
-                p.finish(&["HostNetwork", "IgnoreCollision"])?;
-                list.push(Port {
-                    label,
-                    value: if dynamic { 0 } else { value },
-                    to,
-                });
-            }
-            Ok(list)
-        };
-        let reserved_ports = ports("ReservedPorts", false)?;
-        let dynamic_ports = ports("DynamicPorts", true)?;
+        let reserved_ports = ports_from(&mut n, &npath, "ReservedPorts", false, &mut labels)?;
+        let dynamic_ports = ports_from(&mut n, &npath, "DynamicPorts", true, &mut labels)?;
         n.finish(&["DNS", "CIDR", "IP", "MBits", "Device", "Hostname"])?;
         out.push(Network {
             mode: "host".into(),
@@ -179,4 +127,63 @@ fn networks_from(o: &mut Obj<'_>, path: &str) -> R<Vec<Network>> {
         });
     }
     Ok(out)
+}
+
+/// A network's `key` ports (`ReservedPorts`, or with `dynamic` `DynamicPorts`) under
+/// `npath`; each label valid and not in `labels` already.
+fn ports_from(
+    n: &mut Obj<'_>,
+    npath: &str,
+    key: &'static str,
+    dynamic: bool,
+    labels: &mut BTreeSet<String>,
+) -> R<Vec<Port>> {
+    let mut list = Vec::new();
+    for (j, pv) in n.array(key)?.into_iter().enumerate() {
+        let ppath = format!("{npath}.{key}[{j}]");
+        let mut p = Obj::new(ppath.clone(), pv)?;
+        let label = p.required_string("Label")?;
+        if label.is_empty()
+            || !label
+                .chars()
+                .all(|c| c.is_ascii_alphanumeric() || c == '_' || c == '-')
+        {
+            return Err(JobspecError::new(
+                format!("{ppath}.Label"),
+                format!("invalid port label {label:?} (use letters, digits, '_' and '-')"),
+            ));
+        }
+        if !labels.insert(label.clone()) {
+            return Err(JobspecError::new(
+                format!("{ppath}.Label"),
+                format!("duplicate port label {label:?}"),
+            ));
+        }
+        let value = p.uint("Value", 65535)?.unwrap_or(0) as u16;
+        if !dynamic && value == 0 {
+            return Err(JobspecError::new(
+                format!("{ppath}.Value"),
+                "a reserved port needs a static value between 1 and 65535",
+            ));
+        }
+        let to = match p.get("To") {
+            Some(Value::Number(x)) if x.as_i64().is_some_and(|t| (-1..=65535).contains(&t)) => {
+                x.as_i64().unwrap_or(0) as i32
+            }
+            None | Some(Value::Null) => 0,
+            Some(other) => {
+                return Err(JobspecError::new(
+                    format!("{ppath}.To"),
+                    format!("expected a port between -1 and 65535, found {other}"),
+                ));
+            }
+        };
+        p.finish(&["HostNetwork", "IgnoreCollision"])?;
+        list.push(Port {
+            label,
+            value: if dynamic { 0 } else { value },
+            to,
+        });
+    }
+    Ok(list)
 }

@@ -54,6 +54,35 @@ pub(crate) async fn enforce(
         return ApiError(StatusCode::FORBIDDEN, msg.into()).into_response();
     };
     let acl = Arc::new(store.acl_of(&caller));
+    let (ok, mut req, keep) = match decide(&agent, &acl, &need, req).await {
+        Ok(d) => d,
+        Err(refusal) => return refusal,
+    };
+    if !ok {
+        return denied().into_response();
+    }
+    req.extensions_mut().insert(Who {
+        caller,
+        secret,
+        acl: acl.clone(),
+    });
+    let resp = next.run(req).await;
+    match keep {
+        Some(keep) if !acl.is_management() => keep_visible(resp, keep, &acl).await,
+        _ => resp,
+    }
+}
+
+/// Whether the token's `acl` holds what `need` asks of `req` (reading its body when the
+/// need depends on it: the request is handed back whole), and which part of a list's
+/// answer it may see. `Err` is an answer to give at once (a body that cannot be read, a
+/// list across namespaces none of which grants the capability).
+async fn decide(
+    agent: &AppState,
+    acl: &Acl,
+    need: &Need,
+    mut req: axum::extract::Request,
+) -> Result<(bool, axum::extract::Request, Option<Keep>), Response> {
     let query: Vec<(String, String)> =
         axum::extract::Query::<Vec<(String, String)>>::try_from_uri(req.uri())
             .map(|q| q.0)
@@ -64,10 +93,9 @@ pub(crate) async fn enforce(
         .map(|(_, v)| v.clone())
         .filter(|v| !v.is_empty())
         .unwrap_or_else(|| "default".into());
-    let mut req = req;
     // What of a list's answer the token may see, when it may not see all of it.
     let mut keep = None;
-    let ok = match &need {
+    let ok = match need {
         Need::Open | Need::AclApi => true,
         Need::Management => acl.is_management(),
         Need::Node(l) => acl.allow_node(*l),
@@ -78,48 +106,9 @@ pub(crate) async fn enforce(
         Need::Agent(l) => acl.allow_agent(*l),
         Need::Operator(l) => acl.allow_operator(*l),
         Need::Ns(caps, from) => {
-            let holds = |ns: &str| caps.iter().any(|c| acl.allow_ns_spec(ns, c));
-            let ns = match from {
-                NsFrom::List => {
-                    let asked = query.iter().any(|(k, v)| k == "namespace" && !v.is_empty());
-                    // A list without `?namespace=` shows every namespace here; for a token
-                    // whose rules do not cover them all it shows `default`, Nomad's default.
-                    if !asked && !holds("*") {
-                        add_default_namespace(&mut req);
-                    } else if q_ns == "*" || !asked {
-                        keep = Some(Keep::Ns(caps));
-                    }
-                    if asked && q_ns == "*" {
-                        // Nomad's `AllowNsOp("*", op)`: some namespace grants it; the
-                        // answer is filtered to those that do.
-                        if !caps.iter().any(|c| acl.allow_spec_somewhere(c)) {
-                            return denied().into_response();
-                        }
-                        None
-                    } else {
-                        Some(q_ns.clone())
-                    }
-                }
-                NsFrom::Query => Some(q_ns.clone()),
-                NsFrom::Alloc(id) => {
-                    Some(alloc_namespace(&agent, id).unwrap_or_else(|| q_ns.clone()))
-                }
-                NsFrom::Eval(id) => Some(
-                    agent
-                        .evals()
-                        .get(id)
-                        .map(|e| e.namespace)
-                        .unwrap_or_else(|| q_ns.clone()),
-                ),
-                NsFrom::JobBody => match body_json(req).await {
-                    Ok((r, body)) => {
-                        req = r;
-                        Some(job_namespace(body.as_ref()).unwrap_or_else(|| q_ns.clone()))
-                    }
-                    Err(e) => return e.into_response(),
-                },
-            };
-            ns.is_none_or(|ns| holds(&ns))
+            let (ok, r) = ns_allowed(agent, acl, caps, from, &query, &q_ns, req, &mut keep).await?;
+            req = r;
+            ok
         }
         Need::Variable(op, path) => {
             // A write's body may name its namespace, which wins (as in Nomad).
@@ -129,7 +118,7 @@ pub(crate) async fn enforce(
                         req = r;
                         job_namespace(body.as_ref()).unwrap_or_else(|| q_ns.clone())
                     }
-                    Err(e) => return e.into_response(),
+                    Err(e) => return Err(e.into_response()),
                 }
             } else {
                 q_ns.clone()
@@ -152,23 +141,66 @@ pub(crate) async fn enforce(
                     .unwrap_or(&q_ns);
                 search_allowed(&acl, ns, context.unwrap_or("all"), *fuzzy)
             }
-            Err(e) => return e.into_response(),
+            Err(e) => return Err(e.into_response()),
         },
         Need::Events => events_allowed(&acl, &query, &q_ns),
     };
-    if !ok {
-        return denied().into_response();
-    }
-    req.extensions_mut().insert(Who {
-        caller,
-        secret,
-        acl: acl.clone(),
-    });
-    let resp = next.run(req).await;
-    match keep {
-        Some(keep) if !acl.is_management() => keep_visible(resp, keep, &acl).await,
-        _ => resp,
-    }
+    Ok((ok, req, keep))
+}
+
+/// A namespace capability `caps`, in the namespace `from` names; for a list, which of its
+/// objects the token sees (`keep`).
+#[allow(clippy::too_many_arguments)]
+async fn ns_allowed(
+    agent: &AppState,
+    acl: &Acl,
+    caps: &'static [&'static str],
+    from: &NsFrom,
+    query: &[(String, String)],
+    q_ns: &str,
+    mut req: axum::extract::Request,
+    keep: &mut Option<Keep>,
+) -> Result<(bool, axum::extract::Request), Response> {
+    let holds = |ns: &str| caps.iter().any(|c| acl.allow_ns_spec(ns, c));
+    let ns = match from {
+        NsFrom::List => {
+            let asked = query.iter().any(|(k, v)| k == "namespace" && !v.is_empty());
+            // A list without `?namespace=` shows every namespace here; for a token
+            // whose rules do not cover them all it shows `default`, Nomad's default.
+            if !asked && !holds("*") {
+                add_default_namespace(&mut req);
+            } else if q_ns == "*" || !asked {
+                *keep = Some(Keep::Ns(caps));
+            }
+            if asked && q_ns == "*" {
+                // Nomad's `AllowNsOp("*", op)`: some namespace grants it; the
+                // answer is filtered to those that do.
+                if !caps.iter().any(|c| acl.allow_spec_somewhere(c)) {
+                    return Err(denied().into_response());
+                }
+                None
+            } else {
+                Some(q_ns.to_string())
+            }
+        }
+        NsFrom::Query => Some(q_ns.to_string()),
+        NsFrom::Alloc(id) => Some(alloc_namespace(agent, id).unwrap_or_else(|| q_ns.to_string())),
+        NsFrom::Eval(id) => Some(
+            agent
+                .evals()
+                .get(id)
+                .map(|e| e.namespace)
+                .unwrap_or_else(|| q_ns.to_string()),
+        ),
+        NsFrom::JobBody => match body_json(req).await {
+            Ok((r, body)) => {
+                req = r;
+                Some(job_namespace(body.as_ref()).unwrap_or_else(|| q_ns.to_string()))
+            }
+            Err(e) => return Err(e.into_response()),
+        },
+    };
+    Ok((ns.is_none_or(|ns| holds(&ns)), req))
 }
 
 /// Which objects of a list's answer a token sees.
