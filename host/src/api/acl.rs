@@ -26,7 +26,7 @@ pub(super) fn routes() -> Routes {
     // The ACL endpoints check their caller themselves.
     let own = |_: &RouteArgs<'_>| Need::AclApi;
     Routes::new()
-        .on("POST PUT", "/v1/acl/bootstrap", bootstrap, own)
+        .on("POST", "/v1/acl/bootstrap", bootstrap, own)
         .on("GET", "/v1/acl/tokens", list_tokens, own)
         .on("POST PUT", "/v1/acl/token", create_token, own)
         .on("GET", "/v1/acl/token/{accessor}", read_token, own)
