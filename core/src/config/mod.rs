@@ -31,6 +31,7 @@ use serde::Deserialize;
 
 use crate::runtime::{ComponentSettings, Grants};
 
+pub mod gc;
 mod limits;
 
 pub use limits::{AgentLimits, HttpLimits};

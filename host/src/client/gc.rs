@@ -12,86 +12,10 @@
 
 use std::collections::{BTreeMap, HashMap};
 use std::sync::{Arc, Mutex};
-use std::time::Duration;
 
-use crate::config::{ClientConfig, ConfigError};
+pub use crate::config::gc::ClientGcConfig as GcConfig;
 
 use super::Client;
-
-/// The `client { gc_* }` keys, checked.
-#[derive(Debug, Clone, PartialEq)]
-pub struct GcConfig {
-    pub interval: Duration,
-    pub disk_usage_threshold: f64,
-    pub inode_usage_threshold: f64,
-    pub max_allocs: usize,
-    pub parallel_destroys: usize,
-}
-
-impl Default for GcConfig {
-    /// Nomad's defaults.
-    fn default() -> Self {
-        Self {
-            interval: Duration::from_secs(60),
-            disk_usage_threshold: 80.0,
-            inode_usage_threshold: 70.0,
-            max_allocs: 50,
-            parallel_destroys: 2,
-        }
-    }
-}
-
-impl GcConfig {
-    /// The keys of a `client` block, or an error naming the bad one.
-    pub fn from_client(c: &ClientConfig, file: &str) -> Result<Self, ConfigError> {
-        let err = |key: &str, message: String| ConfigError {
-            file: file.to_string(),
-            message: format!("client.{key}: {message}"),
-        };
-        let d = Self::default();
-        let interval = match &c.gc_interval {
-            None => d.interval,
-            Some(s) => crate::util::parse_duration(s)
-                .filter(|d| !d.is_zero())
-                .ok_or_else(|| {
-                    err(
-                        "gc_interval",
-                        format!("{s:?} is not a duration above zero, like \"1m\""),
-                    )
-                })?,
-        };
-        let percent = |key: &str, v: Option<f64>, default: f64| match v {
-            None => Ok(default),
-            Some(p) if (0.0..=100.0).contains(&p) => Ok(p),
-            Some(p) => Err(err(key, format!("{p} is not a percentage (0 to 100)"))),
-        };
-        let parallel_destroys = match c.gc_parallel_destroys {
-            None => d.parallel_destroys,
-            Some(0) => {
-                return Err(err(
-                    "gc_parallel_destroys",
-                    "must be at least 1".to_string(),
-                ));
-            }
-            Some(n) => n,
-        };
-        Ok(Self {
-            interval,
-            disk_usage_threshold: percent(
-                "gc_disk_usage_threshold",
-                c.gc_disk_usage_threshold,
-                d.disk_usage_threshold,
-            )?,
-            inode_usage_threshold: percent(
-                "gc_inode_usage_threshold",
-                c.gc_inode_usage_threshold,
-                d.inode_usage_threshold,
-            )?,
-            max_allocs: c.gc_max_allocs.unwrap_or(d.max_allocs),
-            parallel_destroys,
-        })
-    }
-}
 
 /// Ended allocations not yet collected, oldest ending first.
 #[derive(Debug, Default)]
@@ -347,43 +271,6 @@ mod tests {
         assert_eq!(q.pop(), Some(("b".to_string(), false)));
         assert_eq!(q.dirs_only, 0);
         assert_eq!(q.pop(), None);
-    }
-
-    #[test]
-    fn config_keys_default_to_nomads_and_bad_ones_are_named() {
-        let c = ClientConfig::default();
-        assert_eq!(GcConfig::from_client(&c, "f").unwrap(), GcConfig::default());
-        let parse = |text: &str| {
-            let c = crate::config::AgentConfig::parse(text, "a.hcl").unwrap();
-            GcConfig::from_client(&c.client, "a.hcl")
-        };
-        let ok = parse(
-            "client {\n gc_interval = \"5s\"\n gc_disk_usage_threshold = 90\n gc_inode_usage_threshold = 75.5\n gc_max_allocs = 3\n gc_parallel_destroys = 4\n}",
-        )
-        .unwrap();
-        assert_eq!(ok.interval, Duration::from_secs(5));
-        assert_eq!(ok.disk_usage_threshold, 90.0);
-        assert_eq!(ok.inode_usage_threshold, 75.5);
-        assert_eq!((ok.max_allocs, ok.parallel_destroys), (3, 4));
-        for (text, key) in [
-            ("client { gc_interval = \"soon\" }", "client.gc_interval"),
-            ("client { gc_interval = \"0s\" }", "client.gc_interval"),
-            (
-                "client { gc_disk_usage_threshold = 101 }",
-                "client.gc_disk_usage_threshold",
-            ),
-            (
-                "client { gc_inode_usage_threshold = -1 }",
-                "client.gc_inode_usage_threshold",
-            ),
-            (
-                "client { gc_parallel_destroys = 0 }",
-                "client.gc_parallel_destroys",
-            ),
-        ] {
-            let e = parse(text).unwrap_err().to_string();
-            assert!(e.contains(key), "{text}: {e}");
-        }
     }
 
     #[test]

@@ -31,76 +31,11 @@ use std::time::Duration;
 
 use super::Server;
 use crate::client::AllocActionError;
-use crate::config::{ConfigError, ServerConfig};
+pub use crate::config::gc::ServerGcConfig;
 use crate::evals::Evaluation;
 use crate::jobspec::{Job, JobType};
 use crate::state::StateError;
 use crate::structs::{Allocation, ClientStatus, DesiredStatus};
-
-/// The `server { job_gc_* eval_gc_* }` keys, checked.
-#[derive(Debug, Clone, PartialEq)]
-pub struct ServerGcConfig {
-    /// How often a pass runs.
-    pub interval: Duration,
-    /// How long a dead job is kept.
-    pub job_threshold: Duration,
-    /// How long an ended allocation or a terminal evaluation is kept.
-    pub eval_threshold: Duration,
-    /// The same, for a batch job's.
-    pub batch_eval_threshold: Duration,
-}
-
-impl Default for ServerGcConfig {
-    /// Nomad's defaults.
-    fn default() -> Self {
-        Self {
-            interval: Duration::from_secs(5 * 60),
-            job_threshold: Duration::from_secs(4 * 3600),
-            eval_threshold: Duration::from_secs(3600),
-            batch_eval_threshold: Duration::from_secs(24 * 3600),
-        }
-    }
-}
-
-impl ServerGcConfig {
-    /// The keys of a `server` block, or an error naming the bad one.
-    pub fn from_server(s: &ServerConfig, file: &str) -> Result<Self, ConfigError> {
-        let d = Self::default();
-        let key = |name: &str, value: &Option<String>, default: Duration, zero_ok: bool| {
-            let Some(v) = value else { return Ok(default) };
-            crate::util::parse_duration(v)
-                .filter(|d| zero_ok || !d.is_zero())
-                .ok_or_else(|| ConfigError {
-                    file: file.to_string(),
-                    message: format!(
-                        "server.{name}: {v:?} is not a duration{}, like \"5m\"",
-                        if zero_ok { "" } else { " above zero" }
-                    ),
-                })
-        };
-        Ok(Self {
-            interval: key("job_gc_interval", &s.job_gc_interval, d.interval, false)?,
-            job_threshold: key(
-                "job_gc_threshold",
-                &s.job_gc_threshold,
-                d.job_threshold,
-                true,
-            )?,
-            eval_threshold: key(
-                "eval_gc_threshold",
-                &s.eval_gc_threshold,
-                d.eval_threshold,
-                true,
-            )?,
-            batch_eval_threshold: key(
-                "batch_eval_gc_threshold",
-                &s.batch_eval_gc_threshold,
-                d.batch_eval_threshold,
-                true,
-            )?,
-        })
-    }
-}
 
 /// What the rules read of an allocation (a pass does not copy the allocations).
 #[derive(Debug, Clone)]

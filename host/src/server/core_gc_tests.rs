@@ -248,31 +248,3 @@ fn an_evaluation_goes_once_terminal_old_and_without_allocations() {
         vec!["batch-old", "old"]
     );
 }
-
-#[test]
-fn the_server_keys_parse_with_nomads_defaults_and_a_bad_one_is_named() {
-    let c = crate::config::AgentConfig::parse("", "t.hcl").unwrap();
-    assert_eq!(
-        ServerGcConfig::from_server(&c.server, "t.hcl").unwrap(),
-        ServerGcConfig::default()
-    );
-    let c = crate::config::AgentConfig::parse(
-        "server {\n  job_gc_interval = \"1s\"\n  job_gc_threshold = \"2s\"\n  eval_gc_threshold = \"0s\"\n  batch_eval_gc_threshold = \"90m\"\n}\n",
-        "t.hcl",
-    )
-    .unwrap();
-    let g = ServerGcConfig::from_server(&c.server, "t.hcl").unwrap();
-    assert_eq!(g.interval, Duration::from_secs(1));
-    assert_eq!(g.job_threshold, Duration::from_secs(2));
-    assert_eq!(g.eval_threshold, Duration::ZERO);
-    assert_eq!(g.batch_eval_threshold, Duration::from_secs(5400));
-    for (text, key) in [
-        ("job_gc_interval = \"0s\"", "server.job_gc_interval"),
-        ("eval_gc_threshold = \"soon\"", "server.eval_gc_threshold"),
-    ] {
-        let c = crate::config::AgentConfig::parse(&format!("server {{\n  {text}\n}}\n"), "t.hcl")
-            .unwrap();
-        let e = ServerGcConfig::from_server(&c.server, "t.hcl").unwrap_err();
-        assert!(e.to_string().contains(key), "{e}");
-    }
-}
