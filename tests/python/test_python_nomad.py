@@ -132,6 +132,11 @@ class UserScript(unittest.TestCase):
             "the task's first line",
             lambda: "hello-from-python" in logs.stream(alloc_id, "t", "stdout", plain=True),
         )
+        # The executor pumps stdout and stderr apart: the stderr line may land a moment later.
+        wait(
+            "the task's stderr line",
+            lambda: logs.stream(alloc_id, "t", "stderr", plain=True) != "",
+        )
         self.assertEqual(logs.stream(alloc_id, "t", "stderr", plain=True), "oops\n")
         framed = logs.stream(alloc_id, "t", "stdout", plain=False)
         self.assertIn("hello-from-python", frames(framed))
