@@ -144,20 +144,8 @@ impl Client {
 
     /// `f` of every allocation (live or restored) that it keeps, in (create index, id)
     /// order, without copying the allocations.
-    pub fn visit_allocations<T>(&self, mut f: impl FnMut(&Allocation) -> Option<T>) -> Vec<T> {
-        let mut out: Vec<(u64, String, T)> = Vec::new();
-        let mut keep = |a: &Allocation| {
-            if let Some(t) = f(a) {
-                out.push((a.create_index, a.id.clone(), t));
-            }
-        };
-        for r in self.allocs.read().unwrap().values() {
-            r.shared().peek(&mut keep);
-        }
-        for a in self.restored.read().unwrap().values() {
-            keep(a);
-        }
-        sorted(out)
+    pub fn visit_allocations<T>(&self, f: impl FnMut(&Allocation) -> Option<T>) -> Vec<T> {
+        self.visit(self.runners(), f)
     }
 
     /// `f` of every allocation of job `key` (its runners through the job index, then every
@@ -165,6 +153,16 @@ impl Client {
     pub fn visit_job_allocations<T>(
         &self,
         key: &JobKey,
+        f: impl FnMut(&Allocation) -> Option<T>,
+    ) -> Vec<T> {
+        self.visit(self.usage.runners_of(key), f)
+    }
+
+    /// `f` of each of `runners`' allocations and of every restored record, what it keeps
+    /// in (create index, id) order.
+    fn visit<T>(
+        &self,
+        runners: Vec<Arc<AllocRunner>>,
         mut f: impl FnMut(&Allocation) -> Option<T>,
     ) -> Vec<T> {
         let mut out: Vec<(u64, String, T)> = Vec::new();
@@ -173,13 +171,14 @@ impl Client {
                 out.push((a.create_index, a.id.clone(), t));
             }
         };
-        for r in self.usage.runners_of(key) {
+        for r in runners {
             r.shared().peek(&mut keep);
         }
         for a in self.restored.read().unwrap().values() {
             keep(a);
         }
-        sorted(out)
+        out.sort_by(|a, b| (a.0, &a.1).cmp(&(b.0, &b.1)));
+        out.into_iter().map(|(_, _, t)| t).collect()
     }
 
     /// How many allocations the client holds (live or restored).
@@ -288,10 +287,4 @@ impl Client {
             .get(id)
             .map(|a| a.create_index)
     }
-}
-
-/// Values in (create index, id) order.
-fn sorted<T>(mut out: Vec<(u64, String, T)>) -> Vec<T> {
-    out.sort_by(|a, b| (a.0, &a.1).cmp(&(b.0, &b.1)));
-    out.into_iter().map(|(_, _, t)| t).collect()
 }
