@@ -50,6 +50,11 @@ pub struct Evaluation {
     pub blocked_eval: String,
     /// The evaluation this one follows (a blocked one's).
     pub previous_eval: String,
+    /// The evaluation that follows this one (none here).
+    pub next_eval: String,
+    /// A follow-up evaluation is not processed before this time (Go's zero time: at once).
+    #[serde(serialize_with = "crate::util::go_time_serde::serialize")]
+    pub wait_until: u64,
     /// No deployments on a single node.
     #[serde(rename = "DeploymentID")]
     pub deployment_id: String,
@@ -80,6 +85,10 @@ pub enum Trigger {
     NodeUpdate,
     /// What blocked a job's allocations changed: they are tried again.
     QueuedAllocs,
+    /// An allocation failed (or ended asking to be replaced, as `alloc stop` asks).
+    AllocFailure,
+    /// A failed allocation's reschedule delay is over (a follow-up evaluation).
+    AllocReschedule,
 }
 
 impl Trigger {
@@ -93,6 +102,8 @@ impl Trigger {
             Trigger::JobEvaluate => "job-register",
             Trigger::NodeUpdate => "node-update",
             Trigger::QueuedAllocs => "queued-allocs",
+            Trigger::AllocFailure => "alloc-failure",
+            Trigger::AllocReschedule => "alloc-reschedule",
         }
     }
 
@@ -105,7 +116,9 @@ impl Trigger {
             | Trigger::PeriodicJob
             | Trigger::JobEvaluate
             | Trigger::NodeUpdate
-            | Trigger::QueuedAllocs => None,
+            | Trigger::QueuedAllocs
+            | Trigger::AllocFailure
+            | Trigger::AllocReschedule => None,
         }
     }
 }
@@ -210,6 +223,8 @@ impl EvalBook {
             queued_allocations: r.groups.into_iter().map(|g| (g, 0)).collect(),
             blocked_eval: String::new(),
             previous_eval: String::new(),
+            next_eval: String::new(),
+            wait_until: 0,
             deployment_id: String::new(),
             create_index: r.index,
             modify_index: r.index,
@@ -222,6 +237,30 @@ impl EvalBook {
             evals.pop_front();
         }
         eval
+    }
+
+    /// Record a follow-up evaluation: `pending` until `wait_until` (ns since the epoch),
+    /// when a failed allocation's reschedule delay is over (Nomad's "created for delayed
+    /// rescheduling").
+    pub fn record_followup(&self, r: EvalRequest<'_>, wait_until: u64) -> Evaluation {
+        let mut eval = self.record_pending(r);
+        let mut evals = self.0.write().unwrap();
+        if let Some(e) = evals.iter_mut().rev().find(|e| e.id == eval.id) {
+            e.wait_until = wait_until;
+            e.status_description = "created for delayed rescheduling".into();
+            eval = e.clone();
+        }
+        eval
+    }
+
+    /// Whether evaluation `id` is kept and still `pending`.
+    pub fn is_pending(&self, id: &str) -> bool {
+        self.0
+            .read()
+            .unwrap()
+            .iter()
+            .rev()
+            .any(|e| e.id == id && e.status == "pending")
     }
 
     /// End a pending evaluation: `complete`, and with allocations it could not place

@@ -179,6 +179,32 @@ pub struct ClientConfig {
     pub gc_max_allocs: Option<usize>,
     /// Allocations collected at once (default 2).
     pub gc_parallel_destroys: Option<usize>,
+    /// What a job asking for a block or field the agent does not act on gets: `warn`
+    /// (registered, each one named in the answer's `Warnings`; the default) or `error`
+    /// (refused with a 400 naming them).
+    pub unsupported_job_features: UnsupportedJobFeatures,
+}
+
+/// `client { unsupported_job_features }`.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub enum UnsupportedJobFeatures {
+    /// Register the job; name each field in the answer's `Warnings`.
+    #[default]
+    Warn,
+    /// Refuse the job, naming each field.
+    Error,
+}
+
+impl<'de> Deserialize<'de> for UnsupportedJobFeatures {
+    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        match String::deserialize(d)?.as_str() {
+            "warn" => Ok(Self::Warn),
+            "error" => Ok(Self::Error),
+            other => Err(serde::de::Error::custom(format!(
+                "client.unsupported_job_features: expected \"warn\" or \"error\", got {other:?}"
+            ))),
+        }
+    }
 }
 
 impl ClientConfig {

@@ -10,15 +10,21 @@ pub mod bounds;
 mod device;
 mod hcl;
 mod json;
+mod launch;
 pub mod names;
+mod reschedule;
 pub mod submission;
+mod unacted;
 
 pub use device::{AFFINITY_OPERATORS, CONSTRAINT_OPERATORS, DeviceAffinity, DeviceConstraint};
 
 pub(crate) use hcl::depth as hcl_depth; // the agent config's HCL is held to it too
 pub use hcl::{parse_job_hcl, parse_job_hcl_with_env, parse_job_hcl_with_vars, parse_var_file};
 pub use json::{RegisterRequest, parse_job_json, parse_register_request};
+pub use launch::{DispatchPayloadConfig, ParameterizedJobConfig, PeriodicConfig};
+pub use reschedule::ReschedulePolicy;
 use std::collections::BTreeMap;
+pub use unacted::{Unacted, unacted, warnings_text};
 
 use serde::{Deserialize, Serialize};
 
@@ -169,86 +175,6 @@ pub struct JobState {
     pub job_modify_index: u64,
 }
 
-/// A job's `periodic` block: launch a child job on a schedule (Nomad's `PeriodicConfig`).
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct PeriodicConfig {
-    /// Launches happen only while enabled.
-    pub enabled: bool,
-    /// Cron expressions (`cron`, or several in `crons`); the soonest next time wins.
-    pub specs: Vec<String>,
-    /// Skip a launch while a child launched earlier still runs.
-    pub prohibit_overlap: bool,
-    /// The time zone the expressions are read in (an IANA name; `UTC` by default).
-    pub time_zone: String,
-}
-
-impl Serialize for PeriodicConfig {
-    /// Nomad's shape: `Spec` (the first expression, as older clients read it), `Specs`, ...
-    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
-        use serde::ser::SerializeStruct;
-        let mut st = s.serialize_struct("PeriodicConfig", 6)?;
-        st.serialize_field("Enabled", &self.enabled)?;
-        st.serialize_field("Spec", self.specs.first().map(String::as_str).unwrap_or(""))?;
-        st.serialize_field("Specs", &self.specs)?;
-        st.serialize_field("SpecType", "cron")?;
-        st.serialize_field("ProhibitOverlap", &self.prohibit_overlap)?;
-        st.serialize_field("TimeZone", &self.time_zone)?;
-        st.end()
-    }
-}
-
-impl<'de> Deserialize<'de> for PeriodicConfig {
-    /// From what [`Serialize`] writes (the state DB).
-    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
-        #[derive(Deserialize)]
-        struct Stored {
-            #[serde(rename = "Enabled", default)]
-            enabled: bool,
-            #[serde(rename = "Spec", default)]
-            spec: String,
-            #[serde(rename = "Specs", default)]
-            specs: Vec<String>,
-            #[serde(rename = "ProhibitOverlap", default)]
-            prohibit_overlap: bool,
-            #[serde(rename = "TimeZone", default)]
-            time_zone: String,
-        }
-        let s = Stored::deserialize(d)?;
-        let mut specs = s.specs;
-        if specs.is_empty() && !s.spec.is_empty() {
-            specs.push(s.spec);
-        }
-        Ok(Self {
-            enabled: s.enabled,
-            specs,
-            prohibit_overlap: s.prohibit_overlap,
-            time_zone: s.time_zone,
-        })
-    }
-}
-
-/// A job's `parameterized` block (Nomad's `ParameterizedJobConfig`).
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
-pub struct ParameterizedJobConfig {
-    /// `optional` (default), `required` or `forbidden`.
-    #[serde(rename = "Payload")]
-    pub payload: String,
-    /// Meta keys every dispatch must give.
-    #[serde(rename = "MetaRequired")]
-    pub meta_required: Vec<String>,
-    /// Meta keys a dispatch may give.
-    #[serde(rename = "MetaOptional")]
-    pub meta_optional: Vec<String>,
-}
-
-/// A task's `dispatch_payload` block: where the dispatch's payload is written.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
-pub struct DispatchPayloadConfig {
-    /// File name, relative to the task's `local/` dir.
-    #[serde(rename = "File")]
-    pub file: String,
-}
-
 /// Bytes as base64 in JSON, as Go encodes a `[]byte`; `null` is empty.
 mod payload_base64 {
     use base64::Engine;
@@ -296,7 +222,11 @@ pub struct TaskGroup {
     /// The group's `network` block (host mode): the ports to reserve.
     #[serde(rename = "Networks", default)]
     pub networks: Vec<Network>,
-    /// Its blocks nothing here acts on (services, reschedule policy, ...), as given.
+    /// When a failed allocation is replaced: Nomad's `ReschedulePolicy`, defaults merged
+    /// (`None` for system and sysbatch jobs, which are never rescheduled).
+    #[serde(rename = "ReschedulePolicy", default)]
+    pub reschedule_policy: Option<ReschedulePolicy>,
+    /// Its blocks nothing here acts on (services, volumes, ...), as given.
     #[serde(flatten, default)]
     pub kept: Kept,
 }
@@ -418,6 +348,9 @@ pub struct Resources {
     /// Requested devices.
     #[serde(rename = "Devices")]
     pub devices: Vec<DeviceRequest>,
+    /// Nomad fields nothing here acts on (`IOPS`, `NUMA`, ...), as given.
+    #[serde(flatten, default)]
+    pub kept: Kept,
 }
 
 /// A device request (`device "nvidia/gpu" { count = 1 }`).
@@ -461,6 +394,9 @@ pub struct RestartPolicy {
     pub delay: u64,
     #[serde(rename = "Mode")]
     pub mode: RestartMode,
+    /// Nomad fields nothing here acts on (`RenderTemplates`), as given.
+    #[serde(flatten, default)]
+    pub kept: Kept,
 }
 
 impl RestartPolicy {
@@ -473,12 +409,14 @@ impl RestartPolicy {
                 interval: 30 * MIN,
                 delay: 15_000_000_000,
                 mode: RestartMode::Fail,
+                kept: Kept::new(),
             },
             JobType::Batch | JobType::Sysbatch => Self {
                 attempts: 3,
                 interval: 24 * 60 * MIN,
                 delay: 15_000_000_000,
                 mode: RestartMode::Fail,
+                kept: Kept::new(),
             },
         }
     }
@@ -493,6 +431,9 @@ pub struct LogConfig {
     /// Size of one file, MB.
     #[serde(rename = "MaxFileSizeMB")]
     pub max_file_size_mb: u32,
+    /// Nomad fields nothing here acts on (`Disabled`), as given.
+    #[serde(flatten, default)]
+    pub kept: Kept,
 }
 
 impl Default for LogConfig {
@@ -500,6 +441,7 @@ impl Default for LogConfig {
         Self {
             max_files: 10,
             max_file_size_mb: 10,
+            kept: Kept::new(),
         }
     }
 }
@@ -537,6 +479,9 @@ pub struct Template {
     /// A missing key is an error.
     #[serde(rename = "ErrMissingKey")]
     pub err_missing_key: bool,
+    /// Nomad fields nothing here acts on (`Wait`, `Uid`, ...), as given.
+    #[serde(flatten, default)]
+    pub kept: Kept,
 }
 
 /// Lifecycle hook of a task.

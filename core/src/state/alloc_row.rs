@@ -15,6 +15,7 @@ use super::{Backend, Op, StateError, tables};
 use crate::jobspec::Job;
 use crate::structs::{
     AllocMetric, AllocatedResources, Allocation, ClientStatus, DesiredStatus, LegacyResources,
+    Lineage,
 };
 
 /// The key of the job row an allocation names: the job's key, its version and the index
@@ -69,6 +70,8 @@ pub(super) struct AllocRow<'a> {
     modify_index: u64,
     create_time: u64,
     modify_time: u64,
+    #[serde(default)]
+    lineage: Cow<'a, Lineage>,
 }
 
 impl<'a> AllocRow<'a> {
@@ -98,6 +101,7 @@ impl<'a> AllocRow<'a> {
             modify_index,
             create_time,
             modify_time,
+            lineage,
         } = alloc;
         AllocRow {
             id: id.into(),
@@ -123,6 +127,7 @@ impl<'a> AllocRow<'a> {
             modify_index: *modify_index,
             create_time: *create_time,
             modify_time: *modify_time,
+            lineage: Cow::Borrowed(lineage),
         }
     }
 }
@@ -169,6 +174,7 @@ impl AllocRow<'static> {
             modify_index: self.modify_index,
             create_time: self.create_time,
             modify_time: self.modify_time,
+            lineage: self.lineage.into_owned(),
         })
     }
 }

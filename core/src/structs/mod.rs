@@ -8,12 +8,14 @@ use serde::{Deserialize, Serialize};
 use crate::jobspec::Job;
 
 mod capacity;
+pub mod reschedule;
 mod resources;
 
 pub use crate::jobspec::submission::{
     JobSubmission, MAX_SOURCE_SIZE, admit_submission, human_bytes,
 };
 pub use capacity::{Amounts, Capacity};
+pub use reschedule::{DesiredTransition, Lineage, RescheduleEvent, RescheduleTracker};
 pub use resources::*;
 
 /// Defines an enum whose variants serialize as the strings Nomad uses, with `as_str`.
@@ -332,6 +334,9 @@ pub struct Allocation {
     pub create_time: u64,
     /// Last change, ns.
     pub modify_time: u64,
+    /// The allocations it replaced and was replaced by, and what the server asked of it.
+    #[serde(flatten, default)]
+    pub lineage: Lineage,
 }
 
 impl Allocation {

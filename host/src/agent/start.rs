@@ -56,6 +56,8 @@ impl Agent {
             client: client.clone(),
             vars,
             node_events: node_events.clone(),
+            refuse_unacted: opts.config.client.unsupported_job_features
+                == crate::config::UnsupportedJobFeatures::Error,
         }));
         let agent = Arc::new(Self {
             runtime,
@@ -89,10 +91,12 @@ impl Agent {
         self.client.warn_if_little_disk();
         self.restore()?;
         self.server.spawn_unblocker();
+        self.server.spawn_rescheduler();
         self.spawn_outage_watch();
         self.server.spawn_core_gc(server_gc);
         self.client.spawn_gc();
         self.server.place_interrupted();
+        self.server.reschedule_restored();
         self.server.resume_scheduling();
         Ok(())
     }

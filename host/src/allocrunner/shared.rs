@@ -192,6 +192,15 @@ impl AllocShared {
         });
     }
 
+    /// Its place among the allocations that replace one another changed (it was
+    /// replaced, a follow-up evaluation was made for it, `alloc stop` asked to replace it).
+    pub fn update_lineage(&self, f: impl FnOnce(&mut crate::structs::Lineage)) {
+        self.mutate("AllocationUpdated", |a| {
+            f(&mut a.lineage);
+            Wrote::Alloc
+        });
+    }
+
     /// The allocation moves to a new version of its job, from evaluation `eval_id`.
     pub(super) fn update_job(&self, job: crate::jobspec::Job, eval_id: &str) {
         self.mutate("AllocationUpdated", |a| {

@@ -26,7 +26,8 @@ pub(super) fn routes() -> Routes {
     // The ACL endpoints check their caller themselves.
     let own = |_: &RouteArgs<'_>| Need::AclApi;
     Routes::new()
-        .on("POST", "/v1/acl/bootstrap", bootstrap, own)
+        // Nomad's API client sends PUT.
+        .on("POST PUT", "/v1/acl/bootstrap", bootstrap, own)
         .on("GET", "/v1/acl/tokens", list_tokens, own)
         .on("POST PUT", "/v1/acl/token", create_token, own)
         .on("GET", "/v1/acl/token/{accessor}", read_token, own)
@@ -212,7 +213,9 @@ impl TokenBody {
 
     fn spec(self) -> Result<TokenSpec, ApiError> {
         let ttl_ns = match &self.ttl {
+            // `""` is what Nomad's clients send for "no TTL".
             None | Some(Value::Null) => 0,
+            Some(Value::String(s)) if s.is_empty() => 0,
             Some(Value::Number(n)) => n.as_u64().ok_or_else(|| {
                 ApiError::bad_request("ExpirationTTL: a duration in ns or like \"1h\"")
             })?,

@@ -150,6 +150,10 @@ async fn plan(
     let job = crate::jobspec::parse_job_json(v["Job"].to_string().as_bytes())
         .map_err(|e| ApiError::bad_request(e.to_string()))?;
     same_job_id(&job.id, &id)?;
+    let warnings = agent
+        .server()
+        .unacted(&job)
+        .map_err(super::jobs::register_refused)?;
     let p = agent
         .server()
         .plan_job(job, want_diff)
@@ -172,7 +176,7 @@ async fn plan(
             "Annotations": { "DesiredTGUpdates": p.desired_updates, "PreemptedAllocs": [] },
             "FailedTGAllocs": failed,
             "NextPeriodicLaunch": crate::util::go_time(p.next_periodic_launch),
-            "Warnings": "",
+            "Warnings": crate::jobspec::warnings_text(&warnings),
             "Index": agent.index(),
         }),
     ))

@@ -77,6 +77,7 @@ pub(super) fn register_refused(e: RegisterError) -> ApiError {
     match e {
         RegisterError::Invalid(bad) => ApiError::bad_request(bad.to_string()),
         RegisterError::NotFound(m) => ApiError::not_found(m),
+        e @ RegisterError::Unacted(_) => ApiError::bad_request(e.to_string()),
         e @ (RegisterError::IndexConflict { .. } | RegisterError::State(_)) => {
             ApiError::internal(e)
         }
@@ -104,7 +105,9 @@ fn do_register(
         .map_err(register_refused)?;
     let mut body = register_response(&r);
     if let Some(w) = warning {
-        body["Warnings"] = json!(w);
+        let mut all = r.warnings.clone();
+        all.push(w);
+        body["Warnings"] = json!(crate::jobspec::warnings_text(&all));
     }
     Ok(with_index(r.index, &body))
 }
@@ -115,7 +118,7 @@ pub(super) fn register_response(r: &crate::agent::Registered) -> serde_json::Val
         "EvalID": r.eval_id,
         "EvalCreateIndex": if r.eval_id.is_empty() { 0 } else { r.index },
         "JobModifyIndex": r.job_modify_index,
-        "Warnings": "",
+        "Warnings": crate::jobspec::warnings_text(&r.warnings),
         "Index": r.index,
         "LastContact": 0,
         "KnownLeader": true,
@@ -132,17 +135,23 @@ async fn validate(State(agent): State<AppState>, body: Bytes) -> Result<Response
     if v.get("Job").is_none_or(serde_json::Value::is_null) {
         return Err(ApiError::bad_request("Job must be specified"));
     }
-    let (errors, driver_checked) = match crate::jobspec::parse_register_request(&body) {
-        Err(e) => (vec![e.to_string()], true),
+    let (mut errors, mut driver_checked, mut warnings) = (Vec::new(), true, Vec::new());
+    match crate::jobspec::parse_register_request(&body) {
+        Err(e) => errors.push(e.to_string()),
         Ok(req) => {
             let v = agent.client().validate_job(&req.job).await;
-            (v.errors, v.driver_checked)
+            (errors, driver_checked) = (v.errors, v.driver_checked);
+            // Refused in `error` mode: one validation error naming every field.
+            match agent.server().unacted(&req.job) {
+                Ok(w) => warnings = w,
+                Err(e) => errors.push(e.to_string()),
+            }
         }
-    };
+    }
     let error = errors.join("; ");
     Ok(with_index(
         0,
-        &json!({ "DriverConfigValidated": driver_checked && errors.is_empty(), "ValidationErrors": errors, "Error": error, "Warnings": "" }),
+        &json!({ "DriverConfigValidated": driver_checked && errors.is_empty(), "ValidationErrors": errors, "Error": error, "Warnings": crate::jobspec::warnings_text(&warnings) }),
     ))
 }
 

@@ -114,6 +114,9 @@ pub(super) async fn run(cmd: JobCommand) -> anyhow::Result<i32> {
                         .collect()
                 })
                 .unwrap_or_default();
+            if let Some(w) = v["Warnings"].as_str().filter(|w| !w.is_empty()) {
+                println!("Job Warnings:\n{w}\n");
+            }
             if errors.is_empty() {
                 println!("Job validation successful");
                 Ok(0)

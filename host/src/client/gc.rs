@@ -219,7 +219,7 @@ impl Client {
     }
 
     /// Let one ended allocation's runner, directory and local state go; keep its record.
-    async fn collect_ended(&self, id: String, runner: bool, reason: &str) {
+    pub(super) async fn collect_ended(&self, id: String, runner: bool, reason: &str) {
         tracing::info!(alloc_id = %id, reason, "garbage collecting allocation");
         if !runner {
             if let Err(e) = std::fs::remove_dir_all(self.alloc_root.join(&id))

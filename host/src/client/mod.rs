@@ -74,12 +74,18 @@ pub struct Client {
     usage: Arc<usage::NodeUsage>,
     /// Nomad's client garbage collection of ended allocations.
     gc: Arc<gc::ClientGc>,
+    /// The id of each allocation that ends, for the server to read (its reschedules).
+    ended: tokio::sync::mpsc::UnboundedSender<String>,
+    ended_rx: std::sync::Mutex<Option<tokio::sync::mpsc::UnboundedReceiver<String>>>,
 }
 
 impl Client {
     /// A client with no allocations.
     pub fn new(p: ClientParts) -> Self {
+        let (ended, ended_rx) = tokio::sync::mpsc::unbounded_channel();
         Self {
+            ended,
+            ended_rx: std::sync::Mutex::new(Some(ended_rx)),
             db: p.db,
             changes: p.changes,
             plugins: p.plugins,
@@ -94,6 +100,12 @@ impl Client {
             usage: Arc::default(),
             gc: Arc::new(gc::ClientGc::new(p.gc)),
         }
+    }
+
+    /// The ids of allocations as they end, from now on (for one reader: `None` after the
+    /// first call).
+    pub fn take_ended(&self) -> Option<tokio::sync::mpsc::UnboundedReceiver<String>> {
+        self.ended_rx.lock().unwrap().take()
     }
 
     /// Where allocation directories are built.
@@ -127,6 +139,7 @@ impl Client {
     pub fn runner_config(&self) -> AllocRunnerConfig {
         let usage = self.usage.clone();
         let gc = self.gc.clone();
+        let ended = self.ended.clone();
         AllocRunnerConfig {
             db: self.db.clone(),
             changes: self.changes.clone(),
@@ -137,6 +150,9 @@ impl Client {
             on_live: Arc::new(move |id: &str, live: bool| {
                 usage.set_live(id, live);
                 gc.ended(id, !live);
+                if !live {
+                    let _ = ended.send(id.to_string());
+                }
             }),
             plugins: self.plugins.clone(),
         }
@@ -276,6 +292,37 @@ impl Client {
         self.usage.forget(id);
         self.gc.forget(id);
         self.order.remove(create_index, id);
+        true
+    }
+
+    /// Change allocation `id`'s lineage (its runner's, or its restored record's, written
+    /// to the state DB and told on the event stream as its runner's would be). Returns
+    /// whether the allocation is known.
+    pub fn update_lineage(&self, id: &str, f: impl FnOnce(&mut crate::structs::Lineage)) -> bool {
+        if let Some(r) = self.runner(id) {
+            r.shared().update_lineage(f);
+            return true;
+        }
+        let record = {
+            let mut restored = self.restored.write().unwrap();
+            let Some(a) = restored.get_mut(id) else {
+                return false;
+            };
+            f(&mut a.lineage);
+            a.modify_index = self.changes.bump();
+            a.modify_time = crate::util::now_nanos();
+            a.clone()
+        };
+        self.changes
+            .events
+            .allocation("AllocationUpdated", record.modify_index, &record);
+        if let Err(e) = self
+            .db
+            .queue_alloc(&record)
+            .and_then(crate::state::Durable::wait)
+        {
+            crate::state::log_write_failed(&e, "allocation state", id);
+        }
         true
     }
 

@@ -291,11 +291,41 @@ impl Client {
         self.order.page(from, keep, limit)
     }
 
-    /// Forget a finished allocation: its state and its directory. `Ok(false)` when no
-    /// allocation has that id; refused while it still runs. Forgotten only once the state
-    /// DB forgot it: a refused removal leaves the allocation shown (and back after a
-    /// restart it would be anyway).
+    /// Collect a finished allocation now, as the client's collection would: its runner,
+    /// directory and local state go, its record stays (Nomad's server keeps it until its
+    /// own collection; a batch job whose allocation completed is not run again for it).
+    /// `Ok(false)` when no allocation has that id; refused while it still runs.
     pub async fn gc_allocation(&self, id: &str) -> Result<bool, AllocActionError> {
+        if let Some(r) = self.runner(id) {
+            if !r.shared().peek(Allocation::is_terminal) {
+                return Err(AllocActionError::StillRunning(id.to_string()));
+            }
+            self.gc.forget(id);
+            self.collect_ended(id.to_string(), true, "forced collection")
+                .await;
+            if self.runner(id).is_some() {
+                // Its record could not be written: it stays, as a refused removal did.
+                return Err(crate::state::StateError::Unwritable {
+                    reason: "the allocation's record could not be written".into(),
+                }
+                .into());
+            }
+        } else if self.restored_create_index(id).is_some() {
+            self.gc.forget(id);
+            self.collect_ended(id.to_string(), false, "forced collection")
+                .await;
+        } else {
+            return Ok(false);
+        }
+        self.changes.bump();
+        Ok(true)
+    }
+
+    /// Forget a finished allocation altogether (the server's collection): its state, its
+    /// record and its directory. `Ok(false)` when no allocation has that id; refused while
+    /// it still runs. Forgotten only once the state DB forgot it: a refused removal leaves
+    /// the allocation shown (and back after a restart it would be anyway).
+    pub async fn purge_allocation(&self, id: &str) -> Result<bool, AllocActionError> {
         if let Some(r) = self.runner(id) {
             if !r.shared().peek(Allocation::is_terminal) {
                 return Err(AllocActionError::StillRunning(id.to_string()));

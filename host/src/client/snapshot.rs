@@ -31,6 +31,56 @@ impl LiveAlloc {
     }
 }
 
+/// An ended allocation of the job being planned that nothing replaced yet: what decides
+/// whether its place is filled again (Nomad's reschedule and migrate rules).
+#[derive(Debug, Clone)]
+pub struct EndedAlloc {
+    pub id: String,
+    pub group: String,
+    pub index: u32,
+    pub status: crate::structs::ClientStatus,
+    /// The server stopped it (`desired_status` stop).
+    pub stopped: bool,
+    /// It was stopped to be replaced (`alloc stop`).
+    pub migrate: bool,
+    /// When it ended: its tasks' last finish, else its last change; ns.
+    pub fail_time: u64,
+    /// The reschedules that led to it.
+    pub tracker: Option<crate::structs::RescheduleTracker>,
+    /// The follow-up evaluation already made for it, if any.
+    pub followup_eval_id: String,
+    /// The node it ran on.
+    pub node_id: String,
+}
+
+impl EndedAlloc {
+    /// The parts of the ended allocation `a` a plan reads.
+    pub fn of(a: &Allocation) -> Self {
+        let finished = a
+            .task_states
+            .values()
+            .map(|s| s.finished_at)
+            .max()
+            .unwrap_or(0);
+        Self {
+            id: a.id.clone(),
+            group: a.task_group.clone(),
+            index: a.index,
+            status: a.client_status,
+            stopped: a.desired_status == crate::structs::DesiredStatus::Stop,
+            migrate: a.lineage.desired_transition.migrate == Some(true),
+            fail_time: if finished > 0 {
+                finished
+            } else {
+                a.modify_time
+            },
+            tracker: a.lineage.reschedule_tracker.clone(),
+            followup_eval_id: a.lineage.followup_eval_id.clone(),
+            node_id: a.node_id.clone(),
+        }
+    }
+}
+
 /// What the client runs and the node offers, as a plan of one job needs it: taken under
 /// the plan lock, so the next plan sees what this one placed. The server fills in what it
 /// knows itself (eligibility, completed allocations).
@@ -50,9 +100,10 @@ pub struct ClientSnapshot {
     pub max_live_allocs: usize,
     /// The job's own live (not terminal) allocations.
     pub live: Vec<LiveAlloc>,
-    /// The job's allocations that completed, `(group, index)`: filled when the job runs to
-    /// completion and is evaluated again, so they are not placed again.
-    pub completed: Vec<(String, u32)>,
+    /// The job's ended allocations that nothing replaced yet (filled in by the server).
+    pub ended: Vec<EndedAlloc>,
+    /// Now, ns since the epoch: when reschedule delays are measured from.
+    pub now: u64,
     /// What the node offers, with what the other jobs' live allocations hold of it.
     pub capacity: Capacity,
     /// Ports the other jobs hold, and by whom.
@@ -89,7 +140,8 @@ impl Client {
                 .iter()
                 .map(|r| r.shared().peek(LiveAlloc::of))
                 .collect(),
-            completed: Vec::new(),
+            ended: Vec::new(),
+            now: crate::util::now_nanos(),
             capacity,
             ports,
             held_devices: devices,

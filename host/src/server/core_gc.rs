@@ -92,18 +92,13 @@ fn dead(job: &Job) -> bool {
     job.state.status == "dead"
 }
 
-/// Whether a failed allocation of `group` would be replaced by its reschedule policy (its
-/// `ReschedulePolicy`, else the job type's default: unlimited for a service, one attempt
-/// for a batch job, none for system jobs).
-fn reschedules(job: &Job, group: &crate::jobspec::TaskGroup) -> bool {
-    match group.kept.get("ReschedulePolicy") {
-        Some(serde_json::Value::Object(p)) => {
-            p.get("Unlimited").and_then(|v| v.as_bool()) == Some(true)
-                || p.get("Attempts").and_then(|v| v.as_i64()).unwrap_or(0) > 0
-        }
-        Some(_) => false,
-        None => matches!(job.job_type, JobType::Service | JobType::Batch),
-    }
+/// Whether a failed allocation of `group` would be replaced by its reschedule policy
+/// (none for system jobs).
+fn reschedules(_job: &Job, group: &crate::jobspec::TaskGroup) -> bool {
+    group
+        .reschedule_policy
+        .as_ref()
+        .is_some_and(|p| p.enabled())
 }
 
 /// Nomad's `allocGCEligible`: a terminal allocation older than `threshold` may go unless
@@ -359,7 +354,7 @@ impl Server {
                 refused = true;
                 break;
             }
-            match self.client.gc_allocation(&id).await {
+            match self.client.purge_allocation(&id).await {
                 Ok(true) => done.allocs.push(id),
                 Ok(false) => {}
                 Err(e) => {

@@ -53,6 +53,8 @@ fn eval(id: &str, job: &Job, status: &str, age: u64) -> Evaluation {
         queued_allocations: Default::default(),
         blocked_eval: String::new(),
         previous_eval: String::new(),
+        next_eval: String::new(),
+        wait_until: 0,
         deployment_id: String::new(),
         create_index: 10,
         modify_index: 10,
@@ -101,10 +103,8 @@ fn a_failed_allocation_a_reschedule_policy_would_replace_stays_while_the_job_liv
         vec!["stopped"]
     );
     // No rescheduling, or a dead job: nothing waits for it.
-    j.task_groups[0].kept.insert(
-        "ReschedulePolicy".into(),
-        serde_json::json!({"Attempts": 0, "Unlimited": false}),
-    );
+    let policy = j.task_groups[0].reschedule_policy.as_mut().unwrap();
+    (policy.attempts, policy.unlimited) = (0, false);
     assert_eq!(ids(&run(std::slice::from_ref(&j), &allocs, &[])).0.len(), 2);
     let dead = job("web", "service", "dead", 10 * H);
     assert_eq!(ids(&run(&[dead], &allocs, &[])).0.len(), 2);

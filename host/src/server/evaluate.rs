@@ -90,7 +90,12 @@ impl Server {
         self.publish_evals(job, changed, index);
     }
 
-    fn publish_evals(&self, job: &Job, evals: Vec<crate::evals::Evaluation>, index: u64) {
+    pub(super) fn publish_evals(
+        &self,
+        job: &Job,
+        evals: Vec<crate::evals::Evaluation>,
+        index: u64,
+    ) {
         let events = &self.changes.events;
         if !events.wanted() {
             return;

@@ -29,6 +29,7 @@ pub mod periodic;
 pub mod placing;
 pub mod plan;
 pub mod register;
+pub mod reschedule;
 pub mod snapshot;
 pub mod submission;
 pub mod vars;
@@ -63,6 +64,8 @@ pub struct Server {
     node_events: Arc<crate::node::NodeEvents>,
     /// The node as the `Node` event topic shows it, once the agent has said how.
     node_view: OnceLock<NodeViewFn>,
+    /// Refuse jobs asking for what the agent does not act on, instead of warning.
+    refuse_unacted: bool,
 }
 
 /// What a server is made of.
@@ -72,6 +75,8 @@ pub struct ServerParts {
     pub client: Arc<Client>,
     pub vars: Arc<vars::VarStore>,
     pub node_events: Arc<crate::node::NodeEvents>,
+    /// `client { unsupported_job_features = "error" }`.
+    pub refuse_unacted: bool,
 }
 
 impl Server {
@@ -91,6 +96,7 @@ impl Server {
             drain_generation: Default::default(),
             node_events: p.node_events,
             node_view: OnceLock::new(),
+            refuse_unacted: p.refuse_unacted,
         }
     }
 

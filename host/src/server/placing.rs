@@ -106,6 +106,12 @@ impl Placing {
         };
         let config = agent.client.runner_config();
         let allocs = new_allocations(&job, &eval_id, index, started, &config.node, place);
+        // The allocations the new ones replace, to be told so once the new ones are stored.
+        let replaced: Vec<(String, String)> = allocs
+            .iter()
+            .filter(|a| !a.lineage.previous_allocation.is_empty())
+            .map(|a| (a.lineage.previous_allocation.clone(), a.id.clone()))
+            .collect();
         let fail = |e: crate::state::StateError| {
             tracing::error!(job = %job.id, namespace = %job.namespace, error = %e, "placing the job's allocations failed");
             let why = format!("storing the placed allocations: {e}");
@@ -138,6 +144,11 @@ impl Placing {
                 return Err(fail(e));
             }
         };
+        for (previous, next) in replaced {
+            agent
+                .client
+                .update_lineage(&previous, |l| l.next_allocation = next);
+        }
         // Ended at an index after the allocations are in the table, so whoever waits on
         // the evaluation finds them.
         let index = agent.changes.bump();
@@ -201,6 +212,14 @@ fn new_allocations(
                 modify_index: index,
                 create_time: now,
                 modify_time: now,
+                lineage: match p.replaces {
+                    Some(r) => crate::structs::Lineage {
+                        previous_allocation: r.alloc_id,
+                        reschedule_tracker: r.tracker,
+                        ..Default::default()
+                    },
+                    None => Default::default(),
+                },
             }
         })
         .collect()

@@ -14,7 +14,7 @@ use std::collections::BTreeMap;
 use serde::Serialize;
 
 use super::feasible;
-pub use crate::client::snapshot::{ClientSnapshot, LiveAlloc};
+pub use crate::client::snapshot::{ClientSnapshot, EndedAlloc, LiveAlloc};
 use crate::devicemanager::{DeviceShortage, NodeDeviceResource};
 use crate::evals::{Failed, Unplaced};
 use crate::jobspec::bounds;
@@ -37,7 +37,30 @@ pub struct Placement {
     pub index: u32,
     /// What it holds: every task's CPU and memory, its ports and devices.
     pub resources: AllocatedResources,
+    /// The ended allocation it replaces, if it replaces one.
+    pub replaces: Option<Replaces>,
 }
+
+/// An ended allocation a placement replaces: a failed one rescheduled, or one stopped to
+/// be replaced (`alloc stop`).
+#[derive(Debug, Clone, PartialEq)]
+pub struct Replaces {
+    pub alloc_id: String,
+    /// The replacement's reschedule tracker: the replaced one's, with this reschedule
+    /// added when it is one.
+    pub tracker: Option<crate::structs::RescheduleTracker>,
+}
+
+/// A failed allocation whose replacement waits for its reschedule delay.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Followup {
+    pub alloc_id: String,
+    /// When the delay is over, ns since the epoch.
+    pub wait_until: u64,
+}
+
+/// Nomad's window: a reschedule due within a second of now is made now.
+const RESCHEDULE_WINDOW: u64 = 1_000_000_000;
 
 /// What registering a job would do.
 #[derive(Debug, Clone)]
@@ -57,6 +80,10 @@ pub struct Plan {
     pub blocked: BTreeMap<String, Failed>,
     /// When planning began (the placements' `AllocationTime` counts from it).
     pub started: std::time::Instant,
+    /// Failed allocations to replace later, once their reschedule delay is over.
+    pub followups: Vec<Followup>,
+    /// The groups of the ended allocations followed up, by allocation id.
+    ended_groups: Vec<(String, String)>,
 }
 
 /// What a plan would do (the body of Nomad's `JobPlanResponse`).
@@ -95,9 +122,21 @@ pub struct DesiredUpdates {
     pub canary: u64,
     /// Preempted (none).
     pub preemptions: u64,
+    /// Failed allocations replaced now by their reschedule policy.
+    pub reschedule_now: u64,
+    /// Failed allocations to be replaced once their reschedule delay is over.
+    pub reschedule_later: u64,
 }
 
 impl Plan {
+    /// The group of an ended allocation this plan follows up.
+    fn ended_group(&self, id: &str) -> Option<String> {
+        self.ended_groups
+            .iter()
+            .find(|(a, _)| a == id)
+            .map(|(_, g)| g.clone())
+    }
+
     /// Whether the job's spec differs from the one registered (or none was).
     pub fn spec_changed(&self) -> bool {
         self.existing.as_ref().is_none_or(|e| !e.spec_eq(&self.job))
@@ -128,8 +167,21 @@ impl Plan {
         for (g, n) in &self.blocked {
             out.entry(g.clone()).or_default().place += n.count;
         }
+        for f in &self.followups {
+            if let Some(g) = self.ended_group(&f.alloc_id) {
+                out.entry(g).or_default().reschedule_later += 1;
+            }
+        }
         // A destructive update re-places at the same index: count it once.
         for p in &self.place {
+            if p.replaces.as_ref().is_some_and(|r| {
+                r.tracker
+                    .as_ref()
+                    .and_then(|t| t.events.last())
+                    .is_some_and(|e| e.prev_alloc_id == r.alloc_id)
+            }) {
+                out.entry(p.group.clone()).or_default().reschedule_now += 1;
+            }
             let replaced = self
                 .destructive
                 .iter()
@@ -163,6 +215,8 @@ pub fn plan(
         place: Vec::new(),
         blocked: BTreeMap::new(),
         started: std::time::Instant::now(),
+        followups: Vec::new(),
+        ended_groups: Vec::new(),
     };
     let live = snap.live.clone();
     // A stopped job, or one whose children do the work, runs nothing of its own.
@@ -185,13 +239,67 @@ pub fn plan(
         return Ok(plan);
     }
     sort_live(&mut plan, previous.as_ref(), live);
-    let completed: &[(String, u32)] = if reevaluate && plan.job.job_type.runs_to_completion() {
-        &snap.completed
-    } else {
-        &[]
-    };
-    place_missing(&mut plan, snap, completed);
+    // What ended under the same spec decides whether its place is filled again; a new
+    // spec starts afresh (Nomad ignores an older version's terminal allocations).
+    let ended: &[EndedAlloc] = if unchanged { &snap.ended } else { &[] };
+    place_missing(&mut plan, snap, ended);
     Ok(plan)
+}
+
+/// What becomes of an index whose last allocation ended and was not replaced.
+#[derive(Debug, PartialEq)]
+enum AfterEnd {
+    /// Placed again, replacing it (or afresh).
+    Place(Option<Replaces>),
+    /// Left empty: a batch allocation that completed, or one out of reschedule attempts.
+    Leave,
+    /// Placed once its reschedule delay is over, at this time.
+    Later(u64),
+}
+
+/// Nomad's rules for an ended allocation `e` of `group`, at `now`.
+fn after_end(job: &Job, group: &TaskGroup, e: &EndedAlloc, now: u64) -> AfterEnd {
+    use crate::structs::ClientStatus;
+    use crate::structs::reschedule::{Reschedule, next};
+    if e.migrate {
+        return AfterEnd::Place(Some(Replaces {
+            alloc_id: e.id.clone(),
+            tracker: e.tracker.clone(),
+        }));
+    }
+    if e.stopped {
+        return AfterEnd::Place(None);
+    }
+    match e.status {
+        ClientStatus::Complete if job.job_type.runs_to_completion() => AfterEnd::Leave,
+        ClientStatus::Failed => {
+            match next(
+                group.reschedule_policy.as_ref(),
+                e.tracker.as_ref(),
+                e.fail_time,
+            ) {
+                Reschedule::Never => AfterEnd::Leave,
+                Reschedule::At { time, .. } if time > now.saturating_add(RESCHEDULE_WINDOW) => {
+                    AfterEnd::Later(time)
+                }
+                Reschedule::At { delay, .. } => {
+                    let mut tracker = e.tracker.clone().unwrap_or_default();
+                    tracker.events.push(crate::structs::RescheduleEvent {
+                        reschedule_time: now,
+                        prev_alloc_id: e.id.clone(),
+                        prev_node_id: e.node_id.clone(),
+                        delay,
+                    });
+                    tracker.last_reschedule = "ok".into();
+                    AfterEnd::Place(Some(Replaces {
+                        alloc_id: e.id.clone(),
+                        tracker: Some(tracker),
+                    }))
+                }
+            }
+        }
+        _ => AfterEnd::Place(None),
+    }
 }
 
 /// Which of the job's live allocations the new version keeps (as they are, or updated in
@@ -228,9 +336,9 @@ struct Left {
     devices: BTreeMap<String, String>,
 }
 
-/// Place every index of every group that no kept allocation holds (nor, `completed`, has
-/// run to completion), or say why it waits.
-fn place_missing(plan: &mut Plan, snap: &ClientSnapshot, completed: &[(String, u32)]) {
+/// Place every index of every group that no kept allocation holds, unless what ended
+/// there says otherwise ([`after_end`]), or say why it waits.
+fn place_missing(plan: &mut Plan, snap: &ClientSnapshot, ended: &[EndedAlloc]) {
     let mut left = Left {
         capacity: snap.capacity.clone(),
         ports: snap.ports.clone(),
@@ -247,6 +355,7 @@ fn place_missing(plan: &mut Plan, snap: &ClientSnapshot, completed: &[(String, u
         left.capacity.hold(&k.alloc.resources);
     }
     let (mut place, mut blocked) = (Vec::new(), BTreeMap::new());
+    let (mut followups, mut ended_groups) = (Vec::new(), Vec::new());
     let mut block = |group: &str, why: Unplaced| {
         blocked
             .entry(group.to_string())
@@ -261,10 +370,27 @@ fn place_missing(plan: &mut Plan, snap: &ClientSnapshot, completed: &[(String, u
                 .keep
                 .iter()
                 .any(|k| held(&k.alloc.group, k.alloc.index))
-                || completed.iter().any(|(g, x)| held(g, *x))
             {
                 continue;
             }
+            // The newest ended allocation at this index decides.
+            let last = ended
+                .iter()
+                .filter(|e| held(&e.group, e.index))
+                .max_by_key(|e| e.fail_time);
+            let replaces = match last.map(|e| (e, after_end(&plan.job, group, e, snap.now))) {
+                None => None,
+                Some((_, AfterEnd::Place(r))) => r,
+                Some((_, AfterEnd::Leave)) => continue,
+                Some((e, AfterEnd::Later(wait_until))) => {
+                    followups.push(Followup {
+                        alloc_id: e.id.clone(),
+                        wait_until,
+                    });
+                    ended_groups.push((e.id.clone(), group.name.clone()));
+                    continue;
+                }
+            };
             let why = if !snap.eligible {
                 Some(Unplaced::Ineligible)
             } else {
@@ -279,6 +405,7 @@ fn place_missing(plan: &mut Plan, snap: &ClientSnapshot, completed: &[(String, u
                     group: group.name.clone(),
                     index: i,
                     resources,
+                    replaces,
                 }),
                 // A count that fits in part places what fits.
                 Err(why) => block(&group.name, why),
@@ -287,6 +414,8 @@ fn place_missing(plan: &mut Plan, snap: &ClientSnapshot, completed: &[(String, u
     }
     plan.place = place;
     plan.blocked = blocked;
+    plan.followups = followups;
+    plan.ended_groups = ended_groups;
 }
 
 /// Ports, devices and room for one allocation of `group` (`path`, for errors), taken from

@@ -3,7 +3,7 @@
 
 use super::*;
 use crate::devicemanager::NodeDevice;
-use crate::structs::Amounts;
+use crate::structs::{Amounts, ClientStatus};
 use crate::taskenv::NodeInfo;
 
 /// A job from Nomad's JSON: one group `web` of `count` allocations, one `mock` task asking
@@ -278,18 +278,107 @@ fn a_stopped_job_stops_everything_and_places_nothing() {
     assert!(p.place.is_empty() && p.keep.is_empty());
 }
 
+fn ended(id: &str, index: u32, status: ClientStatus, fail_time: u64) -> EndedAlloc {
+    EndedAlloc {
+        id: id.into(),
+        group: "web".into(),
+        index,
+        status,
+        stopped: false,
+        migrate: false,
+        fail_time,
+        tracker: None,
+        followup_eval_id: String::new(),
+        node_id: "node".into(),
+    }
+}
+
+const S: u64 = 1_000_000_000;
+
 #[test]
 fn evaluating_a_batch_job_again_places_only_what_has_not_completed() {
     let mut j = job(3, 64, serde_json::json!({}));
     j.job_type = crate::jobspec::JobType::Batch;
     let mut snap = node(1024);
-    snap.completed = vec![("web".into(), 0), ("web".into(), 2)];
+    snap.ended = vec![
+        ended("a0", 0, ClientStatus::Complete, 0),
+        ended("a2", 2, ClientStatus::Complete, 0),
+    ];
     let p = plan(j.clone(), Some(registered(j.clone())), &snap, true).unwrap();
+    assert_eq!(p.place.iter().map(|p| p.index).collect::<Vec<_>>(), [1]);
+    // Registered again unchanged, as evaluated again: never run twice.
+    let p = plan(j.clone(), Some(registered(j.clone())), &snap, false).unwrap();
     assert_eq!(p.place.iter().map(|p| p.index).collect::<Vec<_>>(), [1]);
     // A service job runs forever: what completed is placed again.
     j.job_type = crate::jobspec::JobType::Service;
     let p = plan(j.clone(), Some(registered(j)), &snap, true).unwrap();
     assert_eq!(p.place.len(), 3);
+}
+
+#[test]
+fn a_failed_service_allocation_is_replaced_after_its_delay_with_its_tracker() {
+    let j = job(1, 64, serde_json::json!({}));
+    let mut snap = node(1024);
+    snap.now = 1_000 * S;
+    // Failed 10 s ago: the service default waits 30 s, so a follow-up at fail + 30 s.
+    snap.ended = vec![ended("f1", 0, ClientStatus::Failed, 990 * S)];
+    let p = plan(j.clone(), Some(registered(j.clone())), &snap, true).unwrap();
+    assert!(p.place.is_empty());
+    assert_eq!(
+        p.followups,
+        [Followup {
+            alloc_id: "f1".into(),
+            wait_until: 1_020 * S
+        }]
+    );
+    assert_eq!(p.desired_updates()["web"].reschedule_later, 1);
+    // Its delay over: replaced now, the tracker naming it with the delay it waited.
+    snap.now = 1_020 * S;
+    let p = plan(j.clone(), Some(registered(j.clone())), &snap, true).unwrap();
+    let r = p.place[0].replaces.clone().unwrap();
+    assert_eq!(r.alloc_id, "f1");
+    let t = r.tracker.unwrap();
+    assert_eq!(t.events.len(), 1);
+    assert_eq!(
+        (t.events[0].prev_alloc_id.as_str(), t.events[0].delay),
+        ("f1", 30 * S)
+    );
+    assert_eq!(p.desired_updates()["web"].reschedule_now, 1);
+    // The replacement failed too: the next delay is twice the last.
+    let mut again = ended("f2", 0, ClientStatus::Failed, 1_100 * S);
+    again.tracker = Some(t);
+    snap.ended = vec![again];
+    let p = plan(j.clone(), Some(registered(j)), &snap, true).unwrap();
+    assert_eq!(p.followups[0].wait_until, 1_160 * S);
+}
+
+#[test]
+fn a_batch_allocation_out_of_attempts_is_left_and_one_stopped_to_move_is_replaced() {
+    let mut j = job(2, 64, serde_json::json!({}));
+    j.job_type = crate::jobspec::JobType::Batch;
+    j.task_groups[0].reschedule_policy =
+        crate::jobspec::ReschedulePolicy::default_for(crate::jobspec::JobType::Batch);
+    let mut snap = node(1024);
+    snap.now = 100_000 * S;
+    let mut spent = ended("b0", 0, ClientStatus::Failed, 99_000 * S);
+    spent.tracker = Some(crate::structs::RescheduleTracker {
+        events: vec![crate::structs::RescheduleEvent {
+            reschedule_time: 98_000 * S,
+            prev_alloc_id: "b".into(),
+            prev_node_id: "node".into(),
+            delay: 5 * S,
+        }],
+        last_reschedule: "ok".into(),
+    });
+    let mut moved = ended("m1", 1, ClientStatus::Complete, 99_000 * S);
+    (moved.stopped, moved.migrate) = (true, true);
+    snap.ended = vec![spent, moved];
+    let p = plan(j.clone(), Some(registered(j)), &snap, true).unwrap();
+    assert_eq!(p.place.len(), 1, "{:?}", p.place);
+    assert_eq!(p.place[0].index, 1);
+    let r = p.place[0].replaces.clone().unwrap();
+    assert_eq!((r.alloc_id.as_str(), r.tracker), ("m1", None));
+    assert!(p.followups.is_empty());
 }
 
 #[test]

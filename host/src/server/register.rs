@@ -29,6 +29,9 @@ pub struct Registered {
     pub job_modify_index: u64,
     /// Allocations placed.
     pub allocs: Vec<String>,
+    /// What the job asks for that the agent does not act on, one line each (the
+    /// answer's `Warnings`).
+    pub warnings: Vec<String>,
 }
 
 /// Why a job was not registered.
@@ -53,6 +56,18 @@ pub enum RegisterError {
     /// The state DB failed; nothing was placed.
     #[error(transparent)]
     State(#[from] StateError),
+    /// The job asks for what the agent does not act on, and the operator set
+    /// `client { unsupported_job_features = "error" }`.
+    #[error("{}", unacted_refusal(.0))]
+    Unacted(Vec<String>),
+}
+
+/// The refusal of a job asking for what the agent does not act on, each field named.
+fn unacted_refusal(list: &[String]) -> String {
+    format!(
+        "the job asks for what this agent does not act on, and client.unsupported_job_features is \"error\":\n* {}",
+        list.join("\n* ")
+    )
 }
 
 /// Options of a registration (Nomad's `JobRegisterRequest`).
@@ -74,11 +89,27 @@ impl Server {
     /// index, or `None` if the allocation is unknown.
     pub fn stop_allocation(&self, id: &str) -> Option<(String, u64)> {
         let r = self.client.runner(id)?;
-        r.stop("alloc stopped by user");
+        // As Nomad's `alloc stop`: stopped, and replaced once it has stopped.
+        r.shared()
+            .update_lineage(|l| l.desired_transition.migrate = Some(true));
+        r.stop("alloc is being migrated");
         let job = r.shared().peek(|a| a.job.clone());
         let index = self.changes.bump();
         let eval = self.evaluate(&job, crate::evals::Trigger::AllocStop, index);
         Some((eval, index))
+    }
+
+    /// What `job` asks for that the agent does not act on, one line each; refused when
+    /// the operator said so (`client { unsupported_job_features = "error" }`).
+    pub fn unacted(&self, job: &Job) -> Result<Vec<String>, RegisterError> {
+        let list: Vec<String> = crate::jobspec::unacted(job)
+            .iter()
+            .map(ToString::to_string)
+            .collect();
+        if self.refuse_unacted && !list.is_empty() {
+            return Err(RegisterError::Unacted(list));
+        }
+        Ok(list)
     }
 
     /// Register (or update) a job and place its allocations.
@@ -167,6 +198,7 @@ impl Server {
         RegisterError,
     > {
         crate::jobspec::bounds::check(&job)?;
+        let warnings = self.unacted(&job)?;
         // Nothing is planned, changed in memory or started that could not be recorded.
         if let Some(reason) = self.db.unwritable() {
             return Err(StateError::Unwritable { reason }.into());
@@ -192,7 +224,8 @@ impl Server {
             tracing::warn!(job = %key.1, namespace = %key.0, "{w}");
         }
         let plan = self.plan(job)?;
-        let (r, placing, written) = self.apply(plan, None, guard, submission)?;
+        let (mut r, placing, written) = self.apply(plan, None, guard, submission)?;
+        r.warnings = warnings;
         Ok((r, placing, written, (key, existing)))
     }
 
@@ -217,6 +250,8 @@ impl Server {
             place,
             blocked,
             started,
+            followups,
+            ..
         } = plan;
         let index = self.changes.bump();
         job.state = next_state(existing.as_ref(), spec_changed, index);
@@ -249,6 +284,7 @@ impl Server {
                 index,
                 job_modify_index: job.state.job_modify_index,
                 allocs: Vec::new(),
+                warnings: Vec::new(),
             };
             return Ok((r, None, job_written));
         }
@@ -256,6 +292,7 @@ impl Server {
         // Nomad's order: the job, its evaluation, then the allocations.
         let trigger = trigger.unwrap_or_else(|| trigger_of(&job));
         let eval_id = self.evaluate_pending(&job, trigger, index);
+        self.follow_up(&job, &followups, index);
         // Queued under the plan lock (so versions of a job are written in order), waited
         // for by the caller after the lock is let go; with the mark that its placement is
         // on its way, which the placement clears once its allocations are stored.
@@ -267,6 +304,7 @@ impl Server {
             index,
             job_modify_index: job.state.job_modify_index,
             allocs: Vec::new(),
+            warnings: Vec::new(),
         };
         let kept = keep.len();
         let update = keep
@@ -392,6 +430,7 @@ impl Server {
                 index: 0,
                 job_modify_index: 0,
                 allocs: Vec::new(),
+                warnings: Vec::new(),
             });
         };
         let index = self.changes.bump();
@@ -426,6 +465,7 @@ impl Server {
             index,
             job_modify_index: index,
             allocs: Vec::new(),
+            warnings: Vec::new(),
         })
     }
 

@@ -7,8 +7,7 @@ use super::Server;
 use crate::allocrunner::AllocRunner;
 use crate::jobspec::bounds;
 use crate::jobspec::{Job, JobspecError};
-use crate::server::plan::{self, ClientSnapshot, JobPlan, Plan};
-use crate::structs::ClientStatus;
+use crate::server::plan::{self, ClientSnapshot, EndedAlloc, JobPlan, Plan};
 
 impl Server {
     /// The live (not terminal) allocations of the job `(namespace, id)` as registered now.
@@ -27,25 +26,18 @@ impl Server {
     pub(super) fn plan_with(&self, job: Job, reevaluate: bool) -> Result<Plan, JobspecError> {
         let key = (job.namespace.clone(), job.id.clone());
         let existing = self.jobs.read().unwrap().get(&key).cloned();
-        let completed = reevaluate && job.job_type.runs_to_completion();
-        let snapshot = self.client_snapshot(&key, completed);
+        let snapshot = self.client_snapshot(&key);
         plan::plan(job, existing, &snapshot, reevaluate)
     }
 
     /// What the planner reads of the client for a plan of job `key`, with the node's
-    /// eligibility and, with `completed`, the job's completed allocations.
-    pub(super) fn client_snapshot(
-        &self,
-        key: &(String, String),
-        completed: bool,
-    ) -> ClientSnapshot {
+    /// eligibility and the job's ended allocations nothing replaced yet.
+    pub(super) fn client_snapshot(&self, key: &(String, String)) -> ClientSnapshot {
         let mut snap = self.client.snapshot(key);
         snap.eligible = self.eligible();
-        if completed {
-            snap.completed = self.visit_job_allocations(&key.0, &key.1, false, |a| {
-                (a.client_status == ClientStatus::Complete).then(|| (a.task_group.clone(), a.index))
-            });
-        }
+        snap.ended = self.visit_job_allocations(&key.0, &key.1, false, |a| {
+            (a.is_terminal() && a.lineage.next_allocation.is_empty()).then(|| EndedAlloc::of(a))
+        });
         snap
     }
 

@@ -193,6 +193,7 @@ mod tests {
             interval: 60 * S,
             delay: 10 * S,
             mode,
+            kept: Default::default(),
         }
     }
 
@@ -380,6 +381,7 @@ mod tests {
                 interval: u64::MAX / 4,
                 delay: 4 * S,
                 mode: RestartMode::Fail,
+                kept: Default::default(),
             },
             JobType::Service,
             false,

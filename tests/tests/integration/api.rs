@@ -190,9 +190,31 @@ async fn stopping_an_allocation_kills_its_task() {
         .await
         .unwrap();
     assert_eq!(r.status(), 200);
-    let a = t.finished_alloc("long").await;
+    let a = t.alloc_done(&id).await;
     assert_eq!(a["DesiredStatus"], "stop");
+    assert_eq!(a["DesiredTransition"]["Migrate"], true);
     assert_eq!(a["ClientStatus"], "complete");
+    // As Nomad's `alloc stop`: a replacement is placed, the two linked.
+    let allocs = t
+        .wait_allocs("long", Duration::from_secs(20), |a| {
+            a.iter()
+                .any(|a| a["ID"] == id.as_str() && a["NextAllocation"] != "")
+        })
+        .await;
+    assert_eq!(allocs.len(), 2);
+    let stopped = allocs.iter().find(|a| a["ID"] == id.as_str()).unwrap();
+    let next = t
+        .get(&format!(
+            "/v1/allocation/{}",
+            stopped["NextAllocation"].as_str().unwrap()
+        ))
+        .await;
+    assert_eq!(next["PreviousAllocation"], id.as_str());
+    assert_eq!(
+        next["RescheduleTracker"],
+        serde_json::Value::Null,
+        "a move is no reschedule"
+    );
     let types = event_types(&a, "t");
     assert!(
         types.ends_with(&[

@@ -249,6 +249,23 @@ impl TestAgent {
 }
 
 impl TestAgent {
+    /// Allocation `id`, read in full once it is terminal and every task in it is dead
+    /// (`alloc stop` places a replacement: the job's other allocations may run on).
+    pub async fn alloc_done(&self, id: &str) -> serde_json::Value {
+        let deadline = std::time::Instant::now() + Duration::from_secs(30);
+        loop {
+            let a = self.get(&format!("/v1/allocation/{id}")).await;
+            if all_terminal(std::slice::from_ref(&a)) {
+                return a;
+            }
+            assert!(
+                std::time::Instant::now() < deadline,
+                "allocation {id} did not end: {a}"
+            );
+            tokio::time::sleep(Duration::from_millis(50)).await;
+        }
+    }
+
     /// The first allocation of `job`, read in full once every task in it is dead.
     pub async fn finished_alloc(&self, job: &str) -> serde_json::Value {
         let allocs = self

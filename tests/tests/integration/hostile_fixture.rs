@@ -42,10 +42,11 @@ async fn hostile_agent(dir: &Path) -> AgentProcess {
     agent
 }
 
-/// A batch job of one hostile task (no restarts), with small rotated logs.
+/// A batch job of one hostile task (no restarts, no reschedule), with small rotated logs.
 fn hostile_job(id: &str, config: Value) -> Value {
     json!({ "ID": id, "Type": "batch", "TaskGroups": [{ "Name": "g",
         "RestartPolicy": { "Attempts": 0, "Mode": "fail" },
+        "ReschedulePolicy": { "Attempts": 0, "Unlimited": false },
         "Tasks": [{ "Name": "t", "Driver": "hostile", "Config": config,
             "LogConfig": { "MaxFiles": 2, "MaxFileSizeMB": 1 } }] }] })
 }

@@ -288,14 +288,16 @@ async fn evaluate_scale_and_deployments_act_on_a_running_job() {
     let t = TestAgent::start("", vec![]).await;
     assert_eq!(t.post_job(service("s", 1, "1h")).await.status(), 200);
     let a = running(&t, "s", 1).await;
-    // Evaluate places what is missing: stop the allocation, evaluate, a new one runs.
+    // A stopped allocation is replaced (Nomad's `alloc stop`); evaluating the job then
+    // finds nothing missing.
     let id = a[0]["ID"].as_str().unwrap();
     let (s, _) = t
         .post(&format!("/v1/allocation/{id}/stop"), json!({}))
         .await;
     assert_eq!(s, 200);
+    t.alloc_done(id).await;
     t.wait_allocs("s", Duration::from_secs(20), |a| {
-        a.iter().all(|a| a["ClientStatus"] != "running")
+        a.len() == 2 && a.iter().any(|a| a["ClientStatus"] == "running")
     })
     .await;
     let (s, r) = t.post("/v1/job/s/evaluate", json!({})).await;

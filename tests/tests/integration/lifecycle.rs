@@ -15,7 +15,8 @@ fn task(name: &str, config: Value, lifecycle: Option<(&str, bool)>, leader: bool
 }
 
 /// Wait until every one of `tasks` of job `id`'s allocation runs, then stop the allocation.
-async fn stop_when_running(t: &TestAgent, id: &str, tasks: &[&str]) {
+/// Stop the job's first allocation once `tasks` run in it; returns its id.
+async fn stop_when_running(t: &TestAgent, id: &str, tasks: &[&str]) -> String {
     let allocs = t
         .wait_allocs(id, Duration::from_secs(20), |a| {
             a.first().is_some_and(|a| {
@@ -33,6 +34,7 @@ async fn stop_when_running(t: &TestAgent, id: &str, tasks: &[&str]) {
         .await
         .unwrap();
     assert!(r.status().is_success());
+    alloc.to_string()
 }
 
 async fn run(t: &TestAgent, id: &str, tasks: Vec<Value>) -> Value {
@@ -167,8 +169,8 @@ async fn stopping_kills_the_leader_first_then_main_tasks_then_sidecars() {
         task("boss", json!({"run_for": "1h", "kill_after": "150ms"}), None, true),
     ] }] });
     t.post_job(job).await;
-    stop_when_running(&t, "stopme", &["side", "worker", "boss"]).await;
-    let a = t.finished_alloc("stopme").await;
+    let stopped = stop_when_running(&t, "stopme", &["side", "worker", "boss"]).await;
+    let a = t.alloc_done(&stopped).await;
     let (boss, worker, side) = (
         event_time(&a, "boss", "Killing"),
         event_time(&a, "worker", "Killing"),
@@ -217,8 +219,8 @@ async fn a_task_waits_its_shutdown_delay_before_it_is_sent_its_kill_signal() {
         task("prompt", json!({"run_for": "1h"}), None, false),
     ] }] });
     t.post_job(job).await;
-    stop_when_running(&t, "delay", &["delayed", "prompt"]).await;
-    let a = t.finished_alloc("delay").await;
+    let stopped = stop_when_running(&t, "delay", &["delayed", "prompt"]).await;
+    let a = t.alloc_done(&stopped).await;
     let waiting = event_time(&a, "delayed", "Waiting for shutdown delay");
     let killing = event_time(&a, "delayed", "Killing");
     assert!(
@@ -246,8 +248,8 @@ async fn a_stopped_allocation_waits_its_group_shutdown_delay_before_any_kill() {
             task("b", json!({"run_for": "1h"}), None, false),
         ] }] });
     t.post_job(job).await;
-    stop_when_running(&t, "gdelay", &["a", "b"]).await;
-    let a = t.finished_alloc("gdelay").await;
+    let stopped = stop_when_running(&t, "gdelay", &["a", "b"]).await;
+    let a = t.alloc_done(&stopped).await;
     for task in ["a", "b"] {
         let waiting = event_time(&a, task, "Waiting for shutdown delay");
         let killing = event_time(&a, task, "Killing");

@@ -93,7 +93,7 @@ async fn stop_escalates_to_sigkill_for_a_process_that_ignores_its_kill_signal() 
         .send()
         .await
         .unwrap();
-    let a = t.finished_alloc("stubborn").await;
+    let a = t.alloc_done(&id).await;
     let took = stopped.elapsed();
     assert!(
         took >= Duration::from_millis(450) && took < Duration::from_secs(8),

@@ -36,6 +36,7 @@ fn sample_alloc(id: &str) -> Allocation {
         modify_index: 6,
         create_time: 1,
         modify_time: 2,
+        lineage: Default::default(),
     }
 }
 

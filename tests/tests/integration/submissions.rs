@@ -196,9 +196,10 @@ async fn an_oversized_source_is_dropped_with_nomads_warning_and_a_bad_one_is_a_4
         )
         .await;
     assert_eq!(s, 200, "{r}");
+    // Nomad's `helper.MergeMultierrorWarnings` text.
     assert_eq!(
         r["Warnings"],
-        "job source size of 1.0 MB exceeds maximum of 1.0 MB and will be discarded"
+        "1 warning:\n\n* job source size of 1.0 MB exceeds maximum of 1.0 MB and will be discarded"
     );
     assert_eq!(
         t.get("/v1/job/big").await["ID"],

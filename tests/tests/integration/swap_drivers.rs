@@ -157,8 +157,14 @@ async fn a_driver_upgrade_moves_running_tasks_and_one_that_refuses_their_handles
     }
     let v = versions_of(&agent, "raw_exec").await;
     assert!(v[0]["Calls"].as_u64().unwrap() > calls_before, "{v:#?}");
+    // `alloc stop` places a replacement (on build 2, the active one).
+    agent
+        .wait_allocs("fleet", |a| {
+            a.iter().filter(|a| a["ClientStatus"] == "running").count() == 20
+        })
+        .await;
 
-    // Build 3 writes and reads format 2: it refuses the 19 running tasks' handles, which
+    // Build 3 writes and reads format 2: it refuses the 20 running tasks' handles, which
     // stay on build 2 (draining); new tasks start on build 3.
     put(&comps, "raw_exec.wasm", &raw_exec(3, 2));
     let v = wait_versions(
@@ -170,7 +176,7 @@ async fn a_driver_upgrade_moves_running_tasks_and_one_that_refuses_their_handles
                 && v.iter().any(|c| {
                     c["State"] == "draining"
                         && c["PluginVersion"] == "0.1.0+b2"
-                        && c["Tasks"].as_array().unwrap().len() == 19
+                        && c["Tasks"].as_array().unwrap().len() == 20
                 })
         },
     )

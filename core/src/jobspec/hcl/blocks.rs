@@ -7,8 +7,7 @@ use hcl::edit::structure::{Block, Body, Structure};
 use serde_json::{Map, Value};
 
 use super::{
-    BlockSpec, Conv, GROUP_BLOCKS, IGNORED, JOB_BLOCKS, R, TASK_BLOCKS, TEMPLATE_FIELDS, label,
-    spec,
+    BlockSpec, Conv, GROUP_BLOCKS, JOB_BLOCKS, R, TASK_BLOCKS, TEMPLATE_FIELDS, kept, label, spec,
 };
 
 impl Conv<'_> {
@@ -36,6 +35,10 @@ impl Conv<'_> {
                         &[],
                     )?;
                     out.insert(spec.json.into(), value);
+                }
+                other if kept::at(kept::JOB, other).is_some() => {
+                    let k = kept::at(kept::JOB, other).expect("matched above");
+                    self.kept(k, other, "job", "Job", &mut out)?
                 }
                 other => self.common(
                     other,
@@ -90,6 +93,10 @@ impl Conv<'_> {
                         }
                     }
                 }
+                other if kept::at(kept::GROUP, other).is_some() => {
+                    let k = kept::at(kept::GROUP, other).expect("matched above");
+                    self.kept(k, other, &hcl, &json, &mut out)?
+                }
                 other => self.common(
                     other,
                     &hcl,
@@ -127,13 +134,7 @@ impl Conv<'_> {
             match item {
                 Structure::Block(x) if x.ident.as_str() == "template" => {
                     let i = templates.len();
-                    templates.push(self.simple_block(
-                        x,
-                        &format!("{hcl}.template[{i}]"),
-                        &format!("{json}.Templates[{i}]"),
-                        TEMPLATE_FIELDS,
-                        &["wait", "change_script"],
-                    )?);
+                    templates.push(self.template(x, &hcl, &json, i)?);
                 }
                 Structure::Block(c) if c.ident.as_str() == "config" => {
                     self.place(format!("{json}.Config"), format!("{hcl}.config"), c.span());
@@ -152,6 +153,10 @@ impl Conv<'_> {
                 }
                 Structure::Block(x) if spec(TASK_BLOCKS, x).is_some() => {
                     self.plain(TASK_BLOCKS, x, &hcl, &json, &mut out)?
+                }
+                other if kept::at(kept::TASK, other).is_some() => {
+                    let k = kept::at(kept::TASK, other).expect("matched above");
+                    self.kept(k, other, &hcl, &json, &mut out)?
                 }
                 other => self.common(
                     other,
@@ -210,6 +215,10 @@ impl Conv<'_> {
                     })?;
                     v["Name"] = Value::String(name);
                     devices.push(v);
+                }
+                other if kept::at(kept::RESOURCES, other).is_some() => {
+                    let k = kept::at(kept::RESOURCES, other).expect("matched above");
+                    self.kept(k, other, hcl, json, &mut out)?
                 }
                 other => self.common(
                     other,
@@ -306,6 +315,23 @@ impl Conv<'_> {
         Ok(Value::Object(out))
     }
 
+    /// A `template` block: its attributes, and its `wait` and `change_script` blocks kept.
+    fn template(&mut self, x: &Block, hcl: &str, json: &str, i: usize) -> R<Value> {
+        let (h, j) = (
+            format!("{hcl}.template[{i}]"),
+            format!("{json}.Templates[{i}]"),
+        );
+        let mut out = Map::new();
+        self.place(j.clone(), h.clone(), x.span());
+        for item in x.body.iter() {
+            match kept::at(kept::TEMPLATE, item) {
+                Some(k) => self.kept(k, item, &h, &j, &mut out)?,
+                None => self.common(item, &h, &j, &mut out, TEMPLATE_FIELDS)?,
+            }
+        }
+        Ok(Value::Object(out))
+    }
+
     /// A block of plain attributes renamed by `names`.
     pub(super) fn simple_block(
         &mut self,
@@ -363,7 +389,7 @@ impl Conv<'_> {
     /// An `affinity` block as Nomad's JSON has it (`LTarget`, `Operand`, `RTarget`,
     /// `Weight`): `attribute`, `operator` (default `=`), `value` and `weight` (default 50),
     /// or the shorthands `regexp`, `version`, `semver` and `set_contains*`.
-    fn affinity(&mut self, b: &Block, hcl: &str) -> R<Value> {
+    pub(super) fn affinity(&mut self, b: &Block, hcl: &str) -> R<Value> {
         let mut c = self.constraint(b, hcl)?;
         let v = self.body_value(&b.body, hcl)?;
         for short in ["set_contains_any", "set_contains_all"] {
@@ -403,10 +429,6 @@ impl Conv<'_> {
             }
             return Ok(());
         }
-        if IGNORED.contains(&name.as_str()) {
-            tracing::debug!(field = %format!("{hcl}.{name}"), "ignored on a single node");
-            return Ok(());
-        }
         let json_key = names
             .iter()
             .find(|(h, _)| *h == name)
@@ -420,7 +442,7 @@ impl Conv<'_> {
         };
         if matches!(
             json_key.as_str(),
-            "KillTimeout" | "ShutdownDelay" | "Interval" | "Delay"
+            "KillTimeout" | "ShutdownDelay" | "Interval" | "Delay" | "Splay"
         ) {
             value = match value {
                 Value::String(s) => match crate::util::parse_duration(&s) {

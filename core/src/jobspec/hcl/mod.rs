@@ -20,44 +20,12 @@ use super::{Job, JobspecError};
 
 mod blocks;
 pub(crate) mod depth;
+mod kept;
 mod vars;
 
 pub use vars::parse_var_file;
 
 type R<T> = Result<T, JobspecError>;
-
-/// Blocks and attributes of a cluster scheduler that a single node accepts and ignores.
-const IGNORED: &[&str] = &[
-    "constraint",
-    "affinity",
-    "spread",
-    "update",
-    "migrate",
-    "reschedule",
-    "network",
-    "service",
-    "vault",
-    "consul",
-    "artifact",
-    "volume",
-    "volume_mount",
-    "scaling",
-    "identity",
-    "csi_plugin",
-    "multiregion",
-    "ui",
-    "all_at_once",
-    "node_pool",
-    "disconnect",
-    "max_client_disconnect",
-    "stop_after_client_disconnect",
-    "prevent_reschedule_on_lost",
-    "max_run_duration",
-    "secret",
-    "schedule",
-    "action",
-    "kind",
-];
 
 /// A block of plain attributes: HCL name, Nomad JSON key, attribute renames.
 struct BlockSpec {
@@ -305,5 +273,7 @@ fn hcl_name(json_field: &str) -> String {
         .unwrap_or_else(|| json_field.to_lowercase())
 }
 
+#[cfg(test)]
+mod kept_tests;
 #[cfg(test)]
 mod tests;

@@ -16,7 +16,6 @@ const KEPT_GROUP: &[&str] = &[
     "Spreads",
     "Update",
     "Migrate",
-    "ReschedulePolicy",
     "Scaling",
     "Services",
     "Volumes",
@@ -28,7 +27,12 @@ const KEPT_GROUP: &[&str] = &[
     "MaxRunDuration",
 ];
 
-pub(super) fn group_from_value(path: &str, v: &Value, job_type: JobType) -> R<TaskGroup> {
+pub(super) fn group_from_value(
+    path: &str,
+    v: &Value,
+    job_type: JobType,
+    job_reschedule: Option<&Value>,
+) -> R<TaskGroup> {
     let mut o = Obj::new(path.into(), v)?;
     let name = o.required_string("Name")?;
     names::group_name(&name).map_err(|m| JobspecError::new(format!("{path}.Name"), m))?;
@@ -37,6 +41,8 @@ pub(super) fn group_from_value(path: &str, v: &Value, job_type: JobType) -> R<Ta
         o.object("RestartPolicy")?,
         &RestartPolicy::default_for(job_type),
     )?;
+    let reschedule_policy =
+        reschedule_from(job_reschedule, o.object("ReschedulePolicy")?, job_type)?;
     let meta = o.string_map("Meta")?;
     let ephemeral_disk = match o.object("EphemeralDisk")? {
         None => EphemeralDisk {
@@ -92,8 +98,54 @@ pub(super) fn group_from_value(path: &str, v: &Value, job_type: JobType) -> R<Ta
         ephemeral_disk,
         shutdown_delay,
         networks,
+        reschedule_policy,
         kept,
     })
+}
+
+/// A group's reschedule policy: its `ReschedulePolicy` over the job's `Reschedule` over
+/// Nomad's default for the job type, checked as Nomad checks it. System and sysbatch jobs
+/// have none, whatever they say.
+fn reschedule_from(
+    job: Option<&Value>,
+    group: Option<Obj<'_>>,
+    job_type: JobType,
+) -> R<Option<ReschedulePolicy>> {
+    let Some(mut p) = ReschedulePolicy::default_for(job_type) else {
+        return Ok(None);
+    };
+    let job = match job.filter(|v| !v.is_null()) {
+        Some(v) => Some(Obj::new("Job.Reschedule".into(), v)?),
+        None => None,
+    };
+    let mut checked = "Job.Reschedule".to_string();
+    for mut o in [job, group].into_iter().flatten() {
+        checked = o.path.clone();
+        if let Some(v) = o.u32("Attempts")? {
+            p.attempts = v;
+            // Attempts without `Unlimited` mean a limit (Nomad would call the service
+            // default's `Unlimited = true` beside them ambiguous and refuse the job).
+            p.unlimited = false;
+        }
+        if let Some(v) = o.uint("Interval", u64::MAX)? {
+            p.interval = v;
+        }
+        if let Some(v) = o.uint("Delay", u64::MAX)? {
+            p.delay = v;
+        }
+        if let Some(v) = o.string("DelayFunction")?.filter(|f| !f.is_empty()) {
+            p.delay_function = v;
+        }
+        if let Some(v) = o.uint("MaxDelay", u64::MAX)? {
+            p.max_delay = v;
+        }
+        if let Some(v) = o.boolean("Unlimited")? {
+            p.unlimited = v;
+        }
+        o.finish(&[])?;
+    }
+    p.validate(&checked)?;
+    Ok(Some(p))
 }
 
 /// A group's `Networks`: host mode only, labels unique, static ports in range.

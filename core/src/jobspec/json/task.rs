@@ -94,6 +94,7 @@ fn resources_from(o: Option<Obj<'_>>) -> R<Resources> {
             disk_mb: 0,
             cores: 0,
             devices: Vec::new(),
+            kept: Kept::new(),
         },
         Some(mut r) => {
             let rpath = r.path.clone();
@@ -122,7 +123,8 @@ fn resources_from(o: Option<Obj<'_>>) -> R<Resources> {
                     d,
                 )?);
             }
-            r.finish(&["IOPS", "Networks", "NUMA", "SecretsMB"])?;
+            let kept = r.kept(&["IOPS", "Networks", "NUMA", "SecretsMB"]);
+            r.finish(&[])?;
             Resources {
                 cpu,
                 cores,
@@ -130,6 +132,7 @@ fn resources_from(o: Option<Obj<'_>>) -> R<Resources> {
                 memory_max_mb,
                 disk_mb,
                 devices,
+                kept,
             }
         }
     })
@@ -143,8 +146,10 @@ fn log_config_from(o: Option<Obj<'_>>) -> R<LogConfig> {
             let c = LogConfig {
                 max_files: l.u32("MaxFiles")?.unwrap_or(10).max(1),
                 max_file_size_mb: l.u32("MaxFileSizeMB")?.unwrap_or(10).max(1),
+                kept: l.kept(&["Disabled"]),
             };
-            l.finish(&["Disabled", "Enabled"])?;
+            // `Enabled` is the older name of `!Disabled`: logs are kept, as asked.
+            l.finish(&["Enabled"])?;
             c
         }
     })
@@ -238,7 +243,7 @@ fn templates_from(o: &mut Obj<'_>, path: &str) -> R<Vec<Template>> {
             .unwrap_or_else(|| "}}".into());
         let envvars = t.boolean("Envvars")?.unwrap_or(false);
         let err_missing_key = t.boolean("ErrMissingKey")?.unwrap_or(false);
-        t.finish(&[
+        let kept = t.kept(&[
             "Splay",
             "Wait",
             "Uid",
@@ -246,7 +251,8 @@ fn templates_from(o: &mut Obj<'_>, path: &str) -> R<Vec<Template>> {
             "Once",
             "VaultGrace",
             "ChangeScript",
-        ])?;
+        ]);
+        t.finish(&[])?;
         out.push(Template {
             source_path,
             dest_path,
@@ -258,6 +264,7 @@ fn templates_from(o: &mut Obj<'_>, path: &str) -> R<Vec<Template>> {
             right_delim,
             envvars,
             err_missing_key,
+            kept,
         });
     }
     Ok(out)
@@ -291,6 +298,7 @@ pub(super) fn restart_from(o: Option<Obj<'_>>, base: &RestartPolicy) -> R<Restar
             ));
         }
     }
-    o.finish(&["RenderTemplates"])?;
+    p.kept.extend(o.kept(&["RenderTemplates"]));
+    o.finish(&[])?;
     Ok(p)
 }

@@ -1,0 +1,277 @@
+//! What a job asks for that this agent accepts and does not act on. Each is named with
+//! its path in the register, plan and validate answers' `Warnings` (Nomad's field), or,
+//! with `client { unsupported_job_features = "error" }`, refused.
+//!
+//! The job keeps such fields as given (its `kept` maps), so it reads back as it was
+//! registered; this module says which of them change nothing, and why. As later work acts
+//! on a block, its entry leaves the tables below.
+
+use std::fmt;
+
+use serde_json::Value;
+
+use super::{Job, Kept};
+
+/// One field the agent does not act on.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Unacted {
+    /// Its path: `Job.TaskGroups[0].Tasks[0].Artifacts`.
+    pub path: String,
+    /// What the agent does instead.
+    pub why: &'static str,
+}
+
+impl fmt::Display for Unacted {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "{}: {}", self.path, self.why)
+    }
+}
+
+const NOT_YET: &str = "not supported by this agent yet; ignored";
+const ONE_NODE: &str = "no effect on a single node; ignored";
+
+/// Job-level fields, by key.
+const JOB: &[(&str, &str)] = &[
+    (
+        "AllAtOnce",
+        "no effect: this agent places a job's allocations in one plan already",
+    ),
+    (
+        "NodePool",
+        "no effect: this agent is the only node, in no pool; ignored",
+    ),
+    ("Affinities", ONE_NODE),
+    ("Spreads", ONE_NODE),
+    (
+        "Update",
+        "not supported by this agent yet: a changed job replaces its allocations at once, without canaries or health checks",
+    ),
+    (
+        "Multiregion",
+        "no effect: this agent is one region; ignored",
+    ),
+    ("Migrate", ONE_NODE),
+    ("UI", "kept; this agent's web UI does not show it"),
+];
+
+/// Group-level fields, by key.
+const GROUP: &[(&str, &str)] = &[
+    ("Affinities", ONE_NODE),
+    ("Spreads", ONE_NODE),
+    (
+        "Update",
+        "not supported by this agent yet: a changed group replaces its allocations at once, without canaries or health checks",
+    ),
+    ("Migrate", ONE_NODE),
+    (
+        "Scaling",
+        "kept; no autoscaler acts on it (job scale does not need it)",
+    ),
+    (
+        "Services",
+        "not supported by this agent yet: nothing is registered or checked",
+    ),
+    (
+        "Volumes",
+        "not supported by this agent yet: the group runs without them",
+    ),
+    ("Consul", "no Consul here; ignored"),
+    (
+        "StopAfterClientDisconnect",
+        "no effect: the client runs in the agent and never loses its server",
+    ),
+    (
+        "MaxClientDisconnect",
+        "no effect: the client runs in the agent and never loses its server",
+    ),
+    (
+        "PreventRescheduleOnLost",
+        "no effect: the client runs in the agent and never loses its server",
+    ),
+    (
+        "Disconnect",
+        "no effect: the client runs in the agent and never loses its server",
+    ),
+    (
+        "MaxRunDuration",
+        "not supported by this agent yet: the allocation runs until it ends",
+    ),
+];
+
+/// Task-level fields, by key.
+const TASK: &[(&str, &str)] = &[
+    ("Affinities", ONE_NODE),
+    (
+        "Services",
+        "not supported by this agent yet: nothing is registered or checked",
+    ),
+    ("Vault", "no Vault here: the task gets no Vault token"),
+    ("Consul", "no Consul here; ignored"),
+    (
+        "Artifacts",
+        "not supported by this agent yet: the task runs without them",
+    ),
+    (
+        "VolumeMounts",
+        "not supported by this agent yet: the task runs without them",
+    ),
+    ("CSIPluginConfig", "no CSI here; ignored"),
+    (
+        "Identity",
+        "not supported by this agent yet: no identity token is written for the task",
+    ),
+    (
+        "Identities",
+        "not supported by this agent yet: no identity token is written for the task",
+    ),
+    ("Actions", NOT_YET),
+    ("ScalingPolicies", "kept; no autoscaler acts on it"),
+    ("Kind", "no effect: a field of Consul Connect's; ignored"),
+    (
+        "Schedule",
+        "not supported by this agent yet: the task runs whatever the schedule",
+    ),
+    (
+        "Secrets",
+        "not supported by this agent yet: the task runs without them",
+    ),
+];
+
+/// Fields of a task's smaller blocks, kept there as given, by block and key.
+const TASK_PARTS: &[(&str, &str, &str)] = &[
+    (
+        "Resources",
+        "IOPS",
+        "no effect: this agent does not limit IOPS",
+    ),
+    (
+        "Resources",
+        "Networks",
+        "not supported: ports are reserved in the group's network block",
+    ),
+    (
+        "Resources",
+        "NUMA",
+        "no effect: this agent does not place by NUMA node",
+    ),
+    (
+        "Resources",
+        "SecretsMB",
+        "not supported by this agent yet: there is no secrets dir of that size",
+    ),
+    (
+        "LogConfig",
+        "Disabled",
+        "not supported: this agent always keeps the task's logs",
+    ),
+    (
+        "RestartPolicy",
+        "RenderTemplates",
+        "not supported by this agent yet: templates are rendered once, at start",
+    ),
+];
+
+/// Fields of a task's templates, kept there as given, by key.
+const TEMPLATE: &[(&str, &str)] = &[
+    ("Splay", "no effect: templates are rendered once, at start"),
+    ("Wait", "no effect: templates are rendered once, at start"),
+    (
+        "Uid",
+        "not supported by this agent yet: the file is the task user's",
+    ),
+    (
+        "Gid",
+        "not supported by this agent yet: the file is the task user's",
+    ),
+    ("Once", "no effect: templates are rendered once, at start"),
+    ("VaultGrace", "no Vault here; ignored"),
+    (
+        "ChangeScript",
+        "not supported by this agent yet: templates are rendered once, at start",
+    ),
+];
+
+/// Nomad's defaults a client may send back unchanged, by key.
+const DEFAULTS: &[(&str, u64)] = &[("Splay", 5_000_000_000)];
+
+fn from(level: &[(&str, &'static str)], kept: &Kept, path: &str, out: &mut Vec<Unacted>) {
+    for (key, v) in kept {
+        // A key not in the table is one the agent acts on (`Constraints`); a value that
+        // asks for nothing (`false`, `[]`, Nomad's default) changes nothing either.
+        let default = DEFAULTS
+            .iter()
+            .find(|(k, _)| k == key)
+            .map(|&(_, d)| Value::from(d));
+        if !asks(v, default.as_ref()) {
+            continue;
+        }
+        if let Some((_, why)) = level.iter().find(|(k, _)| k == key) {
+            out.push(Unacted {
+                path: format!("{path}.{key}"),
+                why,
+            });
+        }
+    }
+}
+
+/// Every field of `job` the agent does not act on, in the order of the job.
+pub fn unacted(job: &Job) -> Vec<Unacted> {
+    let mut out = Vec::new();
+    from(JOB, &job.kept, "Job", &mut out);
+    for (g, group) in job.task_groups.iter().enumerate() {
+        let gp = format!("Job.TaskGroups[{g}]");
+        from(GROUP, &group.kept, &gp, &mut out);
+        for (t, task) in group.tasks.iter().enumerate() {
+            let tp = format!("{gp}.Tasks[{t}]");
+            from(TASK, &task.kept, &tp, &mut out);
+            for (part, kept) in [
+                ("Resources", &task.resources.kept),
+                ("LogConfig", &task.log_config.kept),
+                ("RestartPolicy", &task.restart_policy.kept),
+            ] {
+                let table: Vec<(&str, &'static str)> = TASK_PARTS
+                    .iter()
+                    .filter(|(p, _, _)| *p == part)
+                    .map(|&(_, k, why)| (k, why))
+                    .collect();
+                from(&table, kept, &format!("{tp}.{part}"), &mut out);
+            }
+            for (i, tmpl) in task.templates.iter().enumerate() {
+                from(
+                    TEMPLATE,
+                    &tmpl.kept,
+                    &format!("{tp}.Templates[{i}]"),
+                    &mut out,
+                );
+            }
+        }
+    }
+    out
+}
+
+/// Whether a kept value asks for anything: not null, false, zero, empty, nor `default`.
+pub(crate) fn asks(v: &Value, default: Option<&Value>) -> bool {
+    let blank = match v {
+        Value::Null => true,
+        Value::Bool(b) => !b,
+        Value::Number(n) => n.as_f64() == Some(0.0),
+        Value::String(s) => s.is_empty(),
+        Value::Array(a) => a.is_empty(),
+        Value::Object(o) => o.is_empty(),
+    };
+    !blank && default != Some(v)
+}
+
+/// Nomad's text for a list of warnings (`helper.MergeMultierrorWarnings`): empty when there
+/// are none, else `1 warning:` or `N warnings:` and one `* ` line each.
+pub fn warnings_text<T: fmt::Display>(list: &[T]) -> String {
+    let mut s = match list.len() {
+        0 => return String::new(),
+        1 => "1 warning:\n".to_string(),
+        n => format!("{n} warnings:\n"),
+    };
+    for w in list {
+        s.push_str(&format!("\n* {w}"));
+    }
+    s
+}
