@@ -106,12 +106,7 @@ impl Placing {
         };
         let config = agent.client.runner_config();
         let allocs = new_allocations(&job, &eval_id, index, started, &config.node, place);
-        // The allocations the new ones replace, to be told so once the new ones are stored.
-        let replaced: Vec<(String, String)> = allocs
-            .iter()
-            .filter(|a| !a.lineage.previous_allocation.is_empty())
-            .map(|a| (a.lineage.previous_allocation.clone(), a.id.clone()))
-            .collect();
+        let replaced = replaced_by(&allocs);
         let fail = |e: crate::state::StateError| {
             tracing::error!(job = %job.id, namespace = %job.namespace, error = %e, "placing the job's allocations failed");
             let why = format!("storing the placed allocations: {e}");
@@ -156,15 +151,29 @@ impl Placing {
         if !blocked.is_empty() {
             agent.placement_failed();
         }
-        // Backpressure: past the start queue's bound, the rest wait here, stored and
-        // pending, until starts leave the queue.
-        let queue = agent.client.plugins().drivers.start_queue();
-        for r in runners {
-            queue.wait_for_room();
-            agent.client.work().spawn(r.run());
-        }
+        start(agent, runners);
         tracing::info!(job = %job.id, namespace = %job.namespace, version = job.state.version, placed = ids.len(), kept, stopped, "job registered");
         Ok(ids)
+    }
+}
+
+/// The allocations the new ones replace, with their replacement: (replaced, new). Each is
+/// told so once the new ones are stored.
+fn replaced_by(allocs: &[Allocation]) -> Vec<(String, String)> {
+    allocs
+        .iter()
+        .filter(|a| !a.lineage.previous_allocation.is_empty())
+        .map(|a| (a.lineage.previous_allocation.clone(), a.id.clone()))
+        .collect()
+}
+
+/// Start the placed allocations' runners. Backpressure: past the start queue's bound,
+/// the rest wait here, stored and pending, until starts leave the queue.
+fn start(agent: &Server, runners: Vec<Arc<AllocRunner>>) {
+    let queue = agent.client.plugins().drivers.start_queue();
+    for r in runners {
+        queue.wait_for_room();
+        agent.client.work().spawn(r.run());
     }
 }
 

@@ -248,39 +248,10 @@ impl Conv<'_> {
                 out.insert(kept.json.into(), v);
             }
             (Shape::List | Shape::Labelled(_), Structure::Block(b)) => {
-                let list = out
-                    .entry(kept.json)
-                    .or_insert_with(|| Value::Array(Vec::new()));
-                let i = list.as_array().map_or(0, Vec::len);
-                let (h, j) = (format!("{h}[{i}]"), format!("{json}.{}[{i}]", kept.json));
-                self.place(j, h.clone(), b.span());
-                let mut v = if kept.hcl == "affinity" {
-                    self.affinity(b, &h)?
-                } else {
-                    self.kept_block(kept.hcl, &b.body, &h)?
-                };
-                if let Shape::Labelled(field) = kept.shape {
-                    let l = label(b).ok_or_else(|| {
-                        self.err_at(
-                            &h,
-                            b.span(),
-                            format!("a {0} block needs a label: {0} \"<name>\"", kept.hcl),
-                        )
-                    })?;
-                    v[field] = Value::String(l);
-                }
-                if let Some(Value::Array(a)) = out.get_mut(kept.json) {
-                    a.push(v);
-                }
+                self.kept_in_list(kept, b, &h, json, out)?
             }
             (Shape::Map, Structure::Block(b)) => {
-                let name = label(b).ok_or_else(|| {
-                    self.err_at(
-                        &h,
-                        b.span(),
-                        format!("a {0} block needs a label: {0} \"<name>\"", kept.hcl),
-                    )
-                })?;
+                let name = self.label_of(kept, b, &h)?;
                 let j = format!("{json}.{}.{name}", kept.json);
                 self.place(j, format!("{h}.{name}"), b.span());
                 let mut v = self.kept_block(kept.hcl, &b.body, &h)?;
@@ -308,6 +279,46 @@ impl Conv<'_> {
             }
         }
         Ok(())
+    }
+
+    /// One more block of a kept list (`service`, `artifact`, `action "x"`).
+    fn kept_in_list(
+        &mut self,
+        kept: &Kept,
+        b: &hcl::edit::structure::Block,
+        h: &str,
+        json: &str,
+        out: &mut Map<String, Value>,
+    ) -> R<()> {
+        let list = out
+            .entry(kept.json)
+            .or_insert_with(|| Value::Array(Vec::new()));
+        let i = list.as_array().map_or(0, Vec::len);
+        let (h, j) = (format!("{h}[{i}]"), format!("{json}.{}[{i}]", kept.json));
+        self.place(j, h.clone(), b.span());
+        let mut v = if kept.hcl == "affinity" {
+            self.affinity(b, &h)?
+        } else {
+            self.kept_block(kept.hcl, &b.body, &h)?
+        };
+        if let Shape::Labelled(field) = kept.shape {
+            v[field] = Value::String(self.label_of(kept, b, &h)?);
+        }
+        if let Some(Value::Array(a)) = out.get_mut(kept.json) {
+            a.push(v);
+        }
+        Ok(())
+    }
+
+    /// A labelled kept block's label, or an error at its place.
+    fn label_of(&self, kept: &Kept, b: &hcl::edit::structure::Block, h: &str) -> R<String> {
+        label(b).ok_or_else(|| {
+            self.err_at(
+                h,
+                b.span(),
+                format!("a {0} block needs a label: {0} \"<name>\"", kept.hcl),
+            )
+        })
     }
 
     /// A kept block's body in Nomad's JSON shape.
