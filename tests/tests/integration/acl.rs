@@ -174,6 +174,10 @@ async fn tokens_may_do_what_their_policies_grant_and_survive_a_restart() {
     let (s, t) = call(&a, "POST", "/v1/acl/bootstrap", None, None).await;
     assert_eq!(s, 400);
     assert!(t.contains("ACL bootstrap already done"), "{t}");
+    // Nomad's Go client sends PUT: the same route, the same answer.
+    let (s, t) = call(&a, "PUT", "/v1/acl/bootstrap", None, None).await;
+    assert_eq!(s, 400);
+    assert!(t.contains("ACL bootstrap already done"), "{t}");
 
     // Policies: bad HCL is a 400 naming what is wrong.
     let (s, t) = apply_policy(
@@ -229,6 +233,20 @@ async fn tokens_may_do_what_their_policies_grant_and_survive_a_restart() {
     assert_eq!(s, 403);
     denied(&a, "POST", "/v1/acl/token", Some(&reader)).await;
     denied(&a, "GET", "/v1/acl/tokens", Some(&reader)).await;
+    // `"ExpirationTTL": ""` is what Nomad's clients send for "no TTL".
+    let (s, t) = call(
+        &a,
+        "POST",
+        "/v1/acl/token",
+        Some(&mgmt),
+        Some(json!({ "Name": "no-ttl", "Type": "client", "Policies": ["readonly"], "ExpirationTTL": "" })),
+    )
+    .await;
+    assert_eq!(s, 200, "{t}");
+    let made: Value = serde_json::from_str(&t).unwrap();
+    assert_eq!(made["ExpirationTTL"], 0);
+    let gone = format!("/v1/acl/token/{}", made["AccessorID"].as_str().unwrap());
+    assert_eq!(call(&a, "DELETE", &gone, Some(&mgmt), None).await.0, 200);
     let (s, t) = call(
         &a,
         "POST",
