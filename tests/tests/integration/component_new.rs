@@ -23,11 +23,13 @@ fn text(out: &Output) -> String {
     )
 }
 
-/// Runs `cmd` in `dir` with the projects' shared target dir; panics with its output on failure.
+/// Runs `cmd` in `dir` with the projects' shared target and build dirs; panics with its
+/// output on failure.
 fn run_ok(mut cmd: Command, dir: &Path, target: &Path, what: &str) -> String {
     let out = cmd
         .current_dir(dir)
         .env("CARGO_TARGET_DIR", target)
+        .env("CARGO_BUILD_BUILD_DIR", crate::harness::shared_build_dir())
         .output()
         .unwrap();
     let all = text(&out);

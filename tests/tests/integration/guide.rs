@@ -188,6 +188,9 @@ fn the_guides_commands_run_as_written() {
             .current_dir(&work)
             .env("PATH", &path)
             .env_remove("CARGO_TARGET_DIR")
+            // A cache of compiled dependencies shared with the other generated projects;
+            // the commands' own paths (`target/…/my_driver.wasm`) are unchanged.
+            .env("CARGO_BUILD_BUILD_DIR", crate::harness::shared_build_dir())
             .env_remove("RUSTFLAGS")
             .env_remove("CARGO_ENCODED_RUSTFLAGS")
             .env_remove("RUSTC_WRAPPER")

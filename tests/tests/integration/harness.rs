@@ -16,7 +16,7 @@ use serde_json::{Value, json};
 mod cargo;
 mod python;
 mod report;
-pub use cargo::{cargo, contract_dir, path_with_agent, repo_root};
+pub use cargo::{cargo, contract_dir, path_with_agent, repo_root, shared_build_dir};
 pub use python::python_with;
 pub use report::{alloc_summary, eval_summary};
 

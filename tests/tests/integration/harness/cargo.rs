@@ -39,6 +39,17 @@ pub fn cargo() -> Command {
     cmd
 }
 
+/// One cargo build dir (`build.build-dir`: where cargo keeps what it compiles on the way,
+/// apart from the target dir a project's own artifacts land in) for every generated
+/// project a test run builds: the Rust projects of `component new` and the guide's. Their
+/// registry dependencies (wit-bindgen and what it compiles with) are compiled once per
+/// run instead of once per project, and each project's `.wasm` still lands where its
+/// README says. Not for the SDKs' packaging: packed crates are known by name and version
+/// alone, and an older pack's build would be taken for this one.
+pub fn shared_build_dir() -> PathBuf {
+    repo_root().join("target/generated-build")
+}
+
 /// A `PATH` whose first folder, `dir/bin`, holds `agent`: the agent binary under test.
 pub fn path_with_agent(dir: &Path) -> String {
     let bin = dir.join("bin");
