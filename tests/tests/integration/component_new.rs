@@ -151,8 +151,7 @@ fn a_taken_folder_or_a_bad_name_is_refused_and_nothing_is_written() {
 }
 
 /// Python and JavaScript projects of every world build with their own tools (installed as
-/// the polyglot examples' are) and pass their own `test.sh`: `agent component check`. The
-/// two languages build side by side (each build is mostly one process on one core).
+/// the polyglot examples' are) and pass their own `test.sh`: `agent component check`.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn python_and_js_projects_of_every_world_build_and_pass_check() {
     let (python, deps) = crate::polyglot::componentize_py().await;
@@ -162,66 +161,37 @@ async fn python_and_js_projects_of_every_world_build_and_pass_check() {
     std::fs::create_dir_all(&projects).unwrap();
     // `test.sh` runs `agent`: the one under test, first on PATH.
     let path = crate::harness::path_with_agent(&projects);
-    let env = Env {
-        projects,
-        path,
-        python,
-        deps,
-        node_modules,
-    };
-    std::thread::scope(|s| {
-        let langs: Vec<_> = ["python", "js"]
-            .into_iter()
-            .map(|lang| s.spawn(|| lang_projects(&env, lang)))
-            .collect();
-        for l in langs {
-            if let Err(panic) = l.join() {
-                std::panic::resume_unwind(panic);
+    for lang in ["python", "js"] {
+        for world in ["driver", "hook", "device-plugin"] {
+            let name = format!("{lang}-{world}");
+            let out = agent(
+                &projects,
+                &["component", "new", "--world", world, "--lang", lang, &name],
+            );
+            assert!(out.status.success(), "{}", text(&out));
+            let dir = projects.join(&name);
+            for file in ["README.md", "build.sh", "test.sh", "wit/plugins.wit"] {
+                assert!(dir.join(file).is_file(), "{name}: no {file}");
             }
+            if lang == "js" {
+                // The example's packages, instead of `npm install` fetching them again.
+                std::os::unix::fs::symlink(&node_modules, dir.join("node_modules")).unwrap();
+            }
+            let out = Command::new(dir.join("test.sh"))
+                .env("PATH", &path)
+                .env("PYTHON", &python)
+                .env("PYTHONPATH", &deps)
+                .output()
+                .unwrap();
+            let report = text(&out);
+            assert!(out.status.success(), "{name}'s test.sh failed:\n{report}");
+            assert!(
+                report.contains(" 0 failed") && !report.contains("warn "),
+                "{name}:\n{report}"
+            );
+            // The check's first line is the load `component validate` does.
+            let load = format!("pass  load: {world} component \"{name}\", contract 0.1.0");
+            assert!(report.contains(&load), "{name}:\n{report}");
         }
-    });
-}
-
-/// What every generated Python or JS project is built and checked with.
-struct Env {
-    projects: std::path::PathBuf,
-    path: String,
-    python: String,
-    deps: std::path::PathBuf,
-    node_modules: std::path::PathBuf,
-}
-
-/// A project of `lang` for every world: written, built, and passing its `test.sh`.
-fn lang_projects(env: &Env, lang: &str) {
-    for world in ["driver", "hook", "device-plugin"] {
-        let name = format!("{lang}-{world}");
-        let out = agent(
-            &env.projects,
-            &["component", "new", "--world", world, "--lang", lang, &name],
-        );
-        assert!(out.status.success(), "{}", text(&out));
-        let dir = env.projects.join(&name);
-        for file in ["README.md", "build.sh", "test.sh", "wit/plugins.wit"] {
-            assert!(dir.join(file).is_file(), "{name}: no {file}");
-        }
-        if lang == "js" {
-            // The example's packages, instead of `npm install` fetching them again.
-            std::os::unix::fs::symlink(&env.node_modules, dir.join("node_modules")).unwrap();
-        }
-        let out = Command::new(dir.join("test.sh"))
-            .env("PATH", &env.path)
-            .env("PYTHON", &env.python)
-            .env("PYTHONPATH", &env.deps)
-            .output()
-            .unwrap();
-        let report = text(&out);
-        assert!(out.status.success(), "{name}'s test.sh failed:\n{report}");
-        assert!(
-            report.contains(" 0 failed") && !report.contains("warn "),
-            "{name}:\n{report}"
-        );
-        // The check's first line is the load `component validate` does.
-        let load = format!("pass  load: {world} component \"{name}\", contract 0.1.0");
-        assert!(report.contains(&load), "{name}:\n{report}");
     }
 }
