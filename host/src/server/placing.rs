@@ -114,7 +114,11 @@ impl Placing {
             agent.evaluate_done(&job, trigger, &eval_id, index, Err(why));
             e
         };
-        let placed = AllocRunner::place_all(allocs, &config).map_err(fail)?;
+        link(agent, &replaced);
+        let placed = AllocRunner::place_all(allocs, &config).map_err(|e| {
+            unlink(agent, &replaced);
+            fail(e)
+        })?;
         let ids: Vec<String> = placed
             .runners
             .iter()
@@ -136,14 +140,10 @@ impl Placing {
             }
             Err(e) => {
                 agent.client.remove_unwritten(&ids);
+                unlink(agent, &replaced);
                 return Err(fail(e));
             }
         };
-        for (previous, next) in replaced {
-            agent
-                .client
-                .update_lineage(&previous, |l| l.next_allocation = next);
-        }
         // Ended at an index after the allocations are in the table, so whoever waits on
         // the evaluation finds them.
         let index = agent.changes.bump();
@@ -165,6 +165,26 @@ fn replaced_by(allocs: &[Allocation]) -> Vec<(String, String)> {
         .filter(|a| !a.lineage.previous_allocation.is_empty())
         .map(|a| (a.lineage.previous_allocation.clone(), a.id.clone()))
         .collect()
+}
+
+/// The allocations replaced learn of their replacement before it shows, so no reader sees
+/// the new one without the link ([`unlink`]ed if the new ones cannot be stored).
+fn link(agent: &Server, replaced: &[(String, String)]) {
+    for (previous, next) in replaced {
+        let next = next.clone();
+        agent
+            .client
+            .update_lineage(previous, |l| l.next_allocation = next);
+    }
+}
+
+/// The replaced allocations' links to replacements that could not be stored, undone.
+fn unlink(agent: &Server, replaced: &[(String, String)]) {
+    for (previous, _) in replaced {
+        agent
+            .client
+            .update_lineage(previous, |l| l.next_allocation.clear());
+    }
 }
 
 /// Start the placed allocations' runners. Backpressure: past the start queue's bound,

@@ -197,8 +197,9 @@ async fn stopping_an_allocation_kills_its_task() {
     // As Nomad's `alloc stop`: a replacement is placed, the two linked.
     let allocs = t
         .wait_allocs("long", Duration::from_secs(20), |a| {
-            a.iter()
-                .any(|a| a["ID"] == id.as_str() && a["NextAllocation"] != "")
+            a.len() == 2
+                && a.iter()
+                    .any(|a| a["ID"] == id.as_str() && a["NextAllocation"] != "")
         })
         .await;
     assert_eq!(allocs.len(), 2);

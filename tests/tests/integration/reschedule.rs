@@ -20,9 +20,14 @@ fn flaky() -> Value {
             "Config": { "run_for": "100ms", "exit_code": 1 } }] }] })
 }
 
-/// The allocations of `flaky` in full, oldest first, once there are `n`.
+/// The allocations of `flaky` in full, oldest first, once there are `n` (the newest
+/// named by the one it replaced).
 async fn chain(a: &AgentProcess, n: usize) -> Vec<Value> {
-    let stubs = a.wait_allocs("flaky", |l| l.len() >= n).await;
+    let stubs = a
+        .wait_allocs("flaky", |l| {
+            l.len() >= n && l.iter().filter(|x| x["NextAllocation"] != "").count() >= n - 1
+        })
+        .await;
     let mut full = Vec::new();
     for s in &stubs {
         full.push(a.alloc(s["ID"].as_str().unwrap()).await);
