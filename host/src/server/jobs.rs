@@ -8,6 +8,7 @@ use std::collections::BTreeMap;
 use serde::Serialize;
 
 use super::Server;
+use super::register::RegisterError;
 use crate::jobspec::Job;
 use crate::structs::{Allocation, ClientStatus};
 
@@ -63,6 +64,19 @@ pub struct JobSummary {
 }
 
 impl Server {
+    /// What `job` asks for that the agent does not act on, one line each; refused when
+    /// the operator said so (`client { unsupported_job_features = "error" }`).
+    pub fn unacted(&self, job: &Job) -> Result<Vec<String>, RegisterError> {
+        let list: Vec<String> = crate::jobspec::unacted(job)
+            .iter()
+            .map(ToString::to_string)
+            .collect();
+        if self.refuse_unacted && !list.is_empty() {
+            return Err(RegisterError::Unacted(list));
+        }
+        Ok(list)
+    }
+
     /// A job as it is now, with its status derived from its allocations, or, for a
     /// periodic or parameterized job, from whether it is stopped.
     pub fn job(&self, namespace: &str, id: &str) -> Option<Job> {

@@ -85,33 +85,6 @@ pub struct RegisterOptions {
 }
 
 impl Server {
-    /// Stop one allocation (`alloc stop`). Returns the evaluation's id and the change
-    /// index, or `None` if the allocation is unknown.
-    pub fn stop_allocation(&self, id: &str) -> Option<(String, u64)> {
-        let r = self.client.runner(id)?;
-        // As Nomad's `alloc stop`: stopped, and replaced once it has stopped.
-        r.shared()
-            .update_lineage(|l| l.desired_transition.migrate = Some(true));
-        r.stop("alloc is being migrated");
-        let job = r.shared().peek(|a| a.job.clone());
-        let index = self.changes.bump();
-        let eval = self.evaluate(&job, crate::evals::Trigger::AllocStop, index);
-        Some((eval, index))
-    }
-
-    /// What `job` asks for that the agent does not act on, one line each; refused when
-    /// the operator said so (`client { unsupported_job_features = "error" }`).
-    pub fn unacted(&self, job: &Job) -> Result<Vec<String>, RegisterError> {
-        let list: Vec<String> = crate::jobspec::unacted(job)
-            .iter()
-            .map(ToString::to_string)
-            .collect();
-        if self.refuse_unacted && !list.is_empty() {
-            return Err(RegisterError::Unacted(list));
-        }
-        Ok(list)
-    }
-
     /// Register (or update) a job and place its allocations.
     pub fn register_job(self: &Arc<Self>, job: Job) -> Result<Registered, RegisterError> {
         self.register_job_with(job, RegisterOptions::default())

@@ -27,6 +27,20 @@ fn wants_replacement(a: &Allocation) -> bool {
 }
 
 impl Server {
+    /// Stop one allocation (`alloc stop`). Returns the evaluation's id and the change
+    /// index, or `None` if the allocation is unknown.
+    pub fn stop_allocation(&self, id: &str) -> Option<(String, u64)> {
+        let r = self.client.runner(id)?;
+        // As Nomad's `alloc stop`: stopped, and replaced once it has stopped.
+        r.shared()
+            .update_lineage(|l| l.desired_transition.migrate = Some(true));
+        r.stop("alloc is being migrated");
+        let job = r.shared().peek(|a| a.job.clone());
+        let index = self.changes.bump();
+        let eval = self.evaluate(&job, crate::evals::Trigger::AllocStop, index);
+        Some((eval, index))
+    }
+
     /// Evaluate the job of each allocation that ends failed or asked to be replaced.
     pub fn spawn_rescheduler(self: &Arc<Self>) {
         let Some(mut ended) = self.client.take_ended() else {
