@@ -8,6 +8,36 @@ use super::Server;
 use crate::evals::Trigger;
 use crate::jobspec::Job;
 
+/// No allocations failed to place (what a new evaluation starts with).
+static NO_FAILURES: BTreeMap<String, crate::evals::Failed> = BTreeMap::new();
+
+/// The request that records an evaluation of a change to `job` on `node`, with a new id.
+pub(super) fn eval_request<'a>(
+    job: &'a Job,
+    trigger: Trigger,
+    index: u64,
+    node: &'a crate::taskenv::NodeInfo,
+) -> crate::evals::EvalRequest<'a> {
+    crate::evals::EvalRequest {
+        id: uuid::Uuid::new_v4().to_string(),
+        namespace: &job.namespace,
+        job_id: &job.id,
+        job_type: job.job_type.as_str(),
+        priority: job.priority.clamp(0, 100) as u32,
+        groups: job.task_groups.iter().map(|g| g.name.clone()).collect(),
+        triggered_by: trigger,
+        index,
+        // Nomad names the node only in the evaluations a node's change made.
+        node_id: if trigger == Trigger::NodeUpdate {
+            &node.id
+        } else {
+            ""
+        },
+        failed: &NO_FAILURES,
+        datacenter: &node.datacenter,
+    }
+}
+
 impl Server {
     /// Record the (complete) evaluation of a change to `job` that places nothing;
     /// returns its id.
@@ -21,24 +51,9 @@ impl Server {
     /// made), and tell the event stream of the job and of it, in Nomad's order.
     pub(super) fn evaluate_pending(&self, job: &Job, trigger: Trigger, index: u64) -> String {
         let node = self.client.node();
-        let eval = self.evals.record_pending(crate::evals::EvalRequest {
-            id: uuid::Uuid::new_v4().to_string(),
-            namespace: &job.namespace,
-            job_id: &job.id,
-            job_type: job.job_type.as_str(),
-            priority: job.priority.clamp(0, 100) as u32,
-            groups: job.task_groups.iter().map(|g| g.name.clone()).collect(),
-            triggered_by: trigger,
-            index,
-            // Nomad names the node only in the evaluations a node's change made.
-            node_id: if trigger == Trigger::NodeUpdate {
-                &node.id
-            } else {
-                ""
-            },
-            failed: &BTreeMap::new(),
-            datacenter: &node.datacenter,
-        });
+        let eval = self
+            .evals
+            .record_pending(eval_request(job, trigger, index, &node));
         drop(node);
         let events = &self.changes.events;
         if events.wanted()

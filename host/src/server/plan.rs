@@ -55,6 +55,8 @@ pub struct Replaces {
 #[derive(Debug, Clone, PartialEq)]
 pub struct Followup {
     pub alloc_id: String,
+    /// Its group.
+    pub group: String,
     /// When the delay is over, ns since the epoch.
     pub wait_until: u64,
 }
@@ -82,8 +84,6 @@ pub struct Plan {
     pub started: std::time::Instant,
     /// Failed allocations to replace later, once their reschedule delay is over.
     pub followups: Vec<Followup>,
-    /// The groups of the ended allocations followed up, by allocation id.
-    ended_groups: Vec<(String, String)>,
 }
 
 /// What a plan would do (the body of Nomad's `JobPlanResponse`).
@@ -129,14 +129,6 @@ pub struct DesiredUpdates {
 }
 
 impl Plan {
-    /// The group of an ended allocation this plan follows up.
-    fn ended_group(&self, id: &str) -> Option<String> {
-        self.ended_groups
-            .iter()
-            .find(|(a, _)| a == id)
-            .map(|(_, g)| g.clone())
-    }
-
     /// Whether the job's spec differs from the one registered (or none was).
     pub fn spec_changed(&self) -> bool {
         self.existing.as_ref().is_none_or(|e| !e.spec_eq(&self.job))
@@ -168,9 +160,7 @@ impl Plan {
             out.entry(g.clone()).or_default().place += n.count;
         }
         for f in &self.followups {
-            if let Some(g) = self.ended_group(&f.alloc_id) {
-                out.entry(g).or_default().reschedule_later += 1;
-            }
+            out.entry(f.group.clone()).or_default().reschedule_later += 1;
         }
         // A destructive update re-places at the same index: count it once.
         for p in &self.place {
@@ -216,7 +206,6 @@ pub fn plan(
         blocked: BTreeMap::new(),
         started: std::time::Instant::now(),
         followups: Vec::new(),
-        ended_groups: Vec::new(),
     };
     let live = snap.live.clone();
     // A stopped job, or one whose children do the work, runs nothing of its own.
@@ -355,7 +344,7 @@ fn place_missing(plan: &mut Plan, snap: &ClientSnapshot, ended: &[EndedAlloc]) {
         left.capacity.hold(&k.alloc.resources);
     }
     let (mut place, mut blocked) = (Vec::new(), BTreeMap::new());
-    let (mut followups, mut ended_groups) = (Vec::new(), Vec::new());
+    let mut followups = Vec::new();
     let mut block = |group: &str, why: Unplaced| {
         blocked
             .entry(group.to_string())
@@ -385,9 +374,9 @@ fn place_missing(plan: &mut Plan, snap: &ClientSnapshot, ended: &[EndedAlloc]) {
                 Some((e, AfterEnd::Later(wait_until))) => {
                     followups.push(Followup {
                         alloc_id: e.id.clone(),
+                        group: group.name.clone(),
                         wait_until,
                     });
-                    ended_groups.push((e.id.clone(), group.name.clone()));
                     continue;
                 }
             };
@@ -415,7 +404,6 @@ fn place_missing(plan: &mut Plan, snap: &ClientSnapshot, ended: &[EndedAlloc]) {
     plan.place = place;
     plan.blocked = blocked;
     plan.followups = followups;
-    plan.ended_groups = ended_groups;
 }
 
 /// Ports, devices and room for one allocation of `group` (`path`, for errors), taken from

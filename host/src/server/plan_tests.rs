@@ -328,6 +328,7 @@ fn a_failed_service_allocation_is_replaced_after_its_delay_with_its_tracker() {
         p.followups,
         [Followup {
             alloc_id: "f1".into(),
+            group: "web".into(),
             wait_until: 1_020 * S
         }]
     );

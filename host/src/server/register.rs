@@ -224,7 +224,6 @@ impl Server {
             blocked,
             started,
             followups,
-            ..
         } = plan;
         let index = self.changes.bump();
         job.state = next_state(existing.as_ref(), spec_changed, index);

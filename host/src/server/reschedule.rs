@@ -105,19 +105,7 @@ impl Server {
             }
             let node = self.client.node();
             let eval = self.evals.record_followup(
-                crate::evals::EvalRequest {
-                    id: uuid::Uuid::new_v4().to_string(),
-                    namespace: &job.namespace,
-                    job_id: &job.id,
-                    job_type: job.job_type.as_str(),
-                    priority: job.priority.clamp(0, 100) as u32,
-                    groups: job.task_groups.iter().map(|g| g.name.clone()).collect(),
-                    triggered_by: Trigger::AllocReschedule,
-                    index,
-                    node_id: "",
-                    failed: &Default::default(),
-                    datacenter: &node.datacenter,
-                },
+                super::evaluate::eval_request(job, Trigger::AllocReschedule, index, &node),
                 f.wait_until,
             );
             drop(node);
