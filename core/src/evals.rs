@@ -89,6 +89,8 @@ pub enum Trigger {
     AllocFailure,
     /// A failed allocation's reschedule delay is over (a follow-up evaluation).
     AllocReschedule,
+    /// A deployment moved on (an allocation turned healthy, a promotion, a resume).
+    DeploymentWatcher,
 }
 
 impl Trigger {
@@ -104,6 +106,7 @@ impl Trigger {
             Trigger::QueuedAllocs => "queued-allocs",
             Trigger::AllocFailure => "alloc-failure",
             Trigger::AllocReschedule => "alloc-reschedule",
+            Trigger::DeploymentWatcher => "deployment-watcher",
         }
     }
 
@@ -118,7 +121,8 @@ impl Trigger {
             | Trigger::NodeUpdate
             | Trigger::QueuedAllocs
             | Trigger::AllocFailure
-            | Trigger::AllocReschedule => None,
+            | Trigger::AllocReschedule
+            | Trigger::DeploymentWatcher => None,
         }
     }
 }

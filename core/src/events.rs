@@ -36,6 +36,8 @@ pub enum Payload {
     Component(Box<Value>),
     /// A variable's metadata (never its items).
     Variable(Box<crate::structs::VariableMetadata>),
+    /// A deployment as of the event.
+    Deployment(Box<crate::structs::Deployment>),
 }
 
 /// One event.
@@ -71,6 +73,7 @@ impl Event {
             Payload::Node(n) => json!({ "Node": n }),
             Payload::Component(c) => json!({ "Component": c }),
             Payload::Variable(v) => json!({ "Variable": v }),
+            Payload::Deployment(d) => json!({ "Deployment": d }),
         };
         json!({
             "Topic": self.topic, "Type": self.event_type, "Key": self.key,

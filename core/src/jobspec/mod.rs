@@ -15,6 +15,7 @@ pub mod names;
 mod reschedule;
 pub mod submission;
 mod unacted;
+mod update;
 
 pub use device::{AFFINITY_OPERATORS, CONSTRAINT_OPERATORS, DeviceAffinity, DeviceConstraint};
 
@@ -25,6 +26,7 @@ pub use launch::{DispatchPayloadConfig, ParameterizedJobConfig, PeriodicConfig};
 pub use reschedule::ReschedulePolicy;
 use std::collections::BTreeMap;
 pub use unacted::{Unacted, unacted, warnings_text};
+pub use update::UpdateStrategy;
 
 use serde::{Deserialize, Serialize};
 
@@ -226,6 +228,10 @@ pub struct TaskGroup {
     /// (`None` for system and sysbatch jobs, which are never rescheduled).
     #[serde(rename = "ReschedulePolicy", default)]
     pub reschedule_policy: Option<ReschedulePolicy>,
+    /// How a new version replaces its allocations: Nomad's `Update`, defaults merged
+    /// (service jobs only; `None` for the other types, and for groups stored before).
+    #[serde(rename = "Update", default, skip_serializing_if = "Option::is_none")]
+    pub update: Option<UpdateStrategy>,
     /// Its blocks nothing here acts on (services, volumes, ...), as given.
     #[serde(flatten, default)]
     pub kept: Kept,

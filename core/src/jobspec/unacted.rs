@@ -44,7 +44,7 @@ const JOB: &[(&str, &str)] = &[
     ("Spreads", ONE_NODE),
     (
         "Update",
-        "not supported by this agent yet: a changed job replaces its allocations at once, without canaries or health checks",
+        "no effect: only service jobs are deployed; a new version replaces the allocations at once",
     ),
     (
         "Multiregion",
@@ -60,7 +60,7 @@ const GROUP: &[(&str, &str)] = &[
     ("Spreads", ONE_NODE),
     (
         "Update",
-        "not supported by this agent yet: a changed group replaces its allocations at once, without canaries or health checks",
+        "no effect: only service jobs are deployed; a new version replaces the allocations at once",
     ),
     ("Migrate", ONE_NODE),
     (
@@ -217,7 +217,12 @@ fn from(level: &[(&str, &'static str)], kept: &Kept, path: &str, out: &mut Vec<U
 /// Every field of `job` the agent does not act on, in the order of the job.
 pub fn unacted(job: &Job) -> Vec<Unacted> {
     let mut out = Vec::new();
-    from(JOB, &job.kept, "Job", &mut out);
+    // A service job's `Update` is its groups' deployment strategy.
+    let mut job_kept = job.kept.clone();
+    if job.job_type == super::JobType::Service {
+        job_kept.remove("Update");
+    }
+    from(JOB, &job_kept, "Job", &mut out);
     for (g, group) in job.task_groups.iter().enumerate() {
         let gp = format!("Job.TaskGroups[{g}]");
         from(GROUP, &group.kept, &gp, &mut out);

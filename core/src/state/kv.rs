@@ -526,4 +526,22 @@ impl<B: Backend + 'static> StateDb for KvState<B> {
             .map(|(k, v)| decode(tables::VARIABLES, &k, &v))
             .collect()
     }
+
+    fn put_deployment(&self, d: &crate::structs::Deployment) -> Result<(), StateError> {
+        self.commit
+            .write(vec![Op::Put(tables::DEPLOYMENTS, d.id.clone(), encode(d))])
+    }
+
+    fn delete_deployment(&self, id: &str) -> Result<(), StateError> {
+        self.commit
+            .write(vec![Op::Delete(tables::DEPLOYMENTS, id.to_string())])
+    }
+
+    fn deployments(&self) -> Result<Vec<crate::structs::Deployment>, StateError> {
+        self.backend
+            .scan(tables::DEPLOYMENTS, "")?
+            .into_iter()
+            .map(|(k, v)| decode(tables::DEPLOYMENTS, &k, &v))
+            .collect()
+    }
 }

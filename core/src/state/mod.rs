@@ -43,7 +43,8 @@ use crate::structs::{Allocation, JobSubmission, TaskState, Variable};
 ///   their version, indexes and status beside their spec.
 /// - 4: adds `variables` (Nomad Variables, keyed `<namespace>/<path>`).
 /// - 6: adds `job_submissions` (a job version's source as submitted, keyed as its version).
-pub const SCHEMA_VERSION: u64 = 6;
+/// - 7: adds `deployments` (a service job version's roll-out, keyed by id).
+pub const SCHEMA_VERSION: u64 = 7;
 
 /// Versions of a job kept for `/v1/job/{id}/versions` and revert (Nomad keeps six).
 pub const JOB_VERSIONS_KEPT: u64 = 6;
@@ -285,6 +286,12 @@ pub trait StateDb: Send + Sync {
     fn delete_variable(&self, namespace: &str, path: &str) -> Result<(), StateError>;
     /// Every variable.
     fn variables(&self) -> Result<Vec<Variable>, StateError>;
+
+    fn put_deployment(&self, d: &crate::structs::Deployment) -> Result<(), StateError>;
+
+    fn delete_deployment(&self, id: &str) -> Result<(), StateError>;
+
+    fn deployments(&self) -> Result<Vec<crate::structs::Deployment>, StateError>;
     /// The write path's counters (writes asked, commits, writes de-duplicated away).
     fn commit_stats(&self) -> &CommitStats;
     /// Why writes are refused now (the I/O error that stopped them), or `None` while the
@@ -310,6 +317,8 @@ pub mod tables {
     pub const ALLOC_JOBS: &str = "alloc_jobs";
     /// A job version's source as submitted, keyed as the version (schema 6).
     pub const JOB_SUBMISSIONS: &str = "job_submissions";
+    /// Deployments, keyed by id (schema 7).
+    pub const DEPLOYMENTS: &str = "deployments";
     pub const ALL: &[&str] = &[
         META,
         JOBS,
@@ -322,6 +331,7 @@ pub mod tables {
         VARIABLES,
         ALLOC_JOBS,
         JOB_SUBMISSIONS,
+        DEPLOYMENTS,
     ];
 }
 

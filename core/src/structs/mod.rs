@@ -8,6 +8,7 @@ use serde::{Deserialize, Serialize};
 use crate::jobspec::Job;
 
 mod capacity;
+pub mod deployment;
 pub mod reschedule;
 mod resources;
 
@@ -15,6 +16,7 @@ pub use crate::jobspec::submission::{
     JobSubmission, MAX_SOURCE_SIZE, admit_submission, human_bytes,
 };
 pub use capacity::{Amounts, Capacity};
+pub use deployment::{AllocDeploymentStatus, Deployment, DeploymentState};
 pub use reschedule::{DesiredTransition, Lineage, RescheduleEvent, RescheduleTracker};
 pub use resources::*;
 

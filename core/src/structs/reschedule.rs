@@ -68,6 +68,12 @@ pub struct Lineage {
     /// The evaluation that replaces it once its reschedule delay is over.
     #[serde(rename = "FollowupEvalID", default)]
     pub followup_eval_id: String,
+    /// The deployment that placed it, or moved it to its job's version in place.
+    #[serde(rename = "DeploymentID", default)]
+    pub deployment_id: String,
+    /// Its health in that deployment, and whether it is a canary.
+    #[serde(default)]
+    pub deployment_status: Option<super::deployment::AllocDeploymentStatus>,
 }
 
 /// When a failed allocation may be replaced, or that it may not.

@@ -45,7 +45,6 @@ job "web" {
 "#;
 
 const NAMED: &[&str] = &[
-    "Job.Update: not supported by this agent yet",
     "Job.TaskGroups[0].Services: not supported by this agent yet",
     "Job.TaskGroups[0].Volumes: not supported by this agent yet",
     "Job.TaskGroups[0].Tasks[0].Artifacts: not supported by this agent yet",
@@ -61,7 +60,11 @@ async fn parsed(t: &TestAgent) -> Value {
 
 fn names_each(warnings: &Value) {
     let text = warnings.as_str().unwrap_or_default();
-    assert!(text.starts_with("4 warnings:\n"), "{text}");
+    assert!(text.starts_with("3 warnings:\n"), "{text}");
+    assert!(
+        !text.contains("Update"),
+        "a service job's update is acted on: {text}"
+    );
     for n in NAMED {
         assert!(
             text.contains(&format!("\n* {n}")),
@@ -104,6 +107,13 @@ async fn each_block_not_acted_on_is_named_in_register_plan_and_validate_and_read
     // Registered and run as before, the blocks kept as given.
     let back = t.get("/v1/job/web").await;
     assert_eq!(back["Update"]["AutoRevert"], true);
+    // The job's `update` is its group's deployment strategy, Nomad's defaults merged.
+    let u = &back["TaskGroups"][0]["Update"];
+    assert_eq!(
+        (&u["Canary"], &u["AutoRevert"], &u["MaxParallel"]),
+        (&json!(1), &json!(true), &json!(1))
+    );
+    assert_eq!(u["MinHealthyTime"], 10_000_000_000u64);
     assert_eq!(back["TaskGroups"][0]["Services"][0]["Name"], "web");
     t.eval_done(reg["EvalID"].as_str().unwrap()).await;
     assert_eq!(

@@ -138,7 +138,6 @@ fn each_block_not_acted_on_is_named_with_its_path() {
     assert_eq!(
         paths,
         [
-            "Job.Update",
             "Job.TaskGroups[0].Services",
             "Job.TaskGroups[0].Spreads",
             "Job.TaskGroups[0].Volumes",
@@ -147,7 +146,8 @@ fn each_block_not_acted_on_is_named_with_its_path() {
             "Job.TaskGroups[0].Tasks[0].VolumeMounts",
             "Job.TaskGroups[0].Tasks[0].Templates[0].Wait",
         ],
-        "`AllAtOnce = false` asks for nothing, so it is not named"
+        "`AllAtOnce = false` asks for nothing, so it is not named; a service job's \
+         `Update` is acted on (its groups' deployments)"
     );
 }
 

@@ -31,7 +31,7 @@ pub(super) fn group_from_value(
     path: &str,
     v: &Value,
     job_type: JobType,
-    job_reschedule: Option<&Value>,
+    job_kept: &Kept,
 ) -> R<TaskGroup> {
     let mut o = Obj::new(path.into(), v)?;
     let name = o.required_string("Name")?;
@@ -41,8 +41,17 @@ pub(super) fn group_from_value(
         o.object("RestartPolicy")?,
         &RestartPolicy::default_for(job_type),
     )?;
-    let reschedule_policy =
-        reschedule_from(job_reschedule, o.object("ReschedulePolicy")?, job_type)?;
+    let reschedule_policy = reschedule_from(
+        job_kept.get("Reschedule"),
+        o.object("ReschedulePolicy")?,
+        job_type,
+    )?;
+    // Only service jobs are deployed; other types keep their `update` as given.
+    let update = if job_type == JobType::Service {
+        update_from(job_kept.get("Update"), o.object("Update")?)?
+    } else {
+        None
+    };
     let meta = o.string_map("Meta")?;
     let ephemeral_disk = match o.object("EphemeralDisk")? {
         None => EphemeralDisk {
@@ -69,7 +78,10 @@ pub(super) fn group_from_value(
             "a group needs at least one task",
         ));
     }
-    let kept = o.kept(KEPT_GROUP);
+    let mut kept = o.kept(KEPT_GROUP);
+    if update.is_some() {
+        kept.remove("Update");
+    }
     o.finish(&[])?;
     let mut tasks = Vec::new();
     let mut names = BTreeSet::new();
@@ -99,8 +111,55 @@ pub(super) fn group_from_value(
         shutdown_delay,
         networks,
         reschedule_policy,
+        update,
         kept,
     })
+}
+
+/// A service group's update strategy: its `Update` over the job's over Nomad's default,
+/// checked as Nomad checks it.
+fn update_from(job: Option<&Value>, group: Option<Obj<'_>>) -> R<Option<UpdateStrategy>> {
+    let mut u = UpdateStrategy::default();
+    let job = match job.filter(|v| !v.is_null()) {
+        Some(v) => Some(Obj::new("Job.Update".into(), v)?),
+        None => None,
+    };
+    let mut checked = "Job.Update".to_string();
+    for mut o in [job, group].into_iter().flatten() {
+        checked = o.path.clone();
+        if let Some(v) = o.uint("Stagger", u64::MAX)? {
+            u.stagger = v;
+        }
+        if let Some(v) = o.u32("MaxParallel")? {
+            u.max_parallel = v;
+        }
+        if let Some(v) = o.string("HealthCheck")?.filter(|v| !v.is_empty()) {
+            u.health_check = v;
+        }
+        if let Some(v) = o.uint("MinHealthyTime", u64::MAX)? {
+            u.min_healthy_time = v;
+        }
+        if let Some(v) = o.uint("HealthyDeadline", u64::MAX)? {
+            u.healthy_deadline = v;
+        }
+        if let Some(v) = o.uint("ProgressDeadline", u64::MAX)? {
+            u.progress_deadline = v;
+        }
+        if let Some(v) = o.boolean("AutoRevert")? {
+            u.auto_revert = v;
+        }
+        if let Some(v) = o.boolean("AutoPromote")? {
+            u.auto_promote = v;
+        }
+        if let Some(v) = o.u32("Canary")? {
+            u.canary = v;
+        }
+        o.finish(&[])?;
+    }
+    if u.deploys() {
+        u.validate(&checked)?;
+    }
+    Ok(Some(u))
 }
 
 /// A group's reschedule policy: its `ReschedulePolicy` over the job's `Reschedule` over

@@ -161,7 +161,7 @@ pub(super) fn job_from_value(v: &Value) -> R<Job> {
     }
     let kept = o.kept(KEPT_JOB);
     o.finish(IGNORED_JOB)?;
-    let task_groups = groups_from(groups_v, job_type, kept.get("Reschedule"))?;
+    let task_groups = groups_from(groups_v, job_type, &kept)?;
     Ok(Job {
         id,
         name,
@@ -235,15 +235,11 @@ fn launch_kinds_allowed(job_type: JobType, periodic: bool, parameterized: bool) 
 }
 
 /// `Job.TaskGroups`, each with a name of its own.
-fn groups_from(
-    groups: Vec<&Value>,
-    job_type: JobType,
-    reschedule: Option<&Value>,
-) -> R<Vec<TaskGroup>> {
+fn groups_from(groups: Vec<&Value>, job_type: JobType, job_kept: &Kept) -> R<Vec<TaskGroup>> {
     let mut task_groups = Vec::new();
     let mut names = BTreeSet::new();
     for (i, g) in groups.into_iter().enumerate() {
-        let group = group_from_value(&format!("Job.TaskGroups[{i}]"), g, job_type, reschedule)?;
+        let group = group_from_value(&format!("Job.TaskGroups[{i}]"), g, job_type, job_kept)?;
         if !names.insert(group.name.clone()) {
             return Err(JobspecError::new(
                 format!("Job.TaskGroups[{i}].Name"),
