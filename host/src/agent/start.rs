@@ -92,6 +92,8 @@ impl Agent {
         self.restore()?;
         self.server.spawn_unblocker();
         self.server.spawn_rescheduler();
+        self.server.spawn_deployment_watcher();
+        self.client.spawn_health_tracker();
         self.spawn_outage_watch();
         self.server.spawn_core_gc(server_gc);
         self.client.spawn_gc();
@@ -124,6 +126,7 @@ impl Agent {
             .collect();
         self.client.restore(allocs, &running);
         self.server.restore_jobs(jobs, index);
+        self.server.restore_deployments();
         Ok(())
     }
 }

@@ -7,6 +7,7 @@ mod allocs;
 mod client;
 mod cluster;
 mod components;
+mod deployments;
 mod evals;
 mod events;
 mod fs;
@@ -46,6 +47,7 @@ fn routes() -> routes::Routes {
         .merge(client::routes())
         .merge(node::routes())
         .merge(metrics::routes())
+        .merge(deployments::routes())
         .merge(evals::routes())
         .merge(search::routes())
         .merge(events::routes())

@@ -1,8 +1,4 @@
-//! A job's scale (`GET|POST /v1/job/{id}/scale`, what `nomad job scale` uses) and the
-//! deployments endpoints. A single node runs no deployment watcher: registering a job
-//! replaces its allocations at once (see `server/plan.rs`), so there is never a deployment,
-//! and these endpoints say so as Nomad does for a job without one: an empty list, `null`
-//! for a job's latest deployment, 404 for a deployment id (and no allocations for one).
+//! A job's scale (`GET|POST /v1/job/{id}/scale`, what `nomad job scale` uses).
 
 use axum::body::Bytes;
 use axum::extract::{Path, Query, State};
@@ -12,13 +8,11 @@ use serde_json::{Value, json};
 use super::jobs::{register_refused, register_response};
 use super::routes::Routes;
 use super::{ApiError, AppState, QueryOptions, with_index};
-use crate::acl::check::{Need, NsFrom, READ_JOB};
-use crate::acl::routes::NeedFn;
+use crate::acl::check::{Need, NsFrom};
 use crate::agent::RegisterOptions;
 use crate::structs::ClientStatus;
 
 pub(super) fn routes() -> Routes {
-    let read_job: NeedFn = |_| Need::Ns(READ_JOB, NsFrom::Query);
     Routes::new()
         .on("GET", "/v1/job/{id}/scale", status, |_| {
             Need::Ns(&["read-job-scaling", "read-job"], NsFrom::Query)
@@ -26,70 +20,6 @@ pub(super) fn routes() -> Routes {
         .on("POST PUT", "/v1/job/{id}/scale", scale, |_| {
             Need::Ns(&["scale-job", "submit-job"], NsFrom::Query)
         })
-        .on("GET", "/v1/deployments", deployments, |_| {
-            Need::Ns(READ_JOB, NsFrom::List)
-        })
-        .on("GET", "/v1/job/{id}/deployments", job_deployments, read_job)
-        .on("GET", "/v1/job/{id}/deployment", job_deployment, read_job)
-        .on("GET", "/v1/deployment/{id}", deployment, read_job)
-        .on(
-            "GET",
-            "/v1/deployment/allocations/{id}",
-            deployment_allocations,
-            read_job,
-        )
-        // `nomad/deployment_endpoint.go`: each operation `submit-job | <op>-deployment`
-        // (Nomad has no `run-deployment`). There are no deployments on one node yet: each
-        // answers that the deployment is not found, once the token may ask.
-        .on(
-            "POST PUT",
-            "/v1/deployment/fail/{id}",
-            deployment_op,
-            |_| Need::Ns(&["submit-job", "fail-deployment"], NsFrom::Query),
-        )
-        .on(
-            "POST PUT",
-            "/v1/deployment/pause/{id}",
-            deployment_op,
-            |_| Need::Ns(&["submit-job", "pause-deployment"], NsFrom::Query),
-        )
-        .on(
-            "POST PUT",
-            "/v1/deployment/promote/{id}",
-            deployment_op,
-            |_| Need::Ns(&["submit-job", "promote-deployment"], NsFrom::Query),
-        )
-        .on(
-            "POST PUT",
-            "/v1/deployment/unblock/{id}",
-            deployment_op,
-            |_| Need::Ns(&["submit-job", "unblock-deployment"], NsFrom::Query),
-        )
-        .on(
-            "POST PUT",
-            "/v1/deployment/cancel/{id}",
-            deployment_op,
-            |_| Need::Ns(&["submit-job", "cancel-deployment"], NsFrom::Query),
-        )
-        .on("POST PUT", "/v1/deployment/run/{id}", deployment_op, |_| {
-            Need::Ns(&["submit-job"], NsFrom::Query)
-        })
-        .on(
-            "POST PUT",
-            "/v1/deployment/allocation-health/{id}",
-            deployment_op,
-            |_| {
-                Need::Ns(
-                    &["submit-job", "set-alloc-health-deployment"],
-                    NsFrom::Query,
-                )
-            },
-        )
-}
-
-/// An operation on a deployment: none exists here.
-async fn deployment_op(Path(id): Path<String>) -> ApiError {
-    ApiError::not_found(format!("deployment {id:?} not found"))
 }
 
 /// `GET /v1/job/{id}/scale`: Nomad's `JobScaleStatusResponse`.
@@ -193,42 +123,4 @@ async fn scale(
         )
         .map_err(register_refused)?;
     Ok(with_index(r.index, &register_response(&r)))
-}
-
-/// `GET /v1/deployments`: none.
-async fn deployments(State(agent): State<AppState>, Query(q): Query<QueryOptions>) -> Response {
-    let index = q.block(&agent).await;
-    with_index(index, &Vec::<()>::new())
-}
-
-/// `GET /v1/job/{id}/deployments`: none (404 for an unknown job).
-async fn job_deployments(
-    State(agent): State<AppState>,
-    Path(id): Path<String>,
-    Query(q): Query<QueryOptions>,
-) -> Result<Response, ApiError> {
-    let (index, _, _) = q.job(&agent, &id).await?;
-    Ok(with_index(index, &Vec::<()>::new()))
-}
-
-/// `GET /v1/job/{id}/deployment`: the latest deployment, `null` (as Nomad answers for a
-/// job without one).
-async fn job_deployment(
-    State(agent): State<AppState>,
-    Path(id): Path<String>,
-    Query(q): Query<QueryOptions>,
-) -> Result<Response, ApiError> {
-    let (index, _, _) = q.job(&agent, &id).await?;
-    Ok(with_index(index, &Value::Null))
-}
-
-/// `GET /v1/deployment/allocations/{id}`: the allocations of a deployment, none (Nomad
-/// answers an empty list for a deployment id it does not know).
-async fn deployment_allocations(State(agent): State<AppState>) -> Response {
-    with_index(agent.index(), &Vec::<()>::new())
-}
-
-/// `GET /v1/deployment/{id}`: there are none to find.
-async fn deployment(Path(id): Path<String>) -> ApiError {
-    ApiError::not_found(format!("deployment {id:?} not found"))
 }

@@ -175,7 +175,7 @@ pub async fn job_run_with_var_files(
 ) -> anyhow::Result<i32> {
     let (job, submission) = super::read_job_source(file, vars, var_files)?;
     let client = api.client()?;
-    let eval_id = submit(api, &client, file, &job, submission).await?;
+    let (eval_id, job_modify_index) = submit(api, &client, file, &job, submission).await?;
     println!("==> Job {:?} submitted (evaluation {eval_id})", job.id);
     if detach {
         return Ok(0);
@@ -185,7 +185,6 @@ pub async fn job_run_with_var_files(
         Placement::Partial => true,
         Placement::Whole => false,
     };
-
     // Per task, the time of the newest event printed: events are a ring of the newest 10,
     // so position is no guide to what is new.
     let mut seen: BTreeMap<String, u64> = BTreeMap::new();
@@ -220,11 +219,15 @@ pub async fn job_run_with_var_files(
                     a["ClientStatus"].as_str().unwrap_or("")
                 );
             }
-            return Ok(if failed.is_empty() && !placement_failed {
-                0
-            } else {
-                2
-            });
+            if !failed.is_empty() || placement_failed {
+                return Ok(2);
+            }
+            // A new version of a service job rolls out as a deployment: follow it, as
+            // `nomad job run` does, to its end or until it waits for a promotion (not when
+            // part of it could not be placed: it would wait for its progress deadline).
+            let deployed =
+                super::deployment::follow(api, &job.namespace, &job.id, job_modify_index).await?;
+            return Ok(deployed.unwrap_or(0));
         }
         if !placed {
             tokio::time::sleep(Duration::from_millis(200)).await;
@@ -233,14 +236,14 @@ pub async fn job_run_with_var_files(
 }
 
 /// Send the job with its source (Nomad's `api.JobSubmission`: the fields a client sets);
-/// prints the register answer's warnings; the evaluation id.
+/// prints the register answer's warnings; the evaluation id and the job's modify index.
 async fn submit(
     api: &ApiArgs,
     client: &reqwest::Client,
     file: &PathBuf,
     job: &crate::jobspec::Job,
     submission: crate::structs::JobSubmission,
-) -> anyhow::Result<String> {
+) -> anyhow::Result<(String, u64)> {
     // Nomad's `api.JobSubmission`: the fields a client sets.
     let submission = serde_json::json!({
         "Source": submission.source, "Format": submission.format,
@@ -263,7 +266,7 @@ async fn submit(
     if let Some(w) = reg["Warnings"].as_str().filter(|w| !w.is_empty()) {
         println!("==> Job Warnings:\n{w}");
     }
-    Ok(eval_id)
+    Ok((eval_id, reg["JobModifyIndex"].as_u64().unwrap_or(0)))
 }
 
 /// How much of a job its evaluation placed.
@@ -508,6 +511,18 @@ async fn one_job_status(api: &ApiArgs, client: &reqwest::Client, id: &str) -> an
             .and_then(placement_failure)
     {
         print!("\n{text}");
+    }
+    // As `nomad job status`: the latest deployment, with each group's progress.
+    if let Ok(d) = api.get(&format!("/v1/job/{id}/deployment")).await
+        && !d.is_null()
+    {
+        println!(
+            "\nLatest Deployment\nID          = {}\nStatus      = {}\nDescription = {}\n\nDeployed",
+            super::short_id(d["ID"].as_str().unwrap_or("")),
+            d["Status"].as_str().unwrap_or(""),
+            d["StatusDescription"].as_str().unwrap_or("")
+        );
+        super::deployment::print_groups(&d);
     }
     let allocs = api.get(&format!("/v1/job/{id}/allocations")).await?;
     println!(

@@ -11,6 +11,7 @@ mod component;
 mod component_call;
 mod component_check;
 mod component_new;
+mod deployment;
 pub mod job;
 mod log;
 mod node;
@@ -47,6 +48,9 @@ pub enum Command {
     /// Inspect and validate components.
     #[command(subcommand)]
     Component(component::ComponentCommand),
+    /// Deployments of service jobs: list, status, promote, fail, pause, resume.
+    #[command(subcommand)]
+    Deployment(deployment::DeploymentCommand),
     /// Nomad's ACL system: bootstrap, policies, tokens.
     #[command(subcommand)]
     Acl(acl::AclCommand),
@@ -158,6 +162,7 @@ pub async fn main(cli: Cli) -> anyhow::Result<i32> {
         Command::Node(cmd) => node::run(cmd).await,
         Command::Component(cmd) => component::run(cmd).await,
         Command::Acl(cmd) => acl::run(cmd).await,
+        Command::Deployment(cmd) => deployment::run(cmd).await,
     }
 }
 

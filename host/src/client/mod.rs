@@ -18,6 +18,7 @@ use crate::taskenv::NodeInfo;
 use crate::taskrunner::interfaces::Plugins;
 
 pub mod gc;
+pub mod health;
 pub mod ops;
 pub mod order;
 pub mod restore;
@@ -77,13 +78,22 @@ pub struct Client {
     /// The id of each allocation that ends, for the server to read (its reschedules).
     ended: tokio::sync::mpsc::UnboundedSender<String>,
     ended_rx: std::sync::Mutex<Option<tokio::sync::mpsc::UnboundedReceiver<String>>>,
+    /// Allocations in a deployment whose health is still to be judged ([`health`]).
+    health_tracked: std::sync::Mutex<std::collections::BTreeSet<String>>,
+    /// The id of each allocation whose health was judged, for the server.
+    health_tx: tokio::sync::mpsc::UnboundedSender<String>,
+    health_rx: std::sync::Mutex<Option<tokio::sync::mpsc::UnboundedReceiver<String>>>,
 }
 
 impl Client {
     /// A client with no allocations.
     pub fn new(p: ClientParts) -> Self {
         let (ended, ended_rx) = tokio::sync::mpsc::unbounded_channel();
+        let (health_tx, health_rx) = tokio::sync::mpsc::unbounded_channel();
         Self {
+            health_tracked: Default::default(),
+            health_tx,
+            health_rx: std::sync::Mutex::new(Some(health_rx)),
             ended,
             ended_rx: std::sync::Mutex::new(Some(ended_rx)),
             db: p.db,

@@ -17,16 +17,29 @@ pub struct LiveAlloc {
     pub index: u32,
     /// What it holds.
     pub resources: AllocatedResources,
+    /// The version of the job it runs.
+    pub job: std::sync::Arc<crate::jobspec::Job>,
+    /// The deployment that placed it (or moved it in place), if any.
+    pub deployment_id: String,
+    /// Placed as a canary.
+    pub canary: bool,
+    /// Its health in that deployment, once judged.
+    pub healthy: Option<bool>,
 }
 
 impl LiveAlloc {
     /// The parts of `a` a plan reads.
     pub fn of(a: &Allocation) -> Self {
+        let status = a.lineage.deployment_status.as_ref();
         Self {
             id: a.id.clone(),
             group: a.task_group.clone(),
             index: a.index,
             resources: a.allocated_resources.clone(),
+            job: a.job.clone(),
+            deployment_id: a.lineage.deployment_id.clone(),
+            canary: status.is_some_and(|s| s.canary),
+            healthy: status.and_then(|s| s.healthy),
         }
     }
 }
@@ -51,6 +64,9 @@ pub struct EndedAlloc {
     pub followup_eval_id: String,
     /// The node it ran on.
     pub node_id: String,
+    /// The deployment that placed it, and its health there.
+    pub deployment_id: String,
+    pub healthy: Option<bool>,
 }
 
 impl EndedAlloc {
@@ -77,6 +93,8 @@ impl EndedAlloc {
             tracker: a.lineage.reschedule_tracker.clone(),
             followup_eval_id: a.lineage.followup_eval_id.clone(),
             node_id: a.node_id.clone(),
+            deployment_id: a.lineage.deployment_id.clone(),
+            healthy: a.lineage.deployment_status.as_ref().and_then(|s| s.healthy),
         }
     }
 }
@@ -104,6 +122,8 @@ pub struct ClientSnapshot {
     pub ended: Vec<EndedAlloc>,
     /// Now, ns since the epoch: when reschedule delays are measured from.
     pub now: u64,
+    /// The job's latest deployment (filled in by the server).
+    pub deployment: Option<crate::structs::Deployment>,
     /// What the node offers, with what the other jobs' live allocations hold of it.
     pub capacity: Capacity,
     /// Ports the other jobs hold, and by whom.
@@ -142,6 +162,7 @@ impl Client {
                 .collect(),
             ended: Vec::new(),
             now: crate::util::now_nanos(),
+            deployment: None,
             capacity,
             ports,
             held_devices: devices,

@@ -20,6 +20,7 @@ use crate::state::StateDb;
 
 pub mod blocked;
 pub mod core_gc;
+pub mod deployments;
 pub mod dispatch;
 pub mod drain;
 pub mod evaluate;
@@ -30,10 +31,12 @@ pub mod placing;
 pub mod plan;
 pub mod register;
 pub mod reschedule;
+mod rollout;
 pub mod snapshot;
 pub mod submission;
 pub mod vars;
 
+pub use deployments::{DeploymentError, DeploymentUpdate};
 pub use register::{RegisterError, RegisterOptions, Registered};
 
 /// What renders the node for the `Node` event topic (the agent's view of it).
@@ -66,6 +69,8 @@ pub struct Server {
     node_view: OnceLock<NodeViewFn>,
     /// Refuse jobs asking for what the agent does not act on, instead of warning.
     refuse_unacted: bool,
+    /// Deployments of service jobs' versions.
+    deployments: deployments::DeploymentBook,
 }
 
 /// What a server is made of.
@@ -97,6 +102,7 @@ impl Server {
             node_events: p.node_events,
             node_view: OnceLock::new(),
             refuse_unacted: p.refuse_unacted,
+            deployments: Default::default(),
         }
     }
 

@@ -54,6 +54,12 @@ impl Drop for PlanGuard {
     }
 }
 
+/// The deployment a plan's allocations join, and its groups.
+pub(super) struct Joined {
+    pub id: String,
+    pub groups: std::collections::BTreeSet<String>,
+}
+
 /// What is left of a plan once its job is stored and its evaluation recorded.
 pub(super) struct Placing {
     pub job: Job,
@@ -70,6 +76,8 @@ pub(super) struct Placing {
     /// Kept and stopped, for the log.
     pub kept: usize,
     pub stopped: usize,
+    /// The deployment its placements and in-place updates of deployed groups join.
+    pub deployment: Option<Joined>,
     pub _guard: PlanGuard,
 }
 
@@ -90,11 +98,26 @@ impl Placing {
             started,
             kept,
             stopped,
+            deployment,
             _guard,
         } = self;
+        let joins = |group: &str| deployment.as_ref().filter(|d| d.groups.contains(group));
+        let mut joined = Vec::new();
         for k in &update {
             if let Some(r) = agent.client.runner(&k.alloc.id) {
                 r.update(job.clone(), &eval_id);
+                // Moved to the new version: it joins its deployment, judged again.
+                if let Some(d) = joins(&k.alloc.group) {
+                    let now = crate::util::now_nanos();
+                    r.shared().update_lineage(|l| {
+                        l.deployment_id = d.id.clone();
+                        l.deployment_status = Some(crate::structs::AllocDeploymentStatus {
+                            timestamp: now,
+                            ..Default::default()
+                        });
+                    });
+                    joined.push(k.alloc.id.clone());
+                }
             }
         }
         // The placement is a change of its own, after the registration's: what follows it
@@ -105,7 +128,15 @@ impl Placing {
             agent.changes.bump()
         };
         let config = agent.client.runner_config();
-        let allocs = new_allocations(&job, &eval_id, index, started, &config.node, place);
+        let mut allocs = new_allocations(&job, &eval_id, index, started, &config.node, place);
+        for a in allocs.iter_mut() {
+            if let Some(d) = joins(&a.task_group) {
+                a.lineage.deployment_id = d.id.clone();
+                let status = a.lineage.deployment_status.get_or_insert_default();
+                status.timestamp = a.create_time;
+                joined.push(a.id.clone());
+            }
+        }
         let replaced = replaced_by(&allocs);
         let fail = |e: crate::state::StateError| {
             tracing::error!(job = %job.id, namespace = %job.namespace, error = %e, "placing the job's allocations failed");
@@ -148,6 +179,10 @@ impl Placing {
         // the evaluation finds them.
         let index = agent.changes.bump();
         agent.evaluate_done(&job, trigger, &eval_id, index, Ok(&blocked));
+        if let Some(d) = &deployment {
+            agent.client.track_health(joined);
+            agent.deployment_placed(&d.id);
+        }
         if !blocked.is_empty() {
             agent.placement_failed();
         }
@@ -241,13 +276,19 @@ fn new_allocations(
                 modify_index: index,
                 create_time: now,
                 modify_time: now,
-                lineage: match p.replaces {
-                    Some(r) => crate::structs::Lineage {
-                        previous_allocation: r.alloc_id,
-                        reschedule_tracker: r.tracker,
+                lineage: crate::structs::Lineage {
+                    deployment_status: p.canary.then(|| crate::structs::AllocDeploymentStatus {
+                        canary: true,
                         ..Default::default()
-                    },
-                    None => Default::default(),
+                    }),
+                    ..match p.replaces {
+                        Some(r) => crate::structs::Lineage {
+                            previous_allocation: r.alloc_id,
+                            reschedule_tracker: r.tracker,
+                            ..Default::default()
+                        },
+                        None => Default::default(),
+                    }
                 },
             }
         })

@@ -39,6 +39,8 @@ pub struct Placement {
     pub resources: AllocatedResources,
     /// The ended allocation it replaces, if it replaces one.
     pub replaces: Option<Replaces>,
+    /// Placed as a canary beside the old version's allocation at its index.
+    pub canary: bool,
 }
 
 /// An ended allocation a placement replaces: a failed one rescheduled, or one stopped to
@@ -84,6 +86,16 @@ pub struct Plan {
     pub started: std::time::Instant,
     /// Failed allocations to replace later, once their reschedule delay is over.
     pub followups: Vec<Followup>,
+    /// Allocations of an older version the deployment replaces later (or never, when it
+    /// failed): they keep running as they are.
+    pub waiting: Vec<LiveAlloc>,
+    /// Canaries to place: (group, index of the old allocation they stand beside).
+    pub canary_at: Vec<(String, u32)>,
+    /// The deployment the plan rolls out under (new, or the running one continued), with
+    /// its groups as planned.
+    pub deployment: Option<crate::structs::Deployment>,
+    /// The deployment is new: stored when the plan is applied.
+    pub new_deployment: bool,
 }
 
 /// What a plan would do (the body of Nomad's `JobPlanResponse`).
@@ -150,8 +162,11 @@ impl Plan {
                 u.ignore += 1;
             }
         }
-        for a in &self.destructive {
+        for a in self.destructive.iter() {
             out.entry(a.group.clone()).or_default().destructive_update += 1;
+        }
+        for a in &self.waiting {
+            out.entry(a.group.clone()).or_default().ignore += 1;
         }
         for a in &self.stop {
             out.entry(a.group.clone()).or_default().stop += 1;
@@ -176,7 +191,9 @@ impl Plan {
                 .destructive
                 .iter()
                 .any(|a| a.group == p.group && a.index == p.index);
-            if !replaced {
+            if p.canary {
+                out.entry(p.group.clone()).or_default().canary += 1;
+            } else if !replaced {
                 out.entry(p.group.clone()).or_default().place += 1;
             }
         }
@@ -206,6 +223,10 @@ pub fn plan(
         blocked: BTreeMap::new(),
         started: std::time::Instant::now(),
         followups: Vec::new(),
+        waiting: Vec::new(),
+        canary_at: Vec::new(),
+        deployment: None,
+        new_deployment: false,
     };
     let live = snap.live.clone();
     // A stopped job, or one whose children do the work, runs nothing of its own.
@@ -217,7 +238,9 @@ pub fn plan(
     // The same spec again while it runs changes nothing (a job whose allocations all
     // finished is placed again).
     let unchanged = previous.as_ref().is_some_and(|old| old.spec_eq(&plan.job));
-    if unchanged && !live.is_empty() && !reevaluate {
+    // Allocations still on an older version: a deployment is replacing them.
+    let outdated = live.iter().any(|a| !a.job.spec_eq(&plan.job));
+    if unchanged && !live.is_empty() && !reevaluate && !outdated {
         plan.keep = live
             .into_iter()
             .map(|alloc| Kept {
@@ -227,7 +250,8 @@ pub fn plan(
             .collect();
         return Ok(plan);
     }
-    sort_live(&mut plan, previous.as_ref(), live);
+    sort_live(&mut plan, live, previous.is_some());
+    super::rollout::roll(&mut plan, snap, !unchanged);
     // What ended under the same spec decides whether its place is filled again; a new
     // spec starts afresh (Nomad ignores an older version's terminal allocations).
     let ended: &[EndedAlloc] = if unchanged { &snap.ended } else { &[] };
@@ -292,8 +316,10 @@ fn after_end(job: &Job, group: &TaskGroup, e: &EndedAlloc, now: u64) -> AfterEnd
 }
 
 /// Which of the job's live allocations the new version keeps (as they are, or updated in
-/// place), replaces, or stops (an index past its group's count, a group removed).
-fn sort_live(plan: &mut Plan, previous: Option<&Job>, live: Vec<LiveAlloc>) {
+/// place), replaces, or stops (an index past its group's count, a group removed), each
+/// judged by the version of the job it runs. Without a `running` version registered (the
+/// job was stopped), every one is replaced: what still runs is on its way out.
+fn sort_live(plan: &mut Plan, live: Vec<LiveAlloc>, running: bool) {
     for alloc in live {
         let wanted = plan
             .job
@@ -303,16 +329,20 @@ fn sort_live(plan: &mut Plan, previous: Option<&Job>, live: Vec<LiveAlloc>) {
             plan.stop.push(alloc);
             continue;
         }
-        match previous {
-            Some(old) if old.spec_eq(&plan.job) => plan.keep.push(Kept {
+        if !running {
+            plan.destructive.push(alloc);
+        } else if alloc.job.spec_eq(&plan.job) {
+            plan.keep.push(Kept {
                 alloc,
                 in_place: false,
-            }),
-            Some(old) if updatable_in_place(old, &plan.job, &alloc.group) => plan.keep.push(Kept {
+            });
+        } else if updatable_in_place(&alloc.job, &plan.job, &alloc.group) {
+            plan.keep.push(Kept {
                 alloc,
                 in_place: true,
-            }),
-            _ => plan.destructive.push(alloc),
+            });
+        } else {
+            plan.destructive.push(alloc);
         }
     }
 }
@@ -333,15 +363,15 @@ fn place_missing(plan: &mut Plan, snap: &ClientSnapshot, ended: &[EndedAlloc]) {
         ports: snap.ports.clone(),
         devices: snap.held_devices.clone(),
     };
-    for k in &plan.keep {
-        let holder = format!("allocation {} of this job", short(&k.alloc.id));
-        for p in &k.alloc.resources.shared.ports {
+    for a in plan.keep.iter().map(|k| &k.alloc).chain(&plan.waiting) {
+        let holder = format!("allocation {} of this job", short(&a.id));
+        for p in &a.resources.shared.ports {
             left.ports.insert(p.value, holder.clone());
         }
-        for key in k.alloc.resources.device_keys() {
+        for key in a.resources.device_keys() {
             left.devices.insert(key, holder.clone());
         }
-        left.capacity.hold(&k.alloc.resources);
+        left.capacity.hold(&a.resources);
     }
     let (mut place, mut blocked) = (Vec::new(), BTreeMap::new());
     let mut followups = Vec::new();
@@ -358,7 +388,9 @@ fn place_missing(plan: &mut Plan, snap: &ClientSnapshot, ended: &[EndedAlloc]) {
             if plan
                 .keep
                 .iter()
-                .any(|k| held(&k.alloc.group, k.alloc.index))
+                .map(|k| &k.alloc)
+                .chain(&plan.waiting)
+                .any(|a| held(&a.group, a.index))
             {
                 continue;
             }
@@ -395,10 +427,37 @@ fn place_missing(plan: &mut Plan, snap: &ClientSnapshot, ended: &[EndedAlloc]) {
                     index: i,
                     resources,
                     replaces,
+                    canary: false,
                 }),
                 // A count that fits in part places what fits.
                 Err(why) => block(&group.name, why),
             }
+        }
+    }
+    // Canaries, beside the allocations they stand in for.
+    for (group_name, i) in &plan.canary_at {
+        let Some((gi, group)) = plan
+            .job
+            .task_groups
+            .iter()
+            .enumerate()
+            .find(|(_, g)| &g.name == group_name)
+        else {
+            continue;
+        };
+        if !snap.eligible {
+            block(group_name, Unplaced::Ineligible);
+            continue;
+        }
+        match place_one(&format!("Job.TaskGroups[{gi}]"), group, snap, &mut left) {
+            Ok(resources) => place.push(Placement {
+                group: group_name.clone(),
+                index: *i,
+                resources,
+                replaces: None,
+                canary: true,
+            }),
+            Err(why) => block(group_name, why),
         }
     }
     plan.place = place;

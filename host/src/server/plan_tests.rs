@@ -59,6 +59,14 @@ fn running(plan: &Plan, mut snap: ClientSnapshot) -> ClientSnapshot {
             group: p.group.clone(),
             index: p.index,
             resources: p.resources.clone(),
+            job: std::sync::Arc::new(plan.job.clone()),
+            deployment_id: plan
+                .deployment
+                .as_ref()
+                .map(|d| d.id.clone())
+                .unwrap_or_default(),
+            canary: p.canary,
+            healthy: None,
         })
         .collect();
     snap
@@ -123,13 +131,19 @@ fn a_lower_count_stops_the_highest_indexes_and_moves_the_rest_in_place() {
     assert_eq!((u.stop, u.in_place_update, u.place), (2, 1, 0));
 }
 
+/// No deployment: a new version replaces every allocation at once.
+fn at_once() -> serde_json::Value {
+    serde_json::json!({"Update": {"MaxParallel": 0}})
+}
+
 #[test]
 fn a_changed_task_replaces_each_allocation_at_its_index_counted_once() {
-    let first = plan(job(2, 64, serde_json::json!({})), None, &node(1024), false).unwrap();
+    let first = plan(job(2, 64, at_once()), None, &node(1024), false).unwrap();
     let snap = running(&first, node(1024));
-    let old = registered(job(2, 64, serde_json::json!({})));
+    let old = registered(job(2, 64, at_once()));
     // More memory: the tasks see it, so the allocations are replaced, not updated.
-    let p = plan(job(2, 128, serde_json::json!({})), Some(old), &snap, false).unwrap();
+    let p = plan(job(2, 128, at_once()), Some(old), &snap, false).unwrap();
+    assert!(p.deployment.is_none(), "max_parallel 0: no deployment");
     assert_eq!(indexes(&p.destructive), [0, 1]);
     assert_eq!(p.place.iter().map(|p| p.index).collect::<Vec<_>>(), [0, 1]);
     let u = &p.desired_updates()["web"];
@@ -290,6 +304,8 @@ fn ended(id: &str, index: u32, status: ClientStatus, fail_time: u64) -> EndedAll
         tracker: None,
         followup_eval_id: String::new(),
         node_id: "node".into(),
+        deployment_id: String::new(),
+        healthy: None,
     }
 }
 
@@ -390,4 +406,143 @@ fn a_job_past_the_nodes_live_allocation_limit_is_an_error_naming_the_field() {
     let e = plan(job(3, 1, serde_json::json!({})), None, &snap, false).unwrap_err();
     assert_eq!(e.path, "Job.TaskGroups");
     assert!(plan(job(2, 1, serde_json::json!({})), None, &snap, false).is_ok());
+}
+
+/// `snap` with the live allocations' health in their deployment set to `healthy`.
+fn judged(mut snap: ClientSnapshot, healthy: bool) -> ClientSnapshot {
+    for a in &mut snap.live {
+        a.healthy = Some(healthy);
+    }
+    snap
+}
+
+#[test]
+fn a_first_version_is_placed_whole_under_a_new_deployment() {
+    let p = plan(job(3, 64, serde_json::json!({})), None, &node(1024), false).unwrap();
+    assert_eq!(
+        p.place.len(),
+        3,
+        "max_parallel limits replacements, not placements"
+    );
+    let d = p
+        .deployment
+        .as_ref()
+        .expect("a service job's first version deploys");
+    assert!(p.new_deployment);
+    let g = &d.task_groups["web"];
+    assert_eq!((g.desired_total, g.desired_canaries), (3, 0));
+    assert!(
+        g.require_progress_by > 0,
+        "the progress deadline counts from now"
+    );
+}
+
+#[test]
+fn a_new_version_rolls_max_parallel_at_a_time_as_the_new_ones_turn_healthy() {
+    let update = serde_json::json!({"Update": {"MaxParallel": 2}});
+    let first = plan(job(5, 64, update.clone()), None, &node(4096), false).unwrap();
+    let snap = judged(running(&first, node(4096)), true);
+    let old = registered(job(5, 64, update.clone()));
+    let new = job(5, 128, update.clone());
+    let p = plan(new.clone(), Some(old), &snap, false).unwrap();
+    assert_eq!(indexes(&p.destructive), [0, 1]);
+    assert_eq!(indexes(&p.waiting), [2, 3, 4]);
+    assert_eq!(p.place.iter().map(|p| p.index).collect::<Vec<_>>(), [0, 1]);
+    let u = &p.desired_updates()["web"];
+    assert_eq!((u.destructive_update, u.ignore, u.place), (2, 3, 0));
+    let d = p.deployment.clone().unwrap();
+    assert!(p.new_deployment);
+
+    // The next step, while the two new ones are not healthy yet: nothing more is replaced.
+    let mut snap2 = running(&p, node(4096));
+    for a in &mut snap2.live {
+        a.deployment_id = d.id.clone();
+    }
+    let old_live: Vec<LiveAlloc> = snap.live.iter().filter(|a| a.index >= 2).cloned().collect();
+    snap2.live.extend(old_live);
+    snap2.deployment = Some(d.clone());
+    let mut registered_new = new.clone();
+    registered_new.state.version = 1;
+    let mut dv = d.clone();
+    dv.job_version = 1;
+    snap2.deployment = Some(dv);
+    let wait = plan(new.clone(), Some(registered_new.clone()), &snap2, true).unwrap();
+    assert!(
+        wait.destructive.is_empty() && wait.place.is_empty(),
+        "two in flight"
+    );
+    assert_eq!(indexes(&wait.waiting), [2, 3, 4]);
+    assert!(!wait.new_deployment);
+
+    // One of them healthy: one more is replaced.
+    snap2.live[0].healthy = Some(true);
+    let next = plan(new.clone(), Some(registered_new.clone()), &snap2, true).unwrap();
+    assert_eq!(indexes(&next.destructive), [2]);
+    assert_eq!(indexes(&next.waiting), [3, 4]);
+
+    // The other ended before it turned healthy: nothing more, whatever is in flight.
+    let gone = snap2.live.remove(1);
+    let mut e = ended(&gone.id, gone.index, ClientStatus::Failed, 1);
+    e.deployment_id = d.id.clone();
+    snap2.ended = vec![e];
+    let stopped = plan(new, Some(registered_new), &snap2, true).unwrap();
+    assert!(
+        stopped.destructive.is_empty(),
+        "the roll-out stops at a failure"
+    );
+    assert_eq!(indexes(&stopped.waiting), [2, 3, 4]);
+}
+
+#[test]
+fn canaries_stand_beside_the_old_allocations_until_promoted() {
+    let update = serde_json::json!({"Update": {"MaxParallel": 1, "Canary": 1}});
+    let first = plan(job(2, 64, update.clone()), None, &node(4096), false).unwrap();
+    let snap = judged(running(&first, node(4096)), true);
+    let old = registered(job(2, 64, update.clone()));
+    let new = job(2, 128, update);
+    let p = plan(new.clone(), Some(old), &snap, false).unwrap();
+    assert!(
+        p.destructive.is_empty(),
+        "nothing replaced before the promotion"
+    );
+    assert_eq!(indexes(&p.waiting), [0, 1]);
+    let canaries: Vec<(u32, bool)> = p.place.iter().map(|c| (c.index, c.canary)).collect();
+    assert_eq!(canaries, [(0, true)], "one canary, beside web[0]");
+    assert_eq!(p.desired_updates()["web"].canary, 1);
+    assert_eq!(p.desired_updates()["web"].place, 0);
+    let mut d = p.deployment.clone().unwrap();
+    assert_eq!(d.task_groups["web"].desired_canaries, 1);
+    assert!(d.requires_promotion());
+
+    // Promoted, the canary healthy: the old web[0] stops, web[1] is replaced.
+    d.job_version = 1;
+    d.task_groups.get_mut("web").unwrap().promoted = true;
+    let mut snap2 = judged(running(&p, node(4096)), true);
+    for a in &mut snap2.live {
+        a.deployment_id = d.id.clone();
+    }
+    snap2.live.extend(snap.live.iter().cloned());
+    snap2.deployment = Some(d.clone());
+    let mut registered_new = new.clone();
+    registered_new.state.version = 1;
+    let next = plan(new.clone(), Some(registered_new.clone()), &snap2, true).unwrap();
+    assert_eq!(indexes(&next.stop), [0], "the canary takes web[0]'s place");
+    assert_eq!(indexes(&next.destructive), [1]);
+    assert_eq!(
+        next.place
+            .iter()
+            .map(|p| (p.index, p.canary))
+            .collect::<Vec<_>>(),
+        [(1, false)]
+    );
+
+    // Failed before the promotion: the canary stops, the old ones stay.
+    d.task_groups.get_mut("web").unwrap().promoted = false;
+    d.status = crate::structs::deployment::FAILED.into();
+    snap2.deployment = Some(d);
+    let failed = plan(new, Some(registered_new), &snap2, true).unwrap();
+    assert_eq!(failed.stop.len(), 1);
+    assert!(failed.stop[0].canary);
+    assert_eq!(indexes(&failed.waiting), [0, 1]);
+    assert!(failed.place.is_empty() && failed.destructive.is_empty());
 }

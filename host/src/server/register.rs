@@ -224,6 +224,10 @@ impl Server {
             blocked,
             started,
             followups,
+            waiting: _,
+            canary_at: _,
+            deployment,
+            new_deployment,
         } = plan;
         let index = self.changes.bump();
         job.state = next_state(existing.as_ref(), spec_changed, index);
@@ -246,6 +250,19 @@ impl Server {
             .insert((job.namespace.clone(), job.id.clone()), job.clone());
         self.stop_allocations(&job, &stop, &destructive);
         self.periodic_job_changed(&job);
+        if job.stop {
+            self.cancel_deployments(&job, crate::structs::deployment::desc::STOPPED_JOB, index);
+        }
+        let deployment = deployment.map(|d| {
+            let joined = super::placing::Joined {
+                id: d.id.clone(),
+                groups: d.task_groups.keys().cloned().collect(),
+            };
+            if new_deployment {
+                self.start_deployment(&job, d, index);
+            }
+            joined
+        });
 
         // A periodic or parameterized job is not evaluated itself: its children are.
         if job.is_parent() {
@@ -294,6 +311,7 @@ impl Server {
             place,
             blocked,
             started,
+            deployment,
             _guard: guard,
         };
         Ok((registered, Some(placing), job_written))
@@ -411,7 +429,9 @@ impl Server {
         if purge {
             self.db.delete_job(namespace, id)?;
             self.jobs.write().unwrap().remove(&key);
+            self.forget_deployments(namespace, id);
         } else {
+            self.cancel_deployments(&job, crate::structs::deployment::desc::STOPPED_JOB, index);
             if !existing.stop {
                 job.state.version += 1;
                 job.state.job_modify_index = index;

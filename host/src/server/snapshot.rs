@@ -35,6 +35,7 @@ impl Server {
     pub(super) fn client_snapshot(&self, key: &(String, String)) -> ClientSnapshot {
         let mut snap = self.client.snapshot(key);
         snap.eligible = self.eligible();
+        snap.deployment = self.latest_deployment(&key.0, &key.1);
         snap.ended = self.visit_job_allocations(&key.0, &key.1, false, |a| {
             (a.is_terminal() && a.lineage.next_allocation.is_empty()).then(|| EndedAlloc::of(a))
         });

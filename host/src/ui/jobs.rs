@@ -1,5 +1,6 @@
 //! `/ui/jobs` (every job, filtered by namespace and text) and `/ui/jobs/{id}` (a job's
-//! groups, allocations, evaluations and definition).
+//! groups, its latest deployment with promote and fail, allocations, evaluations and
+//! definition).
 
 use axum::extract::{Path, Query, State};
 use axum::http::StatusCode;
@@ -229,6 +230,9 @@ pub(super) async fn job(
             div.buttons { (job_buttons(&job.namespace, &job.id, job.stop, may)) }
             h2 { "Task groups" }
             (groups_table(&job, &summary))
+            @if let Some(d) = agent.server().latest_deployment(&ns, &id) {
+                (deployment_section(&d, &viewer, &agent))
+            }
             h2 { "Allocations" }
             (allocs_table(&allocs))
             h2 { "Evaluations" }
@@ -242,6 +246,76 @@ pub(super) async fn job(
         @if let Some(s) = &source { (hcl_source(s)) }
     };
     page(&format!("Job {id}"), Tab::Jobs, Some(&watch), body).into_response()
+}
+
+/// The job's latest deployment: its status, each group's progress, and promote and fail
+/// while it runs (offered to a token the API lets do them).
+fn deployment_section(
+    d: &crate::structs::Deployment,
+    viewer: &super::auth::Viewer,
+    agent: &AppState,
+) -> Markup {
+    let may = |op: &str| {
+        viewer.may_call(
+            agent,
+            "POST",
+            &format!("/v1/deployment/{op}/{}", d.id),
+            &d.namespace,
+        )
+    };
+    let url = |op: &str| {
+        format!(
+            "/v1/deployment/{op}/{}?namespace={}",
+            d.id,
+            enc(&d.namespace)
+        )
+    };
+    let canaries = d.task_groups.values().any(|g| g.desired_canaries > 0);
+    html! {
+        h2 { "Deployment" }
+        section #deployment aria-label="Latest deployment" {
+            dl.facts {
+                dt { "ID" } dd { code { (short(&d.id)) } }
+                dt { "Job version" } dd { (d.job_version) }
+                dt { "Status" } dd { span class=(format!("status {}", d.status)) { (d.status) } }
+                dt { "Description" } dd { (d.status_description) }
+            }
+            div.scroll { table {
+                thead { tr {
+                    th { "Group" } th { "Desired" }
+                    @if canaries { th { "Canaries" } th { "Promoted" } }
+                    th { "Placed" } th { "Healthy" } th { "Unhealthy" } th { "Progress deadline" }
+                } }
+                tbody {
+                    @for (name, g) in &d.task_groups {
+                        tr {
+                            td { (name) } td { (g.desired_total) }
+                            @if canaries {
+                                td { (g.desired_canaries) }
+                                td { @if g.desired_canaries > 0 { (g.promoted) } @else { "n/a" } }
+                            }
+                            td { (g.placed_allocs) } td { (g.healthy_allocs) } td { (g.unhealthy_allocs) }
+                            td { @if g.require_progress_by > 0 { (time_el(g.require_progress_by)) } @else { "n/a" } }
+                        }
+                    }
+                }
+            } }
+            @if d.active() {
+                div.buttons {
+                    @if d.requires_promotion() && may("promote") {
+                        button type="button" data-action="POST" data-url=(url("promote"))
+                            data-confirm=(format!("Promote deployment {}?", short(&d.id)))
+                            aria-label="Promote the deployment" { "Promote" }
+                    }
+                    @if may("fail") {
+                        button.danger type="button" data-action="POST" data-url=(url("fail"))
+                            data-confirm=(format!("Fail deployment {}?", short(&d.id)))
+                            aria-label="Fail the deployment" { "Fail" }
+                    }
+                }
+            }
+        }
+    }
 }
 
 /// A job's groups: count, tasks, allocations by status.

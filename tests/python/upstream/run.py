@@ -470,7 +470,7 @@ def read_expected() -> dict[str, str]:
     return expected
 
 
-CATEGORY_ORDER = ("deployments", "not-yet-implemented", "mismatch", "flaky", "upstream-bug")
+CATEGORY_ORDER = ("not-yet-implemented", "mismatch", "flaky", "upstream-bug")
 
 
 def write_expected(reasons: dict[str, str]) -> None:

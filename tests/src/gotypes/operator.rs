@@ -123,21 +123,49 @@ go_struct! {
 }
 
 go_struct! {
-    /// Mirrors `Deployment` in api/deployments.go (the fields a client reads first).
+    /// Mirrors `Deployment` in api/deployments.go.
     Deployment {
-        ID: String,
+        ID: always String,
         Namespace: String,
-        JobID: String,
-        JobVersion: u64,
+        JobID: always String,
+        JobVersion: always u64,
         JobModifyIndex: u64,
-        JobSpecModifyIndex: u64,
-        JobCreateIndex: u64,
+        JobSpecModifyIndex: always u64,
+        JobCreateIndex: always u64,
         IsMultiregion: bool,
-        TaskGroups: BTreeMap<String, Value>,
-        Status: String,
-        StatusDescription: String,
-        CreateIndex: u64,
-        ModifyIndex: u64,
+        TaskGroups: always BTreeMap<String, Option<DeploymentState>>,
+        Status: always String,
+        StatusDescription: always String,
+        CreateIndex: always u64,
+        ModifyIndex: always u64,
+        CreateTime: i64,
+        ModifyTime: i64,
+    }
+}
+
+go_struct! {
+    /// Mirrors `DeploymentState` in api/deployments.go.
+    DeploymentState {
+        PlacedCanaries: Vec<String>,
+        AutoRevert: always bool,
+        ProgressDeadline: always i64,
+        RequireProgressBy: always GoTime,
+        Promoted: always bool,
+        DesiredCanaries: always i64,
+        DesiredTotal: always i64,
+        PlacedAllocs: always i64,
+        HealthyAllocs: always i64,
+        UnhealthyAllocs: always i64,
+    }
+}
+
+go_struct! {
+    /// Mirrors `DeploymentUpdateResponse` in api/deployments.go; embeds `WriteMeta`.
+    DeploymentUpdateResponse {
+        EvalID: always String,
+        EvalCreateIndex: always u64,
+        DeploymentModifyIndex: always u64,
+        RevertedJobVersion: Option<u64>,
     }
 }
 

@@ -64,6 +64,7 @@ fn write_job(dir: &Path, name: &str, job: Value) -> String {
 /// every 200 ms, and says when it gets SIGUSR1.
 fn chatty_job() -> Value {
     json!({ "ID": "web", "Type": "service", "TaskGroups": [{ "Name": "g",
+        "Update": { "MinHealthyTime": 1_000_000_000u64 },
         "Tasks": [{ "Name": "t", "Driver": "raw_exec",
             "Config": { "command": "/bin/sh", "args": ["-c",
                 "trap 'echo got-usr1' USR1; for i in 1 2 3 4 5; do echo out$i; done; echo err1 >&2; i=6; while true; do echo out$i; i=$((i+1)); sleep 0.2; done"] } }] }] })
@@ -114,9 +115,20 @@ async fn job_and_alloc_commands_drive_a_running_task() {
         "1 allocation(s) placed",
         "Started",
         "running",
+        // The first version's deployment, followed to its end as `nomad job run` does.
+        "==> Monitoring deployment",
+        "Task Group  Desired  Placed  Healthy  Unhealthy  Progress Deadline",
+        "successful",
     ] {
         assert!(out.stdout.contains(want), "{want:?} missing: {out:?}");
     }
+    let out = cli(&t, &["deployment", "list"]).await;
+    assert!(
+        out.stdout.contains("Deployment completed successfully"),
+        "{out:?}"
+    );
+    let out = cli(&t, &["job", "status", "web"]).await;
+    assert!(out.stdout.contains("Latest Deployment"), "{out:?}");
 
     // status and inspect, for people and as JSON.
     let out = cli(&t, &["job", "status"]).await;

@@ -142,7 +142,7 @@ async fn device_requests_are_assigned_reserved_into_the_task_env_and_freed_on_st
         .as_str()
         .unwrap()
         .to_string();
-    let eval = t.get(&format!("/v1/evaluation/{eval_id}")).await;
+    let eval = t.eval_done(&eval_id).await;
     let dims = eval["FailedTGAllocs"]["g"]["DimensionExhausted"]
         .as_object()
         .unwrap_or_else(|| panic!("{eval:#}"))

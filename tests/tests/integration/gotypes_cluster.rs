@@ -63,12 +63,25 @@ pub async fn cluster(c: &mut GoCheck<'_>, node: &str, alloc: &str) {
         c.json::<go::JobRegisterResponse>(req(m, "/v1/job/{id}/scale").arg("web").body(body))
             .await;
     }
-    c.json::<Vec<Option<go::Deployment>>>(req("GET", "/v1/deployments"))
+    let listed = c
+        .json::<Vec<Option<go::Deployment>>>(req("GET", "/v1/deployments"))
         .await;
     c.json::<Vec<Option<go::Deployment>>>(req("GET", "/v1/job/{id}/deployments").arg("web"))
         .await;
     c.json::<Option<go::Deployment>>(req("GET", "/v1/job/{id}/deployment").arg("web"))
         .await;
+    // The service job's registration made a deployment: read it and its allocations.
+    match listed.and_then(|(l, _)| l.into_iter().flatten().next()) {
+        Some(d) => {
+            c.json::<go::Deployment>(req("GET", "/v1/deployment/{id}").arg(&d.ID))
+                .await;
+            c.json::<Vec<Option<go::AllocationListStub>>>(
+                req("GET", "/v1/deployment/allocations/{id}").arg(&d.ID),
+            )
+            .await;
+        }
+        None => c.fail("GET /v1/deployments: no deployment for the service job web".into()),
+    }
     c.status(req("GET", "/v1/deployment/{id}").arg("nope").expect(404))
         .await;
     c.json::<Vec<Option<go::AllocationListStub>>>(

@@ -341,9 +341,25 @@ async fn evaluate_scale_and_deployments_act_on_a_running_job() {
         .await;
     assert_eq!(s, 400);
 
-    assert_eq!(t.get("/v1/deployments").await, json!([]));
-    assert_eq!(t.get("/v1/job/s/deployments").await, json!([]));
-    assert_eq!(t.get("/v1/job/s/deployment").await, Value::Null);
+    // Each version of the service job started a deployment; a newer one cancelled the
+    // one before it.
+    let of_job = t.get("/v1/job/s/deployments").await;
+    let of_job = of_job.as_array().unwrap();
+    let version = t.get("/v1/job/s").await["Version"].clone();
+    assert_eq!(of_job[0]["JobVersion"], version, "newest first");
+    assert!(of_job.len() >= 2, "{of_job:#?}");
+    let first = of_job.last().unwrap();
+    assert_eq!(first["JobVersion"], 0);
+    assert_eq!(first["Status"], "cancelled");
+    assert_eq!(
+        first["StatusDescription"],
+        "Cancelled due to newer version of job"
+    );
+    assert_eq!(t.get("/v1/job/s/deployment").await["ID"], of_job[0]["ID"]);
+    assert_eq!(
+        t.get("/v1/deployments").await.as_array().unwrap().len(),
+        of_job.len()
+    );
     let (s, _) = t.send(Method::GET, "/v1/deployment/abc", None).await;
     assert_eq!(s, 404);
     let (s, _) = t.send(Method::GET, "/v1/job/ghost/deployments", None).await;

@@ -10,6 +10,7 @@ mod bad_input;
 mod cli;
 mod client;
 mod component_new;
+mod deploy;
 mod device_rules;
 mod devices;
 mod disk_full;

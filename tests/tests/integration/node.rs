@@ -62,12 +62,7 @@ async fn an_ineligible_node_places_nothing_until_it_is_eligible_again() {
         .await
         .unwrap();
     assert!(status_of(&t, "web").await.is_empty(), "nothing placed");
-    let eval = t
-        .get(&format!(
-            "/v1/evaluation/{}",
-            reg["EvalID"].as_str().unwrap()
-        ))
-        .await;
+    let eval = t.eval_done(reg["EvalID"].as_str().unwrap()).await;
     assert_eq!(eval["QueuedAllocations"]["g"], 1);
     assert_eq!(eval["FailedTGAllocs"]["g"]["NodesEvaluated"], 0);
     let blocked = eval["BlockedEval"].as_str().unwrap().to_string();
