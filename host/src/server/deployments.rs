@@ -318,10 +318,12 @@ impl Server {
         let successful = d.status == deployment::SUCCESSFUL;
         let (namespace, job_id, version) = (d.namespace.clone(), d.job_id.clone(), d.job_version);
         tracing::info!(job = %job_id, deployment = %d.id, status = %d.status, description = %d.status_description, "deployment moved on");
-        self.put_deployment(d, "DeploymentAllocHealth");
+        // Stable before the deployment shows successful: whoever saw it succeed and
+        // registers a new version finds the version to revert to.
         if successful && let Err(e) = self.set_job_stable(&namespace, &job_id, version, true) {
             tracing::warn!(job = %job_id, error = %e, "marking the deployed version stable failed");
         }
+        self.put_deployment(d, "DeploymentAllocHealth");
         self.carry_out(&namespace, &job_id, next);
     }
 

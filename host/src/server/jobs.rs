@@ -1,15 +1,16 @@
 //! The agent's jobs as the API shows them: a job with its status derived from its
 //! allocations (or, for a periodic or parameterized job, its children), its kept versions,
 //! its allocations (those of the job as it is now, not of a job of the same id purged
-//! before), and Nomad's job summary.
+//! before), and Nomad's job summary; reverting to a version and marking one stable.
 
 use std::collections::BTreeMap;
+use std::sync::Arc;
 
 use serde::Serialize;
 
-use super::Server;
 use super::register::RegisterError;
-use crate::jobspec::Job;
+use super::{RegisterOptions, Registered, Server};
+use crate::jobspec::{Job, JobspecError};
 use crate::structs::{Allocation, ClientStatus};
 
 /// Allocations of one group by client status (Nomad's `TaskGroupSummary`).
@@ -236,5 +237,92 @@ impl Server {
             create_index: job.state.create_index,
             modify_index: job.state.modify_index,
         }
+    }
+}
+
+impl Server {
+    /// Register version `version` of a job again, as a new version. With
+    /// `enforce_prior_version`, only if the job's current version is that one.
+    pub fn revert_job(
+        self: &Arc<Self>,
+        namespace: &str,
+        id: &str,
+        version: u64,
+        enforce_prior_version: Option<u64>,
+    ) -> Result<Registered, RegisterError> {
+        let current = self
+            .job(namespace, id)
+            .ok_or_else(|| RegisterError::NotFound(format!("job {id:?} not found")))?;
+        if let Some(prior) = enforce_prior_version
+            && prior != current.state.version
+        {
+            return Err(RegisterError::IndexConflict {
+                expected: prior,
+                why: format!(
+                    "current job has version {}, not {prior}",
+                    current.state.version
+                ),
+            });
+        }
+        if version == current.state.version {
+            return Err(RegisterError::Invalid(JobspecError::new(
+                "JobVersion",
+                format!("can't revert to current version {version}"),
+            )));
+        }
+        let mut old = self
+            .job_versions(namespace, id)
+            .into_iter()
+            .find(|v| v.state.version == version)
+            .ok_or_else(|| {
+                RegisterError::NotFound(format!(
+                    "job {id:?} in namespace {namespace:?} at version {version} not found"
+                ))
+            })?;
+        old.state = crate::jobspec::JobState::default();
+        // The new version keeps the source the old one was submitted as (as in Nomad).
+        let submission = self.db.job_submission(namespace, id, version)?;
+        self.register_job_with(
+            old,
+            RegisterOptions {
+                enforce_index: Some(current.state.job_modify_index),
+                submission,
+                ..Default::default()
+            },
+        )
+    }
+
+    /// Mark version `version` of a job stable or not.
+    pub fn set_job_stable(
+        &self,
+        namespace: &str,
+        id: &str,
+        version: u64,
+        stable: bool,
+    ) -> Result<u64, RegisterError> {
+        let mut v = self
+            .job_versions(namespace, id)
+            .into_iter()
+            .find(|v| v.state.version == version)
+            .ok_or_else(|| {
+                RegisterError::NotFound(format!(
+                    "job {id:?} in namespace {namespace:?} at version {version} not found"
+                ))
+            })?;
+        let index = self.changes.bump();
+        v.state.stable = stable;
+        v.state.modify_index = index;
+        let key = (namespace.to_string(), id.to_string());
+        let current = self.jobs.read().unwrap().get(&key).cloned();
+        match current {
+            Some(mut c) if c.state.version == version => {
+                c.state.stable = stable;
+                c.state.modify_index = index;
+                self.db.put_job(&c)?;
+                self.jobs.write().unwrap().insert(key, c);
+            }
+            _ => self.db.put_job_version(&v)?,
+        }
+        Ok(index)
     }
 }

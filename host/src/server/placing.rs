@@ -78,6 +78,9 @@ pub(super) struct Placing {
     pub stopped: usize,
     /// The deployment its placements and in-place updates of deployed groups join.
     pub deployment: Option<Joined>,
+    /// Told once the placed allocations are in the client's table (the API's answer to a
+    /// registration waits for it).
+    pub in_table: Option<std::sync::mpsc::Sender<()>>,
     pub _guard: PlanGuard,
 }
 
@@ -99,6 +102,7 @@ impl Placing {
             kept,
             stopped,
             deployment,
+            in_table,
             _guard,
         } = self;
         let joins = |group: &str| deployment.as_ref().filter(|d| d.groups.contains(group));
@@ -159,6 +163,9 @@ impl Placing {
         // hold; their write is on its way, and the next registrations' writes join its
         // commit instead of waiting behind it.
         agent.client.add(&placed.runners);
+        if let Some(t) = in_table {
+            let _ = t.send(());
+        }
         drop(_guard);
         let runners = match placed.wait() {
             Ok(r) => {

@@ -115,11 +115,20 @@ impl Server {
         opts: RegisterOptions,
     ) -> Result<Registered, RegisterError> {
         let (r, placing, job_written, previous) = self.store_job(job, opts)?;
-        if let Some(p) = placing {
+        if let Some(mut p) = placing {
             let agent = self.clone();
+            let (in_table, placed) = std::sync::mpsc::channel();
+            p.in_table = Some(in_table);
             self.client.work().spawn_blocking(move || {
                 // A failure is logged and ends the evaluation `failed`.
                 let _ = p.run(&agent);
+            });
+            // The answer waits until the allocations are in the table (not until they are
+            // durable or started, nor for the evaluation to end): a client that lists the
+            // job's allocations next finds them, however busy the machine. A placement
+            // that fails drops its sender, which ends the wait too.
+            crate::util::wait_blocking(|| {
+                let _ = placed.recv_timeout(std::time::Duration::from_secs(5));
             });
         }
         // Answered once the job is durable; its placement may already be on its way (and
@@ -312,6 +321,7 @@ impl Server {
             blocked,
             started,
             deployment,
+            in_table: None,
             _guard: guard,
         };
         Ok((registered, Some(placing), job_written))
@@ -459,91 +469,6 @@ impl Server {
             allocs: Vec::new(),
             warnings: Vec::new(),
         })
-    }
-
-    /// Register version `version` of a job again, as a new version. With
-    /// `enforce_prior_version`, only if the job's current version is that one.
-    pub fn revert_job(
-        self: &Arc<Self>,
-        namespace: &str,
-        id: &str,
-        version: u64,
-        enforce_prior_version: Option<u64>,
-    ) -> Result<Registered, RegisterError> {
-        let current = self
-            .job(namespace, id)
-            .ok_or_else(|| RegisterError::NotFound(format!("job {id:?} not found")))?;
-        if let Some(prior) = enforce_prior_version
-            && prior != current.state.version
-        {
-            return Err(RegisterError::IndexConflict {
-                expected: prior,
-                why: format!(
-                    "current job has version {}, not {prior}",
-                    current.state.version
-                ),
-            });
-        }
-        if version == current.state.version {
-            return Err(RegisterError::Invalid(JobspecError::new(
-                "JobVersion",
-                format!("can't revert to current version {version}"),
-            )));
-        }
-        let mut old = self
-            .job_versions(namespace, id)
-            .into_iter()
-            .find(|v| v.state.version == version)
-            .ok_or_else(|| {
-                RegisterError::NotFound(format!(
-                    "job {id:?} in namespace {namespace:?} at version {version} not found"
-                ))
-            })?;
-        old.state = crate::jobspec::JobState::default();
-        // The new version keeps the source the old one was submitted as (as in Nomad).
-        let submission = self.db.job_submission(namespace, id, version)?;
-        self.register_job_with(
-            old,
-            RegisterOptions {
-                enforce_index: Some(current.state.job_modify_index),
-                submission,
-                ..Default::default()
-            },
-        )
-    }
-
-    /// Mark version `version` of a job stable or not.
-    pub fn set_job_stable(
-        &self,
-        namespace: &str,
-        id: &str,
-        version: u64,
-        stable: bool,
-    ) -> Result<u64, RegisterError> {
-        let mut v = self
-            .job_versions(namespace, id)
-            .into_iter()
-            .find(|v| v.state.version == version)
-            .ok_or_else(|| {
-                RegisterError::NotFound(format!(
-                    "job {id:?} in namespace {namespace:?} at version {version} not found"
-                ))
-            })?;
-        let index = self.changes.bump();
-        v.state.stable = stable;
-        v.state.modify_index = index;
-        let key = (namespace.to_string(), id.to_string());
-        let current = self.jobs.read().unwrap().get(&key).cloned();
-        match current {
-            Some(mut c) if c.state.version == version => {
-                c.state.stable = stable;
-                c.state.modify_index = index;
-                self.db.put_job(&c)?;
-                self.jobs.write().unwrap().insert(key, c);
-            }
-            _ => self.db.put_job_version(&v)?,
-        }
-        Ok(index)
     }
 }
 

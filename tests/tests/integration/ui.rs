@@ -16,7 +16,10 @@ mod permissions;
 
 /// A raw_exec service job that prints a numbered line every second.
 fn ticker(id: &str) -> Value {
-    json!({ "ID": id, "Type": "service", "TaskGroups": [{ "Name": "g", "Count": 1, "Tasks": [{
+    // Its deployment stays running through a test (a minute to turn healthy).
+    let update = json!({ "MinHealthyTime": 60_000_000_000u64, "HealthyDeadline": 120_000_000_000u64,
+        "ProgressDeadline": 180_000_000_000u64 });
+    json!({ "ID": id, "Type": "service", "TaskGroups": [{ "Name": "g", "Count": 1, "Update": update, "Tasks": [{
         "Name": "t", "Driver": "raw_exec",
         "Config": { "command": "/bin/sh", "args": ["-c", "i=0; while true; do i=$((i+1)); echo \"tick $i\"; sleep 1; done"] },
         "Resources": { "CPU": 50, "MemoryMB": 32 } }] }] })
@@ -97,6 +100,11 @@ async fn every_page_renders_on_the_server() {
         "Evaluations",
         "Job JSON",
         "job-register",
+        // The service job's first deployment, running, with its fail button (this agent
+        // has no ACL: every call would pass).
+        r#"aria-label="Latest deployment""#,
+        "Deployment is running",
+        r#"data-url="/v1/deployment/fail/"#,
     ] {
         assert!(job.contains(want), "job page lacks {want}: {job}");
     }
