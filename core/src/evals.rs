@@ -55,9 +55,13 @@ pub struct Evaluation {
     /// A follow-up evaluation is not processed before this time (Go's zero time: at once).
     #[serde(serialize_with = "crate::util::go_time_serde::serialize")]
     pub wait_until: u64,
-    /// No deployments on a single node.
+    /// The deployment it was made for (none: an evaluation is of a job, here).
     #[serde(rename = "DeploymentID")]
     pub deployment_id: String,
+    /// Evaluations related to this one: Nomad fills them in only for `?related=true`,
+    /// and sends `null` otherwise, as here.
+    #[serde(skip_deserializing, serialize_with = "null")]
+    pub related_evals: (),
     /// Index at creation.
     pub create_index: u64,
     /// Index of the last change.
@@ -66,6 +70,10 @@ pub struct Evaluation {
     pub create_time: u64,
     /// Last change, ns.
     pub modify_time: u64,
+}
+
+fn null<S: serde::Serializer>(_: &(), s: S) -> Result<S::Ok, S::Error> {
+    s.serialize_none()
 }
 
 /// What triggered an evaluation.
@@ -230,6 +238,7 @@ impl EvalBook {
             next_eval: String::new(),
             wait_until: 0,
             deployment_id: String::new(),
+            related_evals: (),
             create_index: r.index,
             modify_index: r.index,
             create_time: now,

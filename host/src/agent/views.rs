@@ -46,6 +46,11 @@ pub struct NodeView {
     /// What the config reserves, in the older shape (`Node.Reserved`).
     pub reserved: serde_json::Value,
     pub reserved_resources: serde_json::Value,
+    /// When the node's status last changed (it became ready at start), unix seconds.
+    pub status_updated_at: u64,
+    /// Host volumes and host networks the node offers: none yet.
+    pub host_volumes: BTreeMap<String, serde_json::Value>,
+    pub host_networks: BTreeMap<String, serde_json::Value>,
     pub create_index: u64,
     pub modify_index: u64,
 }
@@ -136,6 +141,12 @@ impl Agent {
             attributes: n.attributes,
             meta: n.meta,
             drivers: self.driver_infos(),
+            status_updated_at: self
+                .node_events()
+                .first()
+                .map_or(0, |e| e.timestamp / 1_000_000_000),
+            host_volumes: BTreeMap::new(),
+            host_networks: BTreeMap::new(),
             events: self.node_events(),
             status: "ready",
             status_description: "",

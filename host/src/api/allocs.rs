@@ -45,6 +45,8 @@ struct Stub<'a> {
     job_type: &'a crate::jobspec::JobType,
     job_version: u64,
     task_group: &'a str,
+    /// Left out unless asked for (`?resources=true`), as Nomad's `omitempty` leaves it.
+    #[serde(skip_serializing_if = "Option::is_none")]
     allocated_resources: Option<&'a crate::structs::AllocatedResources>,
     desired_status: &'a crate::structs::DesiredStatus,
     desired_description: &'a str,

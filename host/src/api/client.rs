@@ -136,7 +136,8 @@ async fn alloc_stats(
 
 async fn gc(State(agent): State<AppState>, Path(id): Path<String>) -> Result<Response, ApiError> {
     match agent.client().gc_allocation(&id).await {
-        Ok(true) => Ok(with_index(agent.index(), &json!({}))),
+        // As Nomad's handler, which returns no object: no body at all.
+        Ok(true) => Ok(super::empty_with_index(agent.index())),
         Ok(false) => Err(ApiError::not_found(format!("alloc {id:?} not found"))),
         Err(e) => Err(refused(e)),
     }

@@ -14,6 +14,10 @@ pub(super) fn routes() -> Routes {
         .on("GET", "/v1/evaluations", list, |_| {
             Need::Ns(READ_JOB, NsFrom::List)
         })
+        // `Eval.Count`: `read-job`, across namespaces filtered per evaluation.
+        .on("GET", "/v1/evaluations/count", count, |_| {
+            Need::Ns(READ_JOB, NsFrom::List)
+        })
         // `Eval.GetEval`, `Eval.Allocations`: `read-job` in the evaluation's namespace.
         .on("GET", "/v1/evaluation/{id}", read, |a| {
             Need::Ns(READ_JOB, NsFrom::Eval(a.param("id")))
@@ -35,6 +39,24 @@ async fn list(State(agent): State<AppState>, Query(q): Query<QueryOptions>) -> R
         .filter(|e| q.in_namespace(&e.namespace))
         .collect();
     with_index(index, &evals)
+}
+
+/// `GET /v1/evaluations/count`: Nomad's `EvalCountResponse` (`Count`, with the query
+/// meta in the body as Nomad's struct carries it).
+async fn count(State(agent): State<AppState>, Query(q): Query<QueryOptions>) -> Response {
+    let index = q.block(&agent).await;
+    let n = agent
+        .evals()
+        .list(q.prefix.as_deref().unwrap_or(""))
+        .iter()
+        .filter(|e| q.in_namespace(&e.namespace))
+        .count();
+    with_index(
+        index,
+        &serde_json::json!({
+            "Count": n, "Index": index, "LastContact": 0, "KnownLeader": true, "NextToken": "",
+        }),
+    )
 }
 
 async fn read(

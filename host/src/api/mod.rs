@@ -286,6 +286,16 @@ impl QueryOptions {
     }
 }
 
+/// No body, with Nomad's query-meta headers: what Nomad writes for a handler that returns
+/// no object.
+pub(crate) fn empty_with_index(index: u64) -> Response {
+    let mut headers = HeaderMap::new();
+    headers.insert("X-Nomad-Index", HeaderValue::from(index));
+    headers.insert("X-Nomad-LastContact", HeaderValue::from_static("0"));
+    headers.insert("X-Nomad-KnownLeader", HeaderValue::from_static("true"));
+    (headers, "").into_response()
+}
+
 /// A JSON body with Nomad's query-meta headers.
 pub(crate) fn with_index<T: serde::Serialize>(index: u64, body: &T) -> Response {
     let mut headers = HeaderMap::new();

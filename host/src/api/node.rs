@@ -95,9 +95,10 @@ async fn nodes(
         "NodePool": n.node_pool, "Version": env!("CARGO_PKG_VERSION"), "Drain": n.drain,
         "SchedulingEligibility": n.scheduling_eligibility, "Status": n.status,
         "StatusDescription": n.status_description, "Drivers": n.drivers,
-        "NodeResources": null, "ReservedResources": null, "LastDrain": n.last_drain,
+        "LastDrain": n.last_drain,
         "CreateIndex": n.create_index, "ModifyIndex": n.modify_index,
     });
+    // Nomad's stub omits the resources unless asked for them (`omitempty`).
     if fields.resources {
         stub["NodeResources"] = json!(n.node_resources);
         stub["ReservedResources"] = n.reserved_resources.clone();

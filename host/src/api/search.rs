@@ -292,5 +292,6 @@ fn fuzzy_matches(
 /// Collect every finished allocation (Nomad's `nomad system gc` on a client).
 async fn gc_all(State(agent): State<AppState>) -> Result<Response, ApiError> {
     agent.client().gc_all().await.map_err(ApiError::internal)?;
-    Ok(with_index(agent.index(), &json!({})))
+    // As Nomad's handler, which returns no object: no body at all.
+    Ok(super::empty_with_index(agent.index()))
 }

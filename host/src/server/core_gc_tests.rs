@@ -56,6 +56,7 @@ fn eval(id: &str, job: &Job, status: &str, age: u64) -> Evaluation {
         next_eval: String::new(),
         wait_until: 0,
         deployment_id: String::new(),
+        related_evals: (),
         create_index: 10,
         modify_index: 10,
         create_time: NOW - age,

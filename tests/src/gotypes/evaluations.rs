@@ -64,3 +64,14 @@ go_struct! {
         ModifyTime: i64,
     }
 }
+
+go_struct! {
+    /// Mirrors `EvalCountResponse` in api/evaluations.go (GET /v1/evaluations/count);
+    /// embeds `QueryMeta`.
+    EvalCountResponse {
+        Count: always i64,
+        LastIndex: u64,
+        LastContact: i64,
+        KnownLeader: bool,
+    }
+}

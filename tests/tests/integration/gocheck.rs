@@ -153,6 +153,19 @@ impl<'t> GoCheck<'t> {
         Some((t, v))
     }
 
+    /// Call a route Nomad answers with no body at all (its handler returns a nil object,
+    /// as the client GC's does): a 200 with `X-Nomad-Index` and an empty body.
+    pub async fn empty(&mut self, r: Req<'_>) {
+        if let Some((what, body)) = self.send(&r, Meta::Write).await
+            && !body.is_empty()
+        {
+            self.fail(format!(
+                "{what}: Nomad answers no body, got {}",
+                short(&String::from_utf8_lossy(&body))
+            ));
+        }
+    }
+
     /// Call a write whose answer Go does not decode (`put(..., nil, nil, q)`): only its
     /// status and `X-Nomad-Index` count.
     pub async fn write(&mut self, r: Req<'_>) -> Option<Vec<u8>> {

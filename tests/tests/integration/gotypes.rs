@@ -144,7 +144,7 @@ async fn every_endpoint_decodes_as_nomads_go_client_decodes_it() {
     alloc_operations(&mut c, &web_id).await;
     for (a, m) in batch.iter().zip(["GET", "POST", "PUT"]) {
         let id = a["ID"].as_str().unwrap();
-        c.json::<go::EmptyResponse>(req(m, "/v1/client/allocation/{id}/gc").arg(id))
+        c.empty(req(m, "/v1/client/allocation/{id}/gc").arg(id))
             .await;
     }
     let tmp_id = tmp[0]["ID"].as_str().unwrap();
@@ -154,10 +154,9 @@ async fn every_endpoint_decodes_as_nomads_go_client_decodes_it() {
             .await;
     }
     for m in ["POST", "PUT"] {
-        c.json::<go::EmptyResponse>(req(m, "/v1/client/gc")).await;
+        c.empty(req(m, "/v1/client/gc")).await;
     }
-    c.json::<go::EmptyResponse>(req("GET", "/v1/client/gc"))
-        .await;
+    c.empty(req("GET", "/v1/client/gc")).await;
     c.json::<go::JobDeregisterResponse>(req("DELETE", "/v1/job/{id}").arg("tmp"))
         .await;
     c.json::<go::JobDeregisterResponse>(
@@ -294,6 +293,17 @@ async fn reads(c: &mut GoCheck<'_>, t: &TestAgent) {
         .await
         .map(|(v, _)| v)
         .unwrap_or_default();
+    if let Some((n, _)) = c
+        .json::<go::EvalCountResponse>(req("GET", "/v1/evaluations/count"))
+        .await
+        && n.Count as usize != evals.len()
+    {
+        c.fail(format!(
+            "GET /v1/evaluations/count: {} where the list holds {}",
+            n.Count,
+            evals.len()
+        ));
+    }
     for e in &evals {
         c.json::<go::Evaluation>(req("GET", "/v1/evaluation/{id}").arg(&e.ID))
             .await;
