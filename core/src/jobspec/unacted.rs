@@ -193,6 +193,8 @@ const TEMPLATE: &[(&str, &str)] = &[
 
 /// Nomad's defaults a client may send back unchanged, by key.
 const DEFAULTS: &[(&str, u64)] = &[("Splay", 5_000_000_000)];
+/// The same for text values: the node pool every job is in unless it says otherwise.
+const TEXT_DEFAULTS: &[(&str, &str)] = &[("NodePool", "default")];
 
 fn from(level: &[(&str, &'static str)], kept: &Kept, path: &str, out: &mut Vec<Unacted>) {
     for (key, v) in kept {
@@ -201,7 +203,13 @@ fn from(level: &[(&str, &'static str)], kept: &Kept, path: &str, out: &mut Vec<U
         let default = DEFAULTS
             .iter()
             .find(|(k, _)| k == key)
-            .map(|&(_, d)| Value::from(d));
+            .map(|&(_, d)| Value::from(d))
+            .or_else(|| {
+                TEXT_DEFAULTS
+                    .iter()
+                    .find(|(k, _)| k == key)
+                    .map(|&(_, d)| Value::from(d))
+            });
         if !asks(v, default.as_ref()) {
             continue;
         }
@@ -262,7 +270,8 @@ pub(crate) fn asks(v: &Value, default: Option<&Value>) -> bool {
         Value::Number(n) => n.as_f64() == Some(0.0),
         Value::String(s) => s.is_empty(),
         Value::Array(a) => a.is_empty(),
-        Value::Object(o) => o.is_empty(),
+        // An object asks for something when one of its fields does.
+        Value::Object(o) => o.values().all(|x| !asks(x, None)),
     };
     !blank && default != Some(v)
 }

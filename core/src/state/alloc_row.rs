@@ -140,7 +140,10 @@ impl AllocRow<'static> {
         job_of: impl FnOnce(&str) -> Result<Arc<Job>, StateError>,
     ) -> Result<Allocation, StateError> {
         let job = match (self.job, &self.job_row) {
-            (Some(job), _) => Arc::new(job),
+            (Some(mut job), _) => {
+                job.fill_stored_defaults();
+                Arc::new(job)
+            }
             (None, Some(key)) => job_of(key)?,
             (None, None) => {
                 return Err(StateError::Decode {

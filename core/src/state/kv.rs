@@ -80,6 +80,14 @@ fn encode<T: Serialize>(v: &T) -> Vec<u8> {
     serde_json::to_vec(v).expect("state values are plain data and always serialize")
 }
 
+/// A stored job, with what later agents add to a registration filled in
+/// ([`Job::fill_stored_defaults`]).
+fn decode_job(table: &'static str, key: &str, bytes: &[u8]) -> Result<Job, StateError> {
+    let mut job: Job = decode(table, key, bytes)?;
+    job.fill_stored_defaults();
+    Ok(job)
+}
+
 fn decode<T: DeserializeOwned>(
     table: &'static str,
     key: &str,
@@ -182,7 +190,7 @@ impl<B: Backend + 'static> KvState<B> {
                     key: key.to_string(),
                     detail: "an allocation names this job row, which is missing".into(),
                 })?;
-        let job: Arc<Job> = Arc::new(decode(tables::ALLOC_JOBS, key, &bytes)?);
+        let job: Arc<Job> = Arc::new(decode_job(tables::ALLOC_JOBS, key, &bytes)?);
         seen.insert(key.to_string(), job.clone());
         Ok(job)
     }
@@ -289,7 +297,7 @@ impl<B: Backend + 'static> StateDb for KvState<B> {
         let mut out = self
             .version_rows(tables::JOB_VERSIONS, &format!("{namespace}/{id}"))?
             .iter()
-            .map(|(k, v)| decode::<Job>(tables::JOB_VERSIONS, k, v))
+            .map(|(k, v)| decode_job(tables::JOB_VERSIONS, k, v))
             .collect::<Result<Vec<_>, _>>()?;
         out.reverse();
         Ok(out)
@@ -299,7 +307,7 @@ impl<B: Backend + 'static> StateDb for KvState<B> {
         self.backend
             .scan(tables::JOBS, "")?
             .iter()
-            .map(|(k, v)| decode(tables::JOBS, k, v))
+            .map(|(k, v)| decode_job(tables::JOBS, k, v))
             .collect()
     }
 

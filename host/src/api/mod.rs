@@ -75,12 +75,57 @@ pub fn router(agent: Arc<Agent>) -> Router {
             state_gate::refuse_writes_while_unwritable,
         ))
         .layer(axum::middleware::from_fn(refuse_announced_oversize))
+        .layer(axum::middleware::from_fn(refuse_bad_wait))
         .layer(axum::middleware::from_fn_with_state(
             (agent.clone(), table.clone()),
             require_token,
         ))
         .merge(crate::ui::routes(agent.clone(), table))
         .with_state(agent)
+}
+
+/// A blocking query's `wait` that is not a duration is refused, as Nomad's `parseWait`
+/// refuses it (400 `Invalid wait time`), instead of waiting for the default.
+async fn refuse_bad_wait(req: axum::extract::Request, next: axum::middleware::Next) -> Response {
+    let bad = req.uri().query().is_some_and(|q| {
+        q.split('&')
+            .filter_map(|kv| kv.split_once('='))
+            .filter(|(k, _)| *k == "wait")
+            .any(|(_, v)| {
+                let v = percent_decode(v);
+                crate::util::parse_duration(&v).is_none()
+            })
+    });
+    if bad {
+        return ApiError(StatusCode::BAD_REQUEST, "Invalid wait time".into()).into_response();
+    }
+    next.run(req).await
+}
+
+/// A query value with its `%XX` escapes and `+` decoded.
+fn percent_decode(v: &str) -> String {
+    let b = v.as_bytes();
+    let mut out = Vec::with_capacity(b.len());
+    let mut i = 0;
+    while i < b.len() {
+        match b[i] {
+            b'%' if i + 2 < b.len() => {
+                let hex = std::str::from_utf8(&b[i + 1..i + 3]).ok();
+                match hex.and_then(|h| u8::from_str_radix(h, 16).ok()) {
+                    Some(x) => {
+                        out.push(x);
+                        i += 3;
+                        continue;
+                    }
+                    None => out.push(b'%'),
+                }
+            }
+            b'+' => out.push(b' '),
+            c => out.push(c),
+        }
+        i += 1;
+    }
+    String::from_utf8_lossy(&out).into_owned()
 }
 
 /// Largest request body taken.

@@ -5,6 +5,7 @@ mod harness;
 
 mod acl;
 mod api;
+mod api_gaps;
 mod attacks;
 mod bad_input;
 mod cli;

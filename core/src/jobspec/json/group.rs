@@ -116,6 +116,12 @@ pub(super) fn group_from_value(
     })
 }
 
+/// The update strategy a service group without an `Update` of its own has: the job's
+/// `update` over Nomad's default (`None` when the job's is not valid).
+pub(crate) fn inherited_update(job: Option<&Value>) -> Option<UpdateStrategy> {
+    update_from(job, None).ok().flatten()
+}
+
 /// A service group's update strategy: its `Update` over the job's over Nomad's default,
 /// checked as Nomad checks it.
 fn update_from(job: Option<&Value>, group: Option<Obj<'_>>) -> R<Option<UpdateStrategy>> {

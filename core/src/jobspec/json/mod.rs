@@ -10,6 +10,7 @@ use super::*;
 
 mod device;
 mod group;
+pub(crate) use group::inherited_update;
 mod obj;
 mod submission;
 mod task;
@@ -159,9 +160,10 @@ pub(super) fn job_from_value(v: &Value) -> R<Job> {
             "a job needs at least one task group",
         ));
     }
-    let kept = o.kept(KEPT_JOB);
+    let mut kept = o.kept(KEPT_JOB);
     o.finish(IGNORED_JOB)?;
     let task_groups = groups_from(groups_v, job_type, &kept)?;
+    crate::jobspec::update::always_sent(job_type, &mut kept);
     Ok(Job {
         id,
         name,

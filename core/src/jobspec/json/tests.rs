@@ -53,7 +53,11 @@ fn cluster_only_blocks_are_kept_as_given_and_read_back() {
             "Tasks": [{"Name": "t", "Driver": "mock", "Vault": null}]}]}}),
     )
     .unwrap();
-    assert_eq!(j.kept["Update"], serde_json::json!({"Stagger": 1}));
+    // A service job's update, canonical as Nomad's API makes it: the given field over
+    // Nomad's default.
+    assert_eq!(j.kept["Update"]["Stagger"], 1);
+    assert_eq!(j.kept["Update"]["MaxParallel"], 1);
+    assert_eq!(j.kept["NodePool"], "default", "Nomad always sends the pool");
     assert!(
         !j.kept.contains_key("Status"),
         "server-set fields are not kept"
