@@ -204,3 +204,58 @@ async fn an_update_whose_tasks_fail_is_reverted_to_the_stable_version() {
     );
     assert!(live_of(allocs, 1).is_empty());
 }
+
+#[tokio::test]
+async fn manual_health_is_set_by_an_operator_and_a_deployment_without_progress_fails() {
+    let t = TestAgent::start("", vec![]).await;
+    let manual = json!({ "MaxParallel": 1, "HealthCheck": "manual", "MinHealthyTime": 0,
+        "HealthyDeadline": 2 * S, "ProgressDeadline": 3 * S });
+    t.register(web(1, json!({ "run_for": "10m" }), manual.clone()))
+        .await;
+    let d = deployment_when(&t, |d| d["Status"] == "running").await;
+    let id = d["ID"].as_str().unwrap();
+    // The client judges nothing: the operator says.
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    assert_eq!(
+        group(&t.get(&format!("/v1/deployment/{id}")).await)["HealthyAllocs"],
+        0
+    );
+    let allocs = t.get(&format!("/v1/deployment/allocations/{id}")).await;
+    let alloc = allocs[0]["ID"].as_str().unwrap();
+    let (status, r) = t
+        .post(
+            &format!("/v1/deployment/allocation-health/{id}"),
+            json!({ "HealthyAllocationIDs": ["not-in-it"] }),
+        )
+        .await;
+    assert_eq!(status, 500, "{r}");
+    let (status, r) = t
+        .post(
+            &format!("/v1/deployment/allocation-health/{id}"),
+            json!({ "HealthyAllocationIDs": [alloc] }),
+        )
+        .await;
+    assert_eq!(status, 200, "{r}");
+    let done = deployment_when(&t, |d| d["ID"] == id && d["Status"] == "successful").await;
+    assert_eq!(group(&done)["HealthyAllocs"], 1);
+
+    // A new version nobody judges: its progress deadline passes and fails it.
+    t.register(web(
+        1,
+        json!({ "run_for": "10m", "stdout_string": "v1" }),
+        manual,
+    ))
+    .await;
+    let failed = deployment_when(&t, |d| d["JobVersion"] == 1 && d["Status"] == "failed").await;
+    assert_eq!(
+        failed["StatusDescription"],
+        "Failed due to progress deadline"
+    );
+    let (status, r) = t
+        .post(
+            &format!("/v1/deployment/pause/{}", failed["ID"].as_str().unwrap()),
+            json!({ "Pause": true }),
+        )
+        .await;
+    assert_eq!((status, r), (500, json!("can't pause terminal deployment")));
+}

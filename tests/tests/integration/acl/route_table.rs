@@ -226,6 +226,7 @@ pub(super) fn table(alloc: &str, eval: &str, node: &str) -> Vec<Row> {
             &[r],
         ),
         row("GET", "/v1/evaluations", None, &[r], &[l]),
+        row("GET", "/v1/evaluations/count", None, &[r], &[l]),
         row("GET", &format!("/v1/evaluation/{eval}"), None, &[r], &[l]),
         row(
             "GET",
