@@ -529,7 +529,8 @@ async fn one_job_status(api: &ApiArgs, client: &reqwest::Client, id: &str) -> an
         "\nAllocations\n{:<10} {:<10} {:<12} {:<8} {:<8}",
         "ID", "Task Group", "Desired", "Status", "Tasks"
     );
-    for a in allocs.as_array().cloned().unwrap_or_default() {
+    let list = allocs.as_array().cloned().unwrap_or_default();
+    for a in &list {
         let id = a["ID"].as_str().unwrap_or("");
         let tasks = a["TaskStates"].as_object().map(|m| m.len()).unwrap_or(0);
         println!(
@@ -541,5 +542,35 @@ async fn one_job_status(api: &ApiArgs, client: &reqwest::Client, id: &str) -> an
             tasks
         );
     }
+    print_reschedules(api, &list).await;
     Ok(0)
+}
+
+/// Each allocation that replaced failed ones, with its attempts, and each failed one
+/// waiting for its replacement, with when (its follow-up evaluation's `WaitUntil`).
+async fn print_reschedules(api: &ApiArgs, allocs: &[Value]) {
+    let mut lines = Vec::new();
+    for a in allocs {
+        let id = super::short_id(a["ID"].as_str().unwrap_or("")).to_string();
+        let attempts = a["RescheduleTracker"]["Events"]
+            .as_array()
+            .map_or(0, Vec::len);
+        if attempts > 0 {
+            lines.push(format!("{id:<10} replaced {attempts} failed allocation(s)"));
+        }
+        let followup = a["FollowupEvalID"].as_str().unwrap_or("");
+        if a["NextAllocation"] == "" && !followup.is_empty() {
+            let when = match api.get(&format!("/v1/evaluation/{followup}")).await {
+                Ok(e) if e["Status"] == "pending" => super::format_time(&e["WaitUntil"]),
+                _ => continue,
+            };
+            lines.push(format!("{id:<10} failed: rescheduled at {when}"));
+        }
+    }
+    if !lines.is_empty() {
+        println!("\nReschedules");
+        for l in lines {
+            println!("{l}");
+        }
+    }
 }

@@ -77,6 +77,15 @@ async fn a_failing_service_is_replaced_after_its_delay_then_twice_that_across_ki
     // The second fails at once; the agent dies before its 10 s delay is over.
     a.wait_allocs("flaky", |l| l.len() == 2 && all_terminal(l))
         .await;
+    // `job status` shows the attempts and when the next replacement comes.
+    let out = std::process::Command::new(crate::harness::agent_bin())
+        .args(["job", "status", "-address", &a.url(""), "flaky"])
+        .output()
+        .unwrap();
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert!(text.contains("Reschedules"), "{text}");
+    assert!(text.contains("replaced 1 failed allocation(s)"), "{text}");
+    assert!(text.contains("failed: rescheduled at 20"), "{text}");
     a.kill9();
     a.start().await;
     let three = chain(&a, 3).await;
