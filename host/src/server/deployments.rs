@@ -160,6 +160,30 @@ impl Server {
         self.arm_progress_deadline(&id);
     }
 
+    /// What an applied plan of `job` (stored at `index`) does to its deployments: a
+    /// stopped job's are cancelled; a new one is started; the one the plan's placements
+    /// join, if any.
+    pub(super) fn plan_deployment(
+        self: &Arc<Self>,
+        job: &Job,
+        planned: Option<Deployment>,
+        new: bool,
+        index: u64,
+    ) -> Option<super::placing::Joined> {
+        if job.stop {
+            self.cancel_deployments(job, desc::STOPPED_JOB, index);
+        }
+        let d = planned?;
+        let joined = super::placing::Joined {
+            id: d.id.clone(),
+            groups: d.task_groups.keys().cloned().collect(),
+        };
+        if new {
+            self.start_deployment(job, d, index);
+        }
+        Some(joined)
+    }
+
     /// Cancel the job's running deployments (a newer version, the job stopped).
     pub(super) fn cancel_deployments(&self, job: &Job, why: &str, index: u64) {
         let cancelled: Vec<Deployment> = {
@@ -239,8 +263,17 @@ impl Server {
         }
     }
 
+    /// A placement's allocations `joined` deployment `id`: their health is tracked and
+    /// the deployment counts them.
+    pub(super) fn deployment_joined(self: &Arc<Self>, id: Option<&str>, joined: Vec<String>) {
+        if let Some(id) = id {
+            self.client.track_health(joined);
+            self.deployment_placed(id);
+        }
+    }
+
     /// The allocations a plan placed or moved under deployment `id` are in: count them.
-    pub(super) fn deployment_placed(self: &Arc<Self>, id: &str) {
+    fn deployment_placed(self: &Arc<Self>, id: &str) {
         let Some(mut d) = self.deployment(id) else {
             return;
         };

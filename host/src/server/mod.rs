@@ -25,6 +25,7 @@ pub mod dispatch;
 pub mod drain;
 pub mod evaluate;
 pub mod feasible;
+mod fit;
 pub mod jobs;
 pub mod periodic;
 pub mod placing;

@@ -60,6 +60,53 @@ pub(super) struct Joined {
     pub groups: std::collections::BTreeSet<String>,
 }
 
+impl Joined {
+    /// The new allocations of the deployment's groups join it; their ids.
+    fn join(&self, allocs: &mut [Allocation]) -> Vec<String> {
+        let mut ids = Vec::new();
+        for a in allocs
+            .iter_mut()
+            .filter(|a| self.groups.contains(&a.task_group))
+        {
+            a.lineage.deployment_id = self.id.clone();
+            let status = a.lineage.deployment_status.get_or_insert_default();
+            status.timestamp = a.create_time;
+            ids.push(a.id.clone());
+        }
+        ids
+    }
+}
+
+/// Move the kept allocations to the new version of `job`; those of a deployed group join
+/// its deployment, to be judged again. The ids of those that joined.
+fn move_kept(
+    agent: &Server,
+    job: &Job,
+    eval_id: &str,
+    update: &[Kept],
+    deployment: Option<&Joined>,
+) -> Vec<String> {
+    let mut joined = Vec::new();
+    for k in update {
+        let Some(r) = agent.client.runner(&k.alloc.id) else {
+            continue;
+        };
+        r.update(job.clone(), eval_id);
+        if let Some(d) = deployment.filter(|d| d.groups.contains(&k.alloc.group)) {
+            let now = crate::util::now_nanos();
+            r.shared().update_lineage(|l| {
+                l.deployment_id = d.id.clone();
+                l.deployment_status = Some(crate::structs::AllocDeploymentStatus {
+                    timestamp: now,
+                    ..Default::default()
+                });
+            });
+            joined.push(k.alloc.id.clone());
+        }
+    }
+    joined
+}
+
 /// What is left of a plan once its job is stored and its evaluation recorded.
 pub(super) struct Placing {
     pub job: Job,
@@ -105,25 +152,7 @@ impl Placing {
             in_table,
             _guard,
         } = self;
-        let joins = |group: &str| deployment.as_ref().filter(|d| d.groups.contains(group));
-        let mut joined = Vec::new();
-        for k in &update {
-            if let Some(r) = agent.client.runner(&k.alloc.id) {
-                r.update(job.clone(), &eval_id);
-                // Moved to the new version: it joins its deployment, judged again.
-                if let Some(d) = joins(&k.alloc.group) {
-                    let now = crate::util::now_nanos();
-                    r.shared().update_lineage(|l| {
-                        l.deployment_id = d.id.clone();
-                        l.deployment_status = Some(crate::structs::AllocDeploymentStatus {
-                            timestamp: now,
-                            ..Default::default()
-                        });
-                    });
-                    joined.push(k.alloc.id.clone());
-                }
-            }
-        }
+        let mut joined = move_kept(agent, &job, &eval_id, &update, deployment.as_ref());
         // The placement is a change of its own, after the registration's: what follows it
         // (a blocking query on the job's allocations) sees it at a new index.
         let index = if place.is_empty() {
@@ -133,13 +162,8 @@ impl Placing {
         };
         let config = agent.client.runner_config();
         let mut allocs = new_allocations(&job, &eval_id, index, started, &config.node, place);
-        for a in allocs.iter_mut() {
-            if let Some(d) = joins(&a.task_group) {
-                a.lineage.deployment_id = d.id.clone();
-                let status = a.lineage.deployment_status.get_or_insert_default();
-                status.timestamp = a.create_time;
-                joined.push(a.id.clone());
-            }
+        if let Some(d) = &deployment {
+            joined.extend(d.join(&mut allocs));
         }
         let replaced = replaced_by(&allocs);
         let fail = |e: crate::state::StateError| {
@@ -169,11 +193,7 @@ impl Placing {
         drop(_guard);
         let runners = match placed.wait() {
             Ok(r) => {
-                // Losing this write only costs a restart an evaluation that finds nothing
-                // to place.
-                if let Err(e) = agent.db.queue_placing_done(&eval_id) {
-                    tracing::warn!(error = %e, "clearing a placement's mark failed");
-                }
+                clear_mark(agent, &eval_id);
                 r
             }
             Err(e) => {
@@ -186,16 +206,21 @@ impl Placing {
         // the evaluation finds them.
         let index = agent.changes.bump();
         agent.evaluate_done(&job, trigger, &eval_id, index, Ok(&blocked));
-        if let Some(d) = &deployment {
-            agent.client.track_health(joined);
-            agent.deployment_placed(&d.id);
-        }
+        agent.deployment_joined(deployment.as_ref().map(|d| d.id.as_str()), joined);
         if !blocked.is_empty() {
             agent.placement_failed();
         }
         start(agent, runners);
         tracing::info!(job = %job.id, namespace = %job.namespace, version = job.state.version, placed = ids.len(), kept, stopped, "job registered");
         Ok(ids)
+    }
+}
+
+/// The placement's allocations are stored: its mark in the state DB goes. Losing this
+/// write only costs a restart an evaluation that finds nothing to place.
+fn clear_mark(agent: &Server, eval_id: &str) {
+    if let Err(e) = agent.db.queue_placing_done(eval_id) {
+        tracing::warn!(error = %e, "clearing a placement's mark failed");
     }
 }
 

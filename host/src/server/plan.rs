@@ -14,13 +14,12 @@ use std::collections::BTreeMap;
 use serde::Serialize;
 
 use super::feasible;
+use super::fit::{Left, left_for, place_one};
 pub use crate::client::snapshot::{ClientSnapshot, EndedAlloc, LiveAlloc};
-use crate::devicemanager::{DeviceShortage, NodeDeviceResource};
 use crate::evals::{Failed, Unplaced};
 use crate::jobspec::bounds;
 use crate::jobspec::{Job, JobspecError, TaskGroup};
 use crate::structs::AllocatedResources;
-use crate::structs::Capacity;
 
 /// A live allocation the plan keeps.
 #[derive(Debug, Clone)]
@@ -347,32 +346,10 @@ fn sort_live(plan: &mut Plan, live: Vec<LiveAlloc>, running: bool) {
     }
 }
 
-/// What the node has left for this plan: what other jobs hold, and what the allocations
-/// it keeps hold.
-struct Left {
-    capacity: Capacity,
-    ports: BTreeMap<u16, String>,
-    devices: BTreeMap<String, String>,
-}
-
 /// Place every index of every group that no kept allocation holds, unless what ended
 /// there says otherwise ([`after_end`]), or say why it waits.
 fn place_missing(plan: &mut Plan, snap: &ClientSnapshot, ended: &[EndedAlloc]) {
-    let mut left = Left {
-        capacity: snap.capacity.clone(),
-        ports: snap.ports.clone(),
-        devices: snap.held_devices.clone(),
-    };
-    for a in plan.keep.iter().map(|k| &k.alloc).chain(&plan.waiting) {
-        let holder = format!("allocation {} of this job", short(&a.id));
-        for p in &a.resources.shared.ports {
-            left.ports.insert(p.value, holder.clone());
-        }
-        for key in a.resources.device_keys() {
-            left.devices.insert(key, holder.clone());
-        }
-        left.capacity.hold(&a.resources);
-    }
+    let mut left = left_for(plan, snap);
     let (mut place, mut blocked) = (Vec::new(), BTreeMap::new());
     let mut followups = Vec::new();
     let mut block = |group: &str, why: Unplaced| {
@@ -434,7 +411,20 @@ fn place_missing(plan: &mut Plan, snap: &ClientSnapshot, ended: &[EndedAlloc]) {
             }
         }
     }
-    // Canaries, beside the allocations they stand in for.
+    place_canaries(plan, snap, &mut left, &mut place, &mut block);
+    plan.place = place;
+    plan.blocked = blocked;
+    plan.followups = followups;
+}
+
+/// The plan's canaries, each beside the allocation it stands in for, or why it waits.
+fn place_canaries(
+    plan: &Plan,
+    snap: &ClientSnapshot,
+    left: &mut Left,
+    place: &mut Vec<Placement>,
+    block: &mut impl FnMut(&str, Unplaced),
+) {
     for (group_name, i) in &plan.canary_at {
         let Some((gi, group)) = plan
             .job
@@ -449,7 +439,7 @@ fn place_missing(plan: &mut Plan, snap: &ClientSnapshot, ended: &[EndedAlloc]) {
             block(group_name, Unplaced::Ineligible);
             continue;
         }
-        match place_one(&format!("Job.TaskGroups[{gi}]"), group, snap, &mut left) {
+        match place_one(&format!("Job.TaskGroups[{gi}]"), group, snap, left) {
             Ok(resources) => place.push(Placement {
                 group: group_name.clone(),
                 index: *i,
@@ -460,76 +450,6 @@ fn place_missing(plan: &mut Plan, snap: &ClientSnapshot, ended: &[EndedAlloc]) {
             Err(why) => block(group_name, why),
         }
     }
-    plan.place = place;
-    plan.blocked = blocked;
-    plan.followups = followups;
-}
-
-/// Ports, devices and room for one allocation of `group` (`path`, for errors), taken from
-/// `left`; on failure `left` is as it was.
-fn place_one(
-    path: &str,
-    group: &TaskGroup,
-    snap: &ClientSnapshot,
-    left: &mut Left,
-) -> Result<AllocatedResources, Unplaced> {
-    let (ports_before, devices_before) = (left.ports.clone(), left.devices.clone());
-    let placed = crate::ports::assign(path, group, &snap.host_ip, &mut left.ports)
-        .map_err(|e| Unplaced::Exhausted(format!("network: {}", e.message)))
-        .and_then(|ports| {
-            let mut resources = AllocatedResources::of(group, ports);
-            assign_devices(
-                path,
-                group,
-                &snap.devices,
-                &mut resources,
-                &mut left.devices,
-            )
-            .map_err(unplaced_for_devices)?;
-            left.capacity
-                .place(group, &mut resources)
-                .map_err(|d| Unplaced::Exhausted(d.into()))?;
-            Ok(resources)
-        });
-    if placed.is_err() {
-        (left.ports, left.devices) = (ports_before, devices_before);
-    }
-    placed
-}
-
-/// Nomad's words for a device request that cannot be met: `missing devices` (saying which
-/// constraint each group fails), or `devices: no devices match request`.
-fn unplaced_for_devices(e: DeviceShortage) -> Unplaced {
-    match e {
-        DeviceShortage::Missing(_) => Unplaced::Filtered("missing devices".into()),
-        DeviceShortage::Refused(e) => Unplaced::Filtered(format!("missing devices: {}", e.message)),
-        DeviceShortage::Busy(e) => {
-            Unplaced::Exhausted(format!("devices: no devices match request ({})", e.message))
-        }
-    }
-}
-
-/// Assign each task of `group` the device instances it asks for, into `resources`.
-fn assign_devices(
-    path: &str,
-    group: &TaskGroup,
-    devices: &[NodeDeviceResource],
-    resources: &mut AllocatedResources,
-    held: &mut BTreeMap<String, String>,
-) -> Result<(), DeviceShortage> {
-    for (ti, task) in group.tasks.iter().enumerate() {
-        let assigned =
-            crate::devicemanager::assign(devices, &format!("{path}.Tasks[{ti}]"), task, held)?;
-        if let Some(t) = resources.tasks.get_mut(&task.name) {
-            t.devices = assigned;
-        }
-    }
-    Ok(())
-}
-
-/// An allocation id's first eight characters, as Nomad shows them.
-fn short(id: &str) -> &str {
-    id.get(..8).unwrap_or(id)
 }
 
 impl Plan {

@@ -3,7 +3,8 @@
 
 use super::*;
 use crate::devicemanager::NodeDevice;
-use crate::structs::{Amounts, ClientStatus};
+use crate::devicemanager::NodeDeviceResource;
+use crate::structs::{Amounts, Capacity, ClientStatus};
 use crate::taskenv::NodeInfo;
 
 /// A job from Nomad's JSON: one group `web` of `count` allocations, one `mock` task asking

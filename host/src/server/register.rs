@@ -240,16 +240,7 @@ impl Server {
         } = plan;
         let index = self.changes.bump();
         job.state = next_state(existing.as_ref(), spec_changed, index);
-        // As in Nomad, a registration that changes nothing makes no version and keeps no
-        // source; a new version keeps the source it was submitted as.
-        let new_version = existing.is_none() || spec_changed;
-        let submission = submission.filter(|_| new_version).map(|s| JobSubmission {
-            namespace: job.namespace.clone(),
-            job_id: job.id.clone(),
-            version: job.state.version,
-            job_modify_index: job.state.job_modify_index,
-            ..s
-        });
+        let submission = version_source(&job, existing.is_none() || spec_changed, submission);
         if let Some(e) = &existing {
             keep_lineage(&mut job, e);
         }
@@ -259,32 +250,12 @@ impl Server {
             .insert((job.namespace.clone(), job.id.clone()), job.clone());
         self.stop_allocations(&job, &stop, &destructive);
         self.periodic_job_changed(&job);
-        if job.stop {
-            self.cancel_deployments(&job, crate::structs::deployment::desc::STOPPED_JOB, index);
-        }
-        let deployment = deployment.map(|d| {
-            let joined = super::placing::Joined {
-                id: d.id.clone(),
-                groups: d.task_groups.keys().cloned().collect(),
-            };
-            if new_deployment {
-                self.start_deployment(&job, d, index);
-            }
-            joined
-        });
+        let deployment = self.plan_deployment(&job, deployment, new_deployment, index);
 
         // A periodic or parameterized job is not evaluated itself: its children are.
         if job.is_parent() {
-            tracing::info!(job = %job.id, namespace = %job.namespace, version = job.state.version, "job registered (launched by its children)");
-            let job_written = self.db.queue_job_version(&job, None, submission.as_ref())?;
-            let r = Registered {
-                eval_id: String::new(),
-                index,
-                job_modify_index: job.state.job_modify_index,
-                allocs: Vec::new(),
-                warnings: Vec::new(),
-            };
-            return Ok((r, None, job_written));
+            let (r, written) = self.store_parent(&job, index, submission.as_ref())?;
+            return Ok((r, None, written));
         }
         // Evaluated before its allocations are placed, so the event stream tells them in
         // Nomad's order: the job, its evaluation, then the allocations.
@@ -305,10 +276,7 @@ impl Server {
             warnings: Vec::new(),
         };
         let kept = keep.len();
-        let update = keep
-            .into_iter()
-            .filter(|k| k.in_place || spec_changed)
-            .collect::<Vec<_>>();
+        let update = keep.into_iter().filter(|k| k.in_place || spec_changed);
         let placing = Placing {
             kept,
             stopped: stop.len() + destructive.len(),
@@ -316,7 +284,7 @@ impl Server {
             trigger,
             eval_id,
             index,
-            update,
+            update: update.collect(),
             place,
             blocked,
             started,
@@ -325,6 +293,25 @@ impl Server {
             _guard: guard,
         };
         Ok((registered, Some(placing), job_written))
+    }
+
+    /// Store a periodic or parameterized job: its children are evaluated, not it.
+    fn store_parent(
+        &self,
+        job: &Job,
+        index: u64,
+        submission: Option<&JobSubmission>,
+    ) -> Result<(Registered, Durable), StateError> {
+        tracing::info!(job = %job.id, namespace = %job.namespace, version = job.state.version, "job registered (launched by its children)");
+        let job_written = self.db.queue_job_version(job, None, submission)?;
+        let r = Registered {
+            eval_id: String::new(),
+            index,
+            job_modify_index: job.state.job_modify_index,
+            allocs: Vec::new(),
+            warnings: Vec::new(),
+        };
+        Ok((r, job_written))
     }
 
     /// Stop what a plan stops: allocations not wanted any more, and those it replaces.
@@ -470,6 +457,22 @@ impl Server {
             warnings: Vec::new(),
         })
     }
+}
+
+/// The source a registration of `job` keeps: as in Nomad, one that changes nothing makes
+/// no version and keeps no source; a `new_version` keeps the source it was submitted as.
+fn version_source(
+    job: &Job,
+    new_version: bool,
+    submission: Option<JobSubmission>,
+) -> Option<JobSubmission> {
+    submission.filter(|_| new_version).map(|s| JobSubmission {
+        namespace: job.namespace.clone(),
+        job_id: job.id.clone(),
+        version: job.state.version,
+        job_modify_index: job.state.job_modify_index,
+        ..s
+    })
 }
 
 /// Nomad's `EnforceIndex` check: 0 means the job must not exist yet.

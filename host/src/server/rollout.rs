@@ -18,7 +18,7 @@
 use std::collections::BTreeSet;
 
 use super::plan::{ClientSnapshot, LiveAlloc, Plan};
-use crate::jobspec::JobType;
+use crate::jobspec::{JobType, UpdateStrategy};
 use crate::structs::deployment::{self, Deployment, DeploymentState};
 
 /// Roll the plan's destructive updates out under a deployment. `spec_changed`: the job is
@@ -41,7 +41,7 @@ pub(super) fn roll(plan: &mut Plan, snap: &ClientSnapshot, spec_changed: bool) {
         return;
     }
     let fresh = running.is_none();
-    let mut d = running.unwrap_or_else(|| Deployment {
+    let d = running.unwrap_or_else(|| Deployment {
         id: uuid::Uuid::new_v4().to_string(),
         namespace: plan.job.namespace.clone(),
         job_id: plan.job.id.clone(),
@@ -50,10 +50,15 @@ pub(super) fn roll(plan: &mut Plan, snap: &ClientSnapshot, spec_changed: bool) {
         eval_priority: plan.job.priority,
         ..Default::default()
     });
-    // After a stop, what still runs is on its way out: replaced at once, no canaries.
-    let stopped_before = plan.existing.as_ref().is_none_or(|e| e.stop);
-    let rolls = d.status == deployment::RUNNING;
-    let failed = d.status == deployment::FAILED;
+    let mut step = Step {
+        // After a stop, what still runs is on its way out: replaced at once, no canaries.
+        stopped_before: plan.existing.as_ref().is_none_or(|e| e.stop),
+        rolls: d.status == deployment::RUNNING,
+        failed: d.status == deployment::FAILED,
+        fresh,
+        now: snap.now,
+        d,
+    };
     let groups: Vec<_> = plan
         .job
         .task_groups
@@ -64,6 +69,38 @@ pub(super) fn roll(plan: &mut Plan, snap: &ClientSnapshot, spec_changed: bool) {
         })
         .collect();
     for (name, count, u) in groups {
+        step.group(plan, snap, &name, count, &u);
+    }
+    if !step.d.task_groups.is_empty() {
+        plan.deployment = Some(step.d);
+        plan.new_deployment = fresh;
+    }
+}
+
+/// One plan's step of a deployment, group by group.
+struct Step {
+    /// The deployment (new, or the running one), its groups as planned.
+    d: Deployment,
+    fresh: bool,
+    /// It is running: it may place canaries and replace allocations.
+    rolls: bool,
+    failed: bool,
+    /// The job was stopped before this version.
+    stopped_before: bool,
+    now: u64,
+}
+
+impl Step {
+    /// Sort group `name`'s old allocations: replaced now, left for later, stopped for a
+    /// promoted canary; canaries to place.
+    fn group(
+        &mut self,
+        plan: &mut Plan,
+        snap: &ClientSnapshot,
+        name: &str,
+        count: u32,
+        u: &UpdateStrategy,
+    ) {
         let mut old: Vec<LiveAlloc> = Vec::new();
         plan.destructive.retain(|a| {
             if a.group == name {
@@ -74,19 +111,14 @@ pub(super) fn roll(plan: &mut Plan, snap: &ClientSnapshot, spec_changed: bool) {
             }
         });
         old.sort_by_key(|a| a.index);
-        let replaced_at_once = if stopped_before {
-            std::mem::take(&mut old)
-        } else {
-            Vec::new()
-        };
-        let in_group = |a: &&LiveAlloc| a.group == name;
+        if self.stopped_before {
+            plan.destructive.append(&mut old);
+        }
         let current: Vec<LiveAlloc> = plan
             .keep
             .iter()
-            .filter(|k| !k.in_place)
-            .map(|k| &k.alloc)
-            .filter(in_group)
-            .cloned()
+            .filter(|k| !k.in_place && k.alloc.group == name)
+            .map(|k| k.alloc.clone())
             .collect();
         let in_place = plan
             .keep
@@ -95,77 +127,92 @@ pub(super) fn roll(plan: &mut Plan, snap: &ClientSnapshot, spec_changed: bool) {
             .count();
         let live = current.len() + in_place + old.len();
         let changes = !old.is_empty() || in_place > 0 || (live as u32) < count;
-        plan.destructive.extend(replaced_at_once);
-        let state = match d.task_groups.get_mut(&name) {
-            Some(s) => s,
-            None if fresh && changes => {
-                let progress_by = if u.progress_deadline > 0 {
-                    snap.now.saturating_add(u.progress_deadline)
-                } else {
-                    0
-                };
-                d.task_groups
-                    .entry(name.clone())
-                    .or_insert(DeploymentState {
-                        auto_revert: u.auto_revert,
-                        auto_promote: u.auto_promote,
-                        progress_deadline: u.progress_deadline,
-                        require_progress_by: progress_by,
-                        desired_canaries: if old.is_empty() { 0 } else { u.canary },
-                        desired_total: count,
-                        ..Default::default()
-                    })
-            }
-            // Not in the deployment: replaced at once, as without one.
-            None => {
+        if !self.d.task_groups.contains_key(name) {
+            if !(self.fresh && changes) {
+                // Not in the deployment: replaced at once, as without one.
                 plan.destructive.extend(old);
-                continue;
+                return;
             }
-        };
+            let state = self.new_state(u, count, !old.is_empty());
+            self.d.task_groups.insert(name.to_string(), state);
+        }
+        let id = self.d.id.clone();
         let canaries: BTreeSet<u32> = current
             .iter()
-            .filter(|a| a.canary && a.deployment_id == d.id)
+            .filter(|a| a.canary && a.deployment_id == id)
             .map(|a| a.index)
             .collect();
+        let state = &self.d.task_groups[name];
         if state.desired_canaries > 0 && !state.promoted {
-            if failed {
-                // A failed deployment's canaries go; the old version stays.
-                let (gone, kept): (Vec<_>, Vec<_>) = std::mem::take(&mut plan.keep)
-                    .into_iter()
-                    .partition(|k| k.alloc.group == name && k.alloc.canary);
-                plan.keep = kept;
-                plan.stop.extend(gone.into_iter().map(|k| k.alloc));
-            }
-            let want = if rolls {
-                (state.desired_canaries as usize).saturating_sub(canaries.len())
-            } else {
-                0
-            };
-            plan.canary_at.extend(
-                old.iter()
-                    .filter(|o| !canaries.contains(&o.index))
-                    .take(want)
-                    .map(|o| (name.clone(), o.index)),
-            );
-            plan.waiting.extend(old);
-            continue;
+            let desired = state.desired_canaries as usize;
+            self.canaries(plan, name, old, &canaries, desired);
+        } else {
+            let limit = u.max_parallel as usize;
+            self.rolling(plan, snap, name, old, &current, &canaries, limit);
         }
-        // Promoted canaries take the places of the old allocations they stood beside.
+    }
+
+    /// Before the promotion: the canaries still missing are placed beside the old
+    /// allocations, which all wait (a failed deployment's canaries stop).
+    fn canaries(
+        &self,
+        plan: &mut Plan,
+        name: &str,
+        old: Vec<LiveAlloc>,
+        canaries: &BTreeSet<u32>,
+        desired: usize,
+    ) {
+        let want = if self.rolls {
+            desired.saturating_sub(canaries.len())
+        } else {
+            0
+        };
+        if self.failed {
+            let (gone, kept): (Vec<_>, Vec<_>) = std::mem::take(&mut plan.keep)
+                .into_iter()
+                .partition(|k| k.alloc.group == name && k.alloc.canary);
+            plan.keep = kept;
+            plan.stop.extend(gone.into_iter().map(|k| k.alloc));
+        }
+        plan.canary_at.extend(
+            old.iter()
+                .filter(|o| !canaries.contains(&o.index))
+                .take(want)
+                .map(|o| (name.to_string(), o.index)),
+        );
+        plan.waiting.extend(old);
+    }
+
+    /// Promoted, or without canaries: each promoted canary takes its old allocation's
+    /// place; of the rest, as many are replaced as `max_parallel` less the deployment's
+    /// allocations not yet healthy, and none once one ended unhealthy.
+    #[allow(clippy::too_many_arguments)]
+    fn rolling(
+        &self,
+        plan: &mut Plan,
+        snap: &ClientSnapshot,
+        name: &str,
+        old: Vec<LiveAlloc>,
+        current: &[LiveAlloc],
+        canaries: &BTreeSet<u32>,
+        max_parallel: usize,
+    ) {
+        let id = &self.d.id;
         let (replaced, rest): (Vec<_>, Vec<_>) =
             old.into_iter().partition(|o| canaries.contains(&o.index));
         plan.stop.extend(replaced);
         let in_flight = current
             .iter()
-            .filter(|a| a.deployment_id == d.id && a.healthy != Some(true))
+            .filter(|a| &a.deployment_id == id && a.healthy != Some(true))
             .count();
         // An allocation of this deployment that ended without turning healthy stops the
         // roll-out, before the watcher has failed the deployment for it.
         let broken = snap
             .ended
             .iter()
-            .any(|e| e.group == name && e.deployment_id == d.id && e.healthy != Some(true));
-        let limit = if rolls && !broken {
-            (u.max_parallel as usize).saturating_sub(in_flight)
+            .any(|e| e.group == name && &e.deployment_id == id && e.healthy != Some(true));
+        let limit = if self.rolls && !broken {
+            max_parallel.saturating_sub(in_flight)
         } else {
             0
         };
@@ -173,8 +220,22 @@ pub(super) fn roll(plan: &mut Plan, snap: &ClientSnapshot, spec_changed: bool) {
         plan.destructive.extend(rest.by_ref().take(limit));
         plan.waiting.extend(rest);
     }
-    if !d.task_groups.is_empty() {
-        plan.deployment = Some(d);
-        plan.new_deployment = fresh;
+
+    /// A group's state in a new deployment: its total, its canaries when it replaces
+    /// something, its progress deadline from now.
+    fn new_state(&self, u: &UpdateStrategy, count: u32, replaces: bool) -> DeploymentState {
+        DeploymentState {
+            auto_revert: u.auto_revert,
+            auto_promote: u.auto_promote,
+            progress_deadline: u.progress_deadline,
+            require_progress_by: if u.progress_deadline > 0 {
+                self.now.saturating_add(u.progress_deadline)
+            } else {
+                0
+            },
+            desired_canaries: if replaces { u.canary } else { 0 },
+            desired_total: count,
+            ..Default::default()
+        }
     }
 }

@@ -53,22 +53,7 @@ pub(super) fn group_from_value(
         None
     };
     let meta = o.string_map("Meta")?;
-    let ephemeral_disk = match o.object("EphemeralDisk")? {
-        None => EphemeralDisk {
-            size_mb: 300,
-            sticky: false,
-            migrate: false,
-        },
-        Some(mut d) => {
-            let e = EphemeralDisk {
-                size_mb: d.u32("SizeMB")?.unwrap_or(300),
-                sticky: d.boolean("Sticky")?.unwrap_or(false),
-                migrate: d.boolean("Migrate")?.unwrap_or(false),
-            };
-            d.finish(&[])?;
-            e
-        }
-    };
+    let ephemeral_disk = ephemeral_disk_from(o.object("EphemeralDisk")?)?;
     let shutdown_delay = o.uint("ShutdownDelay", u64::MAX)?;
     let networks = networks_from(&mut o, path)?;
     let tasks_v = o.array("Tasks")?;
@@ -114,6 +99,24 @@ pub(super) fn group_from_value(
         update,
         kept,
     })
+}
+
+/// A group's `EphemeralDisk`, Nomad's 300 MB when absent.
+fn ephemeral_disk_from(o: Option<Obj<'_>>) -> R<EphemeralDisk> {
+    let Some(mut d) = o else {
+        return Ok(EphemeralDisk {
+            size_mb: 300,
+            sticky: false,
+            migrate: false,
+        });
+    };
+    let e = EphemeralDisk {
+        size_mb: d.u32("SizeMB")?.unwrap_or(300),
+        sticky: d.boolean("Sticky")?.unwrap_or(false),
+        migrate: d.boolean("Migrate")?.unwrap_or(false),
+    };
+    d.finish(&[])?;
+    Ok(e)
 }
 
 /// The update strategy a service group without an `Update` of its own has: the job's
