@@ -15,7 +15,7 @@ pub mod names;
 mod reschedule;
 pub mod submission;
 mod unacted;
-pub(crate) mod update;
+mod update;
 
 pub use device::{AFFINITY_OPERATORS, CONSTRAINT_OPERATORS, DeviceAffinity, DeviceConstraint};
 

@@ -418,14 +418,16 @@ impl Server {
     }
 
     /// Fail the deployment once a group's `RequireProgressBy` passes with the deployment
-    /// still running; re-armed while it moves on.
+    /// still running; the timer follows the deadline as it moves, and ends when the
+    /// deployment does or is paused (a resume arms it again).
     fn arm_progress_deadline(self: &Arc<Self>, id: &str) {
         let weak = Arc::downgrade(self);
         let id = id.to_string();
         self.client.work().spawn(async move {
             loop {
                 let Some(server) = weak.upgrade() else { return };
-                let Some(d) = server.deployment(&id).filter(Deployment::active) else {
+                let running = |d: &Deployment| d.status == deployment::RUNNING;
+                let Some(d) = server.deployment(&id).filter(running) else {
                     return;
                 };
                 let now = crate::util::now_nanos();
@@ -436,7 +438,7 @@ impl Server {
                     .map(|g| g.require_progress_by)
                     .min();
                 let Some(by) = by else { return };
-                if now >= by && d.status == deployment::RUNNING {
+                if now >= by {
                     tokio::task::spawn_blocking(move || server.progress_deadline_passed(&id));
                     return;
                 }

@@ -3,7 +3,7 @@
 
 use std::collections::BTreeMap;
 
-use super::plan::{ClientSnapshot, Plan};
+use crate::client::snapshot::{ClientSnapshot, LiveAlloc};
 use crate::devicemanager::{DeviceShortage, NodeDeviceResource};
 use crate::evals::Unplaced;
 use crate::jobspec::TaskGroup;
@@ -17,15 +17,18 @@ pub(super) struct Left {
     pub devices: BTreeMap<String, String>,
 }
 
-/// What the node has left once the allocations the plan keeps (and those a deployment
-/// leaves for later) hold theirs.
-pub(super) fn left_for(plan: &Plan, snap: &ClientSnapshot) -> Left {
+/// What the node has left once the allocations a plan keeps (and those a deployment
+/// leaves for later), `held`, hold theirs.
+pub(super) fn left_for<'a>(
+    held: impl Iterator<Item = &'a LiveAlloc>,
+    snap: &ClientSnapshot,
+) -> Left {
     let mut left = Left {
         capacity: snap.capacity.clone(),
         ports: snap.ports.clone(),
         devices: snap.held_devices.clone(),
     };
-    for a in plan.keep.iter().map(|k| &k.alloc).chain(&plan.waiting) {
+    for a in held {
         let holder = format!("allocation {} of this job", short(&a.id));
         for p in &a.resources.shared.ports {
             left.ports.insert(p.value, holder.clone());

@@ -30,6 +30,7 @@ pub mod jobs;
 pub mod periodic;
 pub mod placing;
 pub mod plan;
+pub mod planned;
 pub mod register;
 pub mod reschedule;
 mod rollout;

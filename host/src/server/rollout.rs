@@ -17,7 +17,8 @@
 
 use std::collections::BTreeSet;
 
-use super::plan::{ClientSnapshot, LiveAlloc, Plan};
+use super::planned::Plan;
+use crate::client::snapshot::{ClientSnapshot, LiveAlloc};
 use crate::jobspec::{JobType, UpdateStrategy};
 use crate::structs::deployment::{self, Deployment, DeploymentState};
 

@@ -10,8 +10,8 @@ use super::*;
 
 mod device;
 mod group;
-pub(crate) use group::inherited_update;
 mod obj;
+mod stored;
 mod submission;
 mod task;
 
@@ -163,7 +163,7 @@ pub(super) fn job_from_value(v: &Value) -> R<Job> {
     let mut kept = o.kept(KEPT_JOB);
     o.finish(IGNORED_JOB)?;
     let task_groups = groups_from(groups_v, job_type, &kept)?;
-    crate::jobspec::update::always_sent(job_type, &mut kept);
+    stored::always_sent(job_type, &mut kept);
     Ok(Job {
         id,
         name,
