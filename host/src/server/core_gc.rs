@@ -321,6 +321,11 @@ impl Server {
             self.changes.bump();
             tracing::info!(jobs = ?collected, "garbage collection purged dead jobs");
         }
+        // Forced, as Nomad's: every ended deployment, whatever its age.
+        let now = crate::util::now_nanos();
+        if !self.collect_deployments(now, Duration::ZERO).is_empty() {
+            self.changes.bump();
+        }
         Ok(collected)
     }
 
@@ -377,8 +382,16 @@ impl Server {
                 }
             }
         }
-        if !done.jobs.is_empty() {
+        let deployments =
+            self.collect_deployments(crate::util::now_nanos(), super::deployments::GC_THRESHOLD);
+        if !done.jobs.is_empty() || !deployments.is_empty() {
             self.changes.bump();
+        }
+        if !deployments.is_empty() {
+            tracing::info!(
+                deployments = deployments.len(),
+                "garbage collection removed ended deployments"
+            );
         }
         if done != Pass::default() {
             tracing::info!(

@@ -225,6 +225,25 @@ impl Server {
         }
     }
 
+    /// The server's collection of deployments (Nomad's `deploymentGC`): each ended one
+    /// whose last change is older than `threshold` is forgotten. Returns their ids.
+    pub(super) fn collect_deployments(&self, now: u64, threshold: Duration) -> Vec<String> {
+        let gone = {
+            let mut book = self.deployments.by_id.lock().unwrap();
+            let ids = ended_before(book.values(), now, threshold);
+            for id in &ids {
+                book.remove(id);
+            }
+            ids
+        };
+        for id in &gone {
+            if let Err(e) = self.db.delete_deployment(id) {
+                crate::state::log_write_failed(&e, "deployment", id);
+            }
+        }
+        gone
+    }
+
     /// Into the book and the state DB, and told on the event stream.
     fn put_deployment(&self, d: Deployment, event_type: &'static str) {
         if let Err(e) = self.db.put_deployment(&d) {
@@ -633,6 +652,22 @@ impl Server {
     }
 }
 
+/// Nomad's default `deployment_gc_threshold`: how long an ended deployment is kept.
+pub(super) const GC_THRESHOLD: Duration = Duration::from_secs(3600);
+
+/// The ids of the deployments in `all` that ended and last changed more than `threshold`
+/// before `now` (ns).
+fn ended_before<'a>(
+    all: impl Iterator<Item = &'a Deployment>,
+    now: u64,
+    threshold: Duration,
+) -> Vec<String> {
+    let cutoff = now.saturating_sub(u64::try_from(threshold.as_nanos()).unwrap_or(u64::MAX));
+    all.filter(|d| !d.active() && d.modify_time < cutoff)
+        .map(|d| d.id.clone())
+        .collect()
+}
+
 /// Each group's canaries are placed and healthy, or Nomad's words for the first that is
 /// not.
 fn canaries_healthy(d: &Deployment) -> Result<(), String> {
@@ -649,4 +684,29 @@ fn canaries_healthy(d: &Deployment) -> Result<(), String> {
         }
     }
     Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn only_ended_deployments_older_than_the_threshold_are_collected() {
+        const S: u64 = 1_000_000_000;
+        let d = |id: &str, status: &str, modify_time: u64| Deployment {
+            id: id.into(),
+            status: status.into(),
+            modify_time,
+            ..Default::default()
+        };
+        let all = [
+            d("old-ok", deployment::SUCCESSFUL, 100 * S),
+            d("old-failed", deployment::FAILED, 100 * S),
+            d("old-running", deployment::RUNNING, 100 * S),
+            d("old-paused", deployment::PAUSED, 100 * S),
+            d("new-cancelled", deployment::CANCELLED, 4000 * S),
+        ];
+        let gone = ended_before(all.iter(), 4100 * S, GC_THRESHOLD);
+        assert_eq!(gone, ["old-ok", "old-failed"]);
+    }
 }

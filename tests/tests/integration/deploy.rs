@@ -169,6 +169,12 @@ async fn a_canary_is_promoted_then_the_rest_roll_one_at_a_time() {
         .post(&format!("/v1/deployment/fail/{id}"), json!({}))
         .await;
     assert_eq!((status, r), (500, json!("can't fail terminal deployment")));
+
+    // A forced garbage collection forgets every ended deployment, as Nomad's does.
+    let (status, _) = t.send(reqwest::Method::PUT, "/v1/system/gc", None).await;
+    assert_eq!(status, 200);
+    assert_eq!(t.get("/v1/deployments").await, json!([]));
+    assert_eq!(t.get("/v1/job/web/deployment").await, Value::Null);
 }
 
 #[tokio::test]
