@@ -174,13 +174,9 @@ async fn latest_of_job(
 
 /// The body of an operation: a JSON object (an empty body is `{}`).
 fn body_object(body: &Bytes) -> Result<Value, ApiError> {
-    if body.iter().all(u8::is_ascii_whitespace) {
-        return Ok(json!({}));
-    }
-    match serde_json::from_slice::<Value>(body) {
-        Ok(v @ Value::Object(_)) => Ok(v),
-        Ok(_) => Err(ApiError::bad_request("expected a JSON object")),
-        Err(e) => Err(ApiError::bad_request(format!("invalid JSON body: {e}"))),
+    match super::job_ops::body_json(body)? {
+        v @ Value::Object(_) => Ok(v),
+        _ => Err(ApiError::bad_request("expected a JSON object")),
     }
 }
 

@@ -47,7 +47,7 @@ pub(super) fn routes() -> Routes {
 }
 
 /// A JSON body, `{}` when empty.
-fn body_json(body: &Bytes) -> Result<Value, ApiError> {
+pub(super) fn body_json(body: &Bytes) -> Result<Value, ApiError> {
     if body.iter().all(u8::is_ascii_whitespace) {
         return Ok(json!({}));
     }

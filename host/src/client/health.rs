@@ -99,7 +99,7 @@ impl Client {
     /// Track the health of allocations that joined a deployment.
     pub fn track_health(&self, ids: impl IntoIterator<Item = String>) {
         self.health_tracked.lock().unwrap().extend(ids);
-        self.changes.bump();
+        self.health_wake.notify_one();
     }
 
     /// The ids of allocations whose health was judged (by the tracker or an operator),
@@ -139,11 +139,23 @@ impl Client {
         self.health_tracked.lock().unwrap().extend(restored);
         let weak = Arc::downgrade(self);
         let mut changed = self.changes.subscribe();
+        let tracked_more = self.health_wake.clone();
         self.work.spawn(async move {
             loop {
                 let Some(client) = weak.upgrade() else { return };
                 let wake = client.judge_tracked();
+                let idle = client.health_tracked.lock().unwrap().is_empty();
                 drop(client);
+                if idle {
+                    // Nothing to judge: the node's other changes do not wake the tracker
+                    // (it looks now and then whether the client is gone).
+                    tokio::select! {
+                        _ = tracked_more.notified() => {}
+                        _ = tokio::time::sleep(MAX_SLEEP) => {}
+                    }
+                    changed.borrow_and_update();
+                    continue;
+                }
                 let sleep = wake
                     .map(|t| Duration::from_nanos(t.saturating_sub(crate::util::now_nanos())))
                     .unwrap_or(MAX_SLEEP)

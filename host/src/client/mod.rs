@@ -83,6 +83,8 @@ pub struct Client {
     /// The id of each allocation whose health was judged, for the server.
     health_tx: tokio::sync::mpsc::UnboundedSender<String>,
     health_rx: std::sync::Mutex<Option<tokio::sync::mpsc::UnboundedReceiver<String>>>,
+    /// Wakes the health tracker when it has allocations to judge again.
+    health_wake: Arc<tokio::sync::Notify>,
 }
 
 impl Client {
@@ -92,6 +94,7 @@ impl Client {
         let (health_tx, health_rx) = tokio::sync::mpsc::unbounded_channel();
         Self {
             health_tracked: Default::default(),
+            health_wake: Arc::default(),
             health_tx,
             health_rx: std::sync::Mutex::new(Some(health_rx)),
             ended,

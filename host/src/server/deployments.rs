@@ -13,15 +13,14 @@
 //!   the job's version is marked stable;
 //! - otherwise the job is evaluated again (`deployment-watcher`) for the next step.
 //!
-//! Operators promote, fail, pause and resume a deployment, and set allocations' health
-//! when the group says `health_check = "manual"`; each refuses a terminal deployment in
-//! Nomad's words.
+//! What operators do to a deployment is in [`super::deployment_ops`].
 
 use std::collections::BTreeMap;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use super::Server;
+use super::deployment_ops::DeploymentUpdate;
 use crate::evals::Trigger;
 use crate::jobspec::Job;
 use crate::structs::deployment::{self, desc};
@@ -33,35 +32,9 @@ pub(super) struct DeploymentBook {
     by_id: Mutex<BTreeMap<String, Deployment>>,
 }
 
-/// Why an operation on a deployment was refused.
-#[derive(Debug, thiserror::Error)]
-pub enum DeploymentError {
-    /// No deployment (or allocation of it) by that id.
-    #[error("{0}")]
-    NotFound(String),
-    /// The deployment ended; Nomad's words (`can't promote terminal deployment`).
-    #[error("{0}")]
-    Terminal(&'static str),
-    /// The request cannot be carried out as asked (a canary not healthy yet, ...).
-    #[error("{0}")]
-    Invalid(String),
-    #[error(transparent)]
-    Register(#[from] super::RegisterError),
-}
-
-/// What an operation on a deployment did (Nomad's `DeploymentUpdateResponse`).
-#[derive(Debug, Clone, Default)]
-pub struct DeploymentUpdate {
-    /// The evaluation it made, if any.
-    pub eval_id: String,
-    pub index: u64,
-    /// The version an auto-revert registered again.
-    pub reverted_job_version: Option<u64>,
-}
-
 /// What moving a deployment on asks of the server, decided under the book's lock and
 /// carried out after it.
-enum Next {
+pub(super) enum Next {
     Nothing,
     Evaluate,
     Revert(u64),
@@ -245,7 +218,7 @@ impl Server {
     }
 
     /// Into the book and the state DB, and told on the event stream.
-    fn put_deployment(&self, d: Deployment, event_type: &'static str) {
+    pub(super) fn put_deployment(&self, d: Deployment, event_type: &'static str) {
         if let Err(e) = self.db.put_deployment(&d) {
             crate::state::log_write_failed(&e, "deployment", &d.id);
         }
@@ -267,7 +240,7 @@ impl Server {
     }
 
     /// Count a deployment's allocations again: placed, canaries, healthy, unhealthy.
-    fn recount(&self, d: &mut Deployment) {
+    pub(super) fn recount(&self, d: &mut Deployment) {
         let allocs = self.deployment_allocations(d);
         for (name, g) in d.task_groups.iter_mut() {
             let mine = || allocs.iter().filter(|a| &a.task_group == name);
@@ -350,7 +323,10 @@ impl Server {
                 d.status_description = desc::SUCCESSFUL.into();
                 Next::Nothing
             } else if d.status == deployment::RUNNING {
-                if d.requires_promotion() && d.auto_promotes() && canaries_healthy(&d).is_ok() {
+                if d.requires_promotion()
+                    && d.auto_promotes()
+                    && super::deployment_ops::canaries_healthy(&d).is_ok()
+                {
                     for g in d.task_groups.values_mut() {
                         g.promoted = true;
                     }
@@ -381,7 +357,7 @@ impl Server {
 
     /// Mark `d` failed with `why`; with `auto_revert`, say which version to register again
     /// (the latest stable one of another spec) and put it in the description.
-    fn failing(&self, d: &mut Deployment, why: &str) -> Next {
+    pub(super) fn failing(&self, d: &mut Deployment, why: &str) -> Next {
         d.status = deployment::FAILED.into();
         d.status_description = why.into();
         if !d.auto_reverts() {
@@ -410,7 +386,12 @@ impl Server {
     }
 
     /// Evaluate the job, or register a stable version again, as moving on asked.
-    fn carry_out(self: &Arc<Self>, namespace: &str, job_id: &str, next: Next) -> DeploymentUpdate {
+    pub(super) fn carry_out(
+        self: &Arc<Self>,
+        namespace: &str,
+        job_id: &str,
+        next: Next,
+    ) -> DeploymentUpdate {
         let mut out = DeploymentUpdate {
             index: self.changes.index(),
             ..Default::default()
@@ -439,7 +420,7 @@ impl Server {
     /// Fail the deployment once a group's `RequireProgressBy` passes with the deployment
     /// still running; the timer follows the deadline as it moves, and ends when the
     /// deployment does or is paused (a resume arms it again).
-    fn arm_progress_deadline(self: &Arc<Self>, id: &str) {
+    pub(super) fn arm_progress_deadline(self: &Arc<Self>, id: &str) {
         let weak = Arc::downgrade(self);
         let id = id.to_string();
         self.client.work().spawn(async move {
@@ -484,172 +465,6 @@ impl Server {
         self.put_deployment(d, "DeploymentStatusUpdate");
         self.carry_out(&namespace, &job_id, next);
     }
-
-    /// A running deployment by id, or Nomad's refusal (`terminal` for an ended one).
-    fn active_deployment(
-        &self,
-        id: &str,
-        terminal: &'static str,
-    ) -> Result<Deployment, DeploymentError> {
-        let d = self
-            .deployment(id)
-            .ok_or_else(|| DeploymentError::NotFound(format!("deployment not found: {id}")))?;
-        if !d.active() {
-            return Err(DeploymentError::Terminal(terminal));
-        }
-        Ok(d)
-    }
-
-    /// Promote a deployment's canaries (`groups`, or all): each group's canaries must be
-    /// healthy; the rest of the old version then rolls.
-    pub fn promote_deployment(
-        self: &Arc<Self>,
-        id: &str,
-        groups: Option<&[String]>,
-    ) -> Result<DeploymentUpdate, DeploymentError> {
-        let mut d = self.active_deployment(id, "can't promote terminal deployment")?;
-        if d.status == deployment::PAUSED {
-            return Err(DeploymentError::Invalid(
-                "can't promote deployment while paused".into(),
-            ));
-        }
-        self.recount(&mut d);
-        let chosen = |name: &str| groups.is_none_or(|g| g.iter().any(|x| x == name));
-        if let Some(g) = groups
-            .unwrap_or_default()
-            .iter()
-            .find(|g| !d.task_groups.contains_key(*g))
-        {
-            return Err(DeploymentError::Invalid(format!(
-                "deployment has no task group {g:?}"
-            )));
-        }
-        if !d
-            .task_groups
-            .iter()
-            .any(|(n, g)| chosen(n) && g.desired_canaries > 0 && !g.promoted)
-        {
-            return Err(DeploymentError::Invalid("no canaries to promote".into()));
-        }
-        let mut only: BTreeMap<String, _> = d.task_groups.clone();
-        only.retain(|n, _| chosen(n));
-        canaries_healthy(&Deployment {
-            task_groups: only,
-            ..Default::default()
-        })
-        .map_err(DeploymentError::Invalid)?;
-        for (n, g) in d.task_groups.iter_mut() {
-            if chosen(n) && g.desired_canaries > 0 {
-                g.promoted = true;
-            }
-        }
-        d.status_description = d.running_description().into();
-        d.modify_index = self.changes.bump();
-        d.modify_time = crate::util::now_nanos();
-        tracing::info!(deployment = %d.id, job = %d.job_id, "deployment promoted");
-        let (namespace, job_id) = (d.namespace.clone(), d.job_id.clone());
-        self.put_deployment(d, "DeploymentPromotion");
-        Ok(self.carry_out(&namespace, &job_id, Next::Evaluate))
-    }
-
-    /// Fail a deployment as an operator asks; with `auto_revert`, the stable version is
-    /// registered again.
-    pub fn fail_deployment(
-        self: &Arc<Self>,
-        id: &str,
-    ) -> Result<DeploymentUpdate, DeploymentError> {
-        let mut d = self.active_deployment(id, "can't fail terminal deployment")?;
-        let next = self.failing(&mut d, desc::FAILED_BY_USER);
-        d.modify_index = self.changes.bump();
-        d.modify_time = crate::util::now_nanos();
-        let (namespace, job_id) = (d.namespace.clone(), d.job_id.clone());
-        let index = d.modify_index;
-        self.put_deployment(d, "DeploymentStatusUpdate");
-        let mut out = self.carry_out(&namespace, &job_id, next);
-        if out.eval_id.is_empty() {
-            // The job is evaluated, so a failed deployment's canaries stop.
-            out = self.carry_out(&namespace, &job_id, Next::Evaluate);
-        }
-        out.index = out.index.max(index);
-        Ok(out)
-    }
-
-    /// Pause (or resume) a deployment: paused, it replaces nothing more.
-    pub fn pause_deployment(
-        self: &Arc<Self>,
-        id: &str,
-        pause: bool,
-    ) -> Result<DeploymentUpdate, DeploymentError> {
-        let terminal = if pause {
-            "can't pause terminal deployment"
-        } else {
-            "can't resume terminal deployment"
-        };
-        let mut d = self.active_deployment(id, terminal)?;
-        if pause {
-            d.status = deployment::PAUSED.into();
-            d.status_description = desc::PAUSED.into();
-        } else {
-            d.status = deployment::RUNNING.into();
-            d.status_description = d.running_description().into();
-        }
-        d.modify_index = self.changes.bump();
-        d.modify_time = crate::util::now_nanos();
-        let index = d.modify_index;
-        let (namespace, job_id) = (d.namespace.clone(), d.job_id.clone());
-        self.put_deployment(d, "DeploymentStatusUpdate");
-        if pause {
-            return Ok(DeploymentUpdate {
-                index,
-                ..Default::default()
-            });
-        }
-        self.arm_progress_deadline(id);
-        Ok(self.carry_out(&namespace, &job_id, Next::Evaluate))
-    }
-
-    /// Set allocations' health by hand (Nomad's `allocation-health`, what `manual` health
-    /// checks wait for); each must belong to the deployment.
-    pub fn set_deployment_alloc_health(
-        self: &Arc<Self>,
-        id: &str,
-        healthy: &[String],
-        unhealthy: &[String],
-    ) -> Result<DeploymentUpdate, DeploymentError> {
-        let d = self.active_deployment(
-            id,
-            "can't set health of allocations for a terminal deployment",
-        )?;
-        if healthy.is_empty() && unhealthy.is_empty() {
-            return Err(DeploymentError::Invalid(
-                "must specify at least one healthy/unhealthy allocation ID".into(),
-            ));
-        }
-        let mine: Vec<String> = self
-            .deployment_allocations(&d)
-            .into_iter()
-            .map(|a| a.id)
-            .collect();
-        for a in healthy.iter().chain(unhealthy) {
-            if !mine.contains(a) {
-                return Err(DeploymentError::NotFound(format!(
-                    "Deployment {:?} does not contain allocation {a:?}",
-                    d.id
-                )));
-            }
-        }
-        for a in healthy {
-            self.client.set_deployment_health(a, true);
-        }
-        for a in unhealthy {
-            self.client.set_deployment_health(a, false);
-        }
-        // The watcher moves it on; answered with the deployment as it is now.
-        Ok(DeploymentUpdate {
-            index: self.changes.index(),
-            ..Default::default()
-        })
-    }
 }
 
 /// Nomad's default `deployment_gc_threshold`: how long an ended deployment is kept.
@@ -666,24 +481,6 @@ fn ended_before<'a>(
     all.filter(|d| !d.active() && d.modify_time < cutoff)
         .map(|d| d.id.clone())
         .collect()
-}
-
-/// Each group's canaries are placed and healthy, or Nomad's words for the first that is
-/// not.
-fn canaries_healthy(d: &Deployment) -> Result<(), String> {
-    for (name, g) in &d.task_groups {
-        if g.desired_canaries == 0 || g.promoted {
-            continue;
-        }
-        let healthy = g.healthy_allocs.min(g.placed_canaries.len() as u32);
-        if healthy < g.desired_canaries {
-            return Err(format!(
-                "Task group {name:?} has {healthy}/{} healthy allocations",
-                g.desired_canaries
-            ));
-        }
-    }
-    Ok(())
 }
 
 #[cfg(test)]

@@ -270,15 +270,7 @@ impl Server {
                 format!("can't revert to current version {version}"),
             )));
         }
-        let mut old = self
-            .job_versions(namespace, id)
-            .into_iter()
-            .find(|v| v.state.version == version)
-            .ok_or_else(|| {
-                RegisterError::NotFound(format!(
-                    "job {id:?} in namespace {namespace:?} at version {version} not found"
-                ))
-            })?;
+        let mut old = self.job_version(namespace, id, version)?;
         old.state = crate::jobspec::JobState::default();
         // The new version keeps the source the old one was submitted as (as in Nomad).
         let submission = self.db.job_submission(namespace, id, version)?;
@@ -292,6 +284,18 @@ impl Server {
         )
     }
 
+    /// Version `version` of a job, as kept, or a not-found naming it.
+    fn job_version(&self, namespace: &str, id: &str, version: u64) -> Result<Job, RegisterError> {
+        self.job_versions(namespace, id)
+            .into_iter()
+            .find(|v| v.state.version == version)
+            .ok_or_else(|| {
+                RegisterError::NotFound(format!(
+                    "job {id:?} in namespace {namespace:?} at version {version} not found"
+                ))
+            })
+    }
+
     /// Mark version `version` of a job stable or not.
     pub fn set_job_stable(
         &self,
@@ -300,15 +304,7 @@ impl Server {
         version: u64,
         stable: bool,
     ) -> Result<u64, RegisterError> {
-        let mut v = self
-            .job_versions(namespace, id)
-            .into_iter()
-            .find(|v| v.state.version == version)
-            .ok_or_else(|| {
-                RegisterError::NotFound(format!(
-                    "job {id:?} in namespace {namespace:?} at version {version} not found"
-                ))
-            })?;
+        let mut v = self.job_version(namespace, id, version)?;
         let index = self.changes.bump();
         v.state.stable = stable;
         v.state.modify_index = index;

@@ -20,6 +20,7 @@ use crate::state::StateDb;
 
 pub mod blocked;
 pub mod core_gc;
+pub mod deployment_ops;
 pub mod deployments;
 pub mod dispatch;
 pub mod drain;
@@ -38,7 +39,7 @@ pub mod snapshot;
 pub mod submission;
 pub mod vars;
 
-pub use deployments::{DeploymentError, DeploymentUpdate};
+pub use deployment_ops::{DeploymentError, DeploymentUpdate};
 pub use register::{RegisterError, RegisterOptions, Registered};
 
 /// What renders the node for the `Node` event topic (the agent's view of it).

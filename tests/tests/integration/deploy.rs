@@ -5,6 +5,7 @@
 use std::time::Duration;
 
 use paddock_tests::gotypes as go;
+use reqwest::Method;
 use serde_json::{Value, json};
 
 use crate::harness::TestAgent;
@@ -120,6 +121,22 @@ async fn a_canary_is_promoted_then_the_rest_roll_one_at_a_time() {
 
     // Promoted: the rest roll, never more than one new allocation not yet healthy.
     let id = d["ID"].as_str().unwrap();
+    // Only in its own namespace: asked in another, it is not found and nothing happens.
+    let (status, _) = t
+        .send(
+            Method::GET,
+            &format!("/v1/deployment/{id}?namespace=other"),
+            None,
+        )
+        .await;
+    assert_eq!(status, 404);
+    let (status, r) = t
+        .post(
+            &format!("/v1/deployment/promote/{id}?namespace=other"),
+            json!({ "All": true }),
+        )
+        .await;
+    assert_eq!((status, r), (500, json!("deployment not found")));
     let (status, r) = t
         .post(
             &format!("/v1/deployment/promote/{id}"),
@@ -171,7 +188,7 @@ async fn a_canary_is_promoted_then_the_rest_roll_one_at_a_time() {
     assert_eq!((status, r), (500, json!("can't fail terminal deployment")));
 
     // A forced garbage collection forgets every ended deployment, as Nomad's does.
-    let (status, _) = t.send(reqwest::Method::PUT, "/v1/system/gc", None).await;
+    let (status, _) = t.send(Method::PUT, "/v1/system/gc", None).await;
     assert_eq!(status, 200);
     assert_eq!(t.get("/v1/deployments").await, json!([]));
     assert_eq!(t.get("/v1/job/web/deployment").await, Value::Null);
