@@ -552,4 +552,25 @@ impl<B: Backend + 'static> StateDb for KvState<B> {
             .map(|(k, v)| decode(tables::DEPLOYMENTS, &k, &v))
             .collect()
     }
+
+    fn put_namespace(&self, ns: &crate::structs::Namespace) -> Result<(), StateError> {
+        self.commit.write(vec![Op::Put(
+            tables::NAMESPACES,
+            ns.name.clone(),
+            encode(ns),
+        )])
+    }
+
+    fn delete_namespace(&self, name: &str) -> Result<(), StateError> {
+        self.commit
+            .write(vec![Op::Delete(tables::NAMESPACES, name.to_string())])
+    }
+
+    fn namespaces(&self) -> Result<Vec<crate::structs::Namespace>, StateError> {
+        self.backend
+            .scan(tables::NAMESPACES, "")?
+            .into_iter()
+            .map(|(k, v)| decode(tables::NAMESPACES, &k, &v))
+            .collect()
+    }
 }

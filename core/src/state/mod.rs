@@ -44,7 +44,8 @@ use crate::structs::{Allocation, JobSubmission, TaskState, Variable};
 /// - 4: adds `variables` (Nomad Variables, keyed `<namespace>/<path>`).
 /// - 6: adds `job_submissions` (a job version's source as submitted, keyed as its version).
 /// - 7: adds `deployments` (a service job version's roll-out, keyed by id).
-pub const SCHEMA_VERSION: u64 = 7;
+/// - 8: adds `namespaces` (Nomad's namespaces as objects, keyed by name).
+pub const SCHEMA_VERSION: u64 = 8;
 
 /// Versions of a job kept for `/v1/job/{id}/versions` and revert (Nomad keeps six).
 pub const JOB_VERSIONS_KEPT: u64 = 6;
@@ -292,6 +293,12 @@ pub trait StateDb: Send + Sync {
     fn delete_deployment(&self, id: &str) -> Result<(), StateError>;
 
     fn deployments(&self) -> Result<Vec<crate::structs::Deployment>, StateError>;
+    /// Store (or replace) a namespace.
+    fn put_namespace(&self, ns: &crate::structs::Namespace) -> Result<(), StateError>;
+    /// Remove a namespace; removing one that does not exist is not an error.
+    fn delete_namespace(&self, name: &str) -> Result<(), StateError>;
+    /// Every stored namespace.
+    fn namespaces(&self) -> Result<Vec<crate::structs::Namespace>, StateError>;
     /// The write path's counters (writes asked, commits, writes de-duplicated away).
     fn commit_stats(&self) -> &CommitStats;
     /// Why writes are refused now (the I/O error that stopped them), or `None` while the
@@ -319,6 +326,8 @@ pub mod tables {
     pub const JOB_SUBMISSIONS: &str = "job_submissions";
     /// Deployments, keyed by id (schema 7).
     pub const DEPLOYMENTS: &str = "deployments";
+    /// Namespaces, keyed by name (schema 8).
+    pub const NAMESPACES: &str = "namespaces";
     pub const ALL: &[&str] = &[
         META,
         JOBS,
@@ -332,6 +341,7 @@ pub mod tables {
         ALLOC_JOBS,
         JOB_SUBMISSIONS,
         DEPLOYMENTS,
+        NAMESPACES,
     ];
 }
 

@@ -9,6 +9,7 @@ use crate::jobspec::Job;
 
 mod capacity;
 pub mod deployment;
+pub mod namespace;
 pub mod reschedule;
 mod resources;
 
@@ -17,6 +18,7 @@ pub use crate::jobspec::submission::{
 };
 pub use capacity::{Amounts, Capacity};
 pub use deployment::{AllocDeploymentStatus, Deployment, DeploymentState};
+pub use namespace::{DEFAULT_NAMESPACE, Namespace};
 pub use reschedule::{DesiredTransition, Lineage, RescheduleEvent, RescheduleTracker};
 pub use resources::*;
 

@@ -113,6 +113,11 @@ pub enum Need {
     Events,
     /// The ACL endpoints, which check the caller themselves.
     AclApi,
+    /// Reading namespace `name`: any capability in it (Nomad's `AllowNamespace`).
+    Namespace(String),
+    /// The namespaces list: any token; the answer keeps the namespaces where it holds
+    /// any capability.
+    NamespaceList,
 }
 
 pub const READ_JOB: &[&str] = &["read-job"];

@@ -127,6 +127,7 @@ impl Agent {
         self.client.restore(allocs, &running);
         self.server.restore_jobs(jobs, index);
         self.server.restore_deployments();
+        self.server.restore_namespaces();
         Ok(())
     }
 }

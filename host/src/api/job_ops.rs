@@ -147,9 +147,14 @@ async fn plan(
         return Err(ApiError::bad_request("Job must be specified"));
     }
     let want_diff = v["Diff"].as_bool().unwrap_or(false);
-    let job = crate::jobspec::parse_job_json(v["Job"].to_string().as_bytes())
+    let mut job = crate::jobspec::parse_job_json(v["Job"].to_string().as_bytes())
         .map_err(|e| ApiError::bad_request(e.to_string()))?;
     same_job_id(&job.id, &id)?;
+    // Planned as it would be registered: into its namespace, or refused as it would be.
+    agent
+        .server()
+        .admit_into_namespace(&mut job)
+        .map_err(super::jobs::namespace_refused)?;
     let warnings = agent
         .server()
         .unacted(&job)

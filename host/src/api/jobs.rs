@@ -78,9 +78,20 @@ pub(super) fn register_refused(e: RegisterError) -> ApiError {
         RegisterError::Invalid(bad) => ApiError::bad_request(bad.to_string()),
         RegisterError::NotFound(m) => ApiError::not_found(m),
         e @ RegisterError::Unacted(_) => ApiError::bad_request(e.to_string()),
+        RegisterError::Namespace(e) => namespace_refused(e),
         e @ (RegisterError::IndexConflict { .. } | RegisterError::State(_)) => {
             ApiError::internal(e)
         }
+    }
+}
+
+/// A namespace's refusal: 400 with its reason (Nomad answers these with a 500, as errors
+/// of its RPC layer; they are the request's fault, so the client is told so); a state DB
+/// failure is a 500.
+pub(super) fn namespace_refused(e: crate::server::NamespaceError) -> ApiError {
+    match e {
+        crate::server::NamespaceError::Invalid(m) => ApiError::bad_request(m),
+        e @ crate::server::NamespaceError::State(_) => ApiError::internal(e),
     }
 }
 

@@ -16,6 +16,7 @@ mod job_ops;
 mod jobs;
 mod listen;
 mod metrics;
+mod namespaces;
 mod node;
 mod routes;
 mod scale;
@@ -55,6 +56,7 @@ fn routes() -> routes::Routes {
         .merge(components::routes())
         .merge(scale::routes())
         .merge(vars::routes())
+        .merge(namespaces::routes())
 }
 
 /// The table of what each route the API serves needs of a token (for tools and tests

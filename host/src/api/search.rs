@@ -269,15 +269,7 @@ fn fuzzy_matches(
         }
         _ => {
             // Namespaces are not in a namespace: every one the token may see.
-            let mut namespaces: Vec<String> = agent
-                .server()
-                .jobs()
-                .into_iter()
-                .map(|j| j.namespace)
-                .collect();
-            namespaces.push("default".into());
-            namespaces.sort();
-            namespaces.dedup();
+            let namespaces = agent.server().namespaces().into_iter().map(|n| n.name);
             for ns in namespaces
                 .into_iter()
                 .filter(|n| hit(n) && sees.namespace(n))

@@ -28,6 +28,7 @@ pub mod evaluate;
 pub mod feasible;
 mod fit;
 pub mod jobs;
+pub mod namespaces;
 pub mod periodic;
 pub mod placing;
 pub mod plan;
@@ -40,6 +41,7 @@ pub mod submission;
 pub mod vars;
 
 pub use deployment_ops::{DeploymentError, DeploymentUpdate};
+pub use namespaces::NamespaceError;
 pub use register::{RegisterError, RegisterOptions, Registered};
 
 /// What renders the node for the `Node` event topic (the agent's view of it).
@@ -74,6 +76,8 @@ pub struct Server {
     refuse_unacted: bool,
     /// Deployments of service jobs' versions.
     deployments: deployments::DeploymentBook,
+    /// Namespaces as objects.
+    namespaces: namespaces::NamespaceBook,
 }
 
 /// What a server is made of.
@@ -106,6 +110,7 @@ impl Server {
             node_view: OnceLock::new(),
             refuse_unacted: p.refuse_unacted,
             deployments: Default::default(),
+            namespaces: Default::default(),
         }
     }
 

@@ -60,6 +60,9 @@ pub enum RegisterError {
     /// `client { unsupported_job_features = "error" }`.
     #[error("{}", unacted_refusal(.0))]
     Unacted(Vec<String>),
+    /// The job's namespace does not exist, or does not allow what the job uses.
+    #[error(transparent)]
+    Namespace(#[from] super::NamespaceError),
 }
 
 /// The refusal of a job asking for what the agent does not act on, each field named.
@@ -180,6 +183,7 @@ impl Server {
         RegisterError,
     > {
         crate::jobspec::bounds::check(&job)?;
+        self.admit_into_namespace(&mut job)?;
         let warnings = self.unacted(&job)?;
         // Nothing is planned, changed in memory or started that could not be recorded.
         if let Some(reason) = self.db.unwritable() {

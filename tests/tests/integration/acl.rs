@@ -111,6 +111,18 @@ async fn start(dir: &std::path::Path) -> AgentProcess {
         config.display().to_string(),
     ];
     a.start().await;
+    // The namespaces these tests put jobs in, created first as an operator would.
+    for ns in ["other", "team-a", "team-b"] {
+        let body = json!({ "Name": ns });
+        ok_json(
+            &a,
+            "PUT",
+            &format!("/v1/namespace/{ns}"),
+            CONFIGURED,
+            Some(body),
+        )
+        .await;
+    }
     a
 }
 

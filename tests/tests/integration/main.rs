@@ -33,6 +33,7 @@ mod jobs;
 mod lifecycle;
 mod load;
 mod mock;
+mod namespaces;
 mod network;
 mod node;
 mod nomad_plugin;

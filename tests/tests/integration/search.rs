@@ -22,6 +22,10 @@ async fn searches_look_only_in_the_requested_namespace() {
     let t = TestAgent::start("", vec![]).await;
     let mut evals = Vec::new();
     for ns in ["team-a", "team-b"] {
+        let (s, _) = t
+            .post(&format!("/v1/namespace/{ns}"), json!({ "Name": ns }))
+            .await;
+        assert_eq!(s, 200);
         let mut job = mock_job(&format!("lookup-{ns}"), json!({"run_for": "1h"}));
         job["Namespace"] = json!(ns);
         evals.push(t.register(job).await);

@@ -311,6 +311,10 @@ async fn with_acl_policies_the_jobs_list_shows_the_namespaces_a_token_reads() {
             .json(&body)
             .send()
     };
+    let r = mgmt("/v1/namespace/prod", json!({ "Name": "prod" }))
+        .await
+        .unwrap();
+    assert_eq!(r.status(), 200);
     for (id, ns) in [("mine", "default"), ("theirs", "prod")] {
         let job = json!({ "ID": id, "Namespace": ns, "Type": "batch", "TaskGroups": [{ "Name": "g",
             "Tasks": [{ "Name": "t", "Driver": "raw_exec", "Config": { "command": "true" } }] }] });

@@ -144,6 +144,11 @@ async fn decide(
             Err(e) => return Err(e.into_response()),
         },
         Need::Events => events_allowed(&acl, &query, &q_ns),
+        Need::Namespace(name) => acl.allow_ns_any(name),
+        Need::NamespaceList => {
+            keep = Some(Keep::Namespaces);
+            true
+        }
     };
     Ok((ok, req, keep))
 }
@@ -210,6 +215,8 @@ enum Keep {
     Ns(&'static [&'static str]),
     /// Variables whose path grants `list`.
     Variables,
+    /// Namespaces where the token holds any capability.
+    Namespaces,
 }
 
 /// Drop from a list's JSON answer the objects the token may not see (Nomad filters
@@ -229,6 +236,9 @@ async fn keep_visible(resp: Response, keep: Keep, acl: &Acl) -> Response {
     let visible: Vec<Value> = items
         .into_iter()
         .filter(|o| {
+            if let Keep::Namespaces = keep {
+                return o["Name"].as_str().is_some_and(|n| acl.allow_ns_any(n));
+            }
             let ns = o
                 .get("Namespace")
                 .or_else(|| o.pointer("/Target/Namespace"))
@@ -239,6 +249,7 @@ async fn keep_visible(resp: Response, keep: Keep, acl: &Acl) -> Response {
                 Keep::Variables => o["Path"]
                     .as_str()
                     .is_some_and(|p| acl.allow_variable(ns, p, "list")),
+                Keep::Namespaces => false,
             }
         })
         .collect();

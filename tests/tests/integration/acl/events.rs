@@ -78,6 +78,18 @@ async fn a_stream_of_every_namespace_shows_only_the_tokens_namespaces() {
     .await;
     assert_eq!(s, 200, "{t}");
     let (_, a_reader) = client_token(&a, CONFIGURED, "a-reader", &["a-read"]).await;
+    // The namespaces list keeps those the token holds anything in (Nomad's
+    // `AllowNamespace`); reading another one is refused.
+    let seen = ok_json(&a, "GET", "/v1/namespaces", &a_reader, None).await;
+    let names: Vec<&str> = seen
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter_map(|n| n["Name"].as_str())
+        .collect();
+    assert_eq!(names, ["team-a"], "{seen:#}");
+    let (s, _) = call(&a, "GET", "/v1/namespace/team-b", Some(&a_reader), None).await;
+    assert_eq!(s, 403);
 
     let q = "topic=Job&topic=Evaluation&namespace=*&index=0";
     let all = events_until(&a, q, CONFIGURED, "team-a").await;

@@ -483,6 +483,21 @@ pub(super) fn table(alloc: &str, eval: &str, node: &str) -> Vec<Row> {
         &[AGENT_R],
     ));
     rows.push(row("GET", "/v1/var/", None, &[MGMT], &[&every_rule]));
+    // Namespaces: any token lists (the answer filtered), any capability reads one,
+    // only management writes.
+    rows.push(row("GET", "/v1/namespaces", None, &[NOTHING], &[]));
+    rows.push(row("GET", "/v1/namespace/default", None, &[r], &[NODE_W]));
+    for (method, path) in [("PUT", "/v1/namespace/made"), ("POST", "/v1/namespace")] {
+        let body = json!({ "Name": "made" });
+        rows.push(row(method, path, Some(body), &[MGMT], &[&every_rule]));
+    }
+    rows.push(row(
+        "DELETE",
+        "/v1/namespace/gone",
+        None,
+        &[MGMT],
+        &[&every_rule],
+    ));
     // Open routes look at no token.
     for path in [
         "/v1/agent/health",

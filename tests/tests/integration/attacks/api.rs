@@ -128,6 +128,14 @@ async fn a_job_id_with_a_slash_reads_no_other_jobs_variables() {
     let (a, dev) = acl_agent(&root, "").await;
     let r = a
         .http
+        .put(a.url("/v1/namespace/dev"))
+        .json(&json!({ "Name": "dev" }))
+        .send()
+        .await
+        .unwrap();
+    assert!(r.status().is_success(), "{}", r.text().await.unwrap());
+    let r = a
+        .http
         .put(a.url("/v1/var/nomad/jobs/web/db?namespace=dev"))
         .json(&json!({ "Namespace": "dev", "Path": "nomad/jobs/web/db",
             "Items": { "password": "web-db-s3cret" } }))
