@@ -10,6 +10,7 @@
 //! management token.
 
 pub mod check;
+pub mod one_time;
 pub mod policy;
 pub mod routes;
 pub mod store;

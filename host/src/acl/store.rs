@@ -98,6 +98,8 @@ pub struct AclStore {
     legacy: Option<[u8; 32]>,
     db: Arc<dyn StateDb>,
     inner: Mutex<Inner>,
+    /// One-time tokens not yet exchanged (in memory only: see [`super::one_time`]).
+    one_time: super::one_time::OneTimeTokens,
 }
 
 /// Who a request is made as.
@@ -157,6 +159,7 @@ impl AclStore {
             legacy: configured.filter(|t| !t.is_empty()).map(sha256),
             db,
             inner: Mutex::new(inner),
+            one_time: Default::default(),
         }
     }
 
@@ -414,6 +417,23 @@ impl AclStore {
 
     pub fn policies(&self) -> Vec<StoredPolicy> {
         self.lock().policies.values().cloned().collect()
+    }
+
+    /// A one-time token standing for the token whose secret is `secret`.
+    pub fn issue_one_time(&self, secret: &str, accessor_id: &str) -> super::one_time::OneTimeToken {
+        let index = Self::next_index(&mut self.lock());
+        self.one_time
+            .issue(secret, accessor_id, crate::util::now_nanos(), index)
+    }
+
+    /// Exchange a one-time token, once, for who it stands for (with that token's secret),
+    /// and the change's index; `None` for an unknown, used or expired one, or one whose
+    /// token is gone since.
+    pub fn exchange_one_time(&self, ott: &str) -> Option<(Caller, String, u64)> {
+        let secret = self.one_time.exchange(ott, crate::util::now_nanos())?;
+        let caller = self.resolve(Some(&secret))?;
+        let index = Self::next_index(&mut self.lock());
+        Some((caller, secret, index))
     }
 
     /// The store's latest change index (`X-Nomad-Index` of its reads).

@@ -30,6 +30,8 @@ pub(super) fn routes() -> Routes {
         .on("POST PUT", "/v1/acl/bootstrap", bootstrap, own)
         .on("GET", "/v1/acl/tokens", list_tokens, own)
         .on("POST PUT", "/v1/acl/token", create_token, own)
+        .on("POST PUT", "/v1/acl/token/onetime", one_time, own)
+        .on("POST PUT", "/v1/acl/token/onetime/exchange", exchange, own)
         .on("GET", "/v1/acl/token/{accessor}", read_token, own)
         .on("POST PUT", "/v1/acl/token/{accessor}", update_token, own)
         .on("DELETE", "/v1/acl/token/{accessor}", delete_token, own)
@@ -260,6 +262,64 @@ async fn create_token(
     let (t, secret) = agent.acl().create_token(b.spec()?)?;
     tracing::info!(accessor = %t.accessor_id, name = %t.name, kind = %t.kind, "ACL token created");
     Ok(with_index(t.modify_index, &token_json(&t, Some(&secret))))
+}
+
+/// `PUT /v1/acl/token/onetime`: a one-time token standing for the caller's own token.
+async fn one_time(
+    State(agent): State<AppState>,
+    w: Option<Extension<Who>>,
+) -> Result<Response, ApiError> {
+    enabled(&agent)?;
+    let w = who(w)?;
+    let accessor = match &w.caller {
+        Caller::Token(t) => t.accessor_id.clone(),
+        Caller::Configured => {
+            configured_json(w.secret.as_deref().unwrap_or_default())["AccessorID"]
+                .as_str()
+                .unwrap_or_default()
+                .to_string()
+        }
+        Caller::Anonymous => return Err(denied()),
+    };
+    let secret = w.secret.as_deref().ok_or_else(denied)?;
+    let ott = agent.acl().issue_one_time(secret, &accessor);
+    Ok(with_index(
+        ott.index,
+        &json!({
+            "OneTimeToken": {
+                "OneTimeSecretID": ott.one_time_secret_id,
+                "AccessorID": ott.accessor_id,
+                "ExpiresAt": crate::util::go_time(ott.expires_at),
+                "CreateIndex": ott.index, "ModifyIndex": ott.index,
+            },
+            "Index": ott.index,
+        }),
+    ))
+}
+
+/// `PUT /v1/acl/token/onetime/exchange` `{"OneTimeSecretID"}`: the token it stands for,
+/// with its secret, once.
+async fn exchange(State(agent): State<AppState>, body: Bytes) -> Result<Response, ApiError> {
+    enabled(&agent)?;
+    #[derive(Deserialize)]
+    struct Exchange {
+        #[serde(rename = "OneTimeSecretID", default)]
+        one_time_secret_id: String,
+    }
+    let b: Exchange = serde_json::from_slice(&body)
+        .map_err(|e| ApiError::bad_request(format!("invalid JSON: {e}")))?;
+    let (caller, secret, index) = agent
+        .acl()
+        .exchange_one_time(&b.one_time_secret_id)
+        .ok_or_else(denied)?;
+    let token = match &caller {
+        Caller::Token(t) => token_json(t, Some(&secret)),
+        _ => configured_json(&secret),
+    };
+    Ok(with_index(
+        index,
+        &json!({ "Token": token, "Index": index }),
+    ))
 }
 
 /// `GET /v1/acl/token/{accessor}` (and `self`): a management token reads any token, a

@@ -525,3 +525,53 @@ print("ok")
         String::from_utf8_lossy(&out.stderr)
     );
 }
+
+/// `/v1/acl/token/onetime`: a token's bearer gets a one-time secret that another program
+/// exchanges, once, for that token (with its secret); anonymous callers get none.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_one_time_token_is_exchanged_once_for_its_callers_token() {
+    let dir = tempfile::tempdir().unwrap();
+    let a = start(dir.path()).await;
+    let rules = "namespace \"default\" {\n  policy = \"read\"\n}\n";
+    assert_eq!(apply_policy(&a, CONFIGURED, "ott-read", rules).await.0, 200);
+    let (accessor, secret) = client_token(&a, CONFIGURED, "ott", &["ott-read"]).await;
+
+    let (s, t) = call(&a, "PUT", "/v1/acl/token/onetime", None, None).await;
+    assert_eq!((s, t.as_str()), (403, "Permission denied"));
+    // Not read as a token whose accessor is "onetime".
+    let (s, _) = call(&a, "GET", "/v1/acl/token/onetime", Some(CONFIGURED), None).await;
+    assert_eq!(s, 405);
+
+    let issued = ok_json(&a, "PUT", "/v1/acl/token/onetime", &secret, None).await;
+    let ott = &issued["OneTimeToken"];
+    assert_eq!(ott["AccessorID"], accessor.as_str());
+    assert!(issued["Index"].as_u64().unwrap() > 0);
+    let expires: jiff::Timestamp = ott["ExpiresAt"].as_str().unwrap().parse().unwrap();
+    let left = expires.duration_since(jiff::Timestamp::now()).as_secs();
+    assert!((590..=600).contains(&left), "{left} s left: {issued:#}");
+
+    // Exchanged without a token of its own, once.
+    let body = json!({ "OneTimeSecretID": ott["OneTimeSecretID"] });
+    let (s, t) = call(
+        &a,
+        "POST",
+        "/v1/acl/token/onetime/exchange",
+        None,
+        Some(body.clone()),
+    )
+    .await;
+    assert_eq!(s, 200, "{t}");
+    let got: Value = serde_json::from_str(&t).unwrap();
+    assert_eq!(got["Token"]["AccessorID"], accessor.as_str());
+    assert_eq!(got["Token"]["SecretID"], secret.as_str());
+    assert_eq!(got["Token"]["Policies"], json!(["ott-read"]));
+    let (s, _) = call(
+        &a,
+        "POST",
+        "/v1/acl/token/onetime/exchange",
+        None,
+        Some(body),
+    )
+    .await;
+    assert_eq!(s, 403, "exchanged twice");
+}
