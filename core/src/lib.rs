@@ -31,6 +31,7 @@ pub mod evals;
 pub mod events;
 pub mod executor;
 pub mod hookmanager;
+pub mod hoststats;
 pub mod jobspec;
 pub mod logmon;
 pub mod node;

@@ -200,16 +200,21 @@ fn from(level: &[(&str, &'static str)], kept: &Kept, path: &str, out: &mut Vec<U
     for (key, v) in kept {
         // A key not in the table is one the agent acts on (`Constraints`); a value that
         // asks for nothing (`false`, `[]`, Nomad's default) changes nothing either.
-        let default = DEFAULTS
-            .iter()
-            .find(|(k, _)| k == key)
-            .map(|&(_, d)| Value::from(d))
-            .or_else(|| {
-                TEXT_DEFAULTS
-                    .iter()
-                    .find(|(k, _)| k == key)
-                    .map(|&(_, d)| Value::from(d))
-            });
+        // A service group's `Migrate` is always sent, Nomad's default unless asked.
+        let migrate = (key == "Migrate" && path.contains("TaskGroups"))
+            .then(super::json::group::default_migrate);
+        let default = migrate.or_else(|| {
+            DEFAULTS
+                .iter()
+                .find(|(k, _)| k == key)
+                .map(|&(_, d)| Value::from(d))
+                .or_else(|| {
+                    TEXT_DEFAULTS
+                        .iter()
+                        .find(|(k, _)| k == key)
+                        .map(|&(_, d)| Value::from(d))
+                })
+        });
         if !asks(v, default.as_ref()) {
             continue;
         }

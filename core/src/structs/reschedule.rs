@@ -74,6 +74,10 @@ pub struct Lineage {
     /// Its health in that deployment, and whether it is a canary.
     #[serde(default)]
     pub deployment_status: Option<super::deployment::AllocDeploymentStatus>,
+    /// The index of the server's last change to it (placed, told to stop, its lineage
+    /// changed), as against `ModifyIndex`, which the client's updates move too.
+    #[serde(default)]
+    pub alloc_modify_index: u64,
 }
 
 /// When a failed allocation may be replaced, or that it may not.

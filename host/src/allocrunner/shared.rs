@@ -89,6 +89,17 @@ impl AllocShared {
     /// what the change wrote, and publish the allocation as `event` (`AllocationUpdated`,
     /// `AllocationUpdateDesiredStatus`).
     fn mutate(&self, event: &'static str, change: impl FnOnce(&mut Allocation) -> Wrote) {
+        self.mutate_as(event, false, change);
+    }
+
+    /// [`Self::mutate`]; `by_server` when the change is the server's (it moves the
+    /// allocation's `AllocModifyIndex` too).
+    fn mutate_as(
+        &self,
+        event: &'static str,
+        by_server: bool,
+        change: impl FnOnce(&mut Allocation) -> Wrote,
+    ) {
         let (index, written) = {
             let mut a = self.lock();
             let wrote = change(&mut a);
@@ -101,6 +112,9 @@ impl AllocShared {
             }
             a.modify_index = self.changes.bump();
             a.modify_time = crate::util::now_nanos();
+            if by_server {
+                a.lineage.alloc_modify_index = a.modify_index;
+            }
             // Queued under the lock, so this allocation's writes keep their order; waited
             // for after it, so readers (the API, placement's capacity) never wait on an fsync.
             let written = match &wrote {
@@ -185,7 +199,7 @@ impl AllocShared {
 
     /// What the scheduler wants of the allocation changed.
     pub(super) fn set_desired(&self, status: DesiredStatus, description: &str) {
-        self.mutate("AllocationUpdateDesiredStatus", |a| {
+        self.mutate_as("AllocationUpdateDesiredStatus", true, |a| {
             a.desired_status = status;
             a.desired_description = description.into();
             Wrote::Alloc
@@ -195,7 +209,7 @@ impl AllocShared {
     /// Its place among the allocations that replace one another changed (it was
     /// replaced, a follow-up evaluation was made for it, `alloc stop` asked to replace it).
     pub fn update_lineage(&self, f: impl FnOnce(&mut crate::structs::Lineage)) {
-        self.mutate("AllocationUpdated", |a| {
+        self.mutate_as("AllocationUpdated", true, |a| {
             f(&mut a.lineage);
             Wrote::Alloc
         });

@@ -157,6 +157,8 @@ async fn client_stats(State(agent): State<AppState>) -> Response {
                 "Available": avail, "UsedPercent": if size > 0 { (size - avail) as f64 * 100.0 / size as f64 } else { 0.0 },
             },
             "DeviceStats": stats.devices,
+            "CPU": stats.cpu,
+            "DiskStats": stats.disks,
             "Timestamp": crate::util::now_nanos(),
         }),
     )

@@ -203,7 +203,18 @@ async fn stat(
         .file_name()
         .map(|n| n.to_string_lossy().into_owned())
         .unwrap_or_default();
-    Ok(with_index(agent.index(), &file_info(name, &meta)))
+    // The first 512 bytes, read through the same no-link open as a read (a link is not
+    // followed, so its content type is not sniffed).
+    let head = meta.is_file().then(|| {
+        let mut buf = Vec::with_capacity(512);
+        open_resolved(&full)
+            .and_then(|f| f.take(512).read_to_end(&mut buf))
+            .map(|_| buf)
+            .unwrap_or_default()
+    });
+    let mut info = file_info(name, &meta);
+    info["ContentType"] = json!(super::content_type::detect(path, head.as_deref()));
+    Ok(with_index(agent.index(), &info))
 }
 
 fn read_range(

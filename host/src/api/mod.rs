@@ -7,6 +7,7 @@ mod allocs;
 mod client;
 mod cluster;
 mod components;
+mod content_type;
 mod deployments;
 mod evals;
 mod events;

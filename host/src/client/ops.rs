@@ -82,6 +82,10 @@ pub struct AllocStats {
     pub total: TaskUsage,
 }
 
+/// Per-core CPU use between `/v1/client/stats` calls (one sampler for the process).
+static CPU: std::sync::LazyLock<crate::hoststats::CpuSampler> =
+    std::sync::LazyLock::new(Default::default);
+
 /// The node's own usage.
 #[derive(Debug, Clone)]
 pub struct ClientStats {
@@ -93,6 +97,10 @@ pub struct ClientStats {
     pub disk: (u64, u64),
     /// Every device's stats.
     pub devices: Vec<DeviceGroupStats>,
+    /// Each core's use since the last reading.
+    pub cpu: Vec<crate::hoststats::CpuPercent>,
+    /// The host's mounted disks.
+    pub disks: Vec<crate::hoststats::DiskUsage>,
 }
 
 impl Client {
@@ -277,6 +285,8 @@ impl Client {
             uptime_secs: crate::node::uptime_secs(),
             disk,
             devices: self.plugins().devices.stats().await,
+            cpu: CPU.read(),
+            disks: crate::hoststats::disks(),
         }
     }
 

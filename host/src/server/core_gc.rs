@@ -429,6 +429,7 @@ impl Server {
             .unwrap()
             .remove(&(namespace.to_string(), id.to_string()));
         drop(guard);
+        self.forget_scaling_events(namespace, id);
         let mut stopped = job;
         stopped.stop = true;
         self.periodic_job_changed(&stopped);

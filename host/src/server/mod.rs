@@ -36,6 +36,7 @@ pub mod planned;
 pub mod register;
 pub mod reschedule;
 mod rollout;
+pub mod scaling;
 pub mod snapshot;
 pub mod submission;
 pub mod vars;
@@ -78,6 +79,8 @@ pub struct Server {
     deployments: deployments::DeploymentBook,
     /// Namespaces as objects.
     namespaces: namespaces::NamespaceBook,
+    /// Scaling events of jobs' groups.
+    scaling: scaling::ScalingBook,
 }
 
 /// What a server is made of.
@@ -111,6 +114,7 @@ impl Server {
             refuse_unacted: p.refuse_unacted,
             deployments: Default::default(),
             namespaces: Default::default(),
+            scaling: Default::default(),
         }
     }
 

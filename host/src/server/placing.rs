@@ -309,6 +309,7 @@ fn new_allocations(
                 create_time: now,
                 modify_time: now,
                 lineage: crate::structs::Lineage {
+                    alloc_modify_index: index,
                     deployment_status: p.canary.then(|| crate::structs::AllocDeploymentStatus {
                         canary: true,
                         ..Default::default()

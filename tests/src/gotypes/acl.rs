@@ -80,3 +80,66 @@ go_struct! {
         ModifyIndex: u64,
     }
 }
+
+go_struct! {
+    /// Mirrors `OneTimeToken` in api/acl.go.
+    OneTimeToken {
+        OneTimeSecretID: String,
+        AccessorID: String,
+        ExpiresAt: GoTime,
+        CreateIndex: u64,
+        ModifyIndex: u64,
+    }
+}
+
+go_struct! {
+    /// Mirrors `OneTimeTokenUpsertResponse` in api/acl.go (PUT /v1/acl/token/onetime).
+    OneTimeTokenUpsertResponse {
+        OneTimeToken: Option<OneTimeToken>,
+    }
+}
+
+go_struct! {
+    /// Mirrors `OneTimeTokenExchangeResponse` in api/acl.go
+    /// (PUT /v1/acl/token/onetime/exchange).
+    OneTimeTokenExchangeResponse {
+        Token: Option<ACLToken>,
+    }
+}
+
+go_struct! {
+    /// Mirrors `Namespace` in api/namespace.go (GET /v1/namespace/{name}, /v1/namespaces).
+    Namespace {
+        Name: String,
+        Description: String,
+        Quota: String,
+        Capabilities: Option<NamespaceCapabilities>,
+        NodePoolConfiguration: Option<NamespaceNodePoolConfiguration>,
+        VaultConfiguration: Option<Value>,
+        ConsulConfiguration: Option<Value>,
+        Meta: std::collections::BTreeMap<String, String>,
+        CreateIndex: u64,
+        ModifyIndex: u64,
+        RequiredExtraClaims: std::collections::BTreeMap<String, String>,
+        OptionalExtraClaims: std::collections::BTreeMap<String, String>,
+    }
+}
+
+go_struct! {
+    /// Mirrors `NamespaceCapabilities` in api/namespace.go.
+    NamespaceCapabilities {
+        EnabledTaskDrivers: Vec<String>,
+        DisabledTaskDrivers: Vec<String>,
+        EnabledNetworkModes: Vec<String>,
+        DisabledNetworkModes: Vec<String>,
+    }
+}
+
+go_struct! {
+    /// Mirrors `NamespaceNodePoolConfiguration` in api/namespace.go.
+    NamespaceNodePoolConfiguration {
+        Default: String,
+        Allowed: Vec<String>,
+        Denied: Vec<String>,
+    }
+}

@@ -118,7 +118,21 @@ go_struct! {
         Running: i64,
         Healthy: i64,
         Unhealthy: i64,
-        Events: Vec<Value>,
+        Events: Vec<Option<ScalingEvent>>,
+    }
+}
+
+go_struct! {
+    /// Mirrors `ScalingEvent` in api/scaling.go.
+    ScalingEvent {
+        Count: Option<i64>,
+        PreviousCount: i64,
+        Error: bool,
+        Message: String,
+        Meta: Option<serde_json::Map<String, Value>>,
+        EvalID: Option<String>,
+        Time: u64,
+        CreateIndex: u64,
     }
 }
 

@@ -10,11 +10,18 @@ use crate::harness::{TestAgent, mock_job};
 async fn keys_bodies_and_refusals_are_nomads() {
     let t = TestAgent::start("", vec![]).await;
     let batch = t
-        .register(mock_job("b", json!({ "run_for": "10ms" })))
+        .register(mock_job(
+            "b",
+            json!({ "run_for": "10ms", "stdout_string": "hello\n" }),
+        ))
         .await;
     let svc = json!({ "ID": "s", "Type": "service", "TaskGroups": [{ "Name": "g",
         "Tasks": [{ "Name": "t", "Driver": "mock", "Config": { "run_for": "1h" } }] }] });
-    t.register(svc).await;
+    let r = t.post_job(svc).await;
+    let r: Value = r.json().await.unwrap();
+    // Nomad's default migrate strategy is always sent and asks for nothing to warn of.
+    assert_eq!(r["Warnings"], "", "{r:#}");
+    t.eval_done(r["EvalID"].as_str().unwrap()).await;
 
     // Jobs: the node pool and the job-level update strategy, always (a value in Nomad's
     // struct: zero for a batch job, the canonical default for a service job).
@@ -26,6 +33,52 @@ async fn keys_bodies_and_refusals_are_nomads() {
     assert_eq!(s["Update"]["MaxParallel"], 1);
     assert_eq!(s["Update"]["MinHealthyTime"], 10_000_000_000u64);
     assert_eq!(s["TaskGroups"][0]["Update"]["HealthCheck"], "checks");
+    assert_eq!(
+        s["TaskGroups"][0]["Migrate"],
+        json!({ "MaxParallel": 1, "HealthCheck": "checks",
+            "MinHealthyTime": 10_000_000_000u64, "HealthyDeadline": 300_000_000_000u64 })
+    );
+    assert_eq!(
+        b["TaskGroups"][0]["Migrate"],
+        Value::Null,
+        "a batch group has none"
+    );
+
+    // An allocation's AllocModifyIndex: the server's last change (its placement here).
+    let done = t.finished_alloc("b").await;
+    let full = t
+        .get(&format!("/v1/allocation/{}", done["ID"].as_str().unwrap()))
+        .await;
+    assert_eq!(full["AllocModifyIndex"], full["CreateIndex"], "{full:#}");
+    assert!(full["ModifyIndex"].as_u64() > full["AllocModifyIndex"].as_u64());
+
+    // The host's CPU per core and its disks.
+    let stats = t.get("/v1/client/stats").await;
+    assert_eq!(stats["CPU"][0]["CPU"], "cpu0", "{stats:#}");
+    assert!(stats["CPU"][0]["Total"].as_f64().is_some());
+    assert!(
+        stats["DiskStats"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .any(|d| d["Size"].as_u64() > Some(0))
+    );
+
+    // A file's content type, as Go's sniffing gives it.
+    let stat = t
+        .get(&format!(
+            "/v1/client/fs/stat/{}?path=alloc/logs/t.stdout.0",
+            done["ID"].as_str().unwrap()
+        ))
+        .await;
+    assert_eq!(stat["ContentType"], "text/plain; charset=utf-8", "{stat:#}");
+    let stat = t
+        .get(&format!(
+            "/v1/client/fs/stat/{}?path=alloc",
+            done["ID"].as_str().unwrap()
+        ))
+        .await;
+    assert_eq!(stat["ContentType"], "application/octet-stream");
 
     // Nodes: host volumes and networks (none), when the status last changed.
     let node = t.get("/v1/node/self").await;

@@ -328,6 +328,24 @@ async fn reads(c: &mut GoCheck<'_>, t: &TestAgent) {
         .await;
     c.json::<go::HostStats>(req("GET", "/v1/client/stats"))
         .await;
+    // Namespaces: written by both methods, at the name and at the create route.
+    let ns = |name: &str| {
+        json!({ "Name": name, "Description": "gotypes", "Meta": { "k": "v" },
+            "Capabilities": { "EnabledTaskDrivers": ["mock"] },
+            "NodePoolConfiguration": { "Default": "default" } })
+    };
+    for (m, name) in [("POST", "ns-a"), ("PUT", "ns-b")] {
+        c.write(req(m, "/v1/namespace/{name}").arg(name).body(ns(name)))
+            .await;
+        c.write(req(m, "/v1/namespace").body(ns(&format!("{name}-2"))))
+            .await;
+    }
+    c.json::<Vec<Option<go::Namespace>>>(req("GET", "/v1/namespaces"))
+        .await;
+    c.json::<go::Namespace>(req("GET", "/v1/namespace/{name}").arg("ns-a"))
+        .await;
+    c.write(req("DELETE", "/v1/namespace/{name}").arg("ns-b-2"))
+        .await;
     c.json::<go::AgentSelf>(req("GET", "/v1/agent/self")).await;
     c.json::<go::AgentHealthResponse>(req("GET", "/v1/agent/health"))
         .await;

@@ -56,11 +56,20 @@ pub async fn cluster(c: &mut GoCheck<'_>, node: &str, alloc: &str) {
     )
     .await;
 
-    c.json::<go::JobScaleStatusResponse>(req("GET", "/v1/job/{id}/scale").arg("web"))
+    // A scaling event without a count (the web job's deployment may still run, which
+    // blocks a count, as in Nomad), and a count on the batch job.
+    let note = json!({ "Target": { "Group": "g" }, "Message": "gotypes", "Meta": { "n": 1 } });
+    c.json::<go::JobRegisterResponse>(req("POST", "/v1/job/{id}/scale").arg("web").body(note))
         .await;
-    for (m, count) in [("POST", 2), ("PUT", 1)] {
-        let body = json!({ "Count": count, "Target": { "Group": "g" }, "Message": "gotypes" });
-        c.json::<go::JobRegisterResponse>(req(m, "/v1/job/{id}/scale").arg("web").body(body))
+    let scaled = json!({ "Job": { "ID": "scaled", "Type": "batch", "TaskGroups": [{ "Name": "g",
+        "Tasks": [{ "Name": "t", "Driver": "mock", "Config": { "run_for": "10ms" } }] }] } });
+    c.json::<go::JobRegisterResponse>(req("PUT", "/v1/jobs").body(scaled))
+        .await;
+    let count = json!({ "Count": 2, "Target": { "Group": "g" }, "Message": "gotypes" });
+    c.json::<go::JobRegisterResponse>(req("PUT", "/v1/job/{id}/scale").arg("scaled").body(count))
+        .await;
+    for job in ["web", "scaled"] {
+        c.json::<go::JobScaleStatusResponse>(req("GET", "/v1/job/{id}/scale").arg(job))
             .await;
     }
     let listed = c
@@ -207,4 +216,23 @@ pub async fn acl(c: &mut GoCheck<'_>) {
     }
     c.write(req("DELETE", "/v1/acl/policy/{name}").arg("others"))
         .await;
+    // One-time tokens: issued for the caller's token, exchanged once.
+    for m in ["POST", "PUT"] {
+        let Some((issued, _)) = c
+            .json::<go::OneTimeTokenUpsertResponse>(req(m, "/v1/acl/token/onetime"))
+            .await
+        else {
+            continue;
+        };
+        let Some(ott) = issued.OneTimeToken else {
+            c.failures
+                .push(format!("{m} /v1/acl/token/onetime: no OneTimeToken"));
+            continue;
+        };
+        let body = json!({ "OneTimeSecretID": ott.OneTimeSecretID });
+        c.json::<go::OneTimeTokenExchangeResponse>(
+            req(m, "/v1/acl/token/onetime/exchange").body(body),
+        )
+        .await;
+    }
 }

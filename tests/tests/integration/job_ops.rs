@@ -286,7 +286,9 @@ async fn a_dispatch_runs_a_child_with_its_meta_and_payload_file() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn evaluate_scale_and_deployments_act_on_a_running_job() {
     let t = TestAgent::start("", vec![]).await;
-    assert_eq!(t.post_job(service("s", 1, "1h")).await.status(), 200);
+    let mut job = service("s", 1, "1h");
+    job["Update"] = json!({ "MinHealthyTime": 100_000_000u64 });
+    assert_eq!(t.post_job(job).await.status(), 200);
     let a = running(&t, "s", 1).await;
     // A stopped allocation is replaced (Nomad's `alloc stop`); evaluating the job then
     // finds nothing missing.
@@ -309,6 +311,16 @@ async fn evaluate_scale_and_deployments_act_on_a_running_job() {
     );
     running(&t, "s", 1).await;
 
+    // As Nomad, a job is not scaled while its version's deployment runs.
+    let mut deployed = Value::Null;
+    for _ in 0..200 {
+        deployed = t.get("/v1/job/s/deployment").await;
+        if deployed["Status"] == "successful" {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    assert_eq!(deployed["Status"], "successful", "{deployed:#}");
     let (s, r) = t
         .post(
             "/v1/job/s/scale",
@@ -324,6 +336,44 @@ async fn evaluate_scale_and_deployments_act_on_a_running_job() {
         t.get("/v1/job/s").await["Version"],
         1,
         "a scale is a new version"
+    );
+    // Every request is a scaling event of its group, newest first; one without a count
+    // changes nothing.
+    let (s, r) = t
+        .post(
+            "/v1/job/s/scale",
+            json!({"Target": {"Group": "g"}, "Message": "autoscaler: fine", "Meta": {"q": 1}}),
+        )
+        .await;
+    assert_eq!((s, &r["EvalID"]), (200, &json!("")), "{r}");
+    let events = t.get("/v1/job/s/scale").await["TaskGroups"]["g"]["Events"].clone();
+    assert_eq!(events[0]["Message"], "autoscaler: fine", "{events:#}");
+    assert_eq!(events[0]["Count"], Value::Null);
+    assert_eq!(events[0]["PreviousCount"], 3);
+    assert_eq!(events[0]["Meta"]["q"], 1);
+    assert_eq!(events[1]["Message"], "more");
+    assert_eq!(
+        (&events[1]["Count"], &events[1]["PreviousCount"]),
+        (&json!(3), &json!(1))
+    );
+    assert!(
+        events[1]["EvalID"].as_str().is_some_and(|e| e.len() == 36),
+        "{events:#}"
+    );
+    assert!(events[1]["Time"].as_i64().unwrap() > 1_700_000_000_000_000_000);
+    assert_eq!(t.get("/v1/job/s").await["Version"], 1);
+    let (s, r) = t
+        .post(
+            "/v1/job/s/scale",
+            json!({"Count": 2, "Error": true, "Target": {"Group": "g"}}),
+        )
+        .await;
+    assert_eq!(
+        (s, r),
+        (
+            400,
+            json!("scaling action should not contain count if error is true")
+        )
     );
     let (s, r) = t
         .post(
@@ -341,8 +391,8 @@ async fn evaluate_scale_and_deployments_act_on_a_running_job() {
         .await;
     assert_eq!(s, 400);
 
-    // Each version of the service job started a deployment; a newer one cancelled the
-    // one before it.
+    // Each version of the service job started a deployment; the first had ended (a
+    // newer version cancels one that still runs: the deployment tests show it).
     let of_job = t.get("/v1/job/s/deployments").await;
     let of_job = of_job.as_array().unwrap();
     let version = t.get("/v1/job/s").await["Version"].clone();
@@ -350,15 +400,29 @@ async fn evaluate_scale_and_deployments_act_on_a_running_job() {
     assert!(of_job.len() >= 2, "{of_job:#?}");
     let first = of_job.last().unwrap();
     assert_eq!(first["JobVersion"], 0);
-    assert_eq!(first["Status"], "cancelled");
-    assert_eq!(
-        first["StatusDescription"],
-        "Cancelled due to newer version of job"
-    );
+    assert_eq!(first["Status"], "successful");
     assert_eq!(t.get("/v1/job/s/deployment").await["ID"], of_job[0]["ID"]);
     assert_eq!(
         t.get("/v1/deployments").await.as_array().unwrap().len(),
         of_job.len()
+    );
+    // A newer version cancels the deployment that still runs.
+    for run_for in ["2h", "3h"] {
+        let mut v = service("s", 1, run_for);
+        v["Update"] = json!({ "MinHealthyTime": 60_000_000_000u64 });
+        assert_eq!(t.post_job(v).await.status(), 200);
+    }
+    let of_job = t.get("/v1/job/s/deployments").await;
+    let v2 = of_job
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|d| d["JobVersion"] == 2)
+        .unwrap_or_else(|| panic!("no deployment of version 2: {of_job:#}"));
+    assert_eq!(v2["Status"], "cancelled");
+    assert_eq!(
+        v2["StatusDescription"],
+        "Cancelled due to newer version of job"
     );
     let (s, _) = t.send(Method::GET, "/v1/deployment/abc", None).await;
     assert_eq!(s, 404);

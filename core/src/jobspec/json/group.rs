@@ -67,6 +67,10 @@ pub(super) fn group_from_value(
     if update.is_some() {
         kept.remove("Update");
     }
+    if job_type == JobType::Service {
+        let m = canonical_migrate(job_kept.get("Migrate"), kept.get("Migrate"));
+        kept.insert("Migrate".into(), m);
+    }
     o.finish(&[])?;
     let mut tasks = Vec::new();
     let mut names = BTreeSet::new();
@@ -99,6 +103,27 @@ pub(super) fn group_from_value(
         update,
         kept,
     })
+}
+
+/// Nomad's default migrate strategy (`api.DefaultMigrateStrategy`): one at a time,
+/// healthy by checks for 10 s within 5 min.
+pub(crate) fn default_migrate() -> Value {
+    serde_json::json!({"MaxParallel": 1, "HealthCheck": "checks",
+        "MinHealthyTime": 10_000_000_000u64, "HealthyDeadline": 300_000_000_000u64})
+}
+
+/// A service group's `Migrate` as Nomad's API canonicalizes it: the group's fields over
+/// the job's over [`default_migrate`] (Nomad always sends it for service groups).
+pub(crate) fn canonical_migrate(job: Option<&Value>, group: Option<&Value>) -> Value {
+    let mut m = default_migrate();
+    for layer in [job, group].into_iter().flatten() {
+        if let (Some(out), Some(given)) = (m.as_object_mut(), layer.as_object()) {
+            for (k, v) in given.iter().filter(|(_, v)| !v.is_null()) {
+                out.insert(k.clone(), v.clone());
+            }
+        }
+    }
+    m
 }
 
 /// A group's `EphemeralDisk`, Nomad's 300 MB when absent.

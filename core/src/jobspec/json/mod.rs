@@ -9,7 +9,7 @@ use serde_json::Value;
 use super::*;
 
 mod device;
-mod group;
+pub(crate) mod group;
 mod obj;
 mod stored;
 mod submission;

@@ -36,6 +36,15 @@ impl Job {
         if self.job_type != JobType::Service {
             return;
         }
+        let job_migrate = self.kept.get("Migrate").cloned();
+        for g in &mut self.task_groups {
+            if !g.kept.contains_key("Migrate") {
+                g.kept.insert(
+                    "Migrate".into(),
+                    super::group::canonical_migrate(job_migrate.as_ref(), None),
+                );
+            }
+        }
         let missing = self.task_groups.iter().any(|g| g.update.is_none());
         if !missing {
             return;
