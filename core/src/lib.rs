@@ -30,6 +30,7 @@ pub mod drivermanager;
 pub mod evals;
 pub mod events;
 pub mod executor;
+pub mod filter;
 pub mod hookmanager;
 pub mod hoststats;
 pub mod jobspec;

@@ -36,8 +36,8 @@ pub use paddock_runtime as runtime;
 /// crate), at the paths they always had.
 pub use paddock_core::{
     changes, config, constraint, cron, devicemanager, drivermanager, evals, events, executor,
-    hookmanager, hoststats, jobspec, logmon, node, pluginbook, pluginhost, safefs, state, structs,
-    swap, taskenv, util,
+    filter, hookmanager, hoststats, jobspec, logmon, node, pluginbook, pluginhost, safefs, state,
+    structs, swap, taskenv, util,
 };
 
 pub mod acl;

@@ -355,6 +355,48 @@ class Events(unittest.TestCase):
             n.job.deregister_job("py-events", purge=True)
 
 
+class Lists(unittest.TestCase):
+    """Namespaces, and the list query python-nomad passes through (filter, paging)."""
+
+    def test_namespaces_and_filtered_lists(self):
+        n = client()
+        n.namespace.create_namespace({"Name": "py-team", "Description": "from python-nomad"})
+        self.assertEqual(n.namespace.get_namespace("py-team")["Description"], "from python-nomad")
+        self.assertIn("py-team", [ns["Name"] for ns in n.namespaces.get_namespaces()])
+        job = web_job("py-listed")
+        job["Job"]["Namespace"] = "py-team"
+        n.job.register_job("py-listed", job)
+        try:
+            listed = n.jobs.get_jobs(namespace="py-team", filter_='ID == "py-listed"')
+            self.assertEqual([j["ID"] for j in listed], ["py-listed"])
+            self.assertEqual(n.jobs.get_jobs(namespace="py-team", filter_='ID == "zz"'), [])
+            allocs = wait(
+                "the job's allocation",
+                lambda: n.allocations.get_allocations(namespace="py-team", filter_='JobID == "py-listed"'),
+            )
+            self.assertEqual({a["JobID"] for a in allocs}, {"py-listed"})
+            self.assertEqual(len(n.allocations.get_allocations(namespace="*", per_page=1)), 1)
+            with self.assertRaises(nx.BadRequestNomadException):
+                n.jobs.get_jobs(filter_="ID ==")
+            # A namespace with a live job is not deleted.
+            with self.assertRaises(nx.BaseNomadException):
+                n.namespace.delete_namespace("py-team")
+        finally:
+            n.job.deregister_job("py-listed", namespace="py-team", purge=True)
+        wait(
+            "the namespace to be deleted once its job is gone",
+            lambda: _deleted(n, "py-team"),
+        )
+
+
+def _deleted(n, name):
+    try:
+        n.namespace.delete_namespace(name)
+        return True
+    except nx.BaseNomadException:
+        return None
+
+
 class Token(unittest.TestCase):
     def test_without_the_token_every_call_is_refused(self):
         self.assertTrue(TOKEN, "the suite runs against an agent with an ACL token")

@@ -180,11 +180,24 @@ async fn bootstrap(State(agent): State<AppState>, body: Bytes) -> Result<Respons
 async fn list_tokens(
     State(agent): State<AppState>,
     w: Option<Extension<Who>>,
+    axum::extract::Query(lq): axum::extract::Query<super::listing::ListQuery>,
 ) -> Result<Response, ApiError> {
     enabled(&agent)?;
     management(&who(w)?)?;
+    let lister = lq.lister()?;
     let list: Vec<Value> = agent.acl().tokens().iter().map(stub_json).collect();
-    Ok(with_index(agent.acl().index(), &list))
+    // By create index then accessor, as Nomad's paginator orders tokens.
+    let page = lister.page(
+        list,
+        |t| {
+            super::listing::Key::IndexId(
+                t["CreateIndex"].as_u64().unwrap_or(0),
+                t["AccessorID"].as_str().unwrap_or_default().to_string(),
+            )
+        },
+        Clone::clone,
+    )?;
+    Ok(page.with_token(with_index(agent.acl().index(), &page.items)))
 }
 
 /// A token as a create or update body gives it.

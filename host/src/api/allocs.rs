@@ -1,10 +1,11 @@
-//! `/v1/allocations` (`?resources`, `?task_states`, Nomad's paging `?per_page` and
-//! `?next_token`) and `/v1/allocation/{id}`.
+//! `/v1/allocations` (`?resources`, `?task_states`, Nomad's list query: `filter`,
+//! `per_page`, `next_token`, `reverse`) and `/v1/allocation/{id}`.
 
 use axum::extract::{Path, Query, State};
 use axum::response::Response;
 use serde_json::json;
 
+use super::listing::{Key, ListQuery, Page};
 use super::routes::Routes;
 use super::{ApiError, AppState, QueryOptions, with_index};
 use crate::acl::check::{Need, NsFrom, READ_JOB};
@@ -124,30 +125,17 @@ fn yes() -> bool {
     true
 }
 
-/// Nomad's paging of list endpoints: at most `per_page` items, starting at `next_token`;
-/// the token of the next page comes back in `X-Nomad-NextToken`.
-#[derive(Debug, serde::Deserialize)]
-struct Paging {
-    #[serde(default)]
-    per_page: Option<usize>,
-    #[serde(default)]
-    next_token: Option<String>,
-}
-
 /// An allocation's place in the list as Nomad's paginator orders it: by ID under a
 /// `prefix` (token `ID`), else by create index then ID (token `CreateIndex.ID`).
-fn page_key(create_index: u64, id: &str, by_id: bool) -> (u64, String) {
+fn page_key(create_index: u64, id: &str, by_id: bool) -> Key {
     if by_id {
-        (0, id.to_string())
+        Key::Text(id.to_string())
     } else {
-        (create_index, id.to_string())
+        Key::IndexId(create_index, id.to_string())
     }
 }
 
-fn token_key(token: &str, by_id: bool) -> (u64, String) {
-    if by_id {
-        return (0, token.to_string());
-    }
+fn token_key(token: &str) -> (u64, String) {
     match token.split_once('.') {
         Some((index, id)) if index.parse::<u64>().is_ok() => {
             (index.parse().unwrap_or(0), id.to_string())
@@ -160,42 +148,50 @@ async fn list(
     State(agent): State<AppState>,
     Query(q): Query<QueryOptions>,
     Query(fields): Query<StubFields>,
-    Query(paging): Query<Paging>,
-) -> Response {
+    Query(lq): Query<ListQuery>,
+) -> Result<Response, ApiError> {
+    let lister = lq.lister()?;
     let index = q.block(&agent).await;
     let by_id = q.prefix.is_some();
-    let from = paging
-        .next_token
-        .as_deref()
-        .filter(|t| !t.is_empty())
-        .map(|t| token_key(t, by_id));
-    let per_page = paging.per_page.filter(|n| *n > 0);
     // The page is chosen from the keys alone; only its allocations are serialized.
-    let (stubs, next) = if by_id {
-        let mut stubs: Vec<(u64, String)> = agent.visit_allocations(|a| {
+    let page = if by_id || !lister.is_plain() {
+        let keys: Vec<Key> = agent.visit_allocations(|a| {
             (q.prefix.as_deref().is_none_or(|p| a.id.starts_with(p))
                 && q.in_namespace(&a.namespace))
             .then(|| page_key(a.create_index, &a.id, by_id))
         });
-        stubs.sort();
-        if let Some(from) = &from {
-            stubs.retain(|k| k >= from);
-        }
-        let next = per_page
-            .filter(|n| stubs.len() > *n)
-            .map(|n| stubs.split_off(n).swap_remove(0).1);
-        (stubs, next)
-    } else {
-        // Without a prefix the agent's list index gives the page as a range.
-        let (stubs, next) =
+        // The filter reads the whole allocation, as Nomad's does.
+        let view = |k: &Key| {
+            let id = match k {
+                Key::Text(id) | Key::IndexId(_, id) => id,
+            };
             agent
-                .client()
-                .allocation_page(from.as_ref(), |ns| q.in_namespace(ns), per_page);
-        (stubs, next.map(|(index, id)| format!("{index}.{id}")))
+                .peek_allocation(id, |a| serde_json::to_value(a).unwrap_or_default())
+                .unwrap_or_default()
+        };
+        lister.page(keys, Clone::clone, view)?
+    } else {
+        // Without a prefix or a filter the agent's list index gives the page as a range.
+        let from = Some(lister.next_token())
+            .filter(|t| !t.is_empty())
+            .map(token_key);
+        let (keys, next) = agent.client().allocation_page(
+            from.as_ref(),
+            |ns| q.in_namespace(ns),
+            lister.per_page(),
+        );
+        Page {
+            items: keys
+                .into_iter()
+                .map(|(i, id)| Key::IndexId(i, id))
+                .collect(),
+            next: next.map(|(index, id)| format!("{index}.{id}")),
+        }
     };
-    let mut body = Vec::with_capacity(stubs.len() * 512 + 2);
+    let mut body = Vec::with_capacity(page.items.len() * 512 + 2);
     body.push(b'[');
-    for (_, id) in &stubs {
+    for k in &page.items {
+        let (Key::Text(id) | Key::IndexId(_, id)) = k;
         // One that was garbage-collected since its key was read is left out.
         agent.peek_allocation(id, |a| {
             if body.len() > 1 {
@@ -207,12 +203,7 @@ async fn list(
     body.push(b']');
     let mut r = with_index(index, &());
     *r.body_mut() = axum::body::Body::from(body);
-    if let Some(t) = next
-        && let Ok(v) = axum::http::HeaderValue::from_str(&t)
-    {
-        r.headers_mut().insert("X-Nomad-NextToken", v);
-    }
-    r
+    Ok(page.with_token(r))
 }
 
 async fn read(

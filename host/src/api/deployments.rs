@@ -13,6 +13,7 @@ use axum::response::Response;
 use serde::Deserialize;
 use serde_json::{Value, json};
 
+use super::listing::{Key, ListQuery};
 use super::routes::Routes;
 use super::{ApiError, AppState, QueryOptions, with_index};
 use crate::acl::check::{Need, NsFrom, READ_JOB};
@@ -73,32 +74,36 @@ pub(super) fn routes() -> Routes {
         )
 }
 
-/// `?reverse=true`: newest first.
-#[derive(Debug, Default, Deserialize)]
-struct Order {
-    #[serde(default, deserialize_with = "super::go_bool")]
-    reverse: bool,
-}
-
-/// `GET /v1/deployments[?prefix=]`: in creation order (Nomad's), in the query's namespace.
+/// `GET /v1/deployments[?prefix=]`: in creation order (Nomad's), in the query's namespace,
+/// with Nomad's list query.
 async fn list(
     State(agent): State<AppState>,
     Query(q): Query<QueryOptions>,
-    Query(o): Query<Order>,
-) -> Response {
+    Query(lq): Query<ListQuery>,
+) -> Result<Response, ApiError> {
+    let lister = lq.lister()?;
     let index = q.block(&agent).await;
     let prefix = q.prefix.clone().unwrap_or_default();
-    let mut all: Vec<Deployment> = agent
+    let all: Vec<Deployment> = agent
         .server()
         .deployments()
         .into_iter()
         .filter(|d| d.id.starts_with(&prefix) && q.in_namespace(&d.namespace))
         .collect();
-    all.sort_by(|a, b| (a.create_index, &a.id).cmp(&(b.create_index, &b.id)));
-    if o.reverse {
-        all.reverse();
-    }
-    with_index(index, &all)
+    // By create index then ID (by ID under a prefix), as Nomad's paginator orders them.
+    let by_id = q.prefix.is_some();
+    let page = lister.page(
+        all,
+        |d| {
+            if by_id {
+                Key::Text(d.id.clone())
+            } else {
+                Key::IndexId(d.create_index, d.id.clone())
+            }
+        },
+        |d| serde_json::to_value(d).unwrap_or_default(),
+    )?;
+    Ok(page.with_token(with_index(index, &page.items)))
 }
 
 /// A deployment of the query's namespace by id, or a 404.

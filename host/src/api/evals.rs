@@ -4,6 +4,7 @@
 use axum::extract::{Path, Query, State};
 use axum::response::Response;
 
+use super::listing::{Key, ListQuery};
 use super::routes::Routes;
 use super::{ApiError, AppState, QueryOptions, with_index};
 use crate::acl::check::{Need, NsFrom, READ_JOB};
@@ -30,33 +31,99 @@ pub(super) fn routes() -> Routes {
         })
 }
 
-async fn list(State(agent): State<AppState>, Query(q): Query<QueryOptions>) -> Response {
-    let index = q.block(&agent).await;
-    let evals: Vec<_> = agent
+/// Nomad's older filters of the evaluation list, which `filter` may not be combined with.
+#[derive(Debug, Default, serde::Deserialize)]
+struct EvalFilters {
+    /// Only this job's evaluations.
+    #[serde(default)]
+    job: Option<String>,
+    /// Only evaluations with this status.
+    #[serde(default)]
+    status: Option<String>,
+}
+
+impl EvalFilters {
+    fn check(&self, list: &ListQuery) -> Result<(), ApiError> {
+        let legacy = self.job.as_deref().is_some_and(|j| !j.is_empty())
+            || self.status.as_deref().is_some_and(|s| !s.is_empty());
+        if legacy && list.has_filter() {
+            return Err(ApiError::bad_request(
+                "Filter expression cannot be used with other filter parameters",
+            ));
+        }
+        Ok(())
+    }
+
+    fn keeps(&self, e: &crate::evals::Evaluation) -> bool {
+        self.job
+            .as_deref()
+            .is_none_or(|j| j.is_empty() || e.job_id == j)
+            && self
+                .status
+                .as_deref()
+                .is_none_or(|s| s.is_empty() || e.status == s)
+    }
+}
+
+/// The evaluations a list or count covers: the query's namespace and prefix, the older
+/// filters.
+fn listed(agent: &AppState, q: &QueryOptions, f: &EvalFilters) -> Vec<crate::evals::Evaluation> {
+    agent
         .evals()
         .list(q.prefix.as_deref().unwrap_or(""))
         .into_iter()
-        .filter(|e| q.in_namespace(&e.namespace))
-        .collect();
-    with_index(index, &evals)
+        .filter(|e| q.in_namespace(&e.namespace) && f.keeps(e))
+        .collect()
+}
+
+async fn list(
+    State(agent): State<AppState>,
+    Query(q): Query<QueryOptions>,
+    Query(f): Query<EvalFilters>,
+    Query(lq): Query<ListQuery>,
+) -> Result<Response, ApiError> {
+    f.check(&lq)?;
+    let lister = lq.lister()?;
+    let index = q.block(&agent).await;
+    // By create index then ID (by ID under a prefix), as Nomad's paginator orders them.
+    let by_id = q.prefix.is_some();
+    let page = lister.page(
+        listed(&agent, &q, &f),
+        |e| {
+            if by_id {
+                Key::Text(e.id.clone())
+            } else {
+                Key::IndexId(e.create_index, e.id.clone())
+            }
+        },
+        |e| serde_json::to_value(e).unwrap_or_default(),
+    )?;
+    Ok(page.with_token(with_index(index, &page.items)))
 }
 
 /// `GET /v1/evaluations/count`: Nomad's `EvalCountResponse` (`Count`, with the query
-/// meta in the body as Nomad's struct carries it).
-async fn count(State(agent): State<AppState>, Query(q): Query<QueryOptions>) -> Response {
+/// meta in the body as Nomad's struct carries it); `filter` applies, paging does not.
+async fn count(
+    State(agent): State<AppState>,
+    Query(q): Query<QueryOptions>,
+    Query(f): Query<EvalFilters>,
+    Query(lq): Query<ListQuery>,
+) -> Result<Response, ApiError> {
+    f.check(&lq)?;
+    let lister = lq.lister()?;
     let index = q.block(&agent).await;
-    let n = agent
-        .evals()
-        .list(q.prefix.as_deref().unwrap_or(""))
-        .iter()
-        .filter(|e| q.in_namespace(&e.namespace))
-        .count();
-    with_index(
+    let mut n = 0;
+    for e in listed(&agent, &q, &f) {
+        if lister.keeps(&serde_json::to_value(&e).unwrap_or_default())? {
+            n += 1;
+        }
+    }
+    Ok(with_index(
         index,
         &serde_json::json!({
             "Count": n, "Index": index, "LastContact": 0, "KnownLeader": true, "NextToken": "",
         }),
-    )
+    ))
 }
 
 async fn read(

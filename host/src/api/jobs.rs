@@ -6,6 +6,7 @@ use axum::response::Response;
 use serde::Deserialize;
 use serde_json::json;
 
+use super::listing::{Key, ListQuery};
 use super::routes::Routes;
 use super::{ApiError, AppState, QueryOptions, with_index};
 use crate::acl::check::{Need, NsFrom, READ_JOB};
@@ -177,20 +178,33 @@ async fn list(
     State(agent): State<AppState>,
     Query(q): Query<QueryOptions>,
     Query(lq): Query<MetaFlag>,
-) -> Response {
+    Query(list): Query<ListQuery>,
+) -> Result<Response, ApiError> {
+    let lister = list.lister()?;
     let index = q.block(&agent).await;
-    let stubs: Vec<_> = agent
-        .server().jobs()
+    let jobs: Vec<_> = agent
+        .server()
+        .jobs()
         .into_iter()
         .filter(|j| q.in_namespace(&j.namespace))
         .filter(|j| q.prefix.as_deref().is_none_or(|p| j.id.starts_with(p)))
+        .collect();
+    // Ordered and paged by `Namespace.ID`, filtered on the whole job, as Nomad's are.
+    let page = lister.page(
+        jobs,
+        |j| Key::namespaced(&j.namespace, &j.id),
+        |j| serde_json::to_value(j).unwrap_or_default(),
+    )?;
+    let stubs: Vec<_> = page
+        .items
+        .iter()
         .map(|j| {
             let mut stub = json!({
                 "ID": j.id, "ParentID": j.parent_id, "Name": j.name, "Namespace": j.namespace,
                 "Datacenters": j.datacenters, "NodePool": "default", "Type": j.job_type,
                 "Priority": j.priority, "Periodic": j.is_periodic(),
                 "ParameterizedJob": j.is_parameterized(), "Stop": j.stop, "Status": j.state.status,
-                "StatusDescription": j.state.status_description, "JobSummary": agent.server().job_summary(&j),
+                "StatusDescription": j.state.status_description, "JobSummary": agent.server().job_summary(j),
                 "CreateIndex": j.state.create_index, "ModifyIndex": j.state.modify_index,
                 "JobModifyIndex": j.state.job_modify_index, "SubmitTime": j.state.submit_time,
                 "Version": j.state.version,
@@ -201,7 +215,7 @@ async fn list(
             stub
         })
         .collect();
-    with_index(index, &stubs)
+    Ok(page.with_token(with_index(index, &stubs)))
 }
 
 async fn read(

@@ -16,6 +16,7 @@ mod fs_stream;
 mod job_ops;
 mod jobs;
 mod listen;
+mod listing;
 mod metrics;
 mod namespaces;
 mod node;

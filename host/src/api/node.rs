@@ -7,6 +7,7 @@ use axum::extract::{Path, Query, State};
 use axum::response::Response;
 use serde_json::json;
 
+use super::listing::{Key, ListQuery};
 use super::routes::Routes;
 use super::{ApiError, AppState, QueryOptions, with_index};
 use crate::acl::Level;
@@ -83,11 +84,13 @@ async fn nodes(
     State(agent): State<AppState>,
     Query(q): Query<QueryOptions>,
     Query(fields): Query<NodeListQuery>,
-) -> Response {
+    Query(lq): Query<ListQuery>,
+) -> Result<Response, ApiError> {
+    let lister = lq.lister()?;
     let index = q.block(&agent).await;
     let n = agent.node_view();
     if q.prefix.as_deref().is_some_and(|p| !n.id.starts_with(p)) {
-        return with_index(index, &Vec::<()>::new());
+        return Ok(with_index(index, &Vec::<()>::new()));
     }
     let mut stub = json!({
         "Address": n.attributes.get("unique.network.ip-address").cloned().unwrap_or_default(),
@@ -107,7 +110,14 @@ async fn nodes(
         let os = n.attributes.get("os.name").cloned().unwrap_or_default();
         stub["Attributes"] = json!({ "os.name": os });
     }
-    with_index(index, &vec![stub])
+    // The filter reads the whole node, as Nomad's does.
+    let full = serde_json::to_value(&n).unwrap_or_default();
+    let page = lister.page(
+        vec![stub],
+        |s| Key::Text(s["ID"].as_str().unwrap_or_default().into()),
+        |_| full.clone(),
+    )?;
+    Ok(page.with_token(with_index(index, &page.items)))
 }
 
 /// The node named by `id` (its id, a unique prefix of it, or `self`), or a 404.

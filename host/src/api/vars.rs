@@ -13,6 +13,7 @@ use axum::response::{IntoResponse, Response};
 use serde::Deserialize;
 use serde_json::json;
 
+use super::listing::{Key, ListQuery};
 use super::routes::Routes;
 use super::{ApiError, AppState, QueryOptions, with_index};
 use crate::acl::check::Need;
@@ -84,7 +85,12 @@ struct VarBody {
 }
 
 /// `GET /v1/vars?prefix=&namespace=`: metadata, ordered by namespace then path.
-async fn list(State(agent): State<AppState>, Query(q): Query<QueryOptions>) -> Response {
+async fn list(
+    State(agent): State<AppState>,
+    Query(q): Query<QueryOptions>,
+    Query(lq): Query<ListQuery>,
+) -> Result<Response, ApiError> {
+    let lister = lq.lister()?;
     let index = q.block(&agent).await;
     let ns = q.namespace();
     let which = if ns == "*" {
@@ -93,7 +99,13 @@ async fn list(State(agent): State<AppState>, Query(q): Query<QueryOptions>) -> R
         Namespaces::One(&ns)
     };
     let prefix = q.prefix.clone().unwrap_or_default();
-    with_index(index, &agent.server().variables(which, &prefix))
+    // By `Namespace.Path`, filtered on the metadata listed, as Nomad's are.
+    let page = lister.page(
+        agent.server().variables(which, &prefix),
+        |v| Key::namespaced(&v.namespace, &v.path),
+        |v| serde_json::to_value(v).unwrap_or_default(),
+    )?;
+    Ok(page.with_token(with_index(index, &page.items)))
 }
 
 /// `/v1/var/` without a path (Nomad's 400).

@@ -31,6 +31,7 @@ mod hostile_fixture;
 mod job_ops;
 mod jobs;
 mod lifecycle;
+mod listing;
 mod load;
 mod mock;
 mod namespaces;

@@ -37,7 +37,7 @@ async fn python_nomad_suite() {
         String::from_utf8_lossy(&out.stdout)
     );
     // Every case ran (none skipped or left out).
-    assert!(report.contains("Ran 8 tests"), "{report}");
+    assert!(report.contains("Ran 9 tests"), "{report}");
     assert!(!report.contains("skipped"), "{report}");
 }
 

@@ -82,6 +82,7 @@ async fn pages_check_the_objects_own_namespace_and_offer_only_what_the_token_may
         vec![],
     )
     .await;
+    as_mgmt(&t, "/v1/namespace/prod", json!({ "Name": "prod" })).await;
     for (id, ns) in [("web", "default"), ("other", "prod")] {
         let mut job = ticker(id);
         job["Namespace"] = json!(ns);
