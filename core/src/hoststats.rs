@@ -90,12 +90,15 @@ fn between(before: &[(String, Jiffies)], after: &[(String, Jiffies)]) -> Vec<Cpu
         .collect()
 }
 
+/// A reading: when, each core's jiffies, and the figures it gave.
+type Reading = (Instant, Vec<(String, Jiffies)>, Vec<CpuPercent>);
+
 /// Per-core CPU use since the previous reading (at least `min_gap` apart: a reading asked
 /// for sooner answers the last figures again, as Nomad's collector does between its
 /// collections).
 pub struct CpuSampler {
     min_gap: Duration,
-    last: Mutex<Option<(Instant, Vec<(String, Jiffies)>, Vec<CpuPercent>)>>,
+    last: Mutex<Option<Reading>>,
 }
 
 impl Default for CpuSampler {

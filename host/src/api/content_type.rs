@@ -100,7 +100,7 @@ fn sniff(data: &[u8]) -> &'static str {
     if data.len() >= 12 && &data[4..8] == b"ftyp" {
         let boxes = u32::from_be_bytes([data[0], data[1], data[2], data[3]]) as usize;
         let mp4 = boxes <= data.len()
-            && boxes % 4 == 0
+            && boxes.is_multiple_of(4)
             && (8..boxes)
                 .step_by(4)
                 .filter(|i| *i != 12 && i + 3 <= data.len())
