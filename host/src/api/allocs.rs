@@ -5,7 +5,7 @@ use axum::extract::{Path, Query, State};
 use axum::response::Response;
 use serde_json::json;
 
-use super::listing::{Key, ListQuery, Page};
+use super::listing::{Key, ListQuery, Page, Sees};
 use super::routes::Routes;
 use super::{ApiError, AppState, QueryOptions, with_index};
 use crate::acl::check::{Need, NsFrom, READ_JOB};
@@ -149,16 +149,18 @@ async fn list(
     Query(q): Query<QueryOptions>,
     Query(fields): Query<StubFields>,
     Query(lq): Query<ListQuery>,
+    w: Option<axum::Extension<super::acl::Who>>,
 ) -> Result<Response, ApiError> {
     let lister = lq.lister()?;
+    let sees = Sees::of(&w);
+    let visible = |ns: &str| q.in_namespace(ns) && sees.namespace(ns, READ_JOB);
     let index = q.block(&agent).await;
     let by_id = q.prefix.is_some();
     // The page is chosen from the keys alone; only its allocations are serialized.
     let page = if by_id || !lister.is_plain() {
         let keys: Vec<Key> = agent.visit_allocations(|a| {
-            (q.prefix.as_deref().is_none_or(|p| a.id.starts_with(p))
-                && q.in_namespace(&a.namespace))
-            .then(|| page_key(a.create_index, &a.id, by_id))
+            (q.prefix.as_deref().is_none_or(|p| a.id.starts_with(p)) && visible(&a.namespace))
+                .then(|| page_key(a.create_index, &a.id, by_id))
         });
         // The filter reads the whole allocation, as Nomad's does.
         let view = |k: &Key| {
@@ -175,11 +177,10 @@ async fn list(
         let from = Some(lister.next_token())
             .filter(|t| !t.is_empty())
             .map(token_key);
-        let (keys, next) = agent.client().allocation_page(
-            from.as_ref(),
-            |ns| q.in_namespace(ns),
-            lister.per_page(),
-        );
+        let (keys, next) =
+            agent
+                .client()
+                .allocation_page(from.as_ref(), visible, lister.per_page());
         Page {
             items: keys
                 .into_iter()

@@ -13,7 +13,7 @@ use axum::response::Response;
 use serde::Deserialize;
 use serde_json::{Value, json};
 
-use super::listing::{Key, ListQuery};
+use super::listing::{Key, ListQuery, Sees};
 use super::routes::Routes;
 use super::{ApiError, AppState, QueryOptions, with_index};
 use crate::acl::check::{Need, NsFrom, READ_JOB};
@@ -80,15 +80,21 @@ async fn list(
     State(agent): State<AppState>,
     Query(q): Query<QueryOptions>,
     Query(lq): Query<ListQuery>,
+    w: Option<axum::Extension<super::acl::Who>>,
 ) -> Result<Response, ApiError> {
     let lister = lq.lister()?;
     let index = q.block(&agent).await;
+    let sees = Sees::of(&w);
     let prefix = q.prefix.clone().unwrap_or_default();
     let all: Vec<Deployment> = agent
         .server()
         .deployments()
         .into_iter()
-        .filter(|d| d.id.starts_with(&prefix) && q.in_namespace(&d.namespace))
+        .filter(|d| {
+            d.id.starts_with(&prefix)
+                && q.in_namespace(&d.namespace)
+                && sees.namespace(&d.namespace, READ_JOB)
+        })
         .collect();
     // By create index then ID (by ID under a prefix), as Nomad's paginator orders them.
     let by_id = q.prefix.is_some();

@@ -4,7 +4,7 @@
 use axum::extract::{Path, Query, State};
 use axum::response::Response;
 
-use super::listing::{Key, ListQuery};
+use super::listing::{Key, ListQuery, Sees};
 use super::routes::Routes;
 use super::{ApiError, AppState, QueryOptions, with_index};
 use crate::acl::check::{Need, NsFrom, READ_JOB};
@@ -67,12 +67,19 @@ impl EvalFilters {
 
 /// The evaluations a list or count covers: the query's namespace and prefix, the older
 /// filters.
-fn listed(agent: &AppState, q: &QueryOptions, f: &EvalFilters) -> Vec<crate::evals::Evaluation> {
+fn listed(
+    agent: &AppState,
+    q: &QueryOptions,
+    f: &EvalFilters,
+    sees: &Sees,
+) -> Vec<crate::evals::Evaluation> {
     agent
         .evals()
         .list(q.prefix.as_deref().unwrap_or(""))
         .into_iter()
-        .filter(|e| q.in_namespace(&e.namespace) && f.keeps(e))
+        .filter(|e| {
+            q.in_namespace(&e.namespace) && sees.namespace(&e.namespace, READ_JOB) && f.keeps(e)
+        })
         .collect()
 }
 
@@ -81,14 +88,16 @@ async fn list(
     Query(q): Query<QueryOptions>,
     Query(f): Query<EvalFilters>,
     Query(lq): Query<ListQuery>,
+    w: Option<axum::Extension<super::acl::Who>>,
 ) -> Result<Response, ApiError> {
     f.check(&lq)?;
     let lister = lq.lister()?;
     let index = q.block(&agent).await;
+    let sees = Sees::of(&w);
     // By create index then ID (by ID under a prefix), as Nomad's paginator orders them.
     let by_id = q.prefix.is_some();
     let page = lister.page(
-        listed(&agent, &q, &f),
+        listed(&agent, &q, &f, &sees),
         |e| {
             if by_id {
                 Key::Text(e.id.clone())
@@ -108,12 +117,13 @@ async fn count(
     Query(q): Query<QueryOptions>,
     Query(f): Query<EvalFilters>,
     Query(lq): Query<ListQuery>,
+    w: Option<axum::Extension<super::acl::Who>>,
 ) -> Result<Response, ApiError> {
     f.check(&lq)?;
     let lister = lq.lister()?;
     let index = q.block(&agent).await;
     let mut n = 0;
-    for e in listed(&agent, &q, &f) {
+    for e in listed(&agent, &q, &f, &Sees::of(&w)) {
         if lister.keeps(&serde_json::to_value(&e).unwrap_or_default())? {
             n += 1;
         }

@@ -6,7 +6,7 @@ use axum::response::Response;
 use serde::Deserialize;
 use serde_json::json;
 
-use super::listing::{Key, ListQuery};
+use super::listing::{Key, ListQuery, Sees};
 use super::routes::Routes;
 use super::{ApiError, AppState, QueryOptions, with_index};
 use crate::acl::check::{Need, NsFrom, READ_JOB};
@@ -179,14 +179,16 @@ async fn list(
     Query(q): Query<QueryOptions>,
     Query(lq): Query<MetaFlag>,
     Query(list): Query<ListQuery>,
+    w: Option<axum::Extension<super::acl::Who>>,
 ) -> Result<Response, ApiError> {
     let lister = list.lister()?;
+    let sees = Sees::of(&w);
     let index = q.block(&agent).await;
     let jobs: Vec<_> = agent
         .server()
         .jobs()
         .into_iter()
-        .filter(|j| q.in_namespace(&j.namespace))
+        .filter(|j| q.in_namespace(&j.namespace) && sees.namespace(&j.namespace, &["list-jobs"]))
         .filter(|j| q.prefix.as_deref().is_none_or(|p| j.id.starts_with(p)))
         .collect();
     // Ordered and paged by `Namespace.ID`, filtered on the whole job, as Nomad's are.

@@ -17,6 +17,36 @@ use serde_json::Value;
 use super::ApiError;
 use crate::filter::Filter;
 
+/// What a request's token may see of a list, decided before paging (as Nomad's paginator
+/// applies its namespace selector): a page holds `per_page` objects the token may read,
+/// a next token names one of them, and a filter or a count says nothing of the others.
+/// Without the ACL system, or for a management token, everything.
+pub(super) struct Sees(Option<std::sync::Arc<crate::acl::Acl>>);
+
+impl Sees {
+    pub(super) fn of(w: &Option<axum::Extension<super::acl::Who>>) -> Self {
+        Sees(
+            w.as_ref()
+                .map(|axum::Extension(w)| std::sync::Arc::new(w.acl().clone()))
+                .filter(|a| !a.is_management()),
+        )
+    }
+
+    /// Whether objects of namespace `ns` are shown to holders of `caps` (any one).
+    pub(super) fn namespace(&self, ns: &str, caps: &[&str]) -> bool {
+        self.0
+            .as_ref()
+            .is_none_or(|a| caps.iter().any(|c| a.allow_ns_spec(ns, c)))
+    }
+
+    /// Whether the variable at `path` in `ns` may be listed.
+    pub(super) fn variable(&self, ns: &str, path: &str) -> bool {
+        self.0
+            .as_ref()
+            .is_none_or(|a| a.allow_variable(ns, path, "list"))
+    }
+}
+
 /// The query parameters of a list.
 #[derive(Debug, Default, Deserialize)]
 pub(super) struct ListQuery {

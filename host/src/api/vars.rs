@@ -13,7 +13,7 @@ use axum::response::{IntoResponse, Response};
 use serde::Deserialize;
 use serde_json::json;
 
-use super::listing::{Key, ListQuery};
+use super::listing::{Key, ListQuery, Sees};
 use super::routes::Routes;
 use super::{ApiError, AppState, QueryOptions, with_index};
 use crate::acl::check::Need;
@@ -89,8 +89,10 @@ async fn list(
     State(agent): State<AppState>,
     Query(q): Query<QueryOptions>,
     Query(lq): Query<ListQuery>,
+    w: Option<axum::Extension<super::acl::Who>>,
 ) -> Result<Response, ApiError> {
     let lister = lq.lister()?;
+    let sees = Sees::of(&w);
     let index = q.block(&agent).await;
     let ns = q.namespace();
     let which = if ns == "*" {
@@ -100,8 +102,14 @@ async fn list(
     };
     let prefix = q.prefix.clone().unwrap_or_default();
     // By `Namespace.Path`, filtered on the metadata listed, as Nomad's are.
+    let visible: Vec<_> = agent
+        .server()
+        .variables(which, &prefix)
+        .into_iter()
+        .filter(|v| sees.variable(&v.namespace, &v.path))
+        .collect();
     let page = lister.page(
-        agent.server().variables(which, &prefix),
+        visible,
         |v| Key::namespaced(&v.namespace, &v.path),
         |v| serde_json::to_value(v).unwrap_or_default(),
     )?;

@@ -90,6 +90,28 @@ async fn a_stream_of_every_namespace_shows_only_the_tokens_namespaces() {
     assert_eq!(names, ["team-a"], "{seen:#}");
     let (s, _) = call(&a, "GET", "/v1/namespace/team-b", Some(&a_reader), None).await;
     assert_eq!(s, 403);
+    // Lists are cut to what the token reads before they are paged, filtered or counted:
+    // no page, next token, filter or count says anything of team-b's objects.
+    let r = a
+        .http
+        .get(a.url("/v1/jobs?namespace=*&per_page=1"))
+        .header("X-Nomad-Token", &a_reader)
+        .send()
+        .await
+        .unwrap();
+    assert!(
+        r.headers().get("X-Nomad-NextToken").is_none(),
+        "{:?}",
+        r.headers()
+    );
+    let page: Value = r.json().await.unwrap();
+    assert_eq!(page.as_array().unwrap().len(), 1, "{page:#}");
+    assert_eq!(page[0]["ID"], "job-a");
+    let oracle = "/v1/evaluations/count?namespace=*&filter=Namespace%20%3D%3D%20%22team-b%22";
+    let count = ok_json(&a, "GET", oracle, &a_reader, None).await;
+    assert_eq!(count["Count"], 0, "team-b's evaluations counted");
+    let count = ok_json(&a, "GET", oracle, CONFIGURED, None).await;
+    assert!(count["Count"].as_u64().unwrap() > 0);
 
     let q = "topic=Job&topic=Evaluation&namespace=*&index=0";
     let all = events_until(&a, q, CONFIGURED, "team-a").await;
