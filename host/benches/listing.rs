@@ -20,7 +20,9 @@ fn allocation() -> Allocation {
 fn filter(c: &mut Criterion) {
     let mut g = c.benchmark_group("filter");
     let expr = r#"ClientStatus == "running" and Job.Meta.owner == "ops""#;
-    g.bench_function("parse", |b| b.iter(|| Filter::parse(black_box(expr)).unwrap()));
+    g.bench_function("parse", |b| {
+        b.iter(|| Filter::parse(black_box(expr)).unwrap())
+    });
     let alloc = allocation();
     g.bench_function("view", |b| {
         b.iter(|| serde_json::to_value(black_box(&alloc)).unwrap())

@@ -203,7 +203,9 @@ async fn list(
         .map(|j| {
             let mut stub = json!({
                 "ID": j.id, "ParentID": j.parent_id, "Name": j.name, "Namespace": j.namespace,
-                "Datacenters": j.datacenters, "NodePool": "default", "Type": j.job_type,
+                "Datacenters": j.datacenters,
+                "NodePool": j.kept.get("NodePool").and_then(|p| p.as_str()).unwrap_or("default"),
+                "Type": j.job_type,
                 "Priority": j.priority, "Periodic": j.is_periodic(),
                 "ParameterizedJob": j.is_parameterized(), "Stop": j.stop, "Status": j.state.status,
                 "StatusDescription": j.state.status_description, "JobSummary": agent.server().job_summary(j),

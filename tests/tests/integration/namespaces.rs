@@ -81,6 +81,21 @@ async fn namespaces_are_objects_jobs_live_in() {
     // The job goes in now; a driver the namespace disables does not.
     t.register(job.clone()).await;
     assert_eq!(t.get("/v1/job/j?namespace=prod").await["Namespace"], "prod");
+    // A namespace's default node pool is the pool of a job that names none.
+    let (status, _) = t
+        .post(
+            "/v1/namespace",
+            json!({ "Name": "pooled", "NodePoolConfiguration": { "Default": "gpu" } }),
+        )
+        .await;
+    assert_eq!(status, 200);
+    let mut pooled = mock_job("p", json!({ "run_for": "1ms" }));
+    pooled["Namespace"] = json!("pooled");
+    let r = t.post_job(pooled).await;
+    assert_eq!(r.status(), 200);
+    assert_eq!(t.get("/v1/job/p?namespace=pooled").await["NodePool"], "gpu");
+    let listed = t.get("/v1/jobs?namespace=pooled").await;
+    assert_eq!(listed[0]["NodePool"], "gpu");
     let mut raw = json!({ "ID": "r", "Namespace": "prod", "Type": "batch", "TaskGroups": [{ "Name": "g",
         "Tasks": [{ "Name": "t", "Driver": "raw_exec", "Config": { "command": "/bin/true" } }] }] });
     let (status, body) = t.post("/v1/jobs", json!({ "Job": raw.clone() })).await;
@@ -133,7 +148,7 @@ async fn namespaces_are_objects_jobs_live_in() {
         .iter()
         .map(|n| n["Name"].as_str().unwrap().to_string())
         .collect();
-    assert_eq!(names, ["default"]);
+    assert_eq!(names, ["default", "pooled"]);
     // Deleting one that does not exist is no error, as in Nomad.
     let (status, _) = t.send(Method::DELETE, "/v1/namespace/prod", None).await;
     assert_eq!(status, 200);
