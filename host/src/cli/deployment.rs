@@ -74,7 +74,10 @@ pub(super) async fn run(cmd: DeploymentCommand) -> anyhow::Result<i32> {
             json,
         } => {
             let list = api
-                .get(&format!("/v1/deployments?namespace={}", enc(&namespace)))
+                .get(&format!(
+                    "/v1/deployments?namespace={}",
+                    super::enc(&namespace)
+                ))
                 .await?;
             if json {
                 print_json(&list);
@@ -143,18 +146,6 @@ async fn pause(api: &ApiArgs, namespace: &str, id: &str, pause: bool) -> anyhow:
     Ok(0)
 }
 
-/// A query value, percent-encoded.
-fn enc(v: &str) -> String {
-    v.bytes()
-        .map(|b| match b {
-            b'A'..=b'Z' | b'a'..=b'z' | b'0'..=b'9' | b'-' | b'_' | b'.' | b'~' => {
-                (b as char).to_string()
-            }
-            _ => format!("%{b:02X}"),
-        })
-        .collect()
-}
-
 fn s(v: &Value) -> String {
     v.as_str().unwrap_or("").to_string()
 }
@@ -164,8 +155,8 @@ async fn find(api: &ApiArgs, namespace: &str, prefix: &str) -> anyhow::Result<Va
     let list = api
         .get(&format!(
             "/v1/deployments?namespace={}&prefix={}",
-            enc(namespace),
-            enc(prefix)
+            super::enc(namespace),
+            super::enc(prefix)
         ))
         .await?;
     let list = list.as_array().cloned().unwrap_or_default();
@@ -188,7 +179,10 @@ async fn op(
 ) -> anyhow::Result<Value> {
     api.call(
         reqwest::Method::POST,
-        &format!("/v1/deployment/{name}/{id}?namespace={}", enc(namespace)),
+        &format!(
+            "/v1/deployment/{name}/{id}?namespace={}",
+            super::enc(namespace)
+        ),
         Some(body),
     )
     .await
@@ -309,8 +303,8 @@ pub(crate) async fn follow(
 ) -> anyhow::Result<Option<i32>> {
     let path = format!(
         "/v1/job/{}/deployment?namespace={}",
-        enc(job_id),
-        enc(namespace)
+        super::enc(job_id),
+        super::enc(namespace)
     );
     let mut index = 0u64;
     let mut shown = String::new();

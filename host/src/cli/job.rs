@@ -129,14 +129,14 @@ pub(super) async fn run(cmd: JobCommand) -> anyhow::Result<i32> {
             }
         }
         JobCommand::Inspect { api, json: _, id } => {
-            let job = api.get(&format!("/v1/job/{id}")).await?;
+            let job = api.get(&format!("/v1/job/{}", super::enc(&id))).await?;
             super::print_json(&serde_json::json!({ "Job": job }));
             Ok(0)
         }
         JobCommand::Stop { api, purge, id } => {
             let resp = api
                 .client()?
-                .delete(api.url(&format!("/v1/job/{id}?purge={purge}")))
+                .delete(api.url(&format!("/v1/job/{}?purge={purge}", super::enc(&id))))
                 .send()
                 .await?;
             let status = resp.status();
@@ -176,6 +176,19 @@ pub async fn job_run_with_var_files(
     let (job, submission) = super::read_job_source(file, vars, var_files)?;
     let client = api.client()?;
     let (eval_id, job_modify_index) = submit(api, &client, file, &job, submission).await?;
+    if job.is_periodic() || job.is_parameterized() {
+        // As `nomad job run`: such a job is registered, not run; its children are.
+        println!("Job registration successful");
+        if let Some(line) = job
+            .periodic
+            .as_ref()
+            .filter(|_| !job.is_parameterized())
+            .and_then(next_launch)
+        {
+            println!("{line}");
+        }
+        return Ok(0);
+    }
     println!("==> Job {:?} submitted (evaluation {eval_id})", job.id);
     if detach {
         return Ok(0);
@@ -185,6 +198,24 @@ pub async fn job_run_with_var_files(
         Placement::Partial => true,
         Placement::Whole => false,
     };
+    // The evaluation is over, so what it placed is in the job's allocations: an unchanged
+    // job placed nothing, and there is nothing to wait for but a deployment still rolling.
+    let path = format!(
+        "/v1/job/{}/allocations?namespace={}",
+        super::enc(&job.id),
+        super::enc(&job.namespace)
+    );
+    let placed_any = api
+        .get(&path)
+        .await?
+        .as_array()
+        .is_some_and(|a| a.iter().any(|a| a["EvalID"] == eval_id.as_str()));
+    if !placed_any && !placement_failed {
+        println!("==> No allocation placed or changed: the job is as registered before");
+        let deployed =
+            super::deployment::follow(api, &job.namespace, &job.id, job_modify_index).await?;
+        return Ok(deployed.unwrap_or(0));
+    }
     // Per task, the time of the newest event printed: events are a ring of the newest 10,
     // so position is no guide to what is new.
     let mut seen: BTreeMap<String, u64> = BTreeMap::new();
@@ -193,7 +224,8 @@ pub async fn job_run_with_var_files(
     loop {
         let url = api.url(&format!(
             "/v1/job/{}/allocations?namespace={}&index={index}&wait=10s",
-            job.id, job.namespace
+            super::enc(&job.id),
+            super::enc(&job.namespace)
         ));
         let resp = client.get(url).send().await?;
         index = nomad_index(&resp).unwrap_or(index);
@@ -232,6 +264,35 @@ pub async fn job_run_with_var_files(
         if !placed {
             tokio::time::sleep(Duration::from_millis(200)).await;
         }
+    }
+}
+
+/// `Approximate next launch time: … (… from now)`, as `nomad job run` prints it for an
+/// enabled periodic job; `None` when it will not launch.
+fn next_launch(p: &crate::jobspec::PeriodicConfig) -> Option<String> {
+    if !p.enabled {
+        return None;
+    }
+    let schedule = crate::cron::Schedule::parse(&p.specs, &p.time_zone).ok()?;
+    let now = jiff::Timestamp::now();
+    let next = schedule.next_after(now)?;
+    let secs = next.as_second() - now.as_second();
+    Some(format!(
+        "Approximate next launch time: {} ({} from now)",
+        next.strftime("%Y-%m-%dT%H:%M:%SZ"),
+        go_duration(secs.max(0) as u64)
+    ))
+}
+
+/// Whole seconds as Go's `time.Duration` prints them: `4m12s`, `1h0m5s`, `0s`.
+fn go_duration(secs: u64) -> String {
+    let (h, m, s) = (secs / 3600, secs / 60 % 60, secs % 60);
+    if h > 0 {
+        format!("{h}h{m}m{s}s")
+    } else if m > 0 {
+        format!("{m}m{s}s")
+    } else {
+        format!("{s}s")
     }
 }
 
@@ -457,7 +518,7 @@ async fn job_status(api: &ApiArgs, id: Option<&str>, json: bool) -> anyhow::Resu
     if json {
         let v = match id {
             None => api.get("/v1/jobs").await?,
-            Some(id) => api.get(&format!("/v1/job/{id}")).await?,
+            Some(id) => api.get(&format!("/v1/job/{}", super::enc(id))).await?,
         };
         super::print_json(&v);
         return Ok(0);
@@ -489,7 +550,10 @@ async fn job_list(api: &ApiArgs) -> anyhow::Result<i32> {
 
 /// `job status ID`: the job, its newest placement failure, its allocations.
 async fn one_job_status(api: &ApiArgs, client: &reqwest::Client, id: &str) -> anyhow::Result<i32> {
-    let resp = client.get(api.url(&format!("/v1/job/{id}"))).send().await?;
+    let resp = client
+        .get(api.url(&format!("/v1/job/{}", super::enc(id))))
+        .send()
+        .await?;
     if resp.status() == reqwest::StatusCode::NOT_FOUND {
         eprintln!("No job with id {id:?} found");
         return Ok(1);
@@ -504,7 +568,9 @@ async fn one_job_status(api: &ApiArgs, client: &reqwest::Client, id: &str) -> an
         job["Status"].as_str().unwrap_or("")
     );
     // As `nomad job status`: the newest evaluation's placement failures, if any.
-    if let Ok(evals) = api.get(&format!("/v1/job/{id}/evaluations")).await
+    if let Ok(evals) = api
+        .get(&format!("/v1/job/{}/evaluations", super::enc(id)))
+        .await
         && let Some(text) = evals
             .as_array()
             .and_then(|e| e.iter().find(|e| e["Status"] != "blocked"))
@@ -513,7 +579,9 @@ async fn one_job_status(api: &ApiArgs, client: &reqwest::Client, id: &str) -> an
         print!("\n{text}");
     }
     // As `nomad job status`: the latest deployment, with each group's progress.
-    if let Ok(d) = api.get(&format!("/v1/job/{id}/deployment")).await
+    if let Ok(d) = api
+        .get(&format!("/v1/job/{}/deployment", super::enc(id)))
+        .await
         && !d.is_null()
     {
         println!(
@@ -524,7 +592,9 @@ async fn one_job_status(api: &ApiArgs, client: &reqwest::Client, id: &str) -> an
         );
         super::deployment::print_groups(&d);
     }
-    let allocs = api.get(&format!("/v1/job/{id}/allocations")).await?;
+    let allocs = api
+        .get(&format!("/v1/job/{}/allocations", super::enc(id)))
+        .await?;
     println!(
         "\nAllocations\n{:<10} {:<10} {:<12} {:<8} {:<8}",
         "ID", "Task Group", "Desired", "Status", "Tasks"

@@ -149,6 +149,17 @@ pub fn normalize_args(args: impl IntoIterator<Item = String>) -> Vec<String> {
 
 /// Run the CLI; returns the process exit code.
 pub async fn main(cli: Cli) -> anyhow::Result<i32> {
+    if !matches!(cli.command, Command::Run(_) | Command::Executor { .. }) {
+        // A command's output piped into `head` ends when the reader goes, as a Go
+        // program's does (Rust ignores SIGPIPE, and a print to a closed pipe panics). The
+        // agent and the executor keep ignoring it: a client that hangs up is no reason
+        // to die.
+        // SAFETY: setting a signal's disposition to its default, before any thread that
+        // could be writing to a pipe exists for this command.
+        unsafe {
+            libc::signal(libc::SIGPIPE, libc::SIG_DFL);
+        }
+    }
     match cli.command {
         Command::Run(args) => run::run(args).await,
         Command::Executor { socket, dir } => {
@@ -164,6 +175,18 @@ pub async fn main(cli: Cli) -> anyhow::Result<i32> {
         Command::Acl(cmd) => acl::run(cmd).await,
         Command::Deployment(cmd) => deployment::run(cmd).await,
     }
+}
+
+/// A path segment or query value, percent-encoded (a child job's id holds a `/`).
+pub(crate) fn enc(v: &str) -> String {
+    v.bytes()
+        .map(|b| match b {
+            b'A'..=b'Z' | b'a'..=b'z' | b'0'..=b'9' | b'-' | b'_' | b'.' | b'~' => {
+                (b as char).to_string()
+            }
+            _ => format!("%{b:02X}"),
+        })
+        .collect()
 }
 
 /// The first 8 characters of an id, as nomad's tables show ids.

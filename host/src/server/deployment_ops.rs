@@ -97,7 +97,6 @@ impl Server {
             }
         }
         d.status_description = d.running_description().into();
-        d.modify_index = self.changes.bump();
         d.modify_time = crate::util::now_nanos();
         tracing::info!(deployment = %d.id, job = %d.job_id, "deployment promoted");
         let (namespace, job_id) = (d.namespace.clone(), d.job_id.clone());
@@ -113,7 +112,6 @@ impl Server {
     ) -> Result<DeploymentUpdate, DeploymentError> {
         let mut d = self.active_deployment(id, "can't fail terminal deployment")?;
         let next = self.failing(&mut d, desc::FAILED_BY_USER);
-        d.modify_index = self.changes.bump();
         d.modify_time = crate::util::now_nanos();
         let (namespace, job_id) = (d.namespace.clone(), d.job_id.clone());
         let index = d.modify_index;
@@ -146,7 +144,6 @@ impl Server {
             d.status = deployment::RUNNING.into();
             d.status_description = d.running_description().into();
         }
-        d.modify_index = self.changes.bump();
         d.modify_time = crate::util::now_nanos();
         let index = d.modify_index;
         let (namespace, job_id) = (d.namespace.clone(), d.job_id.clone());

@@ -217,8 +217,16 @@ impl Server {
         gone
     }
 
-    /// Into the book and the state DB, and told on the event stream.
-    pub(super) fn put_deployment(&self, d: Deployment, event_type: &'static str) {
+    /// Into the book with a new change index, then the state DB and the event stream.
+    /// The index is taken while the book is locked: a blocking query it wakes reads the
+    /// book after the deployment is in it (taken before, a reader could wake, read the old
+    /// deployment, and wait for a change that had already happened).
+    pub(super) fn put_deployment(&self, mut d: Deployment, event_type: &'static str) {
+        {
+            let mut book = self.deployments.by_id.lock().unwrap();
+            d.modify_index = self.changes.bump();
+            book.insert(d.id.clone(), d.clone());
+        }
         if let Err(e) = self.db.put_deployment(&d) {
             crate::state::log_write_failed(&e, "deployment", &d.id);
         }
@@ -232,11 +240,6 @@ impl Server {
             payload: crate::events::Payload::Deployment(Box::new(d.clone())),
             line: Default::default(),
         });
-        self.deployments
-            .by_id
-            .lock()
-            .unwrap()
-            .insert(d.id.clone(), d);
     }
 
     /// Count a deployment's allocations again: placed, canaries, healthy, unhealthy.
@@ -275,7 +278,6 @@ impl Server {
         } else {
             d.status_description
         };
-        d.modify_index = self.changes.bump();
         d.modify_time = crate::util::now_nanos();
         self.put_deployment(d, "DeploymentStatusUpdate");
     }
@@ -339,7 +341,6 @@ impl Server {
             if d == before {
                 return;
             }
-            d.modify_index = self.changes.bump();
             d.modify_time = now;
             (d, next)
         };
@@ -456,7 +457,6 @@ impl Server {
                 return;
             };
             let next = self.failing(&mut d, desc::PROGRESS_DEADLINE);
-            d.modify_index = self.changes.bump();
             d.modify_time = crate::util::now_nanos();
             (d, next)
         };

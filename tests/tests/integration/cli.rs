@@ -506,3 +506,116 @@ async fn component_call_runs_one_export_by_hand() {
     assert_ne!(unknown.code, 0);
     assert!(unknown.stderr.contains("validate-config"), "{unknown:?}");
 }
+
+/// `agent job run` settles for every job type as `nomad job run` does, each under the
+/// helper's 60 s timeout: a periodic job prints its next launch, a parameterized one its
+/// registration, an unchanged job returns at once, a failing service exits 2.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn job_run_returns_for_every_job_type() {
+    let t = TestAgent::start("", vec![]).await;
+    let dir = tempfile::tempdir().unwrap();
+    let group = |config: Value| {
+        json!([{ "Name": "g", "RestartPolicy": { "Attempts": 0, "Mode": "fail" },
+            "ReschedulePolicy": { "Attempts": 0, "Unlimited": false },
+            "Update": { "MinHealthyTime": 100_000_000u64 },
+            "Tasks": [{ "Name": "t", "Driver": "mock", "Config": config }] }])
+    };
+    let periodic = write_job(
+        dir.path(),
+        "cron.json",
+        json!({ "ID": "cron", "Type": "batch",
+        "Periodic": { "Enabled": true, "Spec": "0 0 1 1 *", "SpecType": "cron" },
+        "TaskGroups": group(json!({ "run_for": "10ms" })) }),
+    );
+    let out = cli(&t, &["job", "run", &periodic]).await;
+    assert_eq!(out.code, 0, "{out:?}");
+    assert!(
+        out.stdout.contains("Job registration successful"),
+        "{out:?}"
+    );
+    assert!(
+        out.stdout.contains("Approximate next launch time: "),
+        "{out:?}"
+    );
+    assert!(out.stdout.contains("-01-01T00:00:00Z ("), "{out:?}");
+
+    let param = write_job(
+        dir.path(),
+        "param.json",
+        json!({ "ID": "param", "Type": "batch",
+        "ParameterizedJob": { "Payload": "optional" },
+        "TaskGroups": group(json!({ "run_for": "10ms" })) }),
+    );
+    let out = cli(&t, &["job", "run", &param]).await;
+    assert_eq!(out.code, 0, "{out:?}");
+    assert!(
+        out.stdout.trim().ends_with("Job registration successful"),
+        "{out:?}"
+    );
+    assert!(!out.stdout.contains("next launch"), "{out:?}");
+
+    let svc = write_job(
+        dir.path(),
+        "svc.json",
+        json!({ "ID": "svc", "Type": "service",
+        "TaskGroups": group(json!({ "run_for": "1h" })) }),
+    );
+    // Its deployment ends in a fraction of a second (a blocking query that missed the
+    // deployment's last change used to add its whole 10 s wait).
+    let t0 = Instant::now();
+    let first = cli(&t, &["job", "run", &svc]).await;
+    assert!(
+        t0.elapsed() < Duration::from_secs(8),
+        "{:?} {first:?}",
+        t0.elapsed()
+    );
+    assert_eq!(first.code, 0, "{first:?}");
+    let again = cli(&t, &["job", "run", &svc]).await;
+    assert_eq!(again.code, 0, "{again:?}");
+    assert!(
+        again.stdout.contains("No allocation placed or changed"),
+        "{again:?}"
+    );
+
+    let failing = write_job(
+        dir.path(),
+        "bad.json",
+        json!({ "ID": "bad", "Type": "service",
+        "TaskGroups": group(json!({ "run_for": "10ms", "exit_code": 3 })) }),
+    );
+    let out = cli(&t, &["job", "run", &failing]).await;
+    assert_eq!(out.code, 2, "{out:?}");
+}
+
+/// A command whose reader went away (`agent job inspect … | head -0`) ends as a Go
+/// program's does, by the pipe's signal, and does not panic.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_closed_pipe_ends_a_command_without_a_panic() {
+    let t = TestAgent::start("", vec![]).await;
+    t.register(crate::harness::mock_job("j", json!({ "run_for": "10ms" })))
+        .await;
+    let mut child = std::process::Command::new(agent_bin())
+        .args(["job", "inspect", "j", "-address", &t.base])
+        .env_remove("NOMAD_ADDR")
+        .stdin(Stdio::null())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    // The reader is gone before the command writes a byte.
+    drop(child.stdout.take());
+    let out = child.wait_with_output().unwrap();
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(!stderr.contains("panicked"), "{stderr}");
+    use std::os::unix::process::ExitStatusExt;
+    assert_eq!(
+        out.status.signal(),
+        Some(libc_sigpipe()),
+        "{:?} {stderr}",
+        out.status
+    );
+}
+
+fn libc_sigpipe() -> i32 {
+    13
+}
