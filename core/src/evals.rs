@@ -168,6 +168,8 @@ pub enum Unplaced {
     Filtered(String),
     /// The node has too little left of a resource (`cpu`, `memory`, `disk`).
     Exhausted(String),
+    /// The node is in none of the job's datacenters (the job's patterns).
+    Datacenters(Vec<String>),
 }
 
 /// A group's allocations that could not be placed, and why.
@@ -180,14 +182,20 @@ pub struct Failed {
 /// Nomad's `AllocMetric` of a group's failed placements on the one node.
 pub fn failure_metric(datacenter: &str, f: &Failed) -> serde_json::Value {
     let (evaluated, filtered, exhausted, available) = match &f.why {
-        Unplaced::Ineligible => (0, 0, 0, 0),
+        Unplaced::Ineligible | Unplaced::Datacenters(_) => (0, 0, 0, 0),
         Unplaced::Filtered(_) => (1, 1, 0, 1),
         Unplaced::Exhausted(_) => (1, 0, 1, 1),
+    };
+    // No node in the job's datacenters: each of them has none available (what `nomad job
+    // run` prints as "No nodes are available in datacenter …").
+    let available = match &f.why {
+        Unplaced::Datacenters(dcs) => dcs.iter().map(|d| (d.clone(), 0.into())).collect(),
+        _ => serde_json::Map::from_iter([(datacenter.to_string(), available.into())]),
     };
     let one = |k: &str| serde_json::json!({ k: 1 });
     serde_json::json!({
         "NodesEvaluated": evaluated, "NodesFiltered": filtered, "NodesInPool": 1,
-        "NodesAvailable": { datacenter: available },
+        "NodesAvailable": available,
         "ClassFiltered": null,
         "ConstraintFiltered": match &f.why { Unplaced::Filtered(c) => one(c), _ => serde_json::Value::Null },
         "NodesExhausted": exhausted,

@@ -117,6 +117,22 @@ mod tests {
     }
 }
 
+/// Nomad's glob (go-glob): `*` in `pattern` matches any run of characters, nothing else
+/// is special; as node pools and datacenters are matched.
+pub fn glob_match(pattern: &str, name: &str) -> bool {
+    match pattern.split_once('*') {
+        None => pattern == name,
+        Some((head, rest)) => {
+            let Some(tail) = name.strip_prefix(head) else {
+                return false;
+            };
+            (0..=tail.len())
+                .filter(|i| tail.is_char_boundary(*i))
+                .any(|i| glob_match(rest, &tail[i..]))
+        }
+    }
+}
+
 /// RFC 3339 UTC time (`2026-11-29T21:13:28Z`) of `t`, as Nomad's API shows file times.
 pub fn rfc3339(t: std::time::SystemTime) -> String {
     let ns = t

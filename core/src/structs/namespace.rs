@@ -64,21 +64,6 @@ fn allowed_by(enabled: &Option<Vec<String>>, disabled: &Option<Vec<String>>, wha
     (enabled.is_empty() || enabled.iter().any(|e| e == what)) && !disabled.iter().any(|d| d == what)
 }
 
-/// `*` in a node pool pattern matches any run of characters.
-fn glob_matches(pattern: &str, name: &str) -> bool {
-    match pattern.split_once('*') {
-        None => pattern == name,
-        Some((head, rest)) => {
-            let Some(tail) = name.strip_prefix(head) else {
-                return false;
-            };
-            (0..=tail.len())
-                .filter(|i| tail.is_char_boundary(*i))
-                .any(|i| glob_matches(rest, &tail[i..]))
-        }
-    }
-}
-
 impl Namespace {
     /// The namespace an agent starts with.
     pub fn default_namespace() -> Self {
@@ -148,13 +133,13 @@ impl Namespace {
             return true;
         }
         if let Some(allowed) = &np.allowed {
-            return allowed.iter().any(|p| glob_matches(p, pool));
+            return allowed.iter().any(|p| crate::util::glob_match(p, pool));
         }
         !np.denied
             .as_deref()
             .unwrap_or_default()
             .iter()
-            .any(|p| glob_matches(p, pool))
+            .any(|p| crate::util::glob_match(p, pool))
     }
 
     /// The node pool of a job here that names none.
@@ -302,7 +287,9 @@ mod tests {
             ns(serde_json::json!({"Name": "a", "NodePoolConfiguration": {"Denied": ["*-dev"]}}));
         assert!(d.allows_node_pool("default") && !d.allows_node_pool("x-dev"));
         assert_eq!(d.default_node_pool(), "default");
-        assert!(glob_matches("a*b*c", "axxbyyc") && !glob_matches("a*b", "axxc"));
+        assert!(
+            crate::util::glob_match("a*b*c", "axxbyyc") && !crate::util::glob_match("a*b", "axxc")
+        );
     }
 
     #[test]

@@ -37,7 +37,8 @@ fn constraints_of(kept: &crate::jobspec::Kept) -> Vec<Constraint> {
         .collect()
 }
 
-/// Why `group` of `job` cannot run on this node at all, if it cannot: a task's driver
+/// Why `group` of `job` cannot run on this node at all, if it cannot: the node in none of
+/// the job's datacenters (Nomad's glob patterns; none given is `*`), a task's driver
 /// missing or unhealthy, or a constraint that does not hold.
 pub fn filter(
     job: &Job,
@@ -45,6 +46,14 @@ pub fn filter(
     node: &NodeInfo,
     healthy_drivers: &[String],
 ) -> Option<Unplaced> {
+    let in_dc = job.datacenters.is_empty()
+        || job
+            .datacenters
+            .iter()
+            .any(|p| crate::util::glob_match(p, &node.datacenter));
+    if !in_dc {
+        return Some(Unplaced::Datacenters(job.datacenters.clone()));
+    }
     if group
         .tasks
         .iter()

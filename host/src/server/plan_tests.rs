@@ -230,6 +230,28 @@ fn an_ineligible_node_or_a_missing_driver_places_nothing_and_says_why() {
 }
 
 #[test]
+fn a_job_in_other_datacenters_places_nothing_and_names_them() {
+    let snap = node(1024);
+    let mut j = job(1, 64, serde_json::json!({}));
+    j.datacenters = vec!["dc2".into(), "eu-*".into()];
+    let p = plan(j.clone(), None, &snap, false).unwrap();
+    assert!(p.place.is_empty());
+    assert_eq!(
+        p.blocked["web"].why,
+        Unplaced::Datacenters(vec!["dc2".into(), "eu-*".into()])
+    );
+    let metric = crate::evals::failure_metric("dc1", &p.blocked["web"]);
+    assert_eq!(metric["NodesEvaluated"], 0);
+    assert_eq!(
+        metric["NodesAvailable"],
+        serde_json::json!({ "dc2": 0, "eu-*": 0 })
+    );
+    // A pattern that matches the node's datacenter places it.
+    j.datacenters = vec!["dc*".into()];
+    assert_eq!(plan(j, None, &snap, false).unwrap().place.len(), 1);
+}
+
+#[test]
 fn devices_are_assigned_from_free_healthy_instances_and_a_shortage_is_named() {
     let mut snap = node(1024);
     snap.devices = vec![NodeDeviceResource {

@@ -585,6 +585,25 @@ async fn job_run_returns_for_every_job_type() {
     );
     let out = cli(&t, &["job", "run", &failing]).await;
     assert_eq!(out.code, 2, "{out:?}");
+
+    // A job for another datacenter is not placed on this node's, and says so.
+    let elsewhere = write_job(
+        dir.path(),
+        "dc2.json",
+        json!({ "ID": "dc2", "Type": "batch",
+        "Datacenters": ["dc2"], "TaskGroups": group(json!({ "run_for": "10ms" })) }),
+    );
+    let out = cli(&t, &["job", "run", &elsewhere]).await;
+    assert_eq!(out.code, 2, "{out:?}");
+    assert!(
+        out.stdout
+            .contains(r#"No nodes are available in datacenter "dc2""#),
+        "{out:?}"
+    );
+    assert!(
+        out.stdout.contains("No nodes were eligible for evaluation"),
+        "{out:?}"
+    );
 }
 
 /// A command whose reader went away (`agent job inspect … | head -0`) ends as a Go
