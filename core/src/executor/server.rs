@@ -67,9 +67,15 @@ pub fn serve(socket: &Path, dir: &Path) -> std::io::Result<()> {
 
 fn idle_watch(shared: &Shared, socket: &Path) {
     loop {
-        std::thread::sleep(Duration::from_secs(5));
+        std::thread::sleep(Duration::from_secs(1));
         let mut s = shared.lock().unwrap();
-        let busy = !s.conns.is_empty() || s.procs.values().any(Option::is_none);
+        let running = s.procs.values().any(Option::is_none);
+        if !running && !socket.exists() {
+            // Its socket was removed with its data dir (a `--dev` agent's, when it
+            // stopped): no agent can reach it again, and no task needs it.
+            std::process::exit(0);
+        }
+        let busy = !s.conns.is_empty() || running;
         if busy {
             s.last_busy = Some(Instant::now());
         } else if s.last_busy.is_some_and(|t| t.elapsed() >= IDLE_EXIT) {

@@ -3,6 +3,7 @@
 use std::net::SocketAddr;
 use std::path::PathBuf;
 use std::sync::Arc;
+use std::time::Duration;
 
 use anyhow::Context;
 
@@ -68,6 +69,9 @@ pub(super) async fn run(args: RunArgs) -> anyhow::Result<i32> {
         .map(|f| super::read_job_source(f, &[], &[]))
         .collect::<anyhow::Result<Vec<_>>>()?;
     let bind = resolve_bind(args.bind.as_deref(), &config)?;
+    // A `--dev` agent without a data dir of its own works in a temporary one, removed when
+    // it stops.
+    let temporary = args.dev && args.data_dir.is_none() && config.data_dir.is_none();
     let agent = Agent::start(AgentOptions {
         data_dir: args.data_dir.clone(),
         components: args.components.clone(),
@@ -104,10 +108,53 @@ pub(super) async fn run(args: RunArgs) -> anyhow::Result<i32> {
         tracing::info!(eval_id = %r.eval_id, allocs = ?r.allocs, "job from --job registered");
     }
     let state = agent.state().clone();
+    let kept = agent.clone();
     if let Some(signal) = serve_until_stopped(agent, listener).await? {
+        if args.dev {
+            stop_dev_allocations(&kept, signal).await;
+        }
         flush(&state, signal).await;
+        if temporary {
+            // The executor, with no task left, exits once its socket is gone.
+            match std::fs::remove_dir_all(kept.data_dir()) {
+                Ok(()) => {
+                    tracing::info!(data_dir = %kept.data_dir().display(), "dev mode: temporary data dir removed")
+                }
+                Err(e) => {
+                    tracing::warn!(data_dir = %kept.data_dir().display(), error = %e, "dev mode: removing the temporary data dir failed")
+                }
+            }
+        }
     }
     Ok(0)
+}
+
+/// How long a `--dev` agent waits for its allocations to stop before it goes anyway.
+const DEV_STOP_WAIT: Duration = Duration::from_secs(30);
+
+/// A `--dev` agent stops its allocations when it stops, as Nomad's `-dev` does: nothing
+/// it started outlives it (an agent that is not `--dev` leaves them running, to reattach).
+async fn stop_dev_allocations(agent: &Arc<Agent>, signal: &'static str) {
+    let runners = agent.client().runners();
+    let live: Vec<_> = runners
+        .into_iter()
+        .filter(|r| !r.shared().peek(crate::structs::Allocation::is_terminal))
+        .collect();
+    if live.is_empty() {
+        return;
+    }
+    tracing::info!(
+        signal,
+        allocations = live.len(),
+        "dev mode: stopping every allocation before exiting"
+    );
+    for r in &live {
+        r.stop("the dev agent stopped");
+    }
+    let all = futures::future::join_all(live.iter().map(|r| r.wait()));
+    if tokio::time::timeout(DEV_STOP_WAIT, all).await.is_err() {
+        tracing::warn!(waited = ?DEV_STOP_WAIT, "dev mode: some allocations had not stopped in time; exiting anyway");
+    }
 }
 
 /// Serve the API until it stops or a stop signal comes: the signal, if one came.

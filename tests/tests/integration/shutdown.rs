@@ -1,6 +1,7 @@
 //! Asked to stop (SIGTERM, as `systemctl stop` or `docker stop` send, or SIGINT), the agent
 //! says so, stops taking work, flushes its state DB, leaves its tasks running as Nomad's
-//! client does and exits 0 within a bound; a second signal exits at once.
+//! client does and exits 0 within a bound; a second signal exits at once. A `--dev` agent
+//! stops its allocations instead and leaves nothing behind.
 
 use std::time::{Duration, Instant};
 
@@ -109,4 +110,124 @@ async fn a_signal_delivered_twice_at_once_is_one_clean_stop() {
     assert!(log.contains("state DB flushed"), "{log}");
     assert!(!log.contains("second signal: exiting now"), "{log}");
     drop(stream);
+}
+
+/// A `--dev` agent stopped by SIGTERM stops its allocations, and nothing of it remains:
+/// no task, no executor, no temporary data dir (Nomad's `-dev` stops its allocations).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_dev_agent_leaves_nothing_behind() {
+    let scratch = tempfile::tempdir().unwrap();
+    let config = scratch.path().join("dev.hcl");
+    std::fs::write(&config, crate::harness::NODE_DISK).unwrap();
+    let port = std::net::TcpListener::bind(("127.0.0.1", 0))
+        .unwrap()
+        .local_addr()
+        .unwrap()
+        .port();
+    let mut agent = std::process::Command::new(crate::harness::agent_bin())
+        .args([
+            "run",
+            "--dev",
+            "--bind",
+            &format!("127.0.0.1:{port}"),
+            "--config",
+        ])
+        .arg(&config)
+        .arg("--cache-dir")
+        .arg(crate::harness::shared_cache_dir())
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::null())
+        .spawn()
+        .unwrap();
+    let base = format!("http://127.0.0.1:{port}");
+    let http = reqwest::Client::new();
+    let mut up = false;
+    for _ in 0..300 {
+        if http
+            .get(format!("{base}/v1/agent/health"))
+            .send()
+            .await
+            .is_ok_and(|r| r.status().is_success())
+        {
+            up = true;
+            break;
+        }
+        tokio::time::sleep(std::time::Duration::from_millis(100)).await;
+    }
+    assert!(up, "the dev agent did not come up");
+    let out = scratch.path().join("task");
+    let script = format!(
+        "echo $$ > {0}.pid; echo $NOMAD_ALLOC_DIR > {0}.dir; exec sleep 600",
+        out.display()
+    );
+    let job = serde_json::json!({ "Job": { "ID": "left", "Type": "service", "TaskGroups": [{ "Name": "g",
+        "Tasks": [{ "Name": "t", "Driver": "raw_exec",
+            "Config": { "command": "/bin/sh", "args": ["-c", script] } }] }] } });
+    let r = http
+        .post(format!("{base}/v1/jobs"))
+        .json(&job)
+        .send()
+        .await
+        .unwrap();
+    assert!(r.status().is_success());
+    let pid_file = scratch.path().join("task.pid");
+    let mut task_pid = 0u32;
+    for _ in 0..300 {
+        if let Ok(t) = std::fs::read_to_string(&pid_file)
+            && let Ok(p) = t.trim().parse()
+        {
+            task_pid = p;
+            break;
+        }
+        tokio::time::sleep(std::time::Duration::from_millis(100)).await;
+    }
+    assert!(
+        task_pid > 0 && crate::harness::alive(task_pid),
+        "the task did not start"
+    );
+    let alloc_dir = std::fs::read_to_string(scratch.path().join("task.dir")).unwrap();
+    // <data dir>/alloc/<id>/alloc
+    let data_dir = std::path::Path::new(alloc_dir.trim())
+        .ancestors()
+        .nth(3)
+        .unwrap()
+        .to_path_buf();
+    assert!(data_dir.join("alloc").is_dir(), "{}", data_dir.display());
+    let executor = executor_of(&data_dir).expect("the dev agent's executor runs");
+
+    rustix::process::kill_process(
+        rustix::process::Pid::from_raw(agent.id() as i32).unwrap(),
+        rustix::process::Signal::TERM,
+    )
+    .unwrap();
+    let status = tokio::task::spawn_blocking(move || agent.wait())
+        .await
+        .unwrap()
+        .unwrap();
+    assert!(status.success(), "{status:?}");
+    assert!(
+        !crate::harness::alive(task_pid),
+        "the task outlived the dev agent"
+    );
+    assert!(!data_dir.exists(), "{} is left", data_dir.display());
+    let mut gone = false;
+    for _ in 0..100 {
+        if !crate::harness::alive(executor) {
+            gone = true;
+            break;
+        }
+        tokio::time::sleep(std::time::Duration::from_millis(100)).await;
+    }
+    assert!(gone, "the executor (pid {executor}) outlived the dev agent");
+}
+
+/// The pid of the executor serving `data_dir`, from `/proc`.
+fn executor_of(data_dir: &std::path::Path) -> Option<u32> {
+    let want = data_dir.display().to_string();
+    std::fs::read_dir("/proc").ok()?.flatten().find_map(|e| {
+        let pid: u32 = e.file_name().to_str()?.parse().ok()?;
+        let cmd = std::fs::read(e.path().join("cmdline")).ok()?;
+        let cmd = String::from_utf8_lossy(&cmd).replace('\0', " ");
+        (cmd.contains(" executor ") && cmd.contains(&want)).then_some(pid)
+    })
 }
