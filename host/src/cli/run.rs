@@ -69,8 +69,8 @@ pub(super) async fn run(args: RunArgs) -> anyhow::Result<i32> {
         .map(|f| super::read_job_source(f, &[], &[]))
         .collect::<anyhow::Result<Vec<_>>>()?;
     let bind = resolve_bind(args.bind.as_deref(), &config)?;
-    // A `--dev` agent without a data dir of its own works in a temporary one, removed when
-    // it stops.
+    // A `--dev` agent without a data dir of its own works in a temporary one: its tasks are
+    // stopped and the dir removed when it stops.
     let temporary = args.dev && args.data_dir.is_none() && config.data_dir.is_none();
     let agent = Agent::start(AgentOptions {
         data_dir: args.data_dir.clone(),
@@ -110,7 +110,7 @@ pub(super) async fn run(args: RunArgs) -> anyhow::Result<i32> {
     let state = agent.state().clone();
     let kept = agent.clone();
     if let Some(signal) = serve_until_stopped(agent, listener).await? {
-        if args.dev {
+        if temporary {
             stop_dev_allocations(&kept, signal).await;
         }
         flush(&state, signal).await;
@@ -132,8 +132,10 @@ pub(super) async fn run(args: RunArgs) -> anyhow::Result<i32> {
 /// How long a `--dev` agent waits for its allocations to stop before it goes anyway.
 const DEV_STOP_WAIT: Duration = Duration::from_secs(30);
 
-/// A `--dev` agent stops its allocations when it stops, as Nomad's `-dev` does: nothing
-/// it started outlives it (an agent that is not `--dev` leaves them running, to reattach).
+/// A `--dev` agent in a temporary data dir stops its allocations when it stops, as
+/// Nomad's `-dev` does: nothing it started outlives it, as no later agent could reattach
+/// them. Any other agent (`--dev` with a data dir of its own too) leaves them running, to
+/// reattach at its next start.
 async fn stop_dev_allocations(agent: &Arc<Agent>, signal: &'static str) {
     let runners = agent.client().runners();
     let live: Vec<_> = runners
