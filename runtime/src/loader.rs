@@ -105,12 +105,19 @@ impl Runtime {
         let engine = self.engine.clone();
         let cache = self.cache.clone();
         let sha2 = sha.clone();
+        let compiles = !self.cache.contains(&sha);
+        if compiles {
+            tracing::info!(source = %source, bytes = bytes.len(), sha256 = %&sha[..12], "compiling component (not in the compile cache)");
+        }
         // Compiling is CPU-bound: keep it off the async workers.
         let (component, outcome) =
             tokio::task::spawn_blocking(move || cache.load(&engine, &sha2, &bytes))
                 .await
                 .map_err(|e| refuse(LoadError::Compile(e.to_string())))?
                 .map_err(|e| refuse(LoadError::Compile(e.to_string())))?;
+        if compiles {
+            tracing::info!(source = %source, sha256 = %&sha[..12], seconds = format!("{:.1}", started.elapsed().as_secs_f64()), "component compiled in {:.1} s", started.elapsed().as_secs_f64());
+        }
         let pre = self.link(&component, &inspection).map_err(refuse)?;
         let load_time = started.elapsed();
         self.metrics.record_load(outcome == CacheOutcome::Hit);

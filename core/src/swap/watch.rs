@@ -101,9 +101,13 @@ pub fn start(swapper: &Arc<Swapper>) -> notify::Result<FolderWatch> {
 fn note(pending: &mut HashMap<PathBuf, Pending>, ev: &notify::Event, now: Instant) {
     let wasm = |p: &PathBuf| p.extension().is_some_and(|x| x == "wasm");
     let mut touch = |path: &PathBuf, due: Option<Instant>| {
-        let p = pending.entry(path.clone()).or_insert(Pending {
-            first_seen: now,
-            due: None,
+        let p = pending.entry(path.clone()).or_insert_with(|| {
+            // Said at once: a large component can take a while to settle and compile.
+            tracing::info!(file = %path.display(), "component file seen; applied once it settles");
+            Pending {
+                first_seen: now,
+                due: None,
+            }
         });
         p.due = due;
     };

@@ -22,9 +22,10 @@ pub struct RunArgs {
     /// Data dir (state DB, compile cache, alloc dirs).
     #[arg(long, value_name = "DIR")]
     pub data_dir: Option<PathBuf>,
-    /// Compile cache folder (default `<data dir>/cache/components`): compiled components,
-    /// loaded without validation, so it must be the agent's own (owned by its user, written
-    /// by no one else). Agents of one binary may share one, e.g. `--dev` agents.
+    /// Compile cache folder (default `<data dir>/cache/components`; a `--dev` agent without
+    /// a data dir uses `$XDG_CACHE_HOME/paddock/components`, else `~/.cache/…`): compiled
+    /// components, loaded without validation, so it must be the agent's own (owned by its
+    /// user, written by no one else). Agents of one binary may share one.
     #[arg(long, value_name = "DIR")]
     pub cache_dir: Option<PathBuf>,
     /// HTTP address, `host:port` or `host` (port from config, else 4646); port 0 picks one.
@@ -81,7 +82,13 @@ pub(super) async fn run(args: RunArgs) -> anyhow::Result<i32> {
         config,
         in_memory_state: false,
         fingerprint_interval: None,
-        cache_dir: args.cache_dir.clone(),
+        // A temporary dev agent would compile every component at every start: it keeps
+        // its compilations in the user's cache instead (keyed by the component's hash and
+        // the engine, as every cache entry is).
+        cache_dir: args
+            .cache_dir
+            .clone()
+            .or_else(|| temporary.then(dev_cache_dir).flatten()),
         executor_program: None,
     })
     .await?;
@@ -127,6 +134,41 @@ pub(super) async fn run(args: RunArgs) -> anyhow::Result<i32> {
         }
     }
     Ok(0)
+}
+
+/// The compile cache of `--dev` agents without a data dir: `$XDG_CACHE_HOME/paddock/components`
+/// (else `~/.cache/…`), when it is (or can be made) a folder of this user's alone; `None`
+/// (a cache in the temporary dir) otherwise, said in a warning.
+fn dev_cache_dir() -> Option<PathBuf> {
+    let base = std::env::var_os("XDG_CACHE_HOME")
+        .filter(|v| !v.is_empty())
+        .map(PathBuf::from)
+        .or_else(|| {
+            std::env::var_os("HOME")
+                .filter(|v| !v.is_empty())
+                .map(|h| PathBuf::from(h).join(".cache"))
+        })?;
+    let dir = base.join("paddock").join("components");
+    let made =
+        std::os::unix::fs::DirBuilderExt::mode(std::fs::DirBuilder::new().recursive(true), 0o700)
+            .create(&dir);
+    let ours = made
+        .and_then(|()| std::fs::symlink_metadata(&dir))
+        .map(|m| {
+            use std::os::unix::fs::MetadataExt;
+            m.is_dir() && m.uid() == rustix::process::geteuid().as_raw() && m.mode() & 0o022 == 0
+        });
+    match ours {
+        Ok(true) => Some(dir),
+        Ok(false) => {
+            tracing::warn!(dir = %dir.display(), "dev mode: the user's compile cache is not a folder of this user's alone; compiling into the temporary data dir");
+            None
+        }
+        Err(e) => {
+            tracing::warn!(dir = %dir.display(), error = %e, "dev mode: the user's compile cache cannot be made; compiling into the temporary data dir");
+            None
+        }
+    }
 }
 
 /// How long a `--dev` agent waits for its allocations to stop before it goes anyway.

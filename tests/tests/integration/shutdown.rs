@@ -231,3 +231,88 @@ fn executor_of(data_dir: &std::path::Path) -> Option<u32> {
         (cmd.contains(" executor ") && cmd.contains(&want)).then_some(pid)
     })
 }
+
+/// Two `--dev` agents one after the other (no data dir, no `--cache-dir`): the second
+/// compiles nothing, as the first kept its compilations in the user's cache.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_second_dev_agent_compiles_nothing() {
+    let home = tempfile::tempdir().unwrap();
+    let cache = home.path().join("xdg");
+    let dir = cache.join("paddock").join("components");
+    std::os::unix::fs::DirBuilderExt::mode(std::fs::DirBuilder::new().recursive(true), 0o700)
+        .create(&dir)
+        .unwrap();
+    // What the suite compiled already, so the first agent need not compile it again.
+    for e in std::fs::read_dir(crate::harness::shared_cache_dir())
+        .unwrap()
+        .flatten()
+    {
+        let _ = std::fs::copy(e.path(), dir.join(e.file_name()));
+    }
+    let config = home.path().join("dev.hcl");
+    std::fs::write(&config, crate::harness::NODE_DISK).unwrap();
+    let mut logs = Vec::new();
+    for round in 0..2 {
+        let log = home.path().join(format!("agent-{round}.log"));
+        let port = std::net::TcpListener::bind(("127.0.0.1", 0))
+            .unwrap()
+            .local_addr()
+            .unwrap()
+            .port();
+        let mut agent = std::process::Command::new(crate::harness::agent_bin())
+            .args([
+                "run",
+                "--dev",
+                "--bind",
+                &format!("127.0.0.1:{port}"),
+                "--config",
+            ])
+            .arg(&config)
+            .env("XDG_CACHE_HOME", &cache)
+            .env("HOME", home.path())
+            .stdout(std::process::Stdio::null())
+            .stderr(std::fs::File::create(&log).unwrap())
+            .spawn()
+            .unwrap();
+        let http = reqwest::Client::new();
+        let url = format!("http://127.0.0.1:{port}/v1/agent/health");
+        let started = Instant::now();
+        while !http
+            .get(&url)
+            .send()
+            .await
+            .is_ok_and(|r| r.status().is_success())
+        {
+            assert!(
+                started.elapsed() < Duration::from_secs(120),
+                "dev agent {round} not up"
+            );
+            tokio::time::sleep(Duration::from_millis(50)).await;
+        }
+        rustix::process::kill_process(
+            rustix::process::Pid::from_raw(agent.id() as i32).unwrap(),
+            rustix::process::Signal::TERM,
+        )
+        .unwrap();
+        let status = tokio::task::spawn_blocking(move || agent.wait())
+            .await
+            .unwrap()
+            .unwrap();
+        assert!(status.success());
+        logs.push(std::fs::read_to_string(&log).unwrap());
+    }
+    assert!(
+        logs[0].contains("compiling component") || logs[0].contains("cache=Hit"),
+        "{}",
+        logs[0]
+    );
+    assert!(
+        !logs[1].contains("compiling component"),
+        "the second dev agent compiled again:\n{}",
+        logs[1]
+    );
+    assert!(
+        std::fs::read_dir(&dir).unwrap().count() >= 8,
+        "the user's cache holds the built-ins"
+    );
+}
