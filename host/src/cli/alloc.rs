@@ -80,6 +80,20 @@ pub enum AllocCommand {
         /// Allocation id or prefix.
         id: String,
     },
+    /// An allocation's files: a folder's listing, a file's content, or (`-stat`) what
+    /// a path is.
+    Fs {
+        /// API address and token.
+        #[command(flatten)]
+        api: ApiArgs,
+        /// Show the path's details instead of its content.
+        #[arg(long)]
+        stat: bool,
+        /// Allocation id or prefix.
+        id: String,
+        /// Path within the allocation dir (default: its root).
+        path: Option<String>,
+    },
 }
 
 pub(super) async fn run(cmd: AllocCommand) -> anyhow::Result<i32> {
@@ -138,7 +152,55 @@ pub(super) async fn run(cmd: AllocCommand) -> anyhow::Result<i32> {
             Ok(0)
         }
         AllocCommand::Stop { api, id } => stop(&api, &id).await,
+        AllocCommand::Fs {
+            api,
+            stat,
+            id,
+            path,
+        } => fs(&api, &id, path.as_deref().unwrap_or("/"), stat).await,
     }
+}
+
+/// `alloc fs [-stat] ID [PATH]`, as `nomad alloc fs`.
+async fn fs(api: &ApiArgs, id: &str, path: &str, stat: bool) -> anyhow::Result<i32> {
+    let id = resolve(api, id).await?;
+    let q = format!("path={}", super::enc(path));
+    let info = api.get(&format!("/v1/client/fs/stat/{id}?{q}")).await?;
+    let row = |f: &Value| {
+        vec![
+            f["FileMode"].as_str().unwrap_or("").to_string(),
+            f["Size"].to_string(),
+            format_time(&f["ModTime"]),
+            f["Name"].as_str().unwrap_or("").to_string(),
+        ]
+    };
+    let header = || {
+        ["Mode", "Size", "Modified Time", "Name"]
+            .map(String::from)
+            .to_vec()
+    };
+    if stat {
+        print!("{}", super::columns(&[header(), row(&info)]));
+        return Ok(0);
+    }
+    if info["IsDir"] == true {
+        let list = api.get(&format!("/v1/client/fs/ls/{id}?{q}")).await?;
+        let mut rows = vec![header()];
+        rows.extend(list.as_array().into_iter().flatten().map(row));
+        print!("{}", super::columns(&rows));
+        return Ok(0);
+    }
+    let bytes = api
+        .client()?
+        .get(api.url(&format!("/v1/client/fs/cat/{id}?{q}")))
+        .send()
+        .await?
+        .error_for_status()?
+        .bytes()
+        .await?;
+    use std::io::Write;
+    std::io::stdout().write_all(&bytes)?;
+    Ok(0)
 }
 
 /// `alloc restart ID [TASK]`.

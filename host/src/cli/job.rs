@@ -9,6 +9,28 @@ use serde_json::Value;
 
 use super::ApiArgs;
 
+/// The namespace a command acts in (`-namespace`, `NOMAD_NAMESPACE`, default `default`).
+#[derive(Debug, Clone, clap::Args)]
+pub struct Namespace {
+    /// Namespace.
+    #[arg(long = "namespace", env = "NOMAD_NAMESPACE", default_value = "default")]
+    pub namespace: String,
+}
+
+/// `agent job periodic …`.
+#[derive(Debug, clap::Subcommand)]
+pub enum PeriodicCommand {
+    /// Launch a periodic job's child now.
+    Force {
+        #[command(flatten)]
+        api: ApiArgs,
+        #[command(flatten)]
+        ns: Namespace,
+        /// Periodic job id.
+        id: String,
+    },
+}
+
 /// Job commands.
 #[derive(Debug, clap::Subcommand)]
 pub enum JobCommand {
@@ -21,6 +43,10 @@ pub enum JobCommand {
         /// Return after submitting, without following.
         #[arg(long)]
         detach: bool,
+        /// Register only if the job's modify index is this one (0: only a new job), as
+        /// `job plan` prints it.
+        #[arg(long = "check-index", value_name = "INDEX")]
+        check_index: Option<u64>,
         /// A value for an HCL `variable` block: `-var name=value` (repeatable; wins over
         /// `-var-file`).
         #[arg(long = "var", value_name = "NAME=VALUE")]
@@ -69,6 +95,100 @@ pub enum JobCommand {
         /// Job id.
         id: String,
     },
+    /// Show what running a job file would change, without changing anything. Exit 0: no
+    /// allocation created or destroyed; 1: some would be; 255: an error.
+    Plan {
+        #[command(flatten)]
+        api: ApiArgs,
+        /// A value for an HCL `variable` block (repeatable).
+        #[arg(long = "var", value_name = "NAME=VALUE")]
+        vars: Vec<String>,
+        /// An HCL file of variable values (repeatable).
+        #[arg(long = "var-file", value_name = "FILE")]
+        var_files: Vec<PathBuf>,
+        /// The job file.
+        file: PathBuf,
+    },
+    /// Dispatch a parameterized job: a child with `-meta` and the input file (`-` for
+    /// stdin) as its payload.
+    Dispatch {
+        #[command(flatten)]
+        api: ApiArgs,
+        #[command(flatten)]
+        ns: Namespace,
+        /// Metadata `key=value` (repeatable).
+        #[arg(long = "meta", value_name = "KEY=VALUE")]
+        meta: Vec<String>,
+        /// The child's id suffix template.
+        #[arg(long = "id-prefix-template")]
+        id_prefix_template: Option<String>,
+        /// Parameterized job id.
+        id: String,
+        /// Input file (`-`: stdin).
+        input: Option<PathBuf>,
+    },
+    /// Periodic jobs: `force` launches one now.
+    #[command(subcommand)]
+    Periodic(PeriodicCommand),
+    /// A job's versions, newest first.
+    History {
+        #[command(flatten)]
+        api: ApiArgs,
+        #[command(flatten)]
+        ns: Namespace,
+        /// Show each version's diff.
+        #[arg(short = 'p')]
+        diffs: bool,
+        /// Job id.
+        id: String,
+    },
+    /// Register an earlier version of a job again.
+    Revert {
+        #[command(flatten)]
+        api: ApiArgs,
+        #[command(flatten)]
+        ns: Namespace,
+        /// Job id.
+        id: String,
+        /// The version to go back to.
+        version: u64,
+    },
+    /// Change a group's count: `JOB [GROUP] COUNT`.
+    Scale {
+        #[command(flatten)]
+        api: ApiArgs,
+        #[command(flatten)]
+        ns: Namespace,
+        /// Job id.
+        id: String,
+        /// `[GROUP] COUNT`.
+        #[arg(num_args = 1..=2, required = true)]
+        args: Vec<String>,
+    },
+    /// A job's allocations.
+    Allocs {
+        #[command(flatten)]
+        api: ApiArgs,
+        #[command(flatten)]
+        ns: Namespace,
+        /// Every version's allocations, not only the current one's.
+        #[arg(long)]
+        all: bool,
+        /// Job id.
+        id: String,
+    },
+    /// Evaluate a job again.
+    Eval {
+        #[command(flatten)]
+        api: ApiArgs,
+        #[command(flatten)]
+        ns: Namespace,
+        /// Replace failed allocations now, whatever their reschedule policy.
+        #[arg(long = "force-reschedule")]
+        force_reschedule: bool,
+        /// Job id.
+        id: String,
+    },
     /// Stop a job.
     Stop {
         /// API address and token.
@@ -87,11 +207,66 @@ pub(super) async fn run(cmd: JobCommand) -> anyhow::Result<i32> {
         JobCommand::Run {
             api,
             detach,
+            check_index,
             vars,
             var_files,
             file,
-        } => job_run_with_var_files(&api, &file, &vars, &var_files, detach).await,
+        } => {
+            let opts = RunOptions {
+                detach,
+                check_index,
+            };
+            run_job(&api, &file, &vars, &var_files, opts).await
+        }
         JobCommand::Status { api, json, id } => job_status(&api, id.as_deref(), json).await,
+        JobCommand::Plan {
+            api,
+            vars,
+            var_files,
+            file,
+        } => super::job_more::plan(&api, &file, &vars, &var_files).await,
+        JobCommand::Dispatch {
+            api,
+            ns,
+            meta,
+            id_prefix_template,
+            id,
+            input,
+        } => {
+            super::job_more::dispatch(
+                &api,
+                &ns.namespace,
+                &id,
+                &meta,
+                id_prefix_template.as_deref(),
+                input.as_ref(),
+            )
+            .await
+        }
+        JobCommand::Periodic(PeriodicCommand::Force { api, ns, id }) => {
+            super::job_more::periodic_force(&api, &ns.namespace, &id).await
+        }
+        JobCommand::History { api, ns, diffs, id } => {
+            super::job_more::history(&api, &ns.namespace, &id, diffs).await
+        }
+        JobCommand::Revert {
+            api,
+            ns,
+            id,
+            version,
+        } => super::job_more::revert(&api, &ns.namespace, &id, version).await,
+        JobCommand::Scale { api, ns, id, args } => {
+            super::job_more::scale(&api, &ns.namespace, &id, &args).await
+        }
+        JobCommand::Allocs { api, ns, all, id } => {
+            super::job_more::allocs(&api, &ns.namespace, &id, all).await
+        }
+        JobCommand::Eval {
+            api,
+            ns,
+            force_reschedule,
+            id,
+        } => super::job_more::eval(&api, &ns.namespace, &id, force_reschedule).await,
         JobCommand::Validate {
             api,
             vars,
@@ -165,6 +340,15 @@ pub async fn job_run(
     job_run_with_var_files(api, file, vars, &[], detach).await
 }
 
+/// How `job run` submits and follows.
+#[derive(Debug, Clone, Copy, Default)]
+pub struct RunOptions {
+    /// Return after submitting.
+    pub detach: bool,
+    /// `-check-index`: register only over this modify index.
+    pub check_index: Option<u64>,
+}
+
 /// [`job_run`] with `-var-file` files, whose values `vars` override.
 pub async fn job_run_with_var_files(
     api: &ApiArgs,
@@ -173,9 +357,25 @@ pub async fn job_run_with_var_files(
     var_files: &[PathBuf],
     detach: bool,
 ) -> anyhow::Result<i32> {
+    let opts = RunOptions {
+        detach,
+        ..Default::default()
+    };
+    run_job(api, file, vars, var_files, opts).await
+}
+
+async fn run_job(
+    api: &ApiArgs,
+    file: &PathBuf,
+    vars: &[String],
+    var_files: &[PathBuf],
+    opts: RunOptions,
+) -> anyhow::Result<i32> {
+    let detach = opts.detach;
     let (job, submission) = super::read_job_source(file, vars, var_files)?;
     let client = api.client()?;
-    let (eval_id, job_modify_index) = submit(api, &client, file, &job, submission).await?;
+    let (eval_id, job_modify_index) =
+        submit(api, &client, file, &job, submission, opts.check_index).await?;
     if job.is_periodic() || job.is_parameterized() {
         // As `nomad job run`: such a job is registered, not run; its children are.
         println!("Job registration successful");
@@ -301,16 +501,21 @@ fn go_duration(secs: u64) -> String {
 async fn submit(
     api: &ApiArgs,
     client: &reqwest::Client,
-    file: &PathBuf,
+    file: &std::path::Path,
     job: &crate::jobspec::Job,
     submission: crate::structs::JobSubmission,
+    check_index: Option<u64>,
 ) -> anyhow::Result<(String, u64)> {
     // Nomad's `api.JobSubmission`: the fields a client sets.
     let submission = serde_json::json!({
         "Source": submission.source, "Format": submission.format,
         "VariableFlags": submission.variable_flags, "Variables": submission.variables,
     });
-    let body = serde_json::json!({ "Job": job, "Submission": submission });
+    let mut body = serde_json::json!({ "Job": job, "Submission": submission });
+    if let Some(i) = check_index {
+        body["EnforceIndex"] = true.into();
+        body["JobModifyIndex"] = i.into();
+    }
     let resp = client
         .post(api.url("/v1/jobs"))
         .json(&body)

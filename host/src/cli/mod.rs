@@ -12,10 +12,13 @@ mod component_call;
 mod component_check;
 mod component_new;
 mod deployment;
+mod eval;
 pub mod job;
+mod job_more;
 mod log;
 mod node;
 mod run;
+mod var;
 
 use std::path::PathBuf;
 
@@ -54,6 +57,18 @@ pub enum Command {
     /// Nomad's ACL system: bootstrap, policies, tokens.
     #[command(subcommand)]
     Acl(acl::AclCommand),
+    /// Nomad Variables: get, put, list, purge.
+    #[command(subcommand)]
+    Var(var::VarCommand),
+    /// Evaluations: list, status.
+    #[command(subcommand)]
+    Eval(eval::EvalCommand),
+    /// Namespaces: list, status, apply, delete.
+    #[command(subcommand)]
+    Namespace(eval::NamespaceCommand),
+    /// The cluster's housekeeping: `gc`.
+    #[command(subcommand)]
+    System(eval::SystemCommand),
     /// The task executor the agent starts for itself (not for people).
     #[command(hide = true)]
     Executor {
@@ -174,6 +189,10 @@ pub async fn main(cli: Cli) -> anyhow::Result<i32> {
         Command::Component(cmd) => component::run(cmd).await,
         Command::Acl(cmd) => acl::run(cmd).await,
         Command::Deployment(cmd) => deployment::run(cmd).await,
+        Command::Var(cmd) => var::run(cmd).await,
+        Command::Eval(cmd) => eval::run_eval(cmd).await,
+        Command::Namespace(cmd) => eval::run_namespace(cmd).await,
+        Command::System(cmd) => eval::run_system(cmd).await,
     }
 }
 
@@ -186,6 +205,44 @@ pub(crate) fn enc(v: &str) -> String {
             }
             _ => format!("%{b:02X}"),
         })
+        .collect()
+}
+
+/// Rows as Nomad's CLI prints a table (columnize): the first row is the header, each
+/// column padded to its widest cell plus two spaces, the last one not padded.
+pub(crate) fn columns(rows: &[Vec<String>]) -> String {
+    let n = rows.iter().map(Vec::len).max().unwrap_or(0);
+    let widths: Vec<usize> = (0..n)
+        .map(|i| {
+            rows.iter()
+                .filter_map(|r| r.get(i))
+                .map(|c| c.chars().count())
+                .max()
+                .unwrap_or(0)
+        })
+        .collect();
+    let mut out = String::new();
+    for r in rows {
+        let mut line = String::new();
+        for (i, c) in r.iter().enumerate() {
+            if i + 1 < r.len() {
+                line.push_str(&format!("{c:<w$}  ", w = widths[i]));
+            } else {
+                line.push_str(c);
+            }
+        }
+        out.push_str(line.trim_end());
+        out.push('\n');
+    }
+    out
+}
+
+/// Key-value lines as Nomad prints them (`Name = value`, the `=` aligned).
+pub(crate) fn key_values(pairs: &[(&str, String)]) -> String {
+    let w = pairs.iter().map(|(k, _)| k.len()).max().unwrap_or(0);
+    pairs
+        .iter()
+        .map(|(k, v)| format!("{k:<w$} = {v}\n"))
         .collect()
 }
 

@@ -638,3 +638,184 @@ async fn a_closed_pipe_ends_a_command_without_a_panic() {
 fn libc_sigpipe() -> i32 {
     13
 }
+
+/// The commands `nomad` users type, each against a real agent: namespace, var, job
+/// plan/dispatch/periodic force/history/revert/scale/allocs/eval, eval, alloc fs, system gc.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_commands_nomad_users_type_drive_a_real_agent() {
+    let t = TestAgent::start("", vec![]).await;
+    let dir = tempfile::tempdir().unwrap();
+    let ok = async |args: &[&str]| {
+        let out = cli(&t, args).await;
+        assert_eq!(out.code, 0, "{args:?}: {out:?}");
+        out.stdout
+    };
+
+    // Namespaces.
+    assert!(
+        ok(&["namespace", "apply", "-description", "team x", "team-x"])
+            .await
+            .contains("Successfully applied")
+    );
+    let list = ok(&["namespace", "list"]).await;
+    assert!(
+        list.starts_with("Name") && list.contains("team-x") && list.contains("default"),
+        "{list}"
+    );
+    assert!(
+        ok(&["namespace", "status", "team-x"])
+            .await
+            .contains("Description = team x")
+    );
+
+    // Variables.
+    assert!(
+        ok(&["var", "put", "app/db", "user=admin", "pass=s3cret"])
+            .await
+            .contains("Created variable \"app/db\"")
+    );
+    assert_eq!(
+        ok(&["var", "get", "-item", "pass", "app/db"]).await.trim(),
+        "s3cret"
+    );
+    let got = ok(&["var", "get", "app/db"]).await;
+    assert!(
+        got.contains("Path        = app/db") && got.contains("user = admin"),
+        "{got}"
+    );
+    assert!(ok(&["var", "list", "app/"]).await.contains("app/db"));
+    assert!(
+        ok(&["var", "purge", "app/db"])
+            .await
+            .contains("Successfully purged")
+    );
+    assert!(
+        ok(&["var", "list"])
+            .await
+            .contains("No matching variables found")
+    );
+
+    // A batch job: its allocations, history, a new evaluation, the evaluations, its files.
+    let batch = write_job(
+        dir.path(),
+        "b.json",
+        json!({ "ID": "b", "Type": "batch", "TaskGroups": [{ "Name": "g",
+        "Tasks": [{ "Name": "t", "Driver": "mock", "Config": { "run_for": "10ms", "stdout_string": "hello\n" } }] }] }),
+    );
+    ok(&["job", "run", &batch]).await;
+    let allocs = ok(&["job", "allocs", "b"]).await;
+    assert!(
+        allocs.starts_with("ID") && allocs.contains("Task Group") && allocs.contains("complete"),
+        "{allocs}"
+    );
+    assert!(
+        ok(&["job", "history", "b"])
+            .await
+            .contains("Version     = 0")
+    );
+    assert!(
+        ok(&["job", "eval", "b"])
+            .await
+            .starts_with("Created eval ID: ")
+    );
+    let evals = ok(&["eval", "list", "-job", "b"]).await;
+    assert!(
+        evals.contains("Triggered By") && evals.contains("job-register"),
+        "{evals}"
+    );
+    let eval_id = t.get("/v1/job/b/evaluations").await[0]["ID"]
+        .as_str()
+        .unwrap()
+        .to_string();
+    assert!(
+        ok(&["eval", "status", &eval_id])
+            .await
+            .contains("Job ID             = b")
+    );
+    let alloc = t.get("/v1/job/b/allocations").await[0]["ID"]
+        .as_str()
+        .unwrap()
+        .to_string();
+    let ls = ok(&["alloc", "fs", &alloc[..8], "alloc/logs"]).await;
+    assert!(ls.starts_with("Mode") && ls.contains("t.stdout.0"), "{ls}");
+    assert_eq!(
+        ok(&["alloc", "fs", &alloc, "alloc/logs/t.stdout.0"]).await,
+        "hello\n"
+    );
+    assert!(
+        ok(&["alloc", "fs", "-stat", &alloc, "alloc/logs/t.stdout.0"])
+            .await
+            .contains("t.stdout.0")
+    );
+
+    // A service: plan (exit 1 with a change, 0 without), scale, revert.
+    let web = |count: u32| {
+        json!({ "ID": "web", "Type": "service", "TaskGroups": [{ "Name": "g", "Count": count,
+        "Update": { "MinHealthyTime": 100_000_000u64 },
+        "Tasks": [{ "Name": "t", "Driver": "mock", "Config": { "run_for": "1h" } }] }] })
+    };
+    let one = write_job(dir.path(), "web1.json", web(1));
+    ok(&["job", "run", &one]).await;
+    let same = cli(&t, &["job", "plan", &one]).await;
+    assert_eq!(same.code, 0, "{same:?}");
+    assert!(
+        same.stdout.contains("All tasks successfully allocated"),
+        "{same:?}"
+    );
+    let two = write_job(dir.path(), "web2.json", web(2));
+    let more = cli(&t, &["job", "plan", &two]).await;
+    assert_eq!(more.code, 1, "{more:?}");
+    assert!(
+        more.stdout.contains("Job Modify Index: ") && more.stdout.contains("Task Group: \"g\""),
+        "{more:?}"
+    );
+    assert!(
+        ok(&["job", "scale", "web", "2"])
+            .await
+            .contains("Job scale successful")
+    );
+    assert_eq!(t.get("/v1/job/web").await["TaskGroups"][0]["Count"], 2);
+    assert!(
+        ok(&["job", "revert", "web", "0"])
+            .await
+            .contains("reverted to version 0")
+    );
+    assert_eq!(t.get("/v1/job/web").await["TaskGroups"][0]["Count"], 1);
+
+    // Parameterized and periodic jobs: their children, ids with a `/`.
+    let param = write_job(
+        dir.path(),
+        "p.json",
+        json!({ "ID": "param", "Type": "batch",
+        "ParameterizedJob": { "MetaOptional": ["k"] },
+        "TaskGroups": [{ "Name": "g", "Tasks": [{ "Name": "t", "Driver": "mock", "Config": { "run_for": "10ms" } }] }] }),
+    );
+    ok(&["job", "run", &param]).await;
+    let d = ok(&["job", "dispatch", "-meta", "k=v", "param"]).await;
+    let child = d
+        .lines()
+        .find_map(|l| l.strip_prefix("Dispatched Job ID = "))
+        .unwrap_or_else(|| panic!("{d}"))
+        .to_string();
+    assert!(child.starts_with("param/dispatch-"), "{child}");
+    assert!(
+        ok(&["job", "status", &child])
+            .await
+            .contains(&format!("ID       = {child}"))
+    );
+    let cron = write_job(
+        dir.path(),
+        "c.json",
+        json!({ "ID": "cron", "Type": "batch",
+        "Periodic": { "Enabled": true, "Spec": "0 0 1 1 *", "SpecType": "cron" },
+        "TaskGroups": [{ "Name": "g", "Tasks": [{ "Name": "t", "Driver": "mock", "Config": { "run_for": "10ms" } }] }] }),
+    );
+    ok(&["job", "run", &cron]).await;
+    assert!(
+        ok(&["job", "periodic", "force", "cron"])
+            .await
+            .starts_with("Evaluation ID: ")
+    );
+
+    ok(&["system", "gc"]).await;
+}
