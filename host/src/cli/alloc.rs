@@ -370,6 +370,50 @@ fn tail_lines(text: &[u8], n: usize) -> &[u8] {
     text
 }
 
+/// `Allocation Addresses`, as `nomad alloc status` prints them: each port's label
+/// (`*` when dynamic), whether it is dynamic, and its host address (`-> to` when mapped).
+fn print_addresses(a: &Value) {
+    let ports = a["AllocatedResources"]["Shared"]["Ports"]
+        .as_array()
+        .cloned()
+        .unwrap_or_default();
+    if ports.is_empty() {
+        return;
+    }
+    let group = a["Job"]["TaskGroups"]
+        .as_array()
+        .into_iter()
+        .flatten()
+        .find(|g| g["Name"] == a["TaskGroup"]);
+    let dynamic = |label: &str| {
+        group.is_some_and(|g| {
+            g["Networks"].as_array().into_iter().flatten().any(|n| {
+                n["DynamicPorts"]
+                    .as_array()
+                    .into_iter()
+                    .flatten()
+                    .any(|p| p["Label"] == label)
+            })
+        })
+    };
+    let mut rows = vec![["Label", "Dynamic", "Address"].map(String::from).to_vec()];
+    for p in &ports {
+        let label = p["Label"].as_str().unwrap_or("");
+        let d = dynamic(label);
+        let to = p["To"]
+            .as_u64()
+            .filter(|t| *t > 0)
+            .map(|t| format!(" -> {t}"))
+            .unwrap_or_default();
+        rows.push(vec![
+            format!("{}{label}", if d { "*" } else { "" }),
+            if d { "yes" } else { "no" }.into(),
+            format!("{}:{}{to}", p["HostIP"].as_str().unwrap_or(""), p["Value"]),
+        ]);
+    }
+    print!("\nAllocation Addresses:\n{}", super::columns(&rows));
+}
+
 fn print_status(a: &Value) {
     let s = |v: &Value| v.as_str().unwrap_or("").to_string();
     let rows = [
@@ -389,6 +433,7 @@ fn print_status(a: &Value) {
     for (k, v) in rows {
         println!("{k:<19} = {v}");
     }
+    print_addresses(a);
     let Some(states) = a["TaskStates"].as_object() else {
         return;
     };

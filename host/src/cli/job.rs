@@ -753,6 +753,34 @@ async fn job_list(api: &ApiArgs) -> anyhow::Result<i32> {
     Ok(0)
 }
 
+/// `Summary`: each group's allocations by client status, as `nomad job status` shows it.
+async fn print_summary(api: &ApiArgs, id: &str) {
+    let Ok(summary) = api
+        .get(&format!("/v1/job/{}/summary", super::enc(id)))
+        .await
+    else {
+        return;
+    };
+    let keys = [
+        "Queued", "Starting", "Running", "Failed", "Complete", "Lost", "Unknown",
+    ];
+    let mut rows = vec![
+        std::iter::once("Task Group")
+            .chain(keys)
+            .map(String::from)
+            .collect::<Vec<_>>(),
+    ];
+    for (group, counts) in summary["Summary"].as_object().into_iter().flatten() {
+        let mut row = vec![group.clone()];
+        row.extend(
+            keys.iter()
+                .map(|k| counts[*k].as_u64().unwrap_or(0).to_string()),
+        );
+        rows.push(row);
+    }
+    print!("\nSummary\n{}", super::columns(&rows));
+}
+
 /// `job status ID`: the job, its newest placement failure, its allocations.
 async fn one_job_status(api: &ApiArgs, client: &reqwest::Client, id: &str) -> anyhow::Result<i32> {
     let resp = client
@@ -764,14 +792,32 @@ async fn one_job_status(api: &ApiArgs, client: &reqwest::Client, id: &str) -> an
         return Ok(1);
     }
     let job: Value = resp.error_for_status()?.json().await?;
-    println!(
-        "ID       = {}\nName     = {}\nType     = {}\nPriority = {}\nStatus   = {}",
-        job["ID"].as_str().unwrap_or(""),
-        job["Name"].as_str().unwrap_or(""),
-        job["Type"].as_str().unwrap_or(""),
-        job["Priority"],
-        job["Status"].as_str().unwrap_or("")
+    let s = |v: &Value| v.as_str().unwrap_or("").to_string();
+    let datacenters = job["Datacenters"]
+        .as_array()
+        .filter(|d| !d.is_empty())
+        .map(|d| d.iter().map(|x| s(x)).collect::<Vec<_>>().join(","))
+        .unwrap_or_else(|| "*".into());
+    print!(
+        "{}",
+        super::key_values(&[
+            ("ID", s(&job["ID"])),
+            ("Name", s(&job["Name"])),
+            ("Submit Date", super::format_time(&job["SubmitTime"])),
+            ("Type", s(&job["Type"])),
+            ("Priority", job["Priority"].to_string()),
+            ("Datacenters", datacenters),
+            ("Namespace", s(&job["Namespace"])),
+            ("Node Pool", s(&job["NodePool"])),
+            ("Status", s(&job["Status"])),
+            ("Periodic", (!job["Periodic"].is_null()).to_string()),
+            (
+                "Parameterized",
+                (!job["ParameterizedJob"].is_null()).to_string()
+            ),
+        ])
     );
+    print_summary(api, id).await;
     // As `nomad job status`: the newest evaluation's placement failures, if any.
     if let Ok(evals) = api
         .get(&format!("/v1/job/{}/evaluations", super::enc(id)))

@@ -259,14 +259,15 @@ pub(crate) fn print_json(v: &serde_json::Value) {
     );
 }
 
-/// A time from the API as RFC 3339 UTC: integer nanoseconds (Nomad's `int64` times) or
+/// A time from the API as Nomad's CLI prints it (`2006-01-02T15:04:05Z07:00`: RFC 3339 in
+/// UTC, whole seconds, so columns line up): integer nanoseconds (Nomad's `int64` times) or
 /// an RFC 3339 string (its `time.Time` fields) alike.
 pub(crate) fn format_time(v: &serde_json::Value) -> String {
     let ns = match v {
         serde_json::Value::String(s) => crate::util::parse_go_time(s).unwrap_or(0),
         other => other.as_u64().unwrap_or(0),
     };
-    crate::util::go_time(ns)
+    crate::util::go_time(ns - ns % 1_000_000_000)
 }
 
 /// Set up `tracing`: text by default, JSON on request (hclog's keys, as Nomad's

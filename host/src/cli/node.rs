@@ -63,6 +63,7 @@ pub(super) async fn run(cmd: NodeCommand) -> anyhow::Result<i32> {
     }
     print_node(&node);
     let allocs = api.get(&format!("/v1/node/{id}/allocations")).await?;
+    print_resources(&node, &allocs);
     print_allocs(&allocs);
     Ok(0)
 }
@@ -108,6 +109,53 @@ fn print_node(node: &Value) {
     print_drivers(node);
     print_devices(node);
     print_events(node);
+}
+
+/// `Allocated Resources`: what the live allocations hold of what the node offers, as
+/// `nomad node status` shows it.
+fn print_resources(node: &Value, allocs: &Value) {
+    let live: Vec<&Value> = allocs
+        .as_array()
+        .into_iter()
+        .flatten()
+        .filter(|a| {
+            !matches!(
+                a["ClientStatus"].as_str(),
+                Some("complete" | "failed" | "lost")
+            )
+        })
+        .collect();
+    let (mut cpu, mut mem, mut disk) = (0u64, 0u64, 0u64);
+    for a in &live {
+        let r = &a["AllocatedResources"];
+        for t in r["Tasks"].as_object().into_iter().flatten().map(|(_, t)| t) {
+            cpu += t["Cpu"]["CpuShares"].as_u64().unwrap_or(0);
+            mem += t["Memory"]["MemoryMB"].as_u64().unwrap_or(0);
+        }
+        disk += r["Shared"]["DiskMB"].as_u64().unwrap_or(0);
+    }
+    let n = &node["NodeResources"];
+    let total = |v: &Value| v.as_u64().unwrap_or(0);
+    let rows = [
+        ["CPU", "Memory", "Disk"].map(String::from).to_vec(),
+        vec![
+            format!("{cpu}/{} MHz", total(&n["Cpu"]["CpuShares"])),
+            format!("{}/{}", mib(mem), mib(total(&n["Memory"]["MemoryMB"]))),
+            format!("{}/{}", mib(disk), mib(total(&n["Disk"]["DiskMB"]))),
+        ],
+    ];
+    print!("\nAllocated Resources\n{}", super::columns(&rows));
+}
+
+/// Megabytes as Nomad's CLI prints sizes: `64 MiB`, `23 GiB`.
+fn mib(mb: u64) -> String {
+    if mb >= 1024 && mb % 1024 == 0 || mb >= 10 * 1024 {
+        format!("{} GiB", mb / 1024)
+    } else if mb >= 1024 {
+        format!("{:.1} GiB", mb as f64 / 1024.0)
+    } else {
+        format!("{mb} MiB")
+    }
 }
 
 fn print_drivers(node: &Value) {

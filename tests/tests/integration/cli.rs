@@ -752,10 +752,37 @@ async fn the_commands_nomad_users_type_drive_a_real_agent() {
     let web = |count: u32| {
         json!({ "ID": "web", "Type": "service", "TaskGroups": [{ "Name": "g", "Count": count,
         "Update": { "MinHealthyTime": 100_000_000u64 },
+        "Networks": [{ "DynamicPorts": [{ "Label": "http" }] }],
         "Tasks": [{ "Name": "t", "Driver": "mock", "Config": { "run_for": "1h" } }] }] })
     };
     let one = write_job(dir.path(), "web1.json", web(1));
     ok(&["job", "run", &one]).await;
+    // What Nomad's status commands show: the port, the summary, the node's resources.
+    let web_alloc = t.get("/v1/job/web/allocations").await[0]["ID"]
+        .as_str()
+        .unwrap()
+        .to_string();
+    let st = ok(&["alloc", "status", &web_alloc]).await;
+    assert!(
+        st.contains("Allocation Addresses:") && st.contains("*http  yes      127.0.0.1:"),
+        "{st}"
+    );
+    let js = ok(&["job", "status", "web"]).await;
+    assert!(
+        js.contains("Submit Date   = 20") && js.contains("Datacenters   = *"),
+        "{js}"
+    );
+    assert!(
+        js.contains("Summary\nTask Group  Queued  Starting  Running"),
+        "{js}"
+    );
+    let submit = js.lines().find(|l| l.starts_with("Submit Date")).unwrap();
+    assert!(!submit.contains('.'), "whole seconds: {submit}");
+    let node = ok(&["node", "status", "-self"]).await;
+    assert!(
+        node.contains("Allocated Resources") && node.contains("MHz"),
+        "{node}"
+    );
     let same = cli(&t, &["job", "plan", &one]).await;
     assert_eq!(same.code, 0, "{same:?}");
     assert!(
@@ -801,7 +828,7 @@ async fn the_commands_nomad_users_type_drive_a_real_agent() {
     assert!(
         ok(&["job", "status", &child])
             .await
-            .contains(&format!("ID       = {child}"))
+            .contains(&format!("ID            = {child}"))
     );
     let cron = write_job(
         dir.path(),
