@@ -185,6 +185,7 @@ impl std::fmt::Debug for LoadedComponent {
 }
 
 /// A component pre-linked as the world it exports, in the bindings of its contract version.
+#[derive(Clone)]
 pub(crate) enum WorldPre {
     Driver(v0_1_0::driver::DriverPre<HostState>),
     Hook(v0_1_0::hook::HookPre<HostState>),

@@ -7,7 +7,7 @@
 
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
-use std::time::Instant;
+use std::time::{Duration, Instant};
 
 use wasmtime::component::Component;
 
@@ -189,6 +189,34 @@ impl Runtime {
         probe.name = info.name;
         probe.plugin_version = crate::bounds::text(info.version, crate::bounds::VERSION);
         Ok(Arc::new(probe))
+    }
+
+    /// The loaded version `c` with the settings now configured for its name (grants,
+    /// config, limits): the same compiled and linked code, so no bytes are read again — a
+    /// newer file on disk (refused, say) does not stand in for the version that runs. Its
+    /// stats and warm stores start afresh; it is installed like any new version.
+    pub fn reconfigured(&self, c: &LoadedComponent) -> Arc<LoadedComponent> {
+        let ctx = Arc::new(self.context_for(&c.name, &c.source));
+        let turns = Arc::new(tokio::sync::Semaphore::new(
+            ctx.limits.max_concurrent_calls.max(1) as usize,
+        ));
+        Arc::new(LoadedComponent {
+            name: c.name.clone(),
+            world: c.world,
+            contract_version: c.contract_version.clone(),
+            imports: c.imports.clone(),
+            plugin_version: c.plugin_version.clone(),
+            sha256: c.sha256.clone(),
+            source: c.source.clone(),
+            loaded_at: crate::now_nanos(),
+            cache: c.cache,
+            load_time: Duration::ZERO,
+            ctx,
+            pre: c.pre.clone(),
+            warm: WarmPool::default(),
+            stats: Default::default(),
+            turns,
+        })
     }
 
     /// Prepare a component and make it the current version of its name.

@@ -1,9 +1,10 @@
 //! Config reload (SIGHUP, `POST /v1/agent/reload`): the re-read config's `plugin` blocks
 //! (grants, limits, config, auto-revert) and `hook` attachments are applied without a
-//! restart. A component whose settings changed is prepared again from the same bytes with
-//! its new settings and swapped in like a new file (make before break, drivers' tasks
-//! handed over); files refused before are tried again. A config that does not parse is
-//! refused before anything changes.
+//! restart. A component whose settings changed is the running version again, with its new
+//! settings (the same compiled code: a refused newer file on disk does not stand in for
+//! it), swapped in like a new file (make before break, drivers' tasks handed over); files
+//! refused before are tried again. A config that does not parse is refused before
+//! anything changes.
 
 use std::collections::BTreeMap;
 use std::sync::Arc;
@@ -11,7 +12,6 @@ use std::time::Instant;
 
 use super::{Applied, FileState, Swapper};
 use crate::config::{AgentConfig, ConfigError};
-use crate::runtime::ComponentSource;
 
 impl Swapper {
     /// Apply `config` (read from `file`); returns what changed, by component or file.
@@ -37,35 +37,10 @@ impl Swapper {
                 if self.runtime.settings(&c.name) == before[&c.name] {
                     continue;
                 }
-                let bytes: Arc<[u8]> = match &c.source {
-                    ComponentSource::File(p) => match std::fs::read(p) {
-                        Ok(b) => Arc::from(b),
-                        Err(e) => {
-                            tracing::error!(name = %c.name, file = %p.display(), error = %e, "config reload: cannot read the component's file; it keeps its old settings");
-                            continue;
-                        }
-                    },
-                    ComponentSource::BuiltIn(f) => {
-                        match guest_artifacts::BUILT_IN.iter().find(|a| a.file_name == f) {
-                            Some(a) => Arc::from(a.bytes),
-                            None => continue,
-                        }
-                    }
-                };
-                let applied = match self.runtime.prepare(c.source.clone(), bytes).await {
-                    Ok(new) => self.install(new, Instant::now(), "config reloaded").await,
-                    Err(r) => {
-                        let reason = format!(
-                            "config reload: {} cannot run with its new settings ({}); it keeps its old ones",
-                            c.name, r.error
-                        );
-                        tracing::error!("{reason}");
-                        self.remember(super::Kind::Refused, &c, None, &reason);
-                        self.node_events
-                            .push("Component", reason.clone(), BTreeMap::new());
-                        Applied::Refused(reason)
-                    }
-                };
+                // The running version itself, with its new settings: not the file on
+                // disk, which may hold a newer version that was refused.
+                let new = self.runtime.reconfigured(&c);
+                let applied = self.install(new, Instant::now(), "config reloaded").await;
                 out.push((c.name.clone(), applied));
             }
         }

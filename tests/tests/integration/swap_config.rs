@@ -119,6 +119,48 @@ async fn a_config_reload_applies_plugin_and_hook_blocks_and_a_bad_config_changes
         "{v:#?}"
     );
     assert_eq!(printed(&agent, "four").await, "build=1.");
+
+    // A newer file that is refused sits on disk; a reload with new settings still reaches
+    // the running version (the same code, not the refused file's).
+    let sha = |v: &[Value]| {
+        v.iter()
+            .find(|c| c["State"] == "active")
+            .and_then(|c| c["SHA256"].as_str().map(str::to_string))
+    };
+    let running = sha(&versions_of(&agent, "versioned").await);
+    assert!(running.is_some());
+    put(&hooks, "versioned.wasm", b"not a component");
+    let mut refused = false;
+    for _ in 0..100 {
+        let all = agent.get("/v1/components").await;
+        if all["Refused"].as_array().is_some_and(|r| !r.is_empty()) {
+            refused = true;
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    assert!(refused, "the bad file was not refused");
+    std::fs::write(
+        &cfg,
+        format!("{attached}plugin \"versioned\" {{\n  grant {{\n    env = true\n    variables = true\n  }}\n}}\n"),
+    )
+    .unwrap();
+    sighup(&agent);
+    let deadline = Instant::now() + Duration::from_secs(20);
+    loop {
+        let v = versions_of(&agent, "versioned").await;
+        let grants = v[0]["Grants"].to_string();
+        if grants.contains("variables") {
+            assert_eq!(sha(&v), running, "{v:#?}");
+            break;
+        }
+        assert!(
+            Instant::now() < deadline,
+            "the new grant never reached the running version: {v:#?}"
+        );
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    assert_eq!(printed(&agent, "five").await, "build=1.");
 }
 
 /// Read the event stream until `want` events of the `Component` topic came (or time out).
