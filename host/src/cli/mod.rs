@@ -69,6 +69,11 @@ pub enum Command {
     /// The cluster's housekeeping: `gc`.
     #[command(subcommand)]
     System(eval::SystemCommand),
+    /// Print a completion script for a shell: `source <(agent completions bash)`.
+    Completions {
+        /// bash, zsh, fish, elvish or powershell.
+        shell: clap_complete::Shell,
+    },
     /// The task executor the agent starts for itself (not for people).
     #[command(hide = true)]
     Executor {
@@ -193,6 +198,11 @@ pub async fn main(cli: Cli) -> anyhow::Result<i32> {
         Command::Eval(cmd) => eval::run_eval(cmd).await,
         Command::Namespace(cmd) => eval::run_namespace(cmd).await,
         Command::System(cmd) => eval::run_system(cmd).await,
+        Command::Completions { shell } => {
+            let mut cmd = <Cli as clap::CommandFactory>::command();
+            clap_complete::generate(shell, &mut cmd, "agent", &mut std::io::stdout());
+            Ok(0)
+        }
     }
 }
 

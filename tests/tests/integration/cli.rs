@@ -846,3 +846,26 @@ async fn the_commands_nomad_users_type_drive_a_real_agent() {
 
     ok(&["system", "gc"]).await;
 }
+
+/// Shell completions for every command, in scripts the shells accept.
+#[tokio::test]
+async fn completions_cover_the_commands_and_parse_in_their_shell() {
+    let bash = agent_cmd(&["completions", "bash"], &[]).await;
+    assert_eq!(bash.code, 0, "{bash:?}");
+    for word in ["_agent()", "namespace", "dispatch", "periodic", "var"] {
+        assert!(bash.stdout.contains(word), "{word} missing");
+    }
+    let dir = tempfile::tempdir().unwrap();
+    let script = dir.path().join("agent.bash");
+    std::fs::write(&script, &bash.stdout).unwrap();
+    let syntax = std::process::Command::new("bash")
+        .arg("-n")
+        .arg(&script)
+        .status()
+        .unwrap();
+    assert!(syntax.success(), "bash -n refused the script");
+    let zsh = agent_cmd(&["completions", "zsh"], &[]).await;
+    assert!(zsh.stdout.starts_with("#compdef agent"), "{zsh:?}");
+    let fish = agent_cmd(&["completions", "fish"], &[]).await;
+    assert!(fish.stdout.contains("complete -c agent"), "{fish:?}");
+}
