@@ -303,10 +303,12 @@ async fn validate(file: &std::path::Path) -> anyhow::Result<i32> {
     let bytes =
         std::fs::read(file).map_err(|e| anyhow::anyhow!("reading {}: {e}", file.display()))?;
     let runtime = Runtime::new(RuntimeOptions::default())?;
-    match runtime
+    let progress = super::Progress::start(super::component_check::compiling(file));
+    let prepared = runtime
         .prepare(ComponentSource::File(file.to_path_buf()), Arc::from(bytes))
-        .await
-    {
+        .await;
+    progress.done();
+    match prepared {
         Ok(c) => {
             println!(
                 "{}: ok: {} component {:?} version {:?}, built against paddock:plugin@{}, sha256 {}",
@@ -333,10 +335,12 @@ async fn inspect(api: &ApiArgs, json: bool, target: &str) -> anyhow::Result<i32>
         let bytes =
             std::fs::read(path).map_err(|e| anyhow::anyhow!("reading {}: {e}", path.display()))?;
         let runtime = Runtime::new(RuntimeOptions::default())?;
-        let c = match runtime
+        let progress = super::Progress::start(super::component_check::compiling(path));
+        let prepared = runtime
             .prepare(ComponentSource::File(path.to_path_buf()), Arc::from(bytes))
-            .await
-        {
+            .await;
+        progress.done();
+        let c = match prepared {
             Ok(c) => c,
             Err(r) => {
                 eprintln!("{r}");

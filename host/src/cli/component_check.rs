@@ -80,6 +80,16 @@ impl Report {
 }
 
 /// Run the checks and print the report; 1 when any failed.
+/// What loading `file` is called on the progress line: its name and size.
+pub(crate) fn compiling(file: &std::path::Path) -> String {
+    let size = std::fs::metadata(file).map(|m| m.len()).unwrap_or(0);
+    format!(
+        "Compiling {} ({})",
+        file.display(),
+        crate::structs::human_bytes(size)
+    )
+}
+
 pub async fn run(file: &std::path::Path, args: CheckArgs) -> anyhow::Result<i32> {
     let dir = tempfile::tempdir()?;
     let mut report = Report::default();
@@ -88,6 +98,7 @@ pub async fn run(file: &std::path::Path, args: CheckArgs) -> anyhow::Result<i32>
         .grants
         .isolation
         .then_some(super::component_call::Executor { dir: dir.path() });
+    let progress = super::Progress::start(compiling(file));
     let loaded = super::component_call::load_alone(
         file,
         executor,
@@ -95,6 +106,7 @@ pub async fn run(file: &std::path::Path, args: CheckArgs) -> anyhow::Result<i32>
         args.plugin_config.clone(),
     )
     .await?;
+    progress.done();
     let (host, c) = match loaded {
         Ok(loaded) => loaded,
         Err(refusal) => {

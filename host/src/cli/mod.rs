@@ -218,6 +218,59 @@ pub(crate) fn enc(v: &str) -> String {
         .collect()
 }
 
+/// Progress of a long step on stderr: on a terminal, the step and its seconds so far,
+/// redrawn twice a second; elsewhere a line when it starts. Either way a line with its
+/// time when it ends ([`Progress::done`]) or is dropped.
+pub(crate) struct Progress {
+    what: String,
+    started: std::time::Instant,
+    ticker: Option<tokio::task::JoinHandle<()>>,
+    tty: bool,
+}
+
+impl Progress {
+    pub(crate) fn start(what: impl Into<String>) -> Self {
+        let what = what.into();
+        let tty = std::io::IsTerminal::is_terminal(&std::io::stderr());
+        let started = std::time::Instant::now();
+        let ticker = if tty {
+            let w = what.clone();
+            Some(tokio::spawn(async move {
+                loop {
+                    eprint!("\r{w}… {} s", started.elapsed().as_secs());
+                    tokio::time::sleep(std::time::Duration::from_millis(500)).await;
+                }
+            }))
+        } else {
+            eprintln!("{what}…");
+            None
+        };
+        Self {
+            what,
+            started,
+            ticker,
+            tty,
+        }
+    }
+
+    /// End the step, saying how long it took.
+    pub(crate) fn done(self) {}
+}
+
+impl Drop for Progress {
+    fn drop(&mut self) {
+        if let Some(t) = self.ticker.take() {
+            t.abort();
+        }
+        let secs = self.started.elapsed().as_secs_f64();
+        if self.tty {
+            eprintln!("\r{}: {secs:.1} s", self.what);
+        } else {
+            eprintln!("{}: done in {secs:.1} s", self.what);
+        }
+    }
+}
+
 /// Rows as Nomad's CLI prints a table (columnize): the first row is the header, each
 /// column padded to its widest cell plus two spaces, the last one not padded.
 pub(crate) fn columns(rows: &[Vec<String>]) -> String {

@@ -309,6 +309,12 @@ async fn node_and_component_commands() {
     assert!(grants.contains(&"task_dir"), "{v:#}");
     assert!(grants.contains(&"variables"), "{v:#}");
     assert!(!grants.contains(&"process"), "{v:#}");
+    // The compile is a long step: it says so on stderr, and how long it took.
+    assert!(
+        out.stderr.contains("Compiling ") && out.stderr.contains(" kB)…"),
+        "{out:?}"
+    );
+    assert!(out.stderr.contains("done in "), "{out:?}");
     let out = cli(&t, &["component", "inspect", "no-such-thing"]).await;
     assert_eq!(out.code, 1, "{out:?}");
     assert!(
