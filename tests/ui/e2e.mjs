@@ -29,7 +29,8 @@ function assert(cond, msg) { if (!cond) throw new Error(msg); }
 
 // A raw_exec service job that prints a numbered line every second.
 function tickerJob(id) {
-  return { Job: { ID: id, Type: 'service', TaskGroups: [{ Name: 'g', Count: 1, Tasks: [{
+  return { Job: { ID: id, Type: 'service', TaskGroups: [{ Name: 'g', Count: 1,
+    Networks: [{ DynamicPorts: [{ Label: 'http' }] }], Tasks: [{
     Name: 't', Driver: 'raw_exec',
     Config: { command: '/bin/sh', args: ['-c', 'i=0; while true; do i=$((i+1)); echo "tick $i"; sleep 1; done'] },
     Resources: { CPU: 50, MemoryMB: 32 } }] }] } };
@@ -83,6 +84,8 @@ try {
   await check('the allocation page follows the task\'s output as it is written', async () => {
     await page.locator('table.allocs a').first().click();
     await page.getByRole('heading', { name: /^Allocation/ }).waitFor();
+    const port = await page.locator('dd.addresses [data-port="http"]').textContent();
+    assert(/http 127\.0\.0\.1:\d+/.test(port), `the allocation's port: ${port}`);
     const log = page.locator('#log');
     await log.filter({ hasText: 'tick' }).waitFor({ timeout: 20000 });
     const first = lastTick(await log.textContent());
@@ -131,6 +134,29 @@ try {
     await shot(page, 'components');
   });
 
+  await check('a variable is listed, read and edited with a check-and-set', async () => {
+    const put = (items, cas) => fetch(BASE + '/v1/var/app/config' + (cas ? '?cas=' + cas : ''), {
+      method: 'PUT', headers: { 'Content-Type': 'application/json' }, body: JSON.stringify({ Items: items }) });
+    assert((await put({ a: '1' })).ok, 'writing the variable');
+    await page.getByRole('link', { name: 'Variables', exact: true }).click();
+    await page.locator('tr[data-var="app/config"] a').click();
+    await page.getByRole('heading', { name: /^Variable/ }).waitFor();
+    await page.locator('tr[data-item="a"]').waitFor();
+    await page.locator('#var-items').fill('a=2\nb=three');
+    await page.getByRole('button', { name: 'Save' }).click();
+    await page.locator('#action-result', { hasText: 'Saved (index' }).waitFor();
+    const v = await (await fetch(BASE + '/v1/var/app/config')).json();
+    assert(v.Items.a === '2' && v.Items.b === 'three', `saved ${JSON.stringify(v.Items)}`);
+    // Changed elsewhere meanwhile: the page's save is refused, not lost silently.
+    assert((await put({ a: 'other' }, v.ModifyIndex)).ok, 'the other write');
+    await page.locator('#var-items').fill('a=mine');
+    await page.getByRole('button', { name: 'Save' }).click();
+    await page.locator('#action-result', { hasText: 'changed since' }).waitFor();
+    const after = await (await fetch(BASE + '/v1/var/app/config')).json();
+    assert(after.Items.a === 'other', `overwritten: ${JSON.stringify(after.Items)}`);
+    await shot(page, 'variable');
+  });
+
   await check('a long log opens at its last 64 KiB', async () => {
     const job = tickerJob('chatty');
     job.Job.TaskGroups[0].Tasks[0].Config.args = ['-c',
@@ -147,7 +173,7 @@ try {
 
   await check('a narrow screen scrolls no page sideways', async () => {
     await page.setViewportSize({ width: 390, height: 844 });
-    for (const path of ['/ui/jobs', '/ui/node', '/ui/components']) {
+    for (const path of ['/ui/jobs', '/ui/node', '/ui/components', '/ui/variables']) {
       await page.goto(BASE + path);
       const over = await page.evaluate(() => document.documentElement.scrollWidth - window.innerWidth);
       assert(over <= 1, `${path} is ${over}px wider than the screen`);

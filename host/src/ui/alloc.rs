@@ -95,6 +95,17 @@ fn facts(a: &Allocation) -> Markup {
                 @if !a.desired_description.is_empty() { " · " (a.desired_description) }
             }
             dt { "Node" } dd { a href="/ui/node" { (a.node_name) } }
+            @if !a.allocated_resources.shared.ports.is_empty() {
+                dt { "Addresses" } dd.addresses {
+                    @for (i, p) in a.allocated_resources.shared.ports.iter().enumerate() {
+                        @if i > 0 { ", " }
+                        span data-port=(p.label) {
+                            (p.label) " " code { (p.host_ip) ":" (p.value) }
+                            @if p.to > 0 { " → " (p.to) }
+                        }
+                    }
+                }
+            }
             dt { "Created" } dd { (time_el(a.create_time)) " (" (age(a.create_time)) " ago)" }
         }
     }

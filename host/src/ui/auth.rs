@@ -50,6 +50,9 @@ pub enum Need {
     ReadNode,
     /// The loaded components and their metrics.
     ReadAgent,
+    /// Variables: any token (as the API's list); each page shows and offers only what the
+    /// token's variable rules allow ([`Viewer::may_variable`]).
+    Variables,
 }
 
 impl Need {
@@ -60,6 +63,9 @@ impl Need {
         }
         if path.starts_with("/ui/components") {
             return Need::ReadAgent;
+        }
+        if path.starts_with("/ui/variables") {
+            return Need::Variables;
         }
         // The allocation's namespace is known once it is found: the page checks it then.
         if path.starts_with("/ui/allocations/") {
@@ -108,6 +114,7 @@ pub fn authorize(agent: &Agent, token: Option<&str>, need: &Need) -> Result<(), 
                 .any(|ns| acl.allow_ns(ns, "read-job")),
             Need::ReadNode => acl.allow_node(crate::acl::Level::Read),
             Need::ReadAgent => acl.allow_agent(crate::acl::Level::Read),
+            Need::Variables => true,
         };
         return match (ok, token) {
             (true, _) => Ok(()),
@@ -192,6 +199,25 @@ impl Viewer {
             namespace: namespace.to_string(),
         };
         authorize(agent, self.token.as_deref(), &need)
+    }
+
+    /// Whether this viewer's token allows `op` (`list`, `read`, `write`) on the variable at
+    /// `path` in `namespace` (everything without ACL policies).
+    pub(crate) fn may_variable(
+        &self,
+        agent: &Agent,
+        namespace: &str,
+        path: &str,
+        op: &str,
+    ) -> bool {
+        if !agent.acl().enabled() {
+            return true;
+        }
+        let token = self.token.as_deref().filter(|t| !t.is_empty());
+        agent
+            .acl()
+            .resolve(token)
+            .is_some_and(|c| agent.acl().acl_of(&c).allow_variable(namespace, path, op))
     }
 
     /// Whether the API will let this viewer make the call `method path` on an object of

@@ -14,6 +14,7 @@ mod auth;
 mod components;
 mod jobs;
 mod node;
+mod vars;
 
 use axum::Router;
 use axum::extract::Path;
@@ -41,6 +42,8 @@ pub fn routes(
         .route("/ui/allocations/{id}", get(alloc::show))
         .route("/ui/node", get(node::node))
         .route("/ui/components", get(components::components))
+        .route("/ui/variables", get(vars::list))
+        .route("/ui/variables/{*path}", get(vars::show))
         .route_layer(axum::middleware::from_fn_with_state(
             (agent, api),
             auth::gate,
@@ -112,6 +115,7 @@ pub(crate) enum Tab {
     Jobs,
     Node,
     Components,
+    Variables,
     None,
 }
 
@@ -123,6 +127,7 @@ pub(crate) fn page(title: &str, tab: Tab, watch: Option<&str>, body: Markup) -> 
         (Tab::Jobs, "/ui/jobs", "Jobs"),
         (Tab::Node, "/ui/node", "Node"),
         (Tab::Components, "/ui/components", "Components"),
+        (Tab::Variables, "/ui/variables", "Variables"),
     ];
     Html(
         html! {

@@ -99,6 +99,30 @@ document.addEventListener('submit', async (ev) => {
   if (r.ok) await refresh();
 });
 
+// A variable's editor: `key=value` lines written with a check-and-set on the index the
+// page showed, so a change made meanwhile is not overwritten (the API answers 409).
+document.addEventListener('submit', async (ev) => {
+  const f = ev.target;
+  if (!f.matches('form[data-var]')) return;
+  ev.preventDefault();
+  const items = {};
+  for (const line of f.elements.items.value.split('\n')) {
+    if (!line.trim()) continue;
+    const i = line.indexOf('=');
+    if (i < 1) { say('Each line needs key=value: ' + line, true); return; }
+    items[line.slice(0, i).trim()] = line.slice(i + 1);
+  }
+  const url = f.dataset.var + '&cas=' + f.dataset.cas;
+  const r = await api(url, { method: 'PUT', body: JSON.stringify({ Items: items }), headers: { 'Content-Type': 'application/json' } });
+  if (r.status === 409) { say('Not saved: the variable changed since this page was shown; reload to see it', true); return; }
+  if (!r.ok) { say('Not saved: ' + await r.text(), true); return; }
+  const v = await r.json();
+  f.dataset.cas = v.ModifyIndex;
+  const idx = document.getElementById('var-index');
+  if (idx) idx.textContent = v.ModifyIndex;
+  say('Saved (index ' + v.ModifyIndex + ')');
+});
+
 // Task logs: the framed endpoint (JSON objects back to back, Data in base64), followed.
 function logs(section) {
   const alloc = section.dataset.logs;

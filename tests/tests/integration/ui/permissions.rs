@@ -221,3 +221,44 @@ async fn pages_check_the_objects_own_namespace_and_offer_only_what_the_token_may
         "{body}"
     );
 }
+
+/// The variables pages list, show and offer to edit only what the token's variable rules
+/// allow.
+#[tokio::test]
+async fn variables_pages_follow_the_tokens_variable_rules() {
+    let t = TestAgent::start(
+        &format!("acl {{\n  enabled = true\n  token = \"{MGMT}\"\n}}\n"),
+        vec![],
+    )
+    .await;
+    for path in ["app/one", "secret/two"] {
+        let r = client()
+            .put(t.url(&format!("/v1/var/{path}")))
+            .header("X-Nomad-Token", MGMT)
+            .json(&json!({ "Items": { "k": "v" } }))
+            .send()
+            .await
+            .unwrap();
+        assert_eq!(r.status(), 200);
+    }
+    let rules = "namespace \"default\" {\n  variables {\n    path \"app/*\" {\n      capabilities = [\"list\", \"read\"]\n    }\n  }\n}\n";
+    let reader = token_with(&t, "app-reader", rules).await;
+    let (status, body) = as_token(&t, "/ui/variables", &reader).await;
+    assert_eq!(status, 200, "{body}");
+    assert!(body.contains("data-var=\"app/one\""), "{body}");
+    assert!(
+        !body.contains("secret/two"),
+        "a variable the token may not list: {body}"
+    );
+    let (status, body) = as_token(&t, "/ui/variables/app/one", &reader).await;
+    assert_eq!(status, 200, "{body}");
+    assert!(
+        body.contains("data-item=\"k\"") && !body.contains("var-edit"),
+        "{body}"
+    );
+    let (status, _) = as_token(&t, "/ui/variables/secret/two", &reader).await;
+    assert_eq!(status, 403);
+    let (status, body) = as_token(&t, "/ui/variables/app/one", MGMT).await;
+    assert_eq!(status, 200);
+    assert!(body.contains("var-edit"), "management may write: {body}");
+}
