@@ -157,6 +157,28 @@ try {
     await shot(page, 'variable');
   });
 
+  await check('a parameterized job is dispatched and a periodic one forced from their pages', async () => {
+    const batch = (id, extra) => ({ Job: Object.assign({ ID: id, Type: 'batch', TaskGroups: [{ Name: 'g',
+      Tasks: [{ Name: 't', Driver: 'mock', Config: { run_for: '10ms' } }] }] }, extra) });
+    await submit(BASE, batch('param', { ParameterizedJob: { MetaOptional: ['who'] } }));
+    await submit(BASE, batch('cron', { Periodic: { Enabled: true, Spec: '0 0 1 1 *', SpecType: 'cron' } }));
+    await page.goto(BASE + '/ui/jobs/param');
+    await page.getByRole('heading', { name: 'Children' }).waitFor();
+    await page.locator('#dispatch-meta').fill('who=browser');
+    await page.locator('#dispatch-payload').fill('hello');
+    await page.getByRole('button', { name: 'Dispatch' }).click();
+    await page.locator('#action-result', { hasText: 'Dispatched param/dispatch-' }).waitFor();
+    await page.locator('tr[data-child^="param/dispatch-"]').waitFor({ timeout: 20000 });
+    await page.goto(BASE + '/ui/jobs/cron');
+    await page.getByRole('button', { name: 'Force a launch of cron' }).click();
+    await page.locator('tr[data-child^="cron/periodic-"]').waitFor({ timeout: 20000 });
+    await shot(page, 'children');
+    // The children stay off the jobs list, which shows their parents.
+    await page.goto(BASE + '/ui/jobs');
+    await page.locator('tr[data-job="cron"]').waitFor();
+    assert(await page.locator('tr[data-job^="cron/"]').count() === 0, 'a child is on the jobs list');
+  });
+
   await check('a long log opens at its last 64 KiB', async () => {
     const job = tickerJob('chatty');
     job.Job.TaskGroups[0].Tasks[0].Config.args = ['-c',

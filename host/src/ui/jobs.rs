@@ -76,8 +76,10 @@ pub(super) async fn list(
     axum::Extension(viewer): axum::Extension<super::auth::Viewer>,
 ) -> Response {
     let mut jobs = agent.server().jobs();
-    // Only the namespaces the token may read (all of them without ACL policies).
-    jobs.retain(|j| viewer.reads_jobs(&agent, &j.namespace));
+    // Only the namespaces the token may read (all of them without ACL policies); a
+    // periodic or parameterized job's children are on their parent's page, not here
+    // (a cron job would flood the list).
+    jobs.retain(|j| viewer.reads_jobs(&agent, &j.namespace) && j.parent_id.is_empty());
     let mut namespaces: Vec<String> = jobs.iter().map(|j| j.namespace.clone()).collect();
     namespaces.sort();
     namespaces.dedup();
@@ -223,7 +225,9 @@ pub(super) async fn job(
                 dt { "Status" } dd { span class=(format!("status {}", job.state.status)) { (job.state.status) } }
                 dt { "Version" } dd { (job.state.version) }
                 dt { "Priority" } dd { (job.priority) }
-                dt { "Datacenters" } dd { (job.datacenters.join(", ")) }
+                dt { "Datacenters" } dd {
+                    @if job.datacenters.is_empty() { "*" } @else { (job.datacenters.join(", ")) }
+                }
                 dt { "Submitted" } dd { (time_el(job.state.submit_time.max(0) as u64)) }
             }
             @let may = may_stop(&viewer, &agent, &job.namespace, &job.id);
@@ -237,6 +241,9 @@ pub(super) async fn job(
             (allocs_table(&allocs))
             h2 { "Evaluations" }
             (evals_table(&evals))
+        }
+        @if job.is_parent() {
+            (children_section(&agent, &viewer, &job))
         }
         h2 { "Definition" }
         details {
@@ -319,6 +326,78 @@ fn deployment_section(
 }
 
 /// A job's groups: count, tasks, allocations by status.
+/// A periodic or parameterized job's children, newest first, with Force launch (periodic)
+/// or a dispatch form (parameterized) for a token the API will let do it.
+fn children_section(
+    agent: &AppState,
+    viewer: &super::auth::Viewer,
+    job: &crate::jobspec::Job,
+) -> Markup {
+    let mut children = agent.server().job_children(&job.namespace, &job.id);
+    children.sort_by_key(|c| std::cmp::Reverse(c.state.submit_time));
+    let ns = job.namespace.as_str();
+    let force = format!(
+        "/v1/job/{}/periodic/force?namespace={}",
+        enc(&job.id),
+        enc(ns)
+    );
+    let dispatch = format!("/v1/job/{}/dispatch?namespace={}", enc(&job.id), enc(ns));
+    let may_force = job.is_periodic()
+        && !job.is_parameterized()
+        && viewer.may_call(
+            agent,
+            "POST",
+            &format!("/v1/job/{}/periodic/force", enc(&job.id)),
+            ns,
+        );
+    let may_dispatch = job.is_parameterized()
+        && viewer.may_call(
+            agent,
+            "POST",
+            &format!("/v1/job/{}/dispatch", enc(&job.id)),
+            ns,
+        );
+    html! {
+        h2 { "Children" }
+        @if may_force {
+            div.buttons {
+                button type="button" data-action="POST" data-url=(force)
+                    aria-label=(format!("Force a launch of {}", job.id)) { "Force launch" }
+            }
+        }
+        @if may_dispatch {
+            form.dispatch data-dispatch=(dispatch) {
+                label for="dispatch-meta" { "Meta, one " code { "key=value" } " a line" }
+                textarea #dispatch-meta name="meta" rows="3" {}
+                label for="dispatch-payload" { "Payload" }
+                textarea #dispatch-payload name="payload" rows="3" {}
+                button type="submit" { "Dispatch" }
+            }
+        }
+        p #action-result role="status" aria-live="polite" {}
+        div #children data-live {
+        @if children.is_empty() {
+            p.empty { "No children yet." }
+        } @else {
+            div.scroll { table.children {
+                thead { tr {
+                    th scope="col" { "Child" } th scope="col" { "Status" } th scope="col" { "Submitted" }
+                } }
+                tbody {
+                    @for c in &children {
+                        tr data-child=(c.id) {
+                            td { a href=(job_href(&c.namespace, &c.id)) { (c.id) } }
+                            td { span class=(format!("status {}", c.state.status)) { (c.state.status) } }
+                            td { (time_el(c.state.submit_time.max(0) as u64)) }
+                        }
+                    }
+                }
+            } }
+        }
+        }
+    }
+}
+
 fn groups_table(job: &crate::jobspec::Job, summary: &crate::agent::JobSummary) -> Markup {
     html! {
     div.scroll { table {

@@ -123,6 +123,27 @@ document.addEventListener('submit', async (ev) => {
   say('Saved (index ' + v.ModifyIndex + ')');
 });
 
+// A parameterized job's dispatch: meta lines and a payload, sent as Nomad's request.
+document.addEventListener('submit', async (ev) => {
+  const f = ev.target;
+  if (!f.matches('form[data-dispatch]')) return;
+  ev.preventDefault();
+  const meta = {};
+  for (const line of f.elements.meta.value.split('\n')) {
+    if (!line.trim()) continue;
+    const i = line.indexOf('=');
+    if (i < 1) { say('Each meta line needs key=value: ' + line, true); return; }
+    meta[line.slice(0, i).trim()] = line.slice(i + 1);
+  }
+  const bytes = new TextEncoder().encode(f.elements.payload.value);
+  const payload = btoa(String.fromCharCode(...bytes));
+  const r = await api(f.dataset.dispatch, { method: 'POST', body: JSON.stringify({ Meta: meta, Payload: payload }), headers: { 'Content-Type': 'application/json' } });
+  if (!r.ok) { say('Dispatch failed: ' + await r.text(), true); return; }
+  const d = await r.json();
+  await refresh(); // the new child in the list; then the message, which a refresh would clear
+  say('Dispatched ' + d.DispatchedJobID);
+});
+
 // Task logs: the framed endpoint (JSON objects back to back, Data in base64), followed.
 function logs(section) {
   const alloc = section.dataset.logs;
