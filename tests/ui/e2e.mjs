@@ -119,6 +119,16 @@ try {
     await shot(page, 'allocation-full');
   });
 
+  await check('the file browser lists the allocation\'s files and shows a log', async () => {
+    await page.getByRole('link', { name: 'Browse' }).click();
+    await page.locator('tr[data-file="alloc"] a').click();
+    await page.locator('tr[data-file="logs"] a').click();
+    await page.locator('tr[data-file="t.stdout.0"] a').click();
+    const text = await page.locator('#file-content').textContent();
+    assert(/tick \d+/.test(text), `the log shows: ${text.slice(0, 200)}`);
+    await shot(page, 'files');
+  });
+
   await check('the node page shows drivers with their health', async () => {
     await page.getByRole('link', { name: 'Node', exact: true }).click();
     await page.getByRole('heading', { name: 'Drivers' }).waitFor();

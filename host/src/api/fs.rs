@@ -163,6 +163,62 @@ fn file_info(name: String, meta: &std::fs::Metadata) -> serde_json::Value {
     })
 }
 
+/// A folder of allocation `id`'s dir as the file browser of the UI shows it: each
+/// entry's `file_info`, by name; the same checks as `/v1/client/fs/ls`.
+pub(crate) async fn list_for_ui(
+    agent: &AppState,
+    id: &str,
+    path: &str,
+) -> Result<Vec<serde_json::Value>, ApiError> {
+    let (root, _) = built_alloc_root(agent, id).await?;
+    let dir = resolve(&root, path)?;
+    let rd = std::fs::read_dir(&dir)
+        .map_err(|e| ApiError::bad_request(format!("cannot list {path:?}: {e}")))?;
+    let mut out: Vec<serde_json::Value> = rd
+        .flatten()
+        .filter_map(|e| {
+            let meta = e.metadata().ok()?;
+            Some(file_info(
+                e.file_name().to_string_lossy().into_owned(),
+                &meta,
+            ))
+        })
+        .collect();
+    out.sort_by(|a, b| a["Name"].as_str().cmp(&b["Name"].as_str()));
+    Ok(out)
+}
+
+/// What a path of allocation `id`'s dir is (its `file_info` with `ContentType`) and, for
+/// a file, its first `limit` bytes, read without following a link: for the UI.
+pub(crate) async fn head_for_ui(
+    agent: &AppState,
+    id: &str,
+    path: &str,
+    limit: u64,
+) -> Result<(serde_json::Value, Vec<u8>), ApiError> {
+    let (root, _) = built_alloc_root(agent, id).await?;
+    let full = resolve(&root, path)?;
+    let meta = std::fs::symlink_metadata(&full)
+        .map_err(|e| ApiError::not_found(format!("{path:?}: {e}")))?;
+    let name = full
+        .file_name()
+        .map(|n| n.to_string_lossy().into_owned())
+        .unwrap_or_default();
+    let head = if meta.is_file() {
+        let mut buf = Vec::new();
+        open_resolved(&full)
+            .and_then(|f| f.take(limit).read_to_end(&mut buf))
+            .map_err(|e| ApiError::bad_request(format!("cannot read {path:?}: {e}")))?;
+        buf
+    } else {
+        Vec::new()
+    };
+    let mut info = file_info(name, &meta);
+    let sniff = meta.is_file().then(|| &head[..head.len().min(512)]);
+    info["ContentType"] = json!(super::content_type::detect(path, sniff));
+    Ok((info, head))
+}
+
 async fn ls(
     State(agent): State<AppState>,
     UrlPath(id): UrlPath<String>,

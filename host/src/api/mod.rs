@@ -11,7 +11,7 @@ mod content_type;
 mod deployments;
 mod evals;
 mod events;
-mod fs;
+pub(crate) mod fs;
 mod fs_stream;
 mod job_ops;
 mod jobs;

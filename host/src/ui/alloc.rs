@@ -107,6 +107,7 @@ fn facts(a: &Allocation) -> Markup {
                 }
             }
             dt { "Created" } dd { (time_el(a.create_time)) " (" (age(a.create_time)) " ago)" }
+            dt { "Files" } dd { a href=(format!("/ui/allocations/{}/files", enc(&a.id))) { "Browse" } }
         }
     }
 }

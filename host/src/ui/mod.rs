@@ -12,6 +12,7 @@
 mod alloc;
 mod auth;
 mod components;
+mod files;
 mod jobs;
 mod node;
 mod vars;
@@ -40,6 +41,7 @@ pub fn routes(
         .route("/ui/jobs", get(jobs::list))
         .route("/ui/jobs/{id}", get(jobs::job))
         .route("/ui/allocations/{id}", get(alloc::show))
+        .route("/ui/allocations/{id}/files", get(files::files))
         .route("/ui/node", get(node::node))
         .route("/ui/components", get(components::components))
         .route("/ui/variables", get(vars::list))

@@ -262,3 +262,42 @@ async fn variables_pages_follow_the_tokens_variable_rules() {
     assert_eq!(status, 200);
     assert!(body.contains("var-edit"), "management may write: {body}");
 }
+
+/// The file browser keeps to the allocation's dir: `..` and a link a task made to a host
+/// folder are refused, as the API's file endpoints refuse them.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_file_browser_does_not_leave_the_allocation_dir() {
+    let t = TestAgent::start("", vec![]).await;
+    let job = json!({ "ID": "linker", "Type": "service", "TaskGroups": [{ "Name": "g",
+        "Tasks": [{ "Name": "t", "Driver": "raw_exec", "Config": { "command": "/bin/sh",
+            "args": ["-c", "ln -s /etc local/out; echo made > local/ok; exec sleep 600"] } }] }] });
+    t.register(job).await;
+    let id = alloc_of(&t, "linker").await;
+    let mut listed = String::new();
+    for _ in 0..100 {
+        let (status, body) =
+            status_body(page(&t, &format!("/ui/allocations/{id}/files?path=t/local"), &[]).await);
+        if status == 200 && body.contains("data-file=\"ok\"") {
+            listed = body;
+            break;
+        }
+        tokio::time::sleep(std::time::Duration::from_millis(100)).await;
+    }
+    assert!(listed.contains("data-file=\"out\""), "{listed}");
+    for escape in ["..", "t/local/out", "t/local/out/passwd", "t/../../.."] {
+        let (status, body) = status_body(
+            page(
+                &t,
+                &format!("/ui/allocations/{id}/files?path={escape}"),
+                &[],
+            )
+            .await,
+        );
+        assert!(status == 400 || status == 404, "{escape}: {status}");
+        assert!(!body.contains("root:"), "{escape}: a host file shown");
+    }
+}
+
+fn status_body<H>((status, _, body): (u16, H, String)) -> (u16, String) {
+    (status, body)
+}
