@@ -36,10 +36,6 @@ const JOB: &[(&str, &str)] = &[
         "AllAtOnce",
         "no effect: this agent places a job's allocations in one plan already",
     ),
-    (
-        "NodePool",
-        "no effect: this agent is the only node, in no pool; ignored",
-    ),
     ("Affinities", ONE_NODE),
     ("Spreads", ONE_NODE),
     (

@@ -194,7 +194,8 @@ impl Server {
 
     /// Admit `job` into its namespace, as Nomad's registration does: an empty namespace is
     /// `default`; the namespace must exist; its drivers, network modes and node pools must
-    /// be allowed there. A job that names no pool (`default`) gets the namespace's.
+    /// be allowed there; the pool must exist (`default` or `all`, Nomad's built-in ones). A
+    /// job that names no pool (`default`) gets the namespace's.
     pub fn admit_into_namespace(&self, job: &mut Job) -> Result<(), NamespaceError> {
         if job.namespace.is_empty() {
             job.namespace = DEFAULT_NAMESPACE.into();
@@ -250,6 +251,14 @@ impl Server {
             .get("NodePool")
             .and_then(|v| v.as_str())
             .unwrap_or("default");
+        // Nomad's two built-in pools are the only ones here: the node is in `default`, and
+        // `all` takes every node.
+        if !matches!(pool, "default" | "all") {
+            return Err(NamespaceError::Invalid(format!(
+                "job {:?} is in nonexistent node pool {pool:?}",
+                job.id
+            )));
+        }
         if !ns.allows_node_pool(pool) {
             return Err(NamespaceError::Invalid(format!(
                 "namespace {:?} does not allow jobs to use node pool {pool:?}",

@@ -89,13 +89,20 @@ async fn namespaces_are_objects_jobs_live_in() {
         )
         .await;
     assert_eq!(status, 200);
+    // Here that pool does not exist (the node is in `default`): refused as Nomad refuses it.
     let mut pooled = mock_job("p", json!({ "run_for": "1ms" }));
     pooled["Namespace"] = json!("pooled");
-    let r = t.post_job(pooled).await;
-    assert_eq!(r.status(), 200);
-    assert_eq!(t.get("/v1/job/p?namespace=pooled").await["NodePool"], "gpu");
+    let (status, body) = t.post("/v1/jobs", json!({ "Job": pooled.clone() })).await;
+    assert_eq!(
+        (status, body),
+        (400, json!("job \"p\" is in nonexistent node pool \"gpu\""))
+    );
+    // `all` takes every node.
+    pooled["NodePool"] = json!("all");
+    t.register(pooled).await;
+    assert_eq!(t.get("/v1/job/p?namespace=pooled").await["NodePool"], "all");
     let listed = t.get("/v1/jobs?namespace=pooled").await;
-    assert_eq!(listed[0]["NodePool"], "gpu");
+    assert_eq!(listed[0]["NodePool"], "all");
     let mut raw = json!({ "ID": "r", "Namespace": "prod", "Type": "batch", "TaskGroups": [{ "Name": "g",
         "Tasks": [{ "Name": "t", "Driver": "raw_exec", "Config": { "command": "/bin/true" } }] }] });
     let (status, body) = t.post("/v1/jobs", json!({ "Job": raw.clone() })).await;
