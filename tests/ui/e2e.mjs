@@ -189,6 +189,15 @@ try {
     assert(await page.locator('tr[data-job^="cron/"]').count() === 0, 'a child is on the jobs list');
   });
 
+  await check('the evaluations page lists the jobs\' evaluations', async () => {
+    await page.getByRole('link', { name: 'Evaluations', exact: true }).click();
+    await page.getByRole('heading', { name: 'Evaluations', level: 1 }).waitFor();
+    const row = page.locator('table.evals tr', { hasText: 'ticker' }).first();
+    await row.waitFor();
+    assert(/job-register/.test(await row.textContent()), 'the ticker\'s registration');
+    await shot(page, 'evaluations');
+  });
+
   await check('a long log opens at its last 64 KiB', async () => {
     const job = tickerJob('chatty');
     job.Job.TaskGroups[0].Tasks[0].Config.args = ['-c',
@@ -205,7 +214,7 @@ try {
 
   await check('a narrow screen scrolls no page sideways', async () => {
     await page.setViewportSize({ width: 390, height: 844 });
-    for (const path of ['/ui/jobs', '/ui/node', '/ui/components', '/ui/variables']) {
+    for (const path of ['/ui/jobs', '/ui/node', '/ui/components', '/ui/variables', '/ui/evaluations']) {
       await page.goto(BASE + path);
       const over = await page.evaluate(() => document.documentElement.scrollWidth - window.innerWidth);
       assert(over <= 1, `${path} is ${over}px wider than the screen`);

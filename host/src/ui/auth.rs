@@ -77,7 +77,7 @@ impl Need {
             .find_map(|kv| kv.strip_prefix("namespace="))
             .filter(|n| !n.is_empty());
         match namespace {
-            None | Some("*") if path == "/ui/jobs" => Need::ListJobs,
+            None | Some("*") if path == "/ui/jobs" || path == "/ui/evaluations" => Need::ListJobs,
             n => Need::ReadJobs {
                 namespace: n.unwrap_or("default").to_string(),
             },

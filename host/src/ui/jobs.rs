@@ -449,6 +449,10 @@ fn allocs_table(allocs: &[crate::structs::Allocation]) -> Markup {
 }
 
 /// A job's evaluations, with their placement failures.
+pub(super) fn failures_of(e: &crate::evals::Evaluation) -> Markup {
+    failures(e.failed_tg_allocs.as_ref())
+}
+
 fn evals_table(evals: &[crate::evals::Evaluation]) -> Markup {
     html! {
     @if evals.is_empty() {

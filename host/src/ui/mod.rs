@@ -12,6 +12,7 @@
 mod alloc;
 mod auth;
 mod components;
+mod evals;
 mod files;
 mod jobs;
 mod node;
@@ -44,6 +45,7 @@ pub fn routes(
         .route("/ui/allocations/{id}/files", get(files::files))
         .route("/ui/node", get(node::node))
         .route("/ui/components", get(components::components))
+        .route("/ui/evaluations", get(evals::list))
         .route("/ui/variables", get(vars::list))
         .route("/ui/variables/{*path}", get(vars::show))
         .route_layer(axum::middleware::from_fn_with_state(
@@ -117,6 +119,7 @@ pub(crate) enum Tab {
     Jobs,
     Node,
     Components,
+    Evaluations,
     Variables,
     None,
 }
@@ -129,6 +132,7 @@ pub(crate) fn page(title: &str, tab: Tab, watch: Option<&str>, body: Markup) -> 
         (Tab::Jobs, "/ui/jobs", "Jobs"),
         (Tab::Node, "/ui/node", "Node"),
         (Tab::Components, "/ui/components", "Components"),
+        (Tab::Evaluations, "/ui/evaluations", "Evaluations"),
         (Tab::Variables, "/ui/variables", "Variables"),
     ];
     Html(
