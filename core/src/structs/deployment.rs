@@ -99,6 +99,24 @@ pub struct Deployment {
 }
 
 impl Deployment {
+    /// Each group's canaries are placed and healthy, or Nomad's words for the first that is
+    /// not.
+    pub fn canaries_healthy(&self) -> Result<(), String> {
+        for (name, g) in &self.task_groups {
+            if g.desired_canaries == 0 || g.promoted {
+                continue;
+            }
+            let healthy = g.healthy_allocs.min(g.placed_canaries.len() as u32);
+            if healthy < g.desired_canaries {
+                return Err(format!(
+                    "Task group {name:?} has {healthy}/{} healthy allocations",
+                    g.desired_canaries
+                ));
+            }
+        }
+        Ok(())
+    }
+
     /// Still rolling (running or paused).
     pub fn active(&self) -> bool {
         matches!(self.status.as_str(), RUNNING | PAUSED)

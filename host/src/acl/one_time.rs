@@ -10,7 +10,11 @@
 use std::collections::HashMap;
 use std::sync::Mutex;
 
-use super::store::sha256;
+/// SHA-256 of a one-time secret, the key it is kept under.
+fn sha256(s: &str) -> [u8; 32] {
+    use sha2::Digest;
+    sha2::Sha256::digest(s.as_bytes()).into()
+}
 
 /// How long a one-time token may be exchanged.
 pub const TTL_NANOS: u64 = 10 * 60 * 1_000_000_000;

@@ -152,7 +152,7 @@ async fn list(
     w: Option<axum::Extension<super::acl::Who>>,
 ) -> Result<Response, ApiError> {
     let lister = lq.lister()?;
-    let sees = Sees::of(&w);
+    let sees = Sees::of(w.as_ref().map(|w| w.acl()));
     let visible = |ns: &str| q.in_namespace(ns) && sees.namespace(ns, READ_JOB);
     let index = q.block(&agent).await;
     let by_id = q.prefix.is_some();

@@ -84,7 +84,7 @@ async fn list(
 ) -> Result<Response, ApiError> {
     let lister = lq.lister()?;
     let index = q.block(&agent).await;
-    let sees = Sees::of(&w);
+    let sees = Sees::of(w.as_ref().map(|w| w.acl()));
     let prefix = q.prefix.clone().unwrap_or_default();
     let all: Vec<Deployment> = agent
         .server()

@@ -93,7 +93,7 @@ async fn list(
     f.check(&lq)?;
     let lister = lq.lister()?;
     let index = q.block(&agent).await;
-    let sees = Sees::of(&w);
+    let sees = Sees::of(w.as_ref().map(|w| w.acl()));
     // By create index then ID (by ID under a prefix), as Nomad's paginator orders them.
     let by_id = q.prefix.is_some();
     let page = lister.page(
@@ -123,7 +123,7 @@ async fn count(
     let lister = lq.lister()?;
     let index = q.block(&agent).await;
     let mut n = 0;
-    for e in listed(&agent, &q, &f, &Sees::of(&w)) {
+    for e in listed(&agent, &q, &f, &Sees::of(w.as_ref().map(|w| w.acl()))) {
         if lister.keeps(&serde_json::to_value(&e).unwrap_or_default())? {
             n += 1;
         }

@@ -182,7 +182,7 @@ async fn list(
     w: Option<axum::Extension<super::acl::Who>>,
 ) -> Result<Response, ApiError> {
     let lister = list.lister()?;
-    let sees = Sees::of(&w);
+    let sees = Sees::of(w.as_ref().map(|w| w.acl()));
     let index = q.block(&agent).await;
     let jobs: Vec<_> = agent
         .server()

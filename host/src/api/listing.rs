@@ -24,11 +24,11 @@ use crate::filter::Filter;
 pub(super) struct Sees(Option<std::sync::Arc<crate::acl::Acl>>);
 
 impl Sees {
-    pub(super) fn of(w: &Option<axum::Extension<super::acl::Who>>) -> Self {
+    /// What a request's token may see: `acl` is its rights when the ACL system is on.
+    pub(super) fn of(acl: Option<&crate::acl::Acl>) -> Self {
         Sees(
-            w.as_ref()
-                .map(|axum::Extension(w)| std::sync::Arc::new(w.acl().clone()))
-                .filter(|a| !a.is_management()),
+            acl.filter(|a| !a.is_management())
+                .map(|a| std::sync::Arc::new(a.clone())),
         )
     }
 

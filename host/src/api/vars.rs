@@ -92,7 +92,7 @@ async fn list(
     w: Option<axum::Extension<super::acl::Who>>,
 ) -> Result<Response, ApiError> {
     let lister = lq.lister()?;
-    let sees = Sees::of(&w);
+    let sees = Sees::of(w.as_ref().map(|w| w.acl()));
     let index = q.block(&agent).await;
     let ns = q.namespace();
     let which = if ns == "*" {

@@ -171,7 +171,7 @@ pub(super) async fn run_eval(cmd: EvalCommand) -> anyhow::Result<i32> {
                     ("Placement Failures", failures.to_string()),
                 ])
             );
-            if let Some(text) = super::job::placement_failure(&e) {
+            if let Some(text) = super::placement::placement_failure(&e) {
                 print!("\n{text}");
             }
             Ok(0)

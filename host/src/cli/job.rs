@@ -555,7 +555,7 @@ async fn report_eval(
             eval["TriggeredBy"].as_str().unwrap_or(""),
             eval["Status"].as_str().unwrap_or("")
         );
-        if let Some(text) = placement_failure(&eval) {
+        if let Some(text) = super::placement::placement_failure(&eval) {
             println!(
                 "==> Evaluation {:?} finished with status {:?} but failed to place all allocations:",
                 eval["ID"].as_str().unwrap_or(""),
@@ -649,55 +649,6 @@ async fn follow_eval(
             return Ok(Some(eval));
         }
     }
-}
-
-/// Nomad's "Placement Failure" section (as `nomad job status` prints it) for an
-/// evaluation that could not place everything, or `None` when it placed all.
-pub fn placement_failure(eval: &Value) -> Option<String> {
-    use std::fmt::Write;
-    let failed = eval["FailedTGAllocs"]
-        .as_object()
-        .filter(|m| !m.is_empty())?;
-    let mut out = String::from("Placement Failure\n");
-    for (group, m) in failed {
-        let n = m["CoalescedFailures"].as_u64().unwrap_or(0) + 1;
-        let _ = writeln!(
-            out,
-            "Task Group {group:?} (failed to place {n} allocation{}):",
-            if n == 1 { "" } else { "s" }
-        );
-        let each = |key: &str| {
-            m[key]
-                .as_object()
-                .map(|o| {
-                    o.iter()
-                        .map(|(k, v)| (k.clone(), v.as_u64().unwrap_or(0)))
-                        .collect::<Vec<_>>()
-                })
-                .unwrap_or_default()
-        };
-        if m["NodesEvaluated"].as_u64() == Some(0) {
-            let _ = writeln!(out, "  * No nodes were eligible for evaluation");
-        }
-        for (dc, available) in each("NodesAvailable") {
-            if available == 0 {
-                let _ = writeln!(out, "  * No nodes are available in datacenter {dc:?}");
-            }
-        }
-        for (class, num) in each("ClassFiltered") {
-            let _ = writeln!(out, "  * Class {class:?}: {num} nodes excluded by filter");
-        }
-        for (c, num) in each("ConstraintFiltered") {
-            let _ = writeln!(out, "  * Constraint {c:?}: {num} nodes excluded by filter");
-        }
-        if let Some(n) = m["NodesExhausted"].as_u64().filter(|n| *n > 0) {
-            let _ = writeln!(out, "  * Resources exhausted on {n} nodes");
-        }
-        for (d, num) in each("DimensionExhausted") {
-            let _ = writeln!(out, "  * Dimension {d:?} exhausted on {num} nodes");
-        }
-    }
-    Some(out)
 }
 
 /// Settled: every task is dead (the allocation finished), or, for a service job, every task
@@ -825,7 +776,7 @@ async fn one_job_status(api: &ApiArgs, client: &reqwest::Client, id: &str) -> an
         && let Some(text) = evals
             .as_array()
             .and_then(|e| e.iter().find(|e| e["Status"] != "blocked"))
-            .and_then(placement_failure)
+            .and_then(super::placement::placement_failure)
     {
         print!("\n{text}");
     }

@@ -48,7 +48,7 @@ pub(super) async fn plan(
         Some(_) => {
             println!("- WARNING: Failed to place all allocations.");
             let eval = json!({ "FailedTGAllocs": p["FailedTGAllocs"] });
-            if let Some(text) = super::job::placement_failure(&eval) {
+            if let Some(text) = super::placement::placement_failure(&eval) {
                 print!("{text}");
             }
         }

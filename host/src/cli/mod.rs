@@ -17,6 +17,7 @@ pub mod job;
 mod job_more;
 mod log;
 mod node;
+mod placement;
 mod run;
 mod var;
 

@@ -7,7 +7,7 @@ use std::collections::BTreeMap;
 use std::sync::Arc;
 
 use super::Server;
-use super::deployments::Next;
+use super::deployments::{DeploymentUpdate, Next};
 use crate::structs::Deployment;
 use crate::structs::deployment::{self, desc};
 
@@ -25,16 +25,6 @@ pub enum DeploymentError {
     Invalid(String),
     #[error(transparent)]
     Register(#[from] super::RegisterError),
-}
-
-/// What an operation on a deployment did (Nomad's `DeploymentUpdateResponse`).
-#[derive(Debug, Clone, Default)]
-pub struct DeploymentUpdate {
-    /// The evaluation it made, if any.
-    pub eval_id: String,
-    pub index: u64,
-    /// The version an auto-revert registered again.
-    pub reverted_job_version: Option<u64>,
 }
 
 impl Server {
@@ -86,10 +76,11 @@ impl Server {
         }
         let mut only: BTreeMap<String, _> = d.task_groups.clone();
         only.retain(|n, _| chosen(n));
-        canaries_healthy(&Deployment {
+        Deployment {
             task_groups: only,
             ..Default::default()
-        })
+        }
+        .canaries_healthy()
         .map_err(DeploymentError::Invalid)?;
         for (n, g) in d.task_groups.iter_mut() {
             if chosen(n) && g.desired_canaries > 0 {
@@ -200,22 +191,4 @@ impl Server {
             ..Default::default()
         })
     }
-}
-
-/// Each group's canaries are placed and healthy, or Nomad's words for the first that is
-/// not.
-pub(super) fn canaries_healthy(d: &Deployment) -> Result<(), String> {
-    for (name, g) in &d.task_groups {
-        if g.desired_canaries == 0 || g.promoted {
-            continue;
-        }
-        let healthy = g.healthy_allocs.min(g.placed_canaries.len() as u32);
-        if healthy < g.desired_canaries {
-            return Err(format!(
-                "Task group {name:?} has {healthy}/{} healthy allocations",
-                g.desired_canaries
-            ));
-        }
-    }
-    Ok(())
 }

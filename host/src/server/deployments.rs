@@ -20,7 +20,6 @@ use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use super::Server;
-use super::deployment_ops::DeploymentUpdate;
 use crate::evals::Trigger;
 use crate::jobspec::Job;
 use crate::structs::deployment::{self, desc};
@@ -38,6 +37,16 @@ pub(super) enum Next {
     Nothing,
     Evaluate,
     Revert(u64),
+}
+
+/// What an operation on a deployment did (Nomad's `DeploymentUpdateResponse`).
+#[derive(Debug, Clone, Default)]
+pub struct DeploymentUpdate {
+    /// The evaluation it made, if any.
+    pub eval_id: String,
+    pub index: u64,
+    /// The version an auto-revert registered again.
+    pub reverted_job_version: Option<u64>,
 }
 
 impl Server {
@@ -325,10 +334,7 @@ impl Server {
                 d.status_description = desc::SUCCESSFUL.into();
                 Next::Nothing
             } else if d.status == deployment::RUNNING {
-                if d.requires_promotion()
-                    && d.auto_promotes()
-                    && super::deployment_ops::canaries_healthy(&d).is_ok()
-                {
+                if d.requires_promotion() && d.auto_promotes() && d.canaries_healthy().is_ok() {
                     for g in d.task_groups.values_mut() {
                         g.promoted = true;
                     }

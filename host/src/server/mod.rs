@@ -41,7 +41,8 @@ pub mod snapshot;
 pub mod submission;
 pub mod vars;
 
-pub use deployment_ops::{DeploymentError, DeploymentUpdate};
+pub use deployment_ops::DeploymentError;
+pub use deployments::DeploymentUpdate;
 pub use namespaces::NamespaceError;
 pub use register::{RegisterError, RegisterOptions, Registered};
 
