@@ -119,42 +119,11 @@ async fn a_dev_agent_leaves_nothing_behind() {
     let scratch = tempfile::tempdir().unwrap();
     let config = scratch.path().join("dev.hcl");
     std::fs::write(&config, crate::harness::NODE_DISK).unwrap();
-    let port = std::net::TcpListener::bind(("127.0.0.1", 0))
-        .unwrap()
-        .local_addr()
-        .unwrap()
-        .port();
-    let mut agent = std::process::Command::new(crate::harness::agent_bin())
-        .args([
-            "run",
-            "--dev",
-            "--bind",
-            &format!("127.0.0.1:{port}"),
-            "--config",
-        ])
-        .arg(&config)
-        .arg("--cache-dir")
-        .arg(crate::harness::shared_cache_dir())
-        .stdout(std::process::Stdio::null())
-        .stderr(std::process::Stdio::null())
-        .spawn()
-        .unwrap();
-    let base = format!("http://127.0.0.1:{port}");
+    let (agent, base) = dev_agent(&config, |c| {
+        c.arg("--cache-dir").arg(crate::harness::shared_cache_dir());
+    })
+    .await;
     let http = reqwest::Client::new();
-    let mut up = false;
-    for _ in 0..300 {
-        if http
-            .get(format!("{base}/v1/agent/health"))
-            .send()
-            .await
-            .is_ok_and(|r| r.status().is_success())
-        {
-            up = true;
-            break;
-        }
-        tokio::time::sleep(std::time::Duration::from_millis(100)).await;
-    }
-    assert!(up, "the dev agent did not come up");
     let out = scratch.path().join("task");
     let script = format!(
         "echo $$ > {0}.pid; echo $NOMAD_ALLOC_DIR > {0}.dir; exec sleep 600",
@@ -195,16 +164,7 @@ async fn a_dev_agent_leaves_nothing_behind() {
     assert!(data_dir.join("alloc").is_dir(), "{}", data_dir.display());
     let executor = executor_of(&data_dir).expect("the dev agent's executor runs");
 
-    rustix::process::kill_process(
-        rustix::process::Pid::from_raw(agent.id() as i32).unwrap(),
-        rustix::process::Signal::TERM,
-    )
-    .unwrap();
-    let status = tokio::task::spawn_blocking(move || agent.wait())
-        .await
-        .unwrap()
-        .unwrap();
-    assert!(status.success(), "{status:?}");
+    sigterm(agent).await;
     assert!(
         !crate::harness::alive(task_pid),
         "the task outlived the dev agent"
@@ -254,51 +214,13 @@ async fn a_second_dev_agent_compiles_nothing() {
     let mut logs = Vec::new();
     for round in 0..2 {
         let log = home.path().join(format!("agent-{round}.log"));
-        let port = std::net::TcpListener::bind(("127.0.0.1", 0))
-            .unwrap()
-            .local_addr()
-            .unwrap()
-            .port();
-        let mut agent = std::process::Command::new(crate::harness::agent_bin())
-            .args([
-                "run",
-                "--dev",
-                "--bind",
-                &format!("127.0.0.1:{port}"),
-                "--config",
-            ])
-            .arg(&config)
-            .env("XDG_CACHE_HOME", &cache)
-            .env("HOME", home.path())
-            .stdout(std::process::Stdio::null())
-            .stderr(std::fs::File::create(&log).unwrap())
-            .spawn()
-            .unwrap();
-        let http = reqwest::Client::new();
-        let url = format!("http://127.0.0.1:{port}/v1/agent/health");
-        let started = Instant::now();
-        while !http
-            .get(&url)
-            .send()
-            .await
-            .is_ok_and(|r| r.status().is_success())
-        {
-            assert!(
-                started.elapsed() < Duration::from_secs(120),
-                "dev agent {round} not up"
-            );
-            tokio::time::sleep(Duration::from_millis(50)).await;
-        }
-        rustix::process::kill_process(
-            rustix::process::Pid::from_raw(agent.id() as i32).unwrap(),
-            rustix::process::Signal::TERM,
-        )
-        .unwrap();
-        let status = tokio::task::spawn_blocking(move || agent.wait())
-            .await
-            .unwrap()
-            .unwrap();
-        assert!(status.success());
+        let (agent, _) = dev_agent(&config, |c| {
+            c.env("XDG_CACHE_HOME", &cache)
+                .env("HOME", home.path())
+                .stderr(std::fs::File::create(&log).unwrap());
+        })
+        .await;
+        sigterm(agent).await;
         logs.push(std::fs::read_to_string(&log).unwrap());
     }
     assert!(
@@ -315,4 +237,60 @@ async fn a_second_dev_agent_compiles_nothing() {
         std::fs::read_dir(&dir).unwrap().count() >= 8,
         "the user's cache holds the built-ins"
     );
+}
+
+/// A `--dev` agent with no data dir of its own, on a free port, with `config` and what
+/// `setup` adds to its command; once its API answers: the process and its address.
+async fn dev_agent(
+    config: &std::path::Path,
+    setup: impl FnOnce(&mut std::process::Command),
+) -> (std::process::Child, String) {
+    let port = std::net::TcpListener::bind(("127.0.0.1", 0))
+        .unwrap()
+        .local_addr()
+        .unwrap()
+        .port();
+    let mut cmd = std::process::Command::new(crate::harness::agent_bin());
+    cmd.args([
+        "run",
+        "--dev",
+        "--bind",
+        &format!("127.0.0.1:{port}"),
+        "--config",
+    ])
+    .arg(config)
+    .stdout(std::process::Stdio::null())
+    .stderr(std::process::Stdio::null());
+    setup(&mut cmd);
+    let agent = cmd.spawn().unwrap();
+    let base = format!("http://127.0.0.1:{port}");
+    let http = reqwest::Client::new();
+    let started = Instant::now();
+    while !http
+        .get(format!("{base}/v1/agent/health"))
+        .send()
+        .await
+        .is_ok_and(|r| r.status().is_success())
+    {
+        assert!(
+            started.elapsed() < Duration::from_secs(120),
+            "the dev agent did not come up"
+        );
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    (agent, base)
+}
+
+/// SIGTERM `agent` and wait for it to exit 0.
+async fn sigterm(mut agent: std::process::Child) {
+    rustix::process::kill_process(
+        rustix::process::Pid::from_raw(agent.id() as i32).unwrap(),
+        rustix::process::Signal::TERM,
+    )
+    .unwrap();
+    let status = tokio::task::spawn_blocking(move || agent.wait())
+        .await
+        .unwrap()
+        .unwrap();
+    assert!(status.success(), "{status:?}");
 }

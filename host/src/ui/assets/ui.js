@@ -99,19 +99,26 @@ document.addEventListener('submit', async (ev) => {
   if (r.ok) await refresh();
 });
 
+// `key=value` lines (blank ones skipped) as an object; null, said, when a line has no key.
+function keyValues(text) {
+  const out = {};
+  for (const line of text.split('\n')) {
+    if (!line.trim()) continue;
+    const i = line.indexOf('=');
+    if (i < 1) { say('Each line needs key=value: ' + line, true); return null; }
+    out[line.slice(0, i).trim()] = line.slice(i + 1);
+  }
+  return out;
+}
+
 // A variable's editor: `key=value` lines written with a check-and-set on the index the
 // page showed, so a change made meanwhile is not overwritten (the API answers 409).
 document.addEventListener('submit', async (ev) => {
   const f = ev.target;
   if (!f.matches('form[data-var]')) return;
   ev.preventDefault();
-  const items = {};
-  for (const line of f.elements.items.value.split('\n')) {
-    if (!line.trim()) continue;
-    const i = line.indexOf('=');
-    if (i < 1) { say('Each line needs key=value: ' + line, true); return; }
-    items[line.slice(0, i).trim()] = line.slice(i + 1);
-  }
+  const items = keyValues(f.elements.items.value);
+  if (!items) return;
   const url = f.dataset.var + '&cas=' + f.dataset.cas;
   const r = await api(url, { method: 'PUT', body: JSON.stringify({ Items: items }), headers: { 'Content-Type': 'application/json' } });
   if (r.status === 409) { say('Not saved: the variable changed since this page was shown; reload to see it', true); return; }
@@ -128,13 +135,8 @@ document.addEventListener('submit', async (ev) => {
   const f = ev.target;
   if (!f.matches('form[data-dispatch]')) return;
   ev.preventDefault();
-  const meta = {};
-  for (const line of f.elements.meta.value.split('\n')) {
-    if (!line.trim()) continue;
-    const i = line.indexOf('=');
-    if (i < 1) { say('Each meta line needs key=value: ' + line, true); return; }
-    meta[line.slice(0, i).trim()] = line.slice(i + 1);
-  }
+  const meta = keyValues(f.elements.meta.value);
+  if (!meta) return;
   const bytes = new TextEncoder().encode(f.elements.payload.value);
   const payload = btoa(String.fromCharCode(...bytes));
   const r = await api(f.dataset.dispatch, { method: 'POST', body: JSON.stringify({ Meta: meta, Payload: payload }), headers: { 'Content-Type': 'application/json' } });
