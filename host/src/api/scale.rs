@@ -74,10 +74,51 @@ async fn scale(
 ) -> Result<Response, ApiError> {
     let v: Value = serde_json::from_slice(&body)
         .map_err(|e| ApiError::bad_request(format!("invalid JSON: {e}")))?;
+    let (group, count, error) = request(&v, &q.namespace(), &id)?;
+    let (_, ns, job) = q.job(&agent, &id).await?;
+    let previous = job
+        .task_groups
+        .iter()
+        .find(|g| g.name == group)
+        .map(|g| i64::from(g.count))
+        .ok_or_else(|| {
+            ApiError::bad_request(format!(
+                "task group {group:?} specified for scaling does not exist in job"
+            ))
+        })?;
+    let mut answer = json!({ "EvalID": "", "EvalCreateIndex": 0,
+        "JobModifyIndex": job.state.modify_index, "Warnings": "" });
+    let mut eval_id = None;
+    if let Some(count) = count {
+        let r = scale_group(&agent, job, &group, count, &v)?;
+        answer = register_response(&r);
+        eval_id = Some(r.eval_id.clone()).filter(|e| !e.is_empty());
+    }
+    let event = ScalingEvent {
+        time: i64::try_from(crate::util::now_nanos()).unwrap_or(i64::MAX),
+        count,
+        previous_count: previous,
+        message: v["Message"].as_str().unwrap_or_default().to_string(),
+        error,
+        meta: v["Meta"].as_object().cloned(),
+        eval_id,
+        create_index: 0,
+    };
+    let index = agent
+        .server()
+        .record_scaling_event(&ns, &id, &group, event)
+        .map_err(ApiError::internal)?;
+    answer["Index"] = json!(index);
+    Ok(with_index(index, &answer))
+}
+
+/// A scaling request's group, count and error flag, checked as Nomad's
+/// `JobScaleRequest.Validate` checks them (`namespace` and `id`: the URL's).
+fn request(v: &Value, namespace: &str, id: &str) -> Result<(String, Option<i64>, bool), ApiError> {
     let target = &v["Target"];
     if target["Namespace"]
         .as_str()
-        .is_some_and(|n| !n.is_empty() && n != q.namespace())
+        .is_some_and(|n| !n.is_empty() && n != namespace)
     {
         return Err(ApiError::bad_request(
             "namespace in payload did not match header",
@@ -114,41 +155,7 @@ async fn scale(
             ));
         }
     }
-    let (_, ns, job) = q.job(&agent, &id).await?;
-    let previous = job
-        .task_groups
-        .iter()
-        .find(|g| g.name == group)
-        .map(|g| i64::from(g.count))
-        .ok_or_else(|| {
-            ApiError::bad_request(format!(
-                "task group {group:?} specified for scaling does not exist in job"
-            ))
-        })?;
-    let mut answer = json!({ "EvalID": "", "EvalCreateIndex": 0,
-        "JobModifyIndex": job.state.modify_index, "Warnings": "" });
-    let mut eval_id = None;
-    if let Some(count) = count {
-        let r = scale_group(&agent, job, &group, count, &v)?;
-        answer = register_response(&r);
-        eval_id = Some(r.eval_id.clone()).filter(|e| !e.is_empty());
-    }
-    let event = ScalingEvent {
-        time: i64::try_from(crate::util::now_nanos()).unwrap_or(i64::MAX),
-        count,
-        previous_count: previous,
-        message: v["Message"].as_str().unwrap_or_default().to_string(),
-        error,
-        meta: v["Meta"].as_object().cloned(),
-        eval_id,
-        create_index: 0,
-    };
-    let index = agent
-        .server()
-        .record_scaling_event(&ns, &id, &group, event)
-        .map_err(ApiError::internal)?;
-    answer["Index"] = json!(index);
-    Ok(with_index(index, &answer))
+    Ok((group, count, error))
 }
 
 /// Change `group`'s count to `count` and register the job, as Nomad's `Job.Scale` does:

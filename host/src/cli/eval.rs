@@ -97,86 +97,98 @@ pub(super) async fn run_eval(cmd: EvalCommand) -> anyhow::Result<i32> {
             job,
             status,
             json,
-        } => {
-            let mut url = format!("/v1/evaluations?namespace={}", enc(&ns.namespace));
-            if let Some(j) = job {
-                url.push_str(&format!("&job={}", enc(&j)));
-            }
-            if let Some(st) = status {
-                url.push_str(&format!("&status={}", enc(&st)));
-            }
-            let list = api.get(&url).await?;
-            if json {
-                super::print_json(&list);
-                return Ok(0);
-            }
-            let mut rows = vec![
-                [
-                    "ID",
-                    "Priority",
-                    "Triggered By",
-                    "Job ID",
-                    "Namespace",
-                    "Node ID",
-                    "Status",
-                    "Placement Failures",
-                ]
-                .map(String::from)
-                .to_vec(),
-            ];
-            for e in list.as_array().into_iter().flatten() {
-                let failures = e["FailedTGAllocs"]
-                    .as_object()
-                    .is_some_and(|m| !m.is_empty());
-                rows.push(vec![
-                    short_id(&s(&e["ID"])).into(),
-                    e["Priority"].to_string(),
-                    s(&e["TriggeredBy"]),
-                    s(&e["JobID"]),
-                    s(&e["Namespace"]),
-                    short_id(&s(&e["NodeID"])).into(),
-                    s(&e["Status"]),
-                    failures.to_string(),
-                ]);
-            }
-            if rows.len() == 1 {
-                println!("No evaluations found");
-            } else {
-                print!("{}", columns(&rows));
-            }
-            Ok(0)
-        }
-        EvalCommand::Status { api, json, id } => {
-            let e = api.get(&format!("/v1/evaluation/{}", enc(&id))).await?;
-            if json {
-                super::print_json(&e);
-                return Ok(0);
-            }
-            let failures = e["FailedTGAllocs"]
-                .as_object()
-                .is_some_and(|m| !m.is_empty());
-            print!(
-                "{}",
-                key_values(&[
-                    ("ID", s(&e["ID"])),
-                    ("Create Time", format_time(&e["CreateTime"])),
-                    ("Modify Time", format_time(&e["ModifyTime"])),
-                    ("Status", s(&e["Status"])),
-                    ("Status Description", s(&e["StatusDescription"])),
-                    ("Type", s(&e["Type"])),
-                    ("TriggeredBy", s(&e["TriggeredBy"])),
-                    ("Job ID", s(&e["JobID"])),
-                    ("Namespace", s(&e["Namespace"])),
-                    ("Priority", e["Priority"].to_string()),
-                    ("Placement Failures", failures.to_string()),
-                ])
-            );
-            if let Some(text) = super::placement::placement_failure(&e) {
-                print!("\n{text}");
-            }
-            Ok(0)
-        }
+        } => list_evals(&api, &ns.namespace, job, status, json).await,
+        EvalCommand::Status { api, json, id } => eval_status(&api, json, &id).await,
     }
+}
+
+/// `eval list`.
+async fn list_evals(
+    api: &ApiArgs,
+    namespace: &str,
+    job: Option<String>,
+    status: Option<String>,
+    json: bool,
+) -> anyhow::Result<i32> {
+    let mut url = format!("/v1/evaluations?namespace={}", enc(namespace));
+    if let Some(j) = job {
+        url.push_str(&format!("&job={}", enc(&j)));
+    }
+    if let Some(st) = status {
+        url.push_str(&format!("&status={}", enc(&st)));
+    }
+    let list = api.get(&url).await?;
+    if json {
+        super::print_json(&list);
+        return Ok(0);
+    }
+    let mut rows = vec![
+        [
+            "ID",
+            "Priority",
+            "Triggered By",
+            "Job ID",
+            "Namespace",
+            "Node ID",
+            "Status",
+            "Placement Failures",
+        ]
+        .map(String::from)
+        .to_vec(),
+    ];
+    for e in list.as_array().into_iter().flatten() {
+        let failures = e["FailedTGAllocs"]
+            .as_object()
+            .is_some_and(|m| !m.is_empty());
+        rows.push(vec![
+            short_id(&s(&e["ID"])).into(),
+            e["Priority"].to_string(),
+            s(&e["TriggeredBy"]),
+            s(&e["JobID"]),
+            s(&e["Namespace"]),
+            short_id(&s(&e["NodeID"])).into(),
+            s(&e["Status"]),
+            failures.to_string(),
+        ]);
+    }
+    if rows.len() == 1 {
+        println!("No evaluations found");
+    } else {
+        print!("{}", columns(&rows));
+    }
+    Ok(0)
+}
+
+/// `eval status ID`.
+async fn eval_status(api: &ApiArgs, json: bool, id: &str) -> anyhow::Result<i32> {
+    let e = api.get(&format!("/v1/evaluation/{}", enc(id))).await?;
+    if json {
+        super::print_json(&e);
+        return Ok(0);
+    }
+    let failures = e["FailedTGAllocs"]
+        .as_object()
+        .is_some_and(|m| !m.is_empty());
+    print!(
+        "{}",
+        key_values(&[
+            ("ID", s(&e["ID"])),
+            ("Create Time", format_time(&e["CreateTime"])),
+            ("Modify Time", format_time(&e["ModifyTime"])),
+            ("Status", s(&e["Status"])),
+            ("Status Description", s(&e["StatusDescription"])),
+            ("Type", s(&e["Type"])),
+            ("TriggeredBy", s(&e["TriggeredBy"])),
+            ("Job ID", s(&e["JobID"])),
+            ("Namespace", s(&e["Namespace"])),
+            ("Priority", e["Priority"].to_string()),
+            ("Placement Failures", failures.to_string()),
+        ])
+    );
+    if let Some(text) = super::placement::placement_failure(&e) {
+        print!("\n{text}");
+    }
+    Ok(0)
 }
 
 pub(super) async fn run_namespace(cmd: NamespaceCommand) -> anyhow::Result<i32> {

@@ -272,61 +272,72 @@ pub(super) async fn run(cmd: JobCommand) -> anyhow::Result<i32> {
             vars,
             var_files,
             file,
-        } => {
-            let job = super::read_job_file(&file, &vars, &var_files)?;
-            let v = api
-                .call(
-                    reqwest::Method::POST,
-                    "/v1/validate/job",
-                    Some(&serde_json::json!({ "Job": job })),
-                )
-                .await?;
-            let errors: Vec<String> = v["ValidationErrors"]
-                .as_array()
-                .map(|e| {
-                    e.iter()
-                        .filter_map(|x| x.as_str().map(str::to_string))
-                        .collect()
-                })
-                .unwrap_or_default();
-            if let Some(w) = v["Warnings"].as_str().filter(|w| !w.is_empty()) {
-                println!("Job Warnings:\n{w}\n");
-            }
-            if errors.is_empty() {
-                println!("Job validation successful");
-                Ok(0)
-            } else {
-                eprintln!("Job validation errors:");
-                for e in &errors {
-                    eprintln!("  * {e}");
-                }
-                Ok(1)
-            }
-        }
+        } => validate(&api, &file, &vars, &var_files).await,
         JobCommand::Inspect { api, json: _, id } => {
             let job = api.get(&format!("/v1/job/{}", super::enc(&id))).await?;
             super::print_json(&serde_json::json!({ "Job": job }));
             Ok(0)
         }
-        JobCommand::Stop { api, purge, id } => {
-            let resp = api
-                .client()?
-                .delete(api.url(&format!("/v1/job/{}?purge={purge}", super::enc(&id))))
-                .send()
-                .await?;
-            let status = resp.status();
-            let text = resp.text().await?;
-            if !status.is_success() {
-                anyhow::bail!("stopping job {id:?}: {status}: {text}");
-            }
-            let v: Value = serde_json::from_str(&text)?;
-            println!(
-                "==> Job {id:?} stopped (evaluation {})",
-                v["EvalID"].as_str().unwrap_or("")
-            );
-            Ok(0)
-        }
+        JobCommand::Stop { api, purge, id } => stop(&api, purge, &id).await,
     }
+}
+
+/// `job validate FILE`: its syntax here, then the agent's checks; exit 1 naming each
+/// problem.
+async fn validate(
+    api: &ApiArgs,
+    file: &std::path::Path,
+    vars: &[String],
+    var_files: &[PathBuf],
+) -> anyhow::Result<i32> {
+    let job = super::read_job_file(&file.to_path_buf(), vars, var_files)?;
+    let v = api
+        .call(
+            reqwest::Method::POST,
+            "/v1/validate/job",
+            Some(&serde_json::json!({ "Job": job })),
+        )
+        .await?;
+    let errors: Vec<String> = v["ValidationErrors"]
+        .as_array()
+        .map(|e| {
+            e.iter()
+                .filter_map(|x| x.as_str().map(str::to_string))
+                .collect()
+        })
+        .unwrap_or_default();
+    if let Some(w) = v["Warnings"].as_str().filter(|w| !w.is_empty()) {
+        println!("Job Warnings:\n{w}\n");
+    }
+    if errors.is_empty() {
+        println!("Job validation successful");
+        return Ok(0);
+    }
+    eprintln!("Job validation errors:");
+    for e in &errors {
+        eprintln!("  * {e}");
+    }
+    Ok(1)
+}
+
+/// `job stop [-purge] ID`.
+async fn stop(api: &ApiArgs, purge: bool, id: &str) -> anyhow::Result<i32> {
+    let resp = api
+        .client()?
+        .delete(api.url(&format!("/v1/job/{}?purge={purge}", super::enc(id))))
+        .send()
+        .await?;
+    let status = resp.status();
+    let text = resp.text().await?;
+    if !status.is_success() {
+        anyhow::bail!("stopping job {id:?}: {status}: {text}");
+    }
+    let v: Value = serde_json::from_str(&text)?;
+    println!(
+        "==> Job {id:?} stopped (evaluation {})",
+        v["EvalID"].as_str().unwrap_or("")
+    );
+    Ok(0)
 }
 
 /// Submit `file`, then print task events as they happen until every allocation settles.
@@ -416,6 +427,57 @@ async fn run_job(
             super::deployment::follow(api, &job.namespace, &job.id, job_modify_index).await?;
         return Ok(deployed.unwrap_or(0));
     }
+    follow_placed(
+        api,
+        client,
+        &job,
+        &eval_id,
+        placement_failed,
+        job_modify_index,
+    )
+    .await
+}
+
+/// `Approximate next launch time: … (… from now)`, as `nomad job run` prints it for an
+/// enabled periodic job; `None` when it will not launch.
+fn next_launch(p: &crate::jobspec::PeriodicConfig) -> Option<String> {
+    if !p.enabled {
+        return None;
+    }
+    let schedule = crate::cron::Schedule::parse(&p.specs, &p.time_zone).ok()?;
+    let now = jiff::Timestamp::now();
+    let next = schedule.next_after(now)?;
+    let secs = next.as_second() - now.as_second();
+    Some(format!(
+        "Approximate next launch time: {} ({} from now)",
+        next.strftime("%Y-%m-%dT%H:%M:%SZ"),
+        go_duration(secs.max(0) as u64)
+    ))
+}
+
+/// Whole seconds as Go's `time.Duration` prints them: `4m12s`, `1h0m5s`, `0s`.
+fn go_duration(secs: u64) -> String {
+    let (h, m, s) = (secs / 3600, secs / 60 % 60, secs % 60);
+    if h > 0 {
+        format!("{h}h{m}m{s}s")
+    } else if m > 0 {
+        format!("{m}m{s}s")
+    } else {
+        format!("{s}s")
+    }
+}
+
+/// Follow the allocations evaluation `eval_id` placed, printing their task events, until
+/// each has settled; then, for a new version of a service job, its deployment. Exit code:
+/// 2 when one failed or part could not be placed, else the deployment's (0 without one).
+async fn follow_placed(
+    api: &ApiArgs,
+    client: reqwest::Client,
+    job: &crate::jobspec::Job,
+    eval_id: &str,
+    placement_failed: bool,
+    job_modify_index: u64,
+) -> anyhow::Result<i32> {
     // Per task, the time of the newest event printed: events are a ring of the newest 10,
     // so position is no guide to what is new.
     let mut seen: BTreeMap<String, u64> = BTreeMap::new();
@@ -430,10 +492,7 @@ async fn run_job(
         let resp = client.get(url).send().await?;
         index = nomad_index(&resp).unwrap_or(index);
         let allocs: Vec<Value> = resp.json().await?;
-        let ours: Vec<&Value> = allocs
-            .iter()
-            .filter(|a| a["EvalID"] == eval_id.as_str())
-            .collect();
+        let ours: Vec<&Value> = allocs.iter().filter(|a| a["EvalID"] == eval_id).collect();
         if !placed && !ours.is_empty() {
             println!("==> {} allocation(s) placed", ours.len());
             placed = true;
@@ -464,35 +523,6 @@ async fn run_job(
         if !placed {
             tokio::time::sleep(Duration::from_millis(200)).await;
         }
-    }
-}
-
-/// `Approximate next launch time: … (… from now)`, as `nomad job run` prints it for an
-/// enabled periodic job; `None` when it will not launch.
-fn next_launch(p: &crate::jobspec::PeriodicConfig) -> Option<String> {
-    if !p.enabled {
-        return None;
-    }
-    let schedule = crate::cron::Schedule::parse(&p.specs, &p.time_zone).ok()?;
-    let now = jiff::Timestamp::now();
-    let next = schedule.next_after(now)?;
-    let secs = next.as_second() - now.as_second();
-    Some(format!(
-        "Approximate next launch time: {} ({} from now)",
-        next.strftime("%Y-%m-%dT%H:%M:%SZ"),
-        go_duration(secs.max(0) as u64)
-    ))
-}
-
-/// Whole seconds as Go's `time.Duration` prints them: `4m12s`, `1h0m5s`, `0s`.
-fn go_duration(secs: u64) -> String {
-    let (h, m, s) = (secs / 3600, secs / 60 % 60, secs % 60);
-    if h > 0 {
-        format!("{h}h{m}m{s}s")
-    } else if m > 0 {
-        format!("{m}m{s}s")
-    } else {
-        format!("{s}s")
     }
 }
 
@@ -704,6 +734,35 @@ async fn job_list(api: &ApiArgs) -> anyhow::Result<i32> {
     Ok(0)
 }
 
+/// `job status`'s first block: the job's identity and state, as Nomad prints it.
+fn print_job_header(job: &Value) {
+    let s = |v: &Value| v.as_str().unwrap_or("").to_string();
+    let datacenters = job["Datacenters"]
+        .as_array()
+        .filter(|d| !d.is_empty())
+        .map(|d| d.iter().map(|x| s(x)).collect::<Vec<_>>().join(","))
+        .unwrap_or_else(|| "*".into());
+    print!(
+        "{}",
+        super::key_values(&[
+            ("ID", s(&job["ID"])),
+            ("Name", s(&job["Name"])),
+            ("Submit Date", super::format_time(&job["SubmitTime"])),
+            ("Type", s(&job["Type"])),
+            ("Priority", job["Priority"].to_string()),
+            ("Datacenters", datacenters),
+            ("Namespace", s(&job["Namespace"])),
+            ("Node Pool", s(&job["NodePool"])),
+            ("Status", s(&job["Status"])),
+            ("Periodic", (!job["Periodic"].is_null()).to_string()),
+            (
+                "Parameterized",
+                (!job["ParameterizedJob"].is_null()).to_string()
+            ),
+        ])
+    );
+}
+
 /// `Summary`: each group's allocations by client status, as `nomad job status` shows it.
 async fn print_summary(api: &ApiArgs, id: &str) {
     let Ok(summary) = api
@@ -743,31 +802,7 @@ async fn one_job_status(api: &ApiArgs, client: &reqwest::Client, id: &str) -> an
         return Ok(1);
     }
     let job: Value = resp.error_for_status()?.json().await?;
-    let s = |v: &Value| v.as_str().unwrap_or("").to_string();
-    let datacenters = job["Datacenters"]
-        .as_array()
-        .filter(|d| !d.is_empty())
-        .map(|d| d.iter().map(|x| s(x)).collect::<Vec<_>>().join(","))
-        .unwrap_or_else(|| "*".into());
-    print!(
-        "{}",
-        super::key_values(&[
-            ("ID", s(&job["ID"])),
-            ("Name", s(&job["Name"])),
-            ("Submit Date", super::format_time(&job["SubmitTime"])),
-            ("Type", s(&job["Type"])),
-            ("Priority", job["Priority"].to_string()),
-            ("Datacenters", datacenters),
-            ("Namespace", s(&job["Namespace"])),
-            ("Node Pool", s(&job["NodePool"])),
-            ("Status", s(&job["Status"])),
-            ("Periodic", (!job["Periodic"].is_null()).to_string()),
-            (
-                "Parameterized",
-                (!job["ParameterizedJob"].is_null()).to_string()
-            ),
-        ])
-    );
+    print_job_header(&job);
     print_summary(api, id).await;
     // As `nomad job status`: the newest evaluation's placement failures, if any.
     if let Ok(evals) = api

@@ -117,23 +117,35 @@ pub(super) async fn run(args: RunArgs) -> anyhow::Result<i32> {
     let state = agent.state().clone();
     let kept = agent.clone();
     if let Some(signal) = serve_until_stopped(agent, listener).await? {
-        if temporary {
-            stop_dev_allocations(&kept, signal).await;
-        }
-        flush(&state, signal).await;
-        if temporary {
-            // The executor, with no task left, exits once its socket is gone.
-            match std::fs::remove_dir_all(kept.data_dir()) {
-                Ok(()) => {
-                    tracing::info!(data_dir = %kept.data_dir().display(), "dev mode: temporary data dir removed")
-                }
-                Err(e) => {
-                    tracing::warn!(data_dir = %kept.data_dir().display(), error = %e, "dev mode: removing the temporary data dir failed")
-                }
+        stopped(&kept, &state, signal, temporary).await;
+    }
+    Ok(0)
+}
+
+/// After a stop signal: the state DB flushed; a temporary dev agent's allocations stopped
+/// first and its data dir removed after (its executor, with no task left, exits once its
+/// socket is gone).
+async fn stopped(
+    agent: &Arc<Agent>,
+    state: &Arc<dyn crate::state::StateDb>,
+    signal: &'static str,
+    temporary: bool,
+) {
+    if temporary {
+        stop_dev_allocations(agent, signal).await;
+    }
+    flush(state, signal).await;
+    if temporary {
+        let dir = agent.data_dir();
+        match std::fs::remove_dir_all(dir) {
+            Ok(()) => {
+                tracing::info!(data_dir = %dir.display(), "dev mode: temporary data dir removed")
+            }
+            Err(e) => {
+                tracing::warn!(data_dir = %dir.display(), error = %e, "dev mode: removing the temporary data dir failed")
             }
         }
     }
-    Ok(0)
 }
 
 /// The compile cache of `--dev` agents without a data dir: `$XDG_CACHE_HOME/paddock/components`

@@ -71,9 +71,6 @@ pub(super) async fn files(
         };
         crumbs.push((acc.clone(), part.to_string()));
     }
-    let text = info["ContentType"]
-        .as_str()
-        .is_some_and(|t| t.starts_with("text/") || t == "application/json");
     let body = html! {
         h1 { "Files of allocation " a href=(format!("/ui/allocations/{}", enc(&a.id))) { code { (short(&a.id)) } } }
         nav.crumbs aria-label="Path" {
@@ -82,26 +79,41 @@ pub(super) async fn files(
                 a href=(href(&a.id, p)) { (name) }
             }
         }
-        @if is_dir {
-            div.scroll { table.files {
+        @if is_dir { (entries_table(&a.id, &path, &entries)) } @else { (file_view(&info, &head)) }
+    };
+    page(&format!("Files of {}", short(&a.id)), Tab::Jobs, None, body).into_response()
+}
+
+/// A folder's entries, each a link to itself.
+fn entries_table(alloc: &str, path: &str, entries: &[serde_json::Value]) -> maud::Markup {
+    html! {
+        div.scroll { table.files {
                 thead { tr {
                     th scope="col" { "Name" } th scope="col" { "Size" }
                     th scope="col" { "Mode" } th scope="col" { "Modified" }
                 } }
                 tbody {
-                    @for e in &entries {
+                    @for e in entries {
                         @let name = e["Name"].as_str().unwrap_or("");
                         @let child = if path.is_empty() { name.to_string() } else { format!("{path}/{name}") };
                         tr data-file=(name) {
-                            td { a href=(href(&a.id, &child)) { (name) @if e["IsDir"] == true { "/" } } }
+                            td { a href=(href(alloc, &child)) { (name) @if e["IsDir"] == true { "/" } } }
                             td { (e["Size"]) }
                             td { code { (e["FileMode"].as_str().unwrap_or("")) } }
                             td { (e["ModTime"].as_str().unwrap_or("")) }
                         }
                     }
                 }
-            } }
-        } @else {
+        } }
+    }
+}
+
+/// A file's details and, when it is text, its first [`SHOWN`] bytes.
+fn file_view(info: &serde_json::Value, head: &[u8]) -> maud::Markup {
+    let text = info["ContentType"]
+        .as_str()
+        .is_some_and(|t| t.starts_with("text/") || t == "application/json");
+    html! {
             dl.facts {
                 dt { "Size" } dd { (info["Size"]) " bytes" }
                 dt { "Mode" } dd { code { (info["FileMode"].as_str().unwrap_or("")) } }
@@ -112,11 +124,9 @@ pub(super) async fn files(
                 @if info["Size"].as_u64().unwrap_or(0) > SHOWN {
                     p.note { "Its first 64 KiB:" }
                 }
-                pre.code #file-content { (String::from_utf8_lossy(&head)) }
+                pre.code #file-content { (String::from_utf8_lossy(head)) }
             } @else {
                 p.note { "Not text: not shown here (agent alloc fs prints it)." }
             }
-        }
-    };
-    page(&format!("Files of {}", short(&a.id)), Tab::Jobs, None, body).into_response()
+    }
 }
