@@ -740,7 +740,7 @@ fn print_job_header(job: &Value) {
     let datacenters = job["Datacenters"]
         .as_array()
         .filter(|d| !d.is_empty())
-        .map(|d| d.iter().map(|x| s(x)).collect::<Vec<_>>().join(","))
+        .map(|d| d.iter().map(s).collect::<Vec<_>>().join(","))
         .unwrap_or_else(|| "*".into());
     print!(
         "{}",

@@ -149,7 +149,7 @@ fn print_resources(node: &Value, allocs: &Value) {
 
 /// Megabytes as Nomad's CLI prints sizes: `64 MiB`, `23 GiB`.
 fn mib(mb: u64) -> String {
-    if mb >= 1024 && mb % 1024 == 0 || mb >= 10 * 1024 {
+    if mb >= 1024 && mb.is_multiple_of(1024) || mb >= 10 * 1024 {
         format!("{} GiB", mb / 1024)
     } else if mb >= 1024 {
         format!("{:.1} GiB", mb as f64 / 1024.0)
