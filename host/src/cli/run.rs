@@ -116,7 +116,7 @@ pub(super) async fn run(args: RunArgs) -> anyhow::Result<i32> {
     }
     let state = agent.state().clone();
     let kept = agent.clone();
-    if let Some(signal) = serve_until_stopped(agent, listener).await? {
+    if let Some(signal) = serve_until_stopped(agent, listener, !temporary).await? {
         stopped(&kept, &state, signal, temporary).await;
     }
     Ok(0)
@@ -217,11 +217,12 @@ async fn stop_dev_allocations(agent: &Arc<Agent>, signal: &'static str) {
 async fn serve_until_stopped(
     agent: Arc<Agent>,
     listener: tokio::net::TcpListener,
+    tasks_stay: bool,
 ) -> anyhow::Result<Option<&'static str>> {
     // SIGTERM or SIGINT: stop taking work (the API), flush the state DB, leave tasks running
     // (as Nomad's client does), exit 0; a second signal exits at once.
     let (stop, stopping) = tokio::sync::watch::channel(None::<&'static str>);
-    watch_stop_signals(stop)?;
+    watch_stop_signals(stop, tasks_stay)?;
     let shutdown = {
         let mut stopping = stopping.clone();
         async move {
@@ -304,9 +305,11 @@ const STOP_GRACE: std::time::Duration = std::time::Duration::from_secs(5);
 const SAME_REQUEST: std::time::Duration = std::time::Duration::from_millis(100);
 
 /// Sets `stop` to the first SIGTERM or SIGINT; exits the process at once on a second one
-/// (one sent again, not the first delivered twice: see [`SAME_REQUEST`]).
+/// (one sent again, not the first delivered twice: see [`SAME_REQUEST`]). `tasks_stay`:
+/// whether the tasks outlive the agent (all but a temporary dev agent's), as the log says.
 fn watch_stop_signals(
     stop: tokio::sync::watch::Sender<Option<&'static str>>,
+    tasks_stay: bool,
 ) -> anyhow::Result<()> {
     use tokio::signal::unix::{SignalKind, signal};
     let mut term = signal(SignalKind::terminate()).context("listening for SIGTERM")?;
@@ -322,10 +325,17 @@ fn watch_stop_signals(
     }
     tokio::spawn(async move {
         let first = next(&mut term, &mut int).await;
-        tracing::info!(
-            signal = first,
-            "stopping: no new work, flushing the state DB; tasks keep running (a second signal exits at once)"
-        );
+        if tasks_stay {
+            tracing::info!(
+                signal = first,
+                "stopping: no new work, flushing the state DB; tasks keep running (a second signal exits at once)"
+            );
+        } else {
+            tracing::info!(
+                signal = first,
+                "stopping: no new work; the dev agent's tasks are stopped and its temporary data dir removed (a second signal exits at once)"
+            );
+        }
         let _ = stop.send(Some(first));
         let asked = std::time::Instant::now();
         loop {
