@@ -17,6 +17,7 @@ pub mod job;
 mod job_more;
 mod log;
 mod node;
+mod operator;
 mod placement;
 mod run;
 mod var;
@@ -70,6 +71,9 @@ pub enum Command {
     /// The cluster's housekeeping: `gc`.
     #[command(subcommand)]
     System(eval::SystemCommand),
+    /// Operator tools: a raw API call, the scheduler's configuration.
+    #[command(subcommand)]
+    Operator(operator::OperatorCommand),
     /// Print a completion script for a shell: `source <(agent completions bash)`.
     Completions {
         /// bash, zsh, fish, elvish or powershell.
@@ -199,6 +203,7 @@ pub async fn main(cli: Cli) -> anyhow::Result<i32> {
         Command::Eval(cmd) => eval::run_eval(cmd).await,
         Command::Namespace(cmd) => eval::run_namespace(cmd).await,
         Command::System(cmd) => eval::run_system(cmd).await,
+        Command::Operator(cmd) => operator::run(cmd).await,
         Command::Completions { shell } => {
             let mut cmd = <Cli as clap::CommandFactory>::command();
             clap_complete::generate(shell, &mut cmd, "agent", &mut std::io::stdout());

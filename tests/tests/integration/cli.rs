@@ -851,6 +851,31 @@ async fn the_commands_nomad_users_type_drive_a_real_agent() {
     );
 
     ok(&["system", "gc"]).await;
+
+    // Operator basics: a raw API call with the CLI's address and token, the scheduler.
+    let jobs: Value = serde_json::from_str(&ok(&["operator", "api", "/v1/jobs"]).await).unwrap();
+    assert!(
+        jobs.as_array().unwrap().iter().any(|j| j["ID"] == "web"),
+        "{jobs:#}"
+    );
+    ok(&[
+        "operator",
+        "api",
+        "-X",
+        "PUT",
+        "-d",
+        r#"{"Name":"ops"}"#,
+        "/v1/namespace/ops",
+    ])
+    .await;
+    assert_eq!(t.get("/v1/namespace/ops").await["Name"], "ops");
+    let missing = cli(&t, &["operator", "api", "/v1/job/nope"]).await;
+    assert_eq!(missing.code, 1, "{missing:?}");
+    assert!(
+        ok(&["operator", "scheduler", "get-config"])
+            .await
+            .contains("Scheduler Algorithm")
+    );
 }
 
 /// Shell completions for every command, in scripts the shells accept.

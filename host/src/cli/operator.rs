@@ -1,0 +1,129 @@
+//! `agent operator api|scheduler get-config`, as `nomad operator …`: a raw API call with
+//! the CLI's address and token, and the scheduler's configuration.
+
+use super::{ApiArgs, key_values};
+
+/// Operator commands.
+#[derive(Debug, clap::Subcommand)]
+pub enum OperatorCommand {
+    /// Call an API path with the CLI's address and token; print the answer.
+    Api {
+        #[command(flatten)]
+        api: ApiArgs,
+        /// HTTP method (default GET, or POST with `-d`).
+        #[arg(short = 'X')]
+        method: Option<String>,
+        /// A request body (`@FILE` reads it from a file).
+        #[arg(short = 'd')]
+        data: Option<String>,
+        /// The path, e.g. `/v1/jobs?filter=…`.
+        path: String,
+    },
+    /// The scheduler's configuration.
+    #[command(subcommand)]
+    Scheduler(SchedulerCommand),
+}
+
+/// `agent operator scheduler …`.
+#[derive(Debug, clap::Subcommand)]
+pub enum SchedulerCommand {
+    /// Print the scheduler's configuration.
+    GetConfig {
+        #[command(flatten)]
+        api: ApiArgs,
+        /// Print JSON.
+        #[arg(long)]
+        json: bool,
+    },
+}
+
+pub(super) async fn run(cmd: OperatorCommand) -> anyhow::Result<i32> {
+    match cmd {
+        OperatorCommand::Api {
+            api,
+            method,
+            data,
+            path,
+        } => raw(&api, method, data, &path).await,
+        OperatorCommand::Scheduler(SchedulerCommand::GetConfig { api, json }) => {
+            let v = api.get("/v1/operator/scheduler/configuration").await?;
+            if json {
+                super::print_json(&v);
+                return Ok(0);
+            }
+            let c = &v["SchedulerConfig"];
+            let flag = |k: &str| c[k].to_string();
+            print!(
+                "{}",
+                key_values(&[
+                    (
+                        "Scheduler Algorithm",
+                        c["SchedulerAlgorithm"].as_str().unwrap_or("").into()
+                    ),
+                    (
+                        "Memory Oversubscription",
+                        c["MemoryOversubscriptionEnabled"].to_string()
+                    ),
+                    ("Reject Job Registration", flag("RejectJobRegistration")),
+                    ("Pause Eval Broker", flag("PauseEvalBroker")),
+                    (
+                        "Preemption System Scheduler",
+                        c["PreemptionConfig"]["SystemSchedulerEnabled"].to_string()
+                    ),
+                    (
+                        "Preemption Service Scheduler",
+                        c["PreemptionConfig"]["ServiceSchedulerEnabled"].to_string()
+                    ),
+                    (
+                        "Preemption Batch Scheduler",
+                        c["PreemptionConfig"]["BatchSchedulerEnabled"].to_string()
+                    ),
+                ])
+            );
+            Ok(0)
+        }
+    }
+}
+
+/// `operator api`: the answer's body as the agent sent it; exit 1 on an error status.
+async fn raw(
+    api: &ApiArgs,
+    method: Option<String>,
+    data: Option<String>,
+    path: &str,
+) -> anyhow::Result<i32> {
+    let body = match data.as_deref() {
+        Some(d) => Some(match d.strip_prefix('@') {
+            Some(file) => {
+                std::fs::read(file).map_err(|e| anyhow::anyhow!("reading {file}: {e}"))?
+            }
+            None => d.as_bytes().to_vec(),
+        }),
+        None => None,
+    };
+    let method = method.unwrap_or_else(|| if body.is_some() { "POST" } else { "GET" }.into());
+    let method = reqwest::Method::from_bytes(method.to_uppercase().as_bytes())
+        .map_err(|_| anyhow::anyhow!("-X {method:?}: not an HTTP method"))?;
+    let path = if path.starts_with('/') {
+        path.to_string()
+    } else {
+        format!("/{path}")
+    };
+    let mut req = api.client()?.request(method, api.url(&path));
+    if let Some(b) = body {
+        req = req.body(b);
+    }
+    let resp = req
+        .send()
+        .await
+        .map_err(|e| anyhow::anyhow!("contacting the agent at {}: {e}", api.address))?;
+    let status = resp.status();
+    let text = resp.text().await?;
+    if status.is_success() {
+        println!("{text}");
+        Ok(0)
+    } else {
+        eprintln!("{} {}", status.as_u16(), text.trim());
+        Ok(1)
+    }
+}
