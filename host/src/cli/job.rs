@@ -17,6 +17,19 @@ pub struct Namespace {
     pub namespace: String,
 }
 
+/// HCL variable values of a job file (`-var`, `-var-file`), as `nomad job run|plan|validate`
+/// take them.
+#[derive(Debug, Clone, clap::Args)]
+pub struct VarArgs {
+    /// A value for an HCL `variable` block: `-var name=value` (repeatable; wins over
+    /// `-var-file`).
+    #[arg(long = "var", value_name = "NAME=VALUE")]
+    pub vars: Vec<String>,
+    /// An HCL file of `name = value` variable values (repeatable; a later file wins).
+    #[arg(long = "var-file", value_name = "FILE")]
+    pub var_files: Vec<PathBuf>,
+}
+
 /// `agent job periodic …`.
 #[derive(Debug, clap::Subcommand)]
 pub enum PeriodicCommand {
@@ -47,13 +60,8 @@ pub enum JobCommand {
         /// `job plan` prints it.
         #[arg(long = "check-index", value_name = "INDEX")]
         check_index: Option<u64>,
-        /// A value for an HCL `variable` block: `-var name=value` (repeatable; wins over
-        /// `-var-file`).
-        #[arg(long = "var", value_name = "NAME=VALUE")]
-        vars: Vec<String>,
-        /// An HCL file of `name = value` variable values (repeatable; a later file wins).
-        #[arg(long = "var-file", value_name = "FILE")]
-        var_files: Vec<PathBuf>,
+        #[command(flatten)]
+        vars: VarArgs,
         /// The job file.
         file: PathBuf,
     },
@@ -74,13 +82,8 @@ pub enum JobCommand {
         /// API address and token.
         #[command(flatten)]
         api: ApiArgs,
-        /// A value for an HCL `variable` block: `-var name=value` (repeatable; wins over
-        /// `-var-file`).
-        #[arg(long = "var", value_name = "NAME=VALUE")]
-        vars: Vec<String>,
-        /// An HCL file of `name = value` variable values (repeatable; a later file wins).
-        #[arg(long = "var-file", value_name = "FILE")]
-        var_files: Vec<PathBuf>,
+        #[command(flatten)]
+        vars: VarArgs,
         /// The job file.
         file: PathBuf,
     },
@@ -100,12 +103,8 @@ pub enum JobCommand {
     Plan {
         #[command(flatten)]
         api: ApiArgs,
-        /// A value for an HCL `variable` block (repeatable).
-        #[arg(long = "var", value_name = "NAME=VALUE")]
-        vars: Vec<String>,
-        /// An HCL file of variable values (repeatable).
-        #[arg(long = "var-file", value_name = "FILE")]
-        var_files: Vec<PathBuf>,
+        #[command(flatten)]
+        vars: VarArgs,
         /// The job file.
         file: PathBuf,
     },
@@ -209,22 +208,18 @@ pub(super) async fn run(cmd: JobCommand) -> anyhow::Result<i32> {
             detach,
             check_index,
             vars,
-            var_files,
             file,
         } => {
             let opts = RunOptions {
                 detach,
                 check_index,
             };
-            run_job(&api, &file, &vars, &var_files, opts).await
+            run_job(&api, &file, &vars.vars, &vars.var_files, opts).await
         }
         JobCommand::Status { api, json, id } => job_status(&api, id.as_deref(), json).await,
-        JobCommand::Plan {
-            api,
-            vars,
-            var_files,
-            file,
-        } => super::job_more::plan(&api, &file, &vars, &var_files).await,
+        JobCommand::Plan { api, vars, file } => {
+            super::job_more::plan(&api, &file, &vars.vars, &vars.var_files).await
+        }
         JobCommand::Dispatch {
             api,
             ns,
@@ -267,12 +262,9 @@ pub(super) async fn run(cmd: JobCommand) -> anyhow::Result<i32> {
             force_reschedule,
             id,
         } => super::job_more::eval(&api, &ns.namespace, &id, force_reschedule).await,
-        JobCommand::Validate {
-            api,
-            vars,
-            var_files,
-            file,
-        } => validate(&api, &file, &vars, &var_files).await,
+        JobCommand::Validate { api, vars, file } => {
+            validate(&api, &file, &vars.vars, &vars.var_files).await
+        }
         JobCommand::Inspect { api, json: _, id } => {
             let job = api.get(&format!("/v1/job/{}", super::enc(&id))).await?;
             super::print_json(&serde_json::json!({ "Job": job }));
