@@ -119,6 +119,18 @@ try {
     await shot(page, 'allocation-full');
   });
 
+  await check('the allocation page charts its CPU and memory with data points', async () => {
+    // Samples come every second (the test agent's telemetry interval); the chart refreshes.
+    await page.waitForFunction(() => {
+      const c = document.querySelector('figure.chart[data-chart="memory"]');
+      return c && Number(c.dataset.points) >= 2 && c.querySelectorAll('circle').length >= 2;
+    }, null, { timeout: 20000 });
+    const mem = await page.locator('figure.chart[data-chart="memory"] circle').last().getAttribute('data-value');
+    assert(Number(mem) > 0, `the task's memory: ${mem}`);
+    const caption = await page.locator('figure.chart[data-chart="cpu"] figcaption').textContent();
+    assert(/MHz of 50 MHz reserved/.test(caption), `the CPU chart says: ${caption}`);
+  });
+
   await check('the file browser lists the allocation\'s files and shows a log', async () => {
     await page.getByRole('link', { name: 'Browse' }).click();
     await page.locator('tr[data-file="alloc"] a').click();
@@ -133,6 +145,12 @@ try {
     await page.getByRole('link', { name: 'Node', exact: true }).click();
     await page.getByRole('heading', { name: 'Drivers' }).waitFor();
     await page.locator('tr[data-driver="raw_exec"] .status', { hasText: 'healthy' }).waitFor();
+    // The node's charts, and the ticker's allocation laid out by its share of the node.
+    await page.waitForFunction(() => [...document.querySelectorAll('#usage figure.chart')]
+      .every((c) => c.querySelectorAll('circle').length >= 2), null, { timeout: 20000 });
+    const seg = page.locator('.share-bar[data-resource="cpu"] a.share').first();
+    assert(/ticker \/ g .*: 50 MHz/.test(await seg.getAttribute('title')), 'the ticker\'s CPU share');
+    assert(Number((await seg.getAttribute('style')).match(/width: ([\d.]+)%/)[1]) > 0, 'a segment with no width');
     await shot(page, 'node');
   });
 
@@ -189,6 +207,58 @@ try {
     assert(await page.locator('tr[data-job^="cron/"]').count() === 0, 'a child is on the jobs list');
   });
 
+  await check('the job editor plans a job, shows its diff and runs it', async () => {
+    await page.goto(BASE + '/ui/jobs');
+    await page.getByRole('link', { name: 'Run a job' }).click();
+    await page.getByRole('heading', { name: 'Run a job' }).waitFor();
+    const hcl = (count) => `job "edited" {
+  type = "batch"
+  group "g" {
+    count = ${count}
+    task "t" {
+      driver = "mock"
+      config { run_for = "\${var.d}" }
+    }
+  }
+}
+variable "d" { default = "1s" }
+`;
+    await page.locator('#job-source').fill(hcl(1));
+    await page.getByRole('button', { name: 'Plan' }).click();
+    await page.locator('#plan-result .diff-job.added', { hasText: 'Job: "edited"' }).waitFor();
+    await page.locator('#plan-result li[data-group="g"]', { hasText: '1 create' }).waitFor();
+    await page.locator('#plan-placement', { hasText: 'All tasks successfully allocated' }).waitFor();
+    await page.getByRole('button', { name: 'Run' }).click();
+    await page.waitForURL(/\/ui\/jobs\/edited/);
+    await page.getByRole('heading', { name: 'Job edited' }).waitFor();
+    // Edit: the page opens the HCL it was run with; a change plans as an edit.
+    await page.getByRole('link', { name: 'Edit' }).click();
+    await page.getByRole('heading', { name: 'Edit job edited' }).waitFor();
+    assert((await page.locator('#job-source').inputValue()).includes('variable "d"'), 'the source kept');
+    await page.locator('summary', { hasText: 'Variables' }).click();
+    await page.locator('#job-vars').fill('d = "2s"');
+    await page.locator('#job-source').fill(hcl(2));
+    await page.getByRole('button', { name: 'Plan' }).click();
+    await page.locator('#plan-result .diff-job.edited').waitFor();
+    await page.locator('#plan-result').getByText('+/- Count: "1" => "2"', { exact: true }).waitFor();
+    await shot(page, 'editor');
+    // Changed elsewhere after the plan: Run is refused, nothing is overwritten.
+    const job = await (await fetch(BASE + '/v1/job/edited')).json();
+    job.Meta = { other: 'writer' };
+    assert((await fetch(BASE + '/v1/jobs', { method: 'POST', body: JSON.stringify({ Job: job }) })).ok, 'the other write');
+    await page.getByRole('button', { name: 'Run' }).click();
+    await page.locator('#action-result', { hasText: 'Run failed' }).waitFor();
+    const after = await (await fetch(BASE + '/v1/job/edited')).json();
+    assert(after.TaskGroups[0].Count === 1 && after.Meta.other === 'writer', 'the other write was overwritten');
+    // Planned again, it runs, and the variable reached the job.
+    await page.getByRole('button', { name: 'Plan' }).click();
+    await page.locator('#plan-result .diff-job.edited').waitFor();
+    await page.getByRole('button', { name: 'Run' }).click();
+    await page.waitForURL(/\/ui\/jobs\/edited/);
+    const run = await (await fetch(BASE + '/v1/job/edited')).json();
+    assert(run.TaskGroups[0].Count === 2 && run.TaskGroups[0].Tasks[0].Config.run_for === '2s', `ran ${JSON.stringify(run.TaskGroups[0])}`);
+  });
+
   await check('the evaluations page lists the jobs\' evaluations', async () => {
     await page.getByRole('link', { name: 'Evaluations', exact: true }).click();
     await page.getByRole('heading', { name: 'Evaluations', level: 1 }).waitFor();
@@ -214,7 +284,7 @@ try {
 
   await check('a narrow screen scrolls no page sideways', async () => {
     await page.setViewportSize({ width: 390, height: 844 });
-    for (const path of ['/ui/jobs', '/ui/node', '/ui/components', '/ui/variables', '/ui/evaluations']) {
+    for (const path of ['/ui/jobs', '/ui/node', '/ui/components', '/ui/variables', '/ui/evaluations', '/ui/run']) {
       await page.goto(BASE + path);
       const over = await page.evaluate(() => document.documentElement.scrollWidth - window.innerWidth);
       assert(over <= 1, `${path} is ${over}px wider than the screen`);

@@ -78,6 +78,34 @@ pub struct AgentConfig {
     pub server: ServerConfig,
     /// Limits on what the API's clients and the components together may take.
     pub limits: AgentLimits,
+    /// Nomad's `telemetry` block: how often resource use is sampled.
+    pub telemetry: TelemetryConfig,
+}
+
+/// The `telemetry` block (the key of Nomad's this agent acts on).
+#[derive(Debug, Clone, Default, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct TelemetryConfig {
+    /// How often the node's and each live allocation's CPU and memory are sampled for the
+    /// UI's charts (Nomad's default "1s").
+    pub collection_interval: Option<String>,
+}
+
+impl TelemetryConfig {
+    /// `collection_interval` checked: a duration of at least 100 ms, or an error naming it.
+    pub fn collection_interval(&self, file: &str) -> Result<std::time::Duration, ConfigError> {
+        match &self.collection_interval {
+            None => Ok(std::time::Duration::from_secs(1)),
+            Some(s) => crate::util::parse_duration(s)
+                .filter(|d| d.as_millis() >= 100)
+                .ok_or_else(|| ConfigError {
+                    file: file.to_string(),
+                    message: format!(
+                        "telemetry.collection_interval: {s:?} is not a duration of at least 100ms, like \"1s\""
+                    ),
+                }),
+        }
+    }
 }
 
 /// The `server` block: the parts of Nomad's server a single node plays.
@@ -483,6 +511,33 @@ impl AgentConfig {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn telemetry_collection_interval_is_checked() {
+        let c = AgentConfig::parse("telemetry {\n  collection_interval = \"5s\"\n}\n", "a.hcl")
+            .unwrap();
+        assert_eq!(
+            c.telemetry.collection_interval("a.hcl").unwrap(),
+            std::time::Duration::from_secs(5)
+        );
+        let d = AgentConfig::parse("", "a.hcl").unwrap();
+        assert_eq!(
+            d.telemetry.collection_interval("a.hcl").unwrap(),
+            std::time::Duration::from_secs(1)
+        );
+        for bad in ["\"10ms\"", "\"soon\""] {
+            let c = AgentConfig::parse(
+                &format!("telemetry {{\n  collection_interval = {bad}\n}}\n"),
+                "a.hcl",
+            )
+            .unwrap();
+            let e = c.telemetry.collection_interval("a.hcl").unwrap_err();
+            assert!(
+                e.message.starts_with("telemetry.collection_interval: "),
+                "{e:?}"
+            );
+        }
+    }
 
     #[test]
     fn parses_plugin_blocks() {

@@ -97,6 +97,7 @@ impl Agent {
         self.spawn_outage_watch();
         self.server.spawn_core_gc(server_gc);
         self.client.spawn_gc();
+        self.client.spawn_history();
         self.server.place_interrupted();
         self.server.reschedule_restored();
         self.server.resume_scheduling();
@@ -251,6 +252,10 @@ fn new_client(
         resources: c.clone(),
         alloc_root,
         gc,
+        stats_interval: opts
+            .config
+            .telemetry
+            .collection_interval(&opts.config_file)?,
         work: tokio::runtime::Handle::current(),
     }))
 }

@@ -19,6 +19,7 @@ use crate::taskrunner::interfaces::Plugins;
 
 pub mod gc;
 pub mod health;
+pub mod history;
 pub mod ops;
 pub mod order;
 pub mod restore;
@@ -49,6 +50,9 @@ pub struct ClientParts {
     /// Where allocation directories are built (`client { alloc_dir }`).
     pub alloc_root: PathBuf,
     pub gc: GcConfig,
+    /// How often the node's and the allocations' resource use is sampled
+    /// (`telemetry { collection_interval }`).
+    pub stats_interval: std::time::Duration,
     /// The runtime allocations run on, whichever runtime asked for them.
     pub work: tokio::runtime::Handle,
 }
@@ -85,6 +89,8 @@ pub struct Client {
     health_rx: std::sync::Mutex<Option<tokio::sync::mpsc::UnboundedReceiver<String>>>,
     /// Wakes the health tracker when it has allocations to judge again.
     health_wake: Arc<tokio::sync::Notify>,
+    /// Resource use over time, for the charts ([`history`]).
+    history: history::History,
 }
 
 impl Client {
@@ -112,6 +118,7 @@ impl Client {
             order: Default::default(),
             usage: Arc::default(),
             gc: Arc::new(gc::ClientGc::new(p.gc)),
+            history: history::History::new(p.stats_interval),
         }
     }
 

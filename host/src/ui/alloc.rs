@@ -54,6 +54,10 @@ async fn render(agent: &AppState, viewer: &Viewer, id: &str) -> Response {
     let body = html! {
         h1 { "Allocation " code { (short(&a.id)) } }
         div #alloc data-live { (facts(&a)) }
+        section.usage aria-labelledby="usage-h" {
+            h2 #usage-h { "Resource use" }
+            div #usage data-live data-poll=(super::charts::poll_ms(agent)) { (super::charts::alloc_usage(agent, &a)) }
+        }
         (actions(&a, &tasks, lifecycle))
         div #tasks data-live {
             @for t in &tasks {

@@ -94,6 +94,7 @@ pub(super) async fn list(
     jobs.sort_by(|a, b| (&a.namespace, &a.id).cmp(&(&b.namespace, &b.id)));
     let body = html! {
         h1 { "Jobs" }
+        p { a.button href="/ui/run" { "Run a job" } }
         form.filters method="get" action="/ui/jobs" role="search" {
             div {
                 label for="ns" { "Namespace" }
@@ -163,6 +164,7 @@ fn job_buttons(namespace: &str, id: &str, stopped: bool, allowed: bool) -> Marku
         return html! { span.denied title=(why) { "Read only" } };
     }
     html! {
+        a.button href=(format!("/ui/run?job={}&namespace={}", enc(id), enc(namespace))) { "Edit" }
         @if !stopped {
             button type="button" data-action="DELETE" data-url=(api)
                 data-confirm=(format!("Stop job {id}?")) aria-label=(format!("Stop job {id}")) { "Stop" }

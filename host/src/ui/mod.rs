@@ -11,7 +11,9 @@
 
 mod alloc;
 mod auth;
+mod charts;
 mod components;
+mod editor;
 mod evals;
 mod files;
 mod jobs;
@@ -41,6 +43,7 @@ pub fn routes(
     Router::new()
         .route("/ui/jobs", get(jobs::list))
         .route("/ui/jobs/{id}", get(jobs::job))
+        .route("/ui/run", get(editor::editor))
         .route("/ui/allocations/{id}", get(alloc::show))
         .route("/ui/allocations/{id}/files", get(files::files))
         .route("/ui/node", get(node::node))

@@ -1,17 +1,28 @@
-//! `/ui/node`: attributes, drivers, devices, node events.
+//! `/ui/node`: CPU and memory over time, the allocations by their share of the node,
+//! attributes, drivers, devices, node events.
 
+use axum::Extension;
 use axum::extract::State;
 use axum::response::{IntoResponse, Response};
 use maud::{Markup, html};
 
 use super::AppState;
+use super::auth::Viewer;
+use super::charts;
 use super::{Tab, label, page, time_el};
 
 /// `GET /ui/node`.
-pub(super) async fn node(State(agent): State<AppState>) -> Response {
+pub(super) async fn node(
+    State(agent): State<AppState>,
+    Extension(viewer): Extension<Viewer>,
+) -> Response {
     let n = agent.node_view();
     let body = html! {
         h1 { "Node " (n.name) }
+        section.usage aria-labelledby="usage-h" {
+            h2 #usage-h { "Resource use" }
+            div #usage data-live data-poll=(charts::poll_ms(&agent)) { (charts::node_usage(&agent)) }
+        }
         div #node data-live {
             dl.facts {
                 dt { "ID" } dd { code { (n.id) } }
@@ -23,6 +34,8 @@ pub(super) async fn node(State(agent): State<AppState>) -> Response {
                 dt { "Draining" } dd { (if n.drain { "yes" } else { "no" }) }
                 dt { "HTTP address" } dd { (n.http_addr) }
             }
+            h2 { "Allocations" }
+            (charts::topology(&agent, &viewer, &n))
             h2 { "Drivers" }
             (drivers_table(&n))
             h2 { "Devices" }

@@ -132,6 +132,24 @@ async fn every_page_renders_on_the_server() {
     ] {
         assert!(a.contains(want), "allocation page lacks {want}: {a}");
     }
+    // Its resource charts: the sampler takes one a second; the first reading only starts
+    // the CPU rate, so the second tick draws the first point.
+    let deadline = std::time::Instant::now() + Duration::from_secs(10);
+    loop {
+        let (_, _, a) = page(&t, &format!("/ui/allocations/{alloc}"), &[]).await;
+        if a.contains(r#"data-chart="memory" data-points="0""#) {
+            assert!(std::time::Instant::now() < deadline, "no samples: {a}");
+            tokio::time::sleep(Duration::from_millis(300)).await;
+            continue;
+        }
+        assert!(
+            a.contains("</strong> of 50 MHz reserved")
+                && a.contains("</strong> of 32 MiB reserved"),
+            "{a}"
+        );
+        assert!(a.contains("<circle"), "{a}");
+        break;
+    }
     // A unique prefix of the id finds it too.
     let (status, _, _) = page(&t, &format!("/ui/allocations/{}", &alloc[..8]), &[]).await;
     assert_eq!(status, 200);
@@ -145,6 +163,32 @@ async fn every_page_renders_on_the_server() {
         "device instances: {node}"
     );
     assert!(node.contains(r#"<span class="status healthy">healthy</span>"#));
+    // The ticker's share of the node, by what it reserved (50 MHz, 32 MiB).
+    assert!(
+        node.contains(&format!(r#"<tr data-alloc="{alloc}">"#))
+            && node.contains("50 MHz (")
+            && node.contains("32 MiB ("),
+        "the node's allocations by share: {node}"
+    );
+    assert!(
+        node.contains(r#"data-chart="cpu""#) && node.contains(r#"data-chart="memory""#),
+        "{node}"
+    );
+
+    // The editor: a new job starts from the example; an existing one opens its JSON.
+    let (status, _, new) = page(&t, "/ui/run", &[]).await;
+    assert_eq!(status, 200);
+    assert!(
+        new.contains("<h1>Run a job</h1>") && new.contains("job &quot;example&quot;"),
+        "{new}"
+    );
+    let (status, _, edit) = page(&t, "/ui/run?job=ticker&namespace=default", &[]).await;
+    assert_eq!(status, 200);
+    assert!(
+        edit.contains("<h1>Edit job ticker</h1>") && edit.contains("&quot;Job&quot;: {"),
+        "{edit}"
+    );
+    assert_eq!(page(&t, "/ui/run?job=nope", &[]).await.0, 404);
 
     let (status, _, comps) = page(&t, "/ui/components", &[]).await;
     assert_eq!(status, 200);

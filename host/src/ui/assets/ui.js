@@ -34,12 +34,13 @@ function say(text, bad) {
   if (n) { n.textContent = text; n.hidden = false; }
 }
 
-// Refresh the page's live parts: fetch the page again and swap each [data-live] element.
-async function refresh() {
+// Refresh the page's live parts: fetch the page again and swap each [data-live] element
+// (or only those `which` selects).
+async function refresh(which = '[data-live][id]') {
   const r = await api(location.href, { headers: { Accept: 'text/html' } });
   if (!r.ok) return;
   const doc = new DOMParser().parseFromString(await r.text(), 'text/html');
-  for (const el of document.querySelectorAll('[data-live][id]')) {
+  for (const el of document.querySelectorAll(which)) {
     const fresh = doc.getElementById(el.id);
     if (fresh && fresh.innerHTML !== el.innerHTML) el.innerHTML = fresh.innerHTML;
   }
@@ -146,6 +147,116 @@ document.addEventListener('submit', async (ev) => {
   say('Dispatched ' + d.DispatchedJobID);
 });
 
+// The job editor: Plan parses the text (HCL through /v1/jobs/parse) and shows the plan's
+// diff and placements; Run registers what was planned, with the plan's index as a
+// check-and-set, and opens the job's page.
+function diffList(d) {
+  const ul = document.createElement('ul');
+  ul.className = 'diff';
+  const mark = { Added: '+', Deleted: '-', Edited: '+/-', None: '' };
+  const item = (type, text) => {
+    const li = document.createElement('li');
+    li.className = (type || 'None').toLowerCase();
+    li.textContent = (mark[type] || '') + ' ' + text;
+    ul.append(li);
+    return li;
+  };
+  for (const f of d.Fields || []) {
+    if (f.Type === 'None') continue;
+    const was = f.Type === 'Added' ? '' : JSON.stringify(f.Old) + ' => ';
+    item(f.Type, f.Name + ': ' + (f.Type === 'Deleted' ? JSON.stringify(f.Old) : was + JSON.stringify(f.New)));
+  }
+  for (const o of d.Objects || []) {
+    if (o.Type === 'None') continue;
+    item(o.Type, o.Name + ' {').append(diffList(o));
+  }
+  for (const g of d.TaskGroups || []) {
+    const u = Object.entries(g.Updates || {}).map(([k, v]) => v + ' ' + k).join(', ');
+    const li = item(g.Type, 'Task Group: "' + g.Name + '"' + (u ? ' (' + u + ')' : ''));
+    li.dataset.group = g.Name;
+    const inner = diffList(g);
+    for (const t of g.Tasks || []) {
+      if (t.Type === 'None') continue;
+      const ti = document.createElement('li');
+      ti.className = t.Type.toLowerCase();
+      ti.textContent = (mark[t.Type] || '') + ' Task: "' + t.Name + '"' + (t.Annotations ? ' (' + t.Annotations.join(', ') + ')' : '');
+      ti.append(diffList(t));
+      inner.append(ti);
+    }
+    li.append(inner);
+  }
+  return ul;
+}
+
+function editor(f) {
+  const run = document.getElementById('run-job');
+  const out = document.getElementById('plan-result');
+  let planned = null;
+  const text = () => f.elements.source.value;
+  f.elements.source.addEventListener('input', () => { planned = null; run.disabled = true; });
+  async function parse() {
+    const src = text().trim();
+    if (src.startsWith('{')) {
+      let v;
+      try { v = JSON.parse(src); } catch (e) { say('The JSON does not parse: ' + e.message, true); return null; }
+      return { job: v.Job || v, submission: null };
+    }
+    const variables = f.elements.variables.value;
+    const r = await api('/v1/jobs/parse', { method: 'POST', headers: { 'Content-Type': 'application/json' },
+      body: JSON.stringify({ JobHCL: src, Variables: variables, Canonicalize: true }) });
+    if (!r.ok) { say('The job does not parse: ' + await r.text(), true); return null; }
+    return { job: await r.json(), submission: { Source: src, Format: 'hcl2', Variables: variables } };
+  }
+  f.addEventListener('submit', async (ev) => {
+    ev.preventDefault();
+    run.disabled = true;
+    planned = null;
+    const p = await parse();
+    if (!p) return;
+    const ns = p.job.Namespace || f.dataset.namespace || 'default';
+    const url = '/v1/job/' + encodeURIComponent(p.job.ID) + '/plan?namespace=' + encodeURIComponent(ns);
+    const r = await api(url, { method: 'POST', headers: { 'Content-Type': 'application/json' },
+      body: JSON.stringify({ Job: p.job, Diff: true }) });
+    if (!r.ok) { say('Plan failed: ' + await r.text(), true); return; }
+    const plan = await r.json();
+    out.replaceChildren();
+    const head = document.createElement('p');
+    head.className = 'diff-job ' + (plan.Diff.Type || 'None').toLowerCase();
+    head.textContent = ({ Added: '+ ', Deleted: '- ', Edited: '+/- ' }[plan.Diff.Type] || '') + 'Job: "' + p.job.ID + '"';
+    out.append(head, diffList(plan.Diff));
+    const failed = Object.entries(plan.FailedTGAllocs || {});
+    const dry = document.createElement('p');
+    dry.id = 'plan-placement';
+    dry.className = failed.length ? 'error' : '';
+    dry.textContent = failed.length
+      ? 'Failed to place all allocations: ' + failed.map(([g, m]) => g + ' (' + (m.CoalescedFailures + 1) + ' unplaced'
+        + Object.entries(m.DimensionExhausted || {}).map(([k, n]) => '; ' + k + ' exhausted on ' + n + ' node(s)').join('')
+        + Object.entries(m.ConstraintFiltered || {}).map(([k, n]) => '; ' + k + ' filtered ' + n + ' node(s)').join('') + ')').join(', ')
+      : 'All tasks successfully allocated.';
+    out.append(dry);
+    if (plan.Warnings) {
+      const w = document.createElement('pre');
+      w.className = 'warnings';
+      w.textContent = 'Job Warnings:\n' + plan.Warnings;
+      out.append(w);
+    }
+    document.getElementById('plan').hidden = false;
+    planned = { job: p.job, submission: p.submission, index: plan.JobModifyIndex, ns };
+    run.disabled = false;
+    say('Planned at job modify index ' + plan.JobModifyIndex + '. Run submits exactly this.');
+  });
+  run.addEventListener('click', async () => {
+    if (!planned) return;
+    run.disabled = true;
+    const body = { Job: planned.job, EnforceIndex: true, JobModifyIndex: planned.index };
+    if (planned.submission) body.Submission = planned.submission;
+    const r = await api('/v1/jobs?namespace=' + encodeURIComponent(planned.ns), { method: 'POST',
+      headers: { 'Content-Type': 'application/json' }, body: JSON.stringify(body) });
+    if (!r.ok) { say('Run failed: ' + await r.text() + (r.status === 400 ? ' (plan again to see what changed)' : ''), true); return; }
+    location.href = '/ui/jobs/' + encodeURIComponent(planned.job.ID) + '?namespace=' + encodeURIComponent(planned.ns);
+  });
+}
+
 // Task logs: the framed endpoint (JSON objects back to back, Data in base64), followed.
 function logs(section) {
   const alloc = section.dataset.logs;
@@ -247,6 +358,13 @@ function logs(section) {
 document.addEventListener('DOMContentLoaded', () => {
   for (const f of document.querySelectorAll('form[data-logout]')) f.hidden = !token();
   if (document.body.dataset.watch) watch(document.body.dataset.watch);
+  // Charts change with every sample, not with an index: fetched again on a timer, while
+  // the tab is shown.
+  for (const el of document.querySelectorAll('[data-poll][id]')) {
+    setInterval(() => { if (!document.hidden) refresh('#' + el.id); }, Number(el.dataset.poll) || 5000);
+  }
+  const e = document.querySelector('form[data-editor]');
+  if (e) editor(e);
   const l = document.querySelector('section[data-logs]');
   if (l) logs(l);
 });

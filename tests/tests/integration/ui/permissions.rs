@@ -173,6 +173,31 @@ async fn pages_check_the_objects_own_namespace_and_offer_only_what_the_token_may
         assert!(body.contains("Read only"), "{path}: {body}");
     }
 
+    // The node page lays out only the allocations the token may read; the rest of the
+    // node's use is one segment that names nothing.
+    let node_reader = token_with(
+        &t,
+        "node-reader",
+        "namespace \"default\" {\n  capabilities = [\"read-job\"]\n}\nnode {\n  policy = \"read\"\n}\n",
+    )
+    .await;
+    let (status, body) = as_token(&t, "/ui/node", &node_reader).await;
+    assert_eq!(status, 200, "{body}");
+    assert!(
+        body.contains(&format!(r#"<tr data-alloc="{web}">"#)),
+        "{body}"
+    );
+    assert!(
+        !body.contains(&other[..8]) && !body.contains("/ui/jobs/other"),
+        "{body}"
+    );
+    assert!(body.contains(r#"<span class="share other""#), "{body}");
+    // The editor opens only a job the token may read.
+    let (status, _) = as_token(&t, "/ui/run?job=other&namespace=prod", &reader).await;
+    assert_eq!(status, 403);
+    let (status, body) = as_token(&t, "/ui/run?job=web", &reader).await;
+    assert_eq!(status, 200, "{body}");
+
     // read-fs reads the log files too, so the logs endpoint lets it follow them.
     let fs_reader = token_with(
         &t,
