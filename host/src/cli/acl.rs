@@ -6,7 +6,7 @@ use std::path::PathBuf;
 use reqwest::Method;
 use serde_json::{Value, json};
 
-use super::{ApiArgs, print_json};
+use super::{ApiArgs, s};
 
 /// ACL commands.
 #[derive(Debug, clap::Subcommand)]
@@ -15,9 +15,9 @@ pub enum AclCommand {
     Bootstrap {
         #[command(flatten)]
         api: ApiArgs,
-        /// Print JSON.
-        #[arg(long)]
-        json: bool,
+        /// `-json`, or `-t TEMPLATE` (a Go template over the same data).
+        #[command(flatten)]
+        format: super::FormatArgs,
     },
     /// ACL policies.
     #[command(subcommand)]
@@ -50,8 +50,9 @@ pub enum PolicyCommand {
     List {
         #[command(flatten)]
         api: ApiArgs,
-        #[arg(long)]
-        json: bool,
+        /// `-json`, or `-t TEMPLATE` (a Go template over the same data).
+        #[command(flatten)]
+        format: super::FormatArgs,
     },
     /// Delete a policy.
     Delete {
@@ -80,31 +81,35 @@ pub enum TokenCommand {
         /// Time to live, e.g. `8h` (none: the token lasts until deleted).
         #[arg(long)]
         ttl: Option<String>,
-        #[arg(long)]
-        json: bool,
+        /// `-json`, or `-t TEMPLATE` (a Go template over the same data).
+        #[command(flatten)]
+        format: super::FormatArgs,
     },
     /// Show the token in use.
     #[command(name = "self")]
     Myself {
         #[command(flatten)]
         api: ApiArgs,
-        #[arg(long)]
-        json: bool,
+        /// `-json`, or `-t TEMPLATE` (a Go template over the same data).
+        #[command(flatten)]
+        format: super::FormatArgs,
     },
     /// Show a token by accessor ID.
     Info {
         #[command(flatten)]
         api: ApiArgs,
         accessor: String,
-        #[arg(long)]
-        json: bool,
+        /// `-json`, or `-t TEMPLATE` (a Go template over the same data).
+        #[command(flatten)]
+        format: super::FormatArgs,
     },
     /// List tokens.
     List {
         #[command(flatten)]
         api: ApiArgs,
-        #[arg(long)]
-        json: bool,
+        /// `-json`, or `-t TEMPLATE` (a Go template over the same data).
+        #[command(flatten)]
+        format: super::FormatArgs,
     },
     /// Delete a token by accessor ID.
     Delete {
@@ -116,17 +121,16 @@ pub enum TokenCommand {
 
 pub(super) async fn run(cmd: AclCommand) -> anyhow::Result<i32> {
     match cmd {
-        AclCommand::Bootstrap { api, json } => {
+        AclCommand::Bootstrap { api, format } => {
             let t = api.call(Method::POST, "/v1/acl/bootstrap", None).await?;
-            show_token(&t, json);
+            Ok(show_token(&t, &format))
         }
-        AclCommand::Policy(p) => policy(p).await?,
-        AclCommand::Token(t) => token(t).await?,
+        AclCommand::Policy(p) => policy(p).await,
+        AclCommand::Token(t) => token(t).await,
     }
-    Ok(0)
 }
 
-async fn policy(cmd: PolicyCommand) -> anyhow::Result<()> {
+async fn policy(cmd: PolicyCommand) -> anyhow::Result<i32> {
     match cmd {
         PolicyCommand::Apply {
             api,
@@ -153,10 +157,10 @@ async fn policy(cmd: PolicyCommand) -> anyhow::Result<()> {
             println!("ModifyIndex = {}", p["ModifyIndex"]);
             println!("\nRules\n\n{}", s(&p["Rules"]));
         }
-        PolicyCommand::List { api, json } => {
+        PolicyCommand::List { api, format } => {
             let list = api.get("/v1/acl/policies").await?;
-            if json {
-                print_json(&list);
+            if format.wanted() {
+                return Ok(format.print(&list));
             } else {
                 println!("{:<24} Description", "Name");
                 for p in list.as_array().cloned().unwrap_or_default() {
@@ -170,10 +174,10 @@ async fn policy(cmd: PolicyCommand) -> anyhow::Result<()> {
             println!("Successfully deleted {name:?} ACL policy!");
         }
     }
-    Ok(())
+    Ok(0)
 }
 
-async fn token(cmd: TokenCommand) -> anyhow::Result<()> {
+async fn token(cmd: TokenCommand) -> anyhow::Result<i32> {
     match cmd {
         TokenCommand::Create {
             api,
@@ -181,27 +185,30 @@ async fn token(cmd: TokenCommand) -> anyhow::Result<()> {
             kind,
             policies,
             ttl,
-            json,
+            format,
         } => {
             let mut body = json!({ "Name": name, "Type": kind, "Policies": policies });
             if let Some(ttl) = ttl {
                 body["ExpirationTTL"] = json!(ttl);
             }
             let t = api.call(Method::POST, "/v1/acl/token", Some(&body)).await?;
-            show_token(&t, json);
+            return Ok(show_token(&t, &format));
         }
-        TokenCommand::Myself { api, json } => {
-            show_token(&api.get("/v1/acl/token/self").await?, json)
+        TokenCommand::Myself { api, format } => {
+            return Ok(show_token(&api.get("/v1/acl/token/self").await?, &format));
         }
         TokenCommand::Info {
             api,
             accessor,
-            json,
-        } => show_token(&api.get(&format!("/v1/acl/token/{accessor}")).await?, json),
-        TokenCommand::List { api, json } => {
+            format,
+        } => {
+            let t = api.get(&format!("/v1/acl/token/{accessor}")).await?;
+            return Ok(show_token(&t, &format));
+        }
+        TokenCommand::List { api, format } => {
             let list = api.get("/v1/acl/tokens").await?;
-            if json {
-                print_json(&list);
+            if format.wanted() {
+                return Ok(format.print(&list));
             } else {
                 println!(
                     "{:<24} {:<11} {:<36} Expired",
@@ -223,18 +230,13 @@ async fn token(cmd: TokenCommand) -> anyhow::Result<()> {
             println!("Token {accessor} successfully deleted");
         }
     }
-    Ok(())
-}
-
-fn s(v: &Value) -> String {
-    v.as_str().unwrap_or("").to_string()
+    Ok(0)
 }
 
 /// A token as `nomad acl token info` prints it.
-fn show_token(t: &Value, json: bool) {
-    if json {
-        print_json(t);
-        return;
+fn show_token(t: &Value, format: &super::FormatArgs) -> i32 {
+    if format.wanted() {
+        return format.print(t);
     }
     let policies = t["Policies"]
         .as_array()
@@ -259,4 +261,5 @@ fn show_token(t: &Value, json: bool) {
     ] {
         println!("{k:<12} = {v}");
     }
+    0
 }

@@ -4,7 +4,7 @@
 use reqwest::Method;
 use serde_json::{Value, json};
 
-use super::{ApiArgs, format_time, print_json, short_id};
+use super::{ApiArgs, format_time, short_id};
 
 /// Allocation commands.
 #[derive(Debug, clap::Subcommand)]
@@ -14,9 +14,9 @@ pub enum AllocCommand {
         /// API address and token.
         #[command(flatten)]
         api: ApiArgs,
-        /// Print the allocation as JSON.
-        #[arg(long)]
-        json: bool,
+        /// `-json`, or `-t TEMPLATE` (a Go template over the same data).
+        #[command(flatten)]
+        format: super::FormatArgs,
         /// Allocation id or prefix.
         id: String,
     },
@@ -98,15 +98,14 @@ pub enum AllocCommand {
 
 pub(super) async fn run(cmd: AllocCommand) -> anyhow::Result<i32> {
     match cmd {
-        AllocCommand::Status { api, json, id } => {
+        AllocCommand::Status { api, format, id } => {
             let a = api
                 .get(&format!("/v1/allocation/{}", resolve(&api, &id).await?))
                 .await?;
-            if json {
-                print_json(&a);
-            } else {
-                print_status(&a);
+            if format.wanted() {
+                return Ok(format.print(&a));
             }
+            print_status(&a);
             Ok(0)
         }
         AllocCommand::Logs {

@@ -2,7 +2,7 @@
 
 use serde_json::{Value, json};
 
-use super::{ApiArgs, print_json};
+use super::{ApiArgs, s};
 
 /// Deployment commands.
 #[derive(Debug, clap::Subcommand)]
@@ -14,9 +14,9 @@ pub enum DeploymentCommand {
         /// Namespace.
         #[arg(long, default_value = "default")]
         namespace: String,
-        /// Print JSON.
-        #[arg(long)]
-        json: bool,
+        /// `-json`, or `-t TEMPLATE` (a Go template over the same data).
+        #[command(flatten)]
+        format: super::FormatArgs,
     },
     /// Show a deployment: its status and each group's progress.
     Status {
@@ -24,8 +24,9 @@ pub enum DeploymentCommand {
         api: ApiArgs,
         #[arg(long, default_value = "default")]
         namespace: String,
-        #[arg(long)]
-        json: bool,
+        /// `-json`, or `-t TEMPLATE` (a Go template over the same data).
+        #[command(flatten)]
+        format: super::FormatArgs,
         /// Deployment id or prefix.
         id: String,
     },
@@ -71,7 +72,7 @@ pub(super) async fn run(cmd: DeploymentCommand) -> anyhow::Result<i32> {
         DeploymentCommand::List {
             api,
             namespace,
-            json,
+            format,
         } => {
             let list = api
                 .get(&format!(
@@ -79,25 +80,23 @@ pub(super) async fn run(cmd: DeploymentCommand) -> anyhow::Result<i32> {
                     super::enc(&namespace)
                 ))
                 .await?;
-            if json {
-                print_json(&list);
-            } else {
-                print_list(&list);
+            if format.wanted() {
+                return Ok(format.print(&list));
             }
+            print_list(&list);
             Ok(0)
         }
         DeploymentCommand::Status {
             api,
             namespace,
-            json,
+            format,
             id,
         } => {
             let d = find(&api, &namespace, &id).await?;
-            if json {
-                print_json(&d);
-            } else {
-                print_status(&d);
+            if format.wanted() {
+                return Ok(format.print(&d));
             }
+            print_status(&d);
             Ok(0)
         }
         DeploymentCommand::Promote {
@@ -144,10 +143,6 @@ async fn pause(api: &ApiArgs, namespace: &str, id: &str, pause: bool) -> anyhow:
     println!("Deployment {:?} {done}", super::short_id(&id));
     print_eval(&r);
     Ok(0)
-}
-
-fn s(v: &Value) -> String {
-    v.as_str().unwrap_or("").to_string()
 }
 
 /// The one deployment whose id starts with `prefix`.

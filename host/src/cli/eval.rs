@@ -1,10 +1,10 @@
 //! `agent eval list|status`, `agent namespace list|status|apply|delete` and
 //! `agent system gc`, as `nomad eval …`, `nomad namespace …` and `nomad system gc`.
 
-use serde_json::{Value, json};
+use serde_json::json;
 
 use super::job::Namespace;
-use super::{ApiArgs, columns, enc, format_time, key_values, short_id};
+use super::{ApiArgs, columns, enc, format_time, key_values, s, short_id};
 
 /// Evaluation commands.
 #[derive(Debug, clap::Subcommand)]
@@ -21,17 +21,17 @@ pub enum EvalCommand {
         /// Only those with this status.
         #[arg(long)]
         status: Option<String>,
-        /// Print JSON.
-        #[arg(long)]
-        json: bool,
+        /// `-json`, or `-t TEMPLATE` (a Go template over the same data).
+        #[command(flatten)]
+        format: super::FormatArgs,
     },
     /// One evaluation, with its placement failures.
     Status {
         #[command(flatten)]
         api: ApiArgs,
-        /// Print JSON.
-        #[arg(long)]
-        json: bool,
+        /// `-json`, or `-t TEMPLATE` (a Go template over the same data).
+        #[command(flatten)]
+        format: super::FormatArgs,
         /// Evaluation id.
         id: String,
     },
@@ -44,9 +44,9 @@ pub enum NamespaceCommand {
     List {
         #[command(flatten)]
         api: ApiArgs,
-        /// Print JSON.
-        #[arg(long)]
-        json: bool,
+        /// `-json`, or `-t TEMPLATE` (a Go template over the same data).
+        #[command(flatten)]
+        format: super::FormatArgs,
     },
     /// One namespace.
     Status {
@@ -85,10 +85,6 @@ pub enum SystemCommand {
     },
 }
 
-fn s(v: &Value) -> String {
-    v.as_str().unwrap_or_default().to_string()
-}
-
 pub(super) async fn run_eval(cmd: EvalCommand) -> anyhow::Result<i32> {
     match cmd {
         EvalCommand::List {
@@ -96,9 +92,9 @@ pub(super) async fn run_eval(cmd: EvalCommand) -> anyhow::Result<i32> {
             ns,
             job,
             status,
-            json,
-        } => list_evals(&api, &ns.namespace, job, status, json).await,
-        EvalCommand::Status { api, json, id } => eval_status(&api, json, &id).await,
+            format,
+        } => list_evals(&api, &ns.namespace, job, status, &format).await,
+        EvalCommand::Status { api, format, id } => eval_status(&api, &format, &id).await,
     }
 }
 
@@ -108,7 +104,7 @@ async fn list_evals(
     namespace: &str,
     job: Option<String>,
     status: Option<String>,
-    json: bool,
+    format: &super::FormatArgs,
 ) -> anyhow::Result<i32> {
     let mut url = format!("/v1/evaluations?namespace={}", enc(namespace));
     if let Some(j) = job {
@@ -118,9 +114,8 @@ async fn list_evals(
         url.push_str(&format!("&status={}", enc(&st)));
     }
     let list = api.get(&url).await?;
-    if json {
-        super::print_json(&list);
-        return Ok(0);
+    if format.wanted() {
+        return Ok(format.print(&list));
     }
     let mut rows = vec![
         [
@@ -160,11 +155,10 @@ async fn list_evals(
 }
 
 /// `eval status ID`.
-async fn eval_status(api: &ApiArgs, json: bool, id: &str) -> anyhow::Result<i32> {
+async fn eval_status(api: &ApiArgs, format: &super::FormatArgs, id: &str) -> anyhow::Result<i32> {
     let e = api.get(&format!("/v1/evaluation/{}", enc(id))).await?;
-    if json {
-        super::print_json(&e);
-        return Ok(0);
+    if format.wanted() {
+        return Ok(format.print(&e));
     }
     let failures = e["FailedTGAllocs"]
         .as_object()
@@ -193,11 +187,10 @@ async fn eval_status(api: &ApiArgs, json: bool, id: &str) -> anyhow::Result<i32>
 
 pub(super) async fn run_namespace(cmd: NamespaceCommand) -> anyhow::Result<i32> {
     match cmd {
-        NamespaceCommand::List { api, json } => {
+        NamespaceCommand::List { api, format } => {
             let list = api.get("/v1/namespaces").await?;
-            if json {
-                super::print_json(&list);
-                return Ok(0);
+            if format.wanted() {
+                return Ok(format.print(&list));
             }
             let mut rows = vec![["Name", "Description"].map(String::from).to_vec()];
             for n in list.as_array().into_iter().flatten() {

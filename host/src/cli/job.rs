@@ -56,6 +56,9 @@ pub enum JobCommand {
         /// Return after submitting, without following.
         #[arg(long)]
         detach: bool,
+        /// Print the JSON that would be submitted (`{"Job": …}`), and submit nothing.
+        #[arg(long)]
+        output: bool,
         /// Register only if the job's modify index is this one (0: only a new job), as
         /// `job plan` prints it.
         #[arg(long = "check-index", value_name = "INDEX")]
@@ -70,9 +73,9 @@ pub enum JobCommand {
         /// API address and token.
         #[command(flatten)]
         api: ApiArgs,
-        /// Print JSON.
-        #[arg(long)]
-        json: bool,
+        /// `-json`, or `-t TEMPLATE` (a Go template over the same data).
+        #[command(flatten)]
+        format: super::FormatArgs,
         /// Job id.
         id: Option<String>,
     },
@@ -92,9 +95,9 @@ pub enum JobCommand {
         /// API address and token.
         #[command(flatten)]
         api: ApiArgs,
-        /// Accepted for nomad's `-json` (the output is always JSON).
-        #[arg(long)]
-        json: bool,
+        /// `-json`, or `-t TEMPLATE` (a Go template over the same data).
+        #[command(flatten)]
+        format: super::FormatArgs,
         /// Job id.
         id: String,
     },
@@ -138,6 +141,9 @@ pub enum JobCommand {
         /// Show each version's diff.
         #[arg(short = 'p')]
         diffs: bool,
+        /// `-json`, or `-t TEMPLATE` over the versions.
+        #[command(flatten)]
+        format: super::FormatArgs,
         /// Job id.
         id: String,
     },
@@ -173,6 +179,9 @@ pub enum JobCommand {
         /// Every version's allocations, not only the current one's.
         #[arg(long)]
         all: bool,
+        /// `-json`, or `-t TEMPLATE` over the allocations.
+        #[command(flatten)]
+        format: super::FormatArgs,
         /// Job id.
         id: String,
     },
@@ -206,17 +215,30 @@ pub(super) async fn run(cmd: JobCommand) -> anyhow::Result<i32> {
         JobCommand::Run {
             api,
             detach,
+            output,
             check_index,
             vars,
             file,
         } => {
+            if output {
+                return match super::read_job_file(&file, &vars.vars, &vars.var_files) {
+                    Ok(job) => {
+                        super::print_json(&serde_json::json!({ "Job": job }));
+                        Ok(0)
+                    }
+                    Err(e) => {
+                        eprintln!("Error: {e:#}");
+                        Ok(1)
+                    }
+                };
+            }
             let opts = RunOptions {
                 detach,
                 check_index,
             };
             run_job(&api, &file, &vars.vars, &vars.var_files, opts).await
         }
-        JobCommand::Status { api, json, id } => job_status(&api, id.as_deref(), json).await,
+        JobCommand::Status { api, format, id } => job_status(&api, id.as_deref(), &format).await,
         JobCommand::Plan { api, vars, file } => {
             super::job_more::plan(&api, &file, &vars.vars, &vars.var_files).await
         }
@@ -241,9 +263,13 @@ pub(super) async fn run(cmd: JobCommand) -> anyhow::Result<i32> {
         JobCommand::Periodic(PeriodicCommand::Force { api, ns, id }) => {
             super::job_more::periodic_force(&api, &ns.namespace, &id).await
         }
-        JobCommand::History { api, ns, diffs, id } => {
-            super::job_more::history(&api, &ns.namespace, &id, diffs).await
-        }
+        JobCommand::History {
+            api,
+            ns,
+            diffs,
+            format,
+            id,
+        } => super::job_more::history(&api, &ns.namespace, &id, diffs, &format).await,
         JobCommand::Revert {
             api,
             ns,
@@ -253,9 +279,13 @@ pub(super) async fn run(cmd: JobCommand) -> anyhow::Result<i32> {
         JobCommand::Scale { api, ns, id, args } => {
             super::job_more::scale(&api, &ns.namespace, &id, &args).await
         }
-        JobCommand::Allocs { api, ns, all, id } => {
-            super::job_more::allocs(&api, &ns.namespace, &id, all).await
-        }
+        JobCommand::Allocs {
+            api,
+            ns,
+            all,
+            format,
+            id,
+        } => super::job_more::allocs(&api, &ns.namespace, &id, all, &format).await,
         JobCommand::Eval {
             api,
             ns,
@@ -265,8 +295,13 @@ pub(super) async fn run(cmd: JobCommand) -> anyhow::Result<i32> {
         JobCommand::Validate { api, vars, file } => {
             validate(&api, &file, &vars.vars, &vars.var_files).await
         }
-        JobCommand::Inspect { api, json: _, id } => {
+        JobCommand::Inspect { api, format, id } => {
             let job = api.get(&format!("/v1/job/{}", super::enc(&id))).await?;
+            // As Nomad's: `-json` and `-t` see the job itself, the plain output wraps it
+            // as `job run` takes it back.
+            if format.wanted() {
+                return Ok(format.print(&job));
+            }
             super::print_json(&serde_json::json!({ "Job": job }));
             Ok(0)
         }
@@ -691,20 +726,55 @@ fn settled(a: &Value, job_type: crate::jobspec::JobType) -> bool {
     }
 }
 
-async fn job_status(api: &ApiArgs, id: Option<&str>, json: bool) -> anyhow::Result<i32> {
+async fn job_status(
+    api: &ApiArgs,
+    id: Option<&str>,
+    format: &super::FormatArgs,
+) -> anyhow::Result<i32> {
     let client = api.client()?;
-    if json {
-        let v = match id {
-            None => api.get("/v1/jobs").await?,
-            Some(id) => api.get(&format!("/v1/job/{}", super::enc(id))).await?,
+    if format.wanted() {
+        let keys = match id {
+            None => api
+                .get("/v1/jobs")
+                .await?
+                .as_array()
+                .into_iter()
+                .flatten()
+                .map(|j| (super::s(&j["Namespace"]), super::s(&j["ID"])))
+                .collect(),
+            Some(id) => {
+                let j = api.get(&format!("/v1/job/{}", super::enc(id))).await?;
+                vec![(super::s(&j["Namespace"]), super::s(&j["ID"]))]
+            }
         };
-        super::print_json(&v);
-        return Ok(0);
+        return Ok(format.print(&jobs_json(api, &keys).await?));
     }
     match id {
         None => job_list(api).await,
         Some(id) => one_job_status(api, &client, id).await,
     }
+}
+
+/// What `job status -json` and `-t` see, as Nomad's `JobJson`: each job's summary,
+/// allocations, latest deployment (null when none) and evaluations.
+async fn jobs_json(api: &ApiArgs, keys: &[(String, String)]) -> anyhow::Result<Value> {
+    let mut out = Vec::new();
+    for (ns, id) in keys {
+        let path = |what: &str| {
+            format!(
+                "/v1/job/{}{what}?namespace={}",
+                super::enc(id),
+                super::enc(ns)
+            )
+        };
+        out.push(serde_json::json!({
+            "Summary": api.get(&path("/summary")).await?,
+            "Allocations": api.get(&path("/allocations")).await?,
+            "LatestDeployment": api.get(&path("/deployment")).await?,
+            "Evaluations": api.get(&path("/evaluations")).await?,
+        }));
+    }
+    Ok(Value::Array(out))
 }
 
 /// `job status` without an id: every job, a line each.

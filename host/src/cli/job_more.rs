@@ -6,7 +6,7 @@ use std::path::PathBuf;
 use base64::Engine;
 use serde_json::{Value, json};
 
-use super::{ApiArgs, columns, enc, format_time, key_values, short_id};
+use super::{ApiArgs, columns, enc, format_time, key_values, s, short_id};
 
 /// `?namespace=` for a job path.
 fn ns_query(namespace: &str) -> String {
@@ -176,10 +176,6 @@ pub(super) async fn dispatch(
     Ok(0)
 }
 
-fn s(v: &Value) -> String {
-    v.as_str().unwrap_or_default().to_string()
-}
-
 /// `nomad job periodic force`: launch a periodic job's child now.
 pub(super) async fn periodic_force(
     api: &ApiArgs,
@@ -200,6 +196,7 @@ pub(super) async fn history(
     namespace: &str,
     id: &str,
     diffs: bool,
+    format: &super::FormatArgs,
 ) -> anyhow::Result<i32> {
     let path = format!(
         "/v1/job/{}/versions?diffs={diffs}&{}",
@@ -207,6 +204,9 @@ pub(super) async fn history(
         ns_query(namespace)
     );
     let r = api.get(&path).await?;
+    if format.wanted() {
+        return Ok(format.print(&r["Versions"]));
+    }
     let versions = r["Versions"].as_array().cloned().unwrap_or_default();
     let diff_list = r["Diffs"].as_array().cloned().unwrap_or_default();
     for (i, v) in versions.iter().enumerate() {
@@ -286,6 +286,7 @@ pub(super) async fn allocs(
     namespace: &str,
     id: &str,
     all: bool,
+    format: &super::FormatArgs,
 ) -> anyhow::Result<i32> {
     let path = format!(
         "/v1/job/{}/allocations?all={all}&{}",
@@ -293,6 +294,9 @@ pub(super) async fn allocs(
         ns_query(namespace)
     );
     let list = api.get(&path).await?;
+    if format.wanted() {
+        return Ok(format.print(&list));
+    }
     let mut rows = vec![
         [
             "ID",

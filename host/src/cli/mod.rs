@@ -320,6 +320,71 @@ pub(crate) fn short_id(id: &str) -> &str {
     id.get(..8).unwrap_or(id)
 }
 
+/// `-json` and `-t`: a command's answer as JSON or through a Go template, as Nomad's
+/// commands offer them (its `command/data_format.go`).
+#[derive(Debug, Clone, Default, clap::Args)]
+pub struct FormatArgs {
+    /// Print the answer as JSON.
+    #[arg(long)]
+    pub json: bool,
+    /// Print the answer through a Go text/template (`{{.ID}}`, `{{range .}}…{{end}}`).
+    #[arg(
+        short = 't',
+        long = "t",
+        value_name = "TEMPLATE",
+        allow_hyphen_values = true
+    )]
+    pub template: Option<String>,
+}
+
+impl FormatArgs {
+    /// Whether the answer goes out as data rather than as the command's table.
+    pub fn wanted(&self) -> bool {
+        self.json || self.template.is_some()
+    }
+
+    /// Print `v` as asked: exit 0, or 1 with Nomad's message when the template does not
+    /// parse or run, or both `-json` and `-t` were given.
+    pub fn print(&self, v: &serde_json::Value) -> i32 {
+        match self.render(v) {
+            Ok(text) => {
+                print!("{text}");
+                if self.json {
+                    println!();
+                }
+                0
+            }
+            Err(e) => {
+                eprintln!("Error formatting the data: {e}");
+                1
+            }
+        }
+    }
+
+    /// The text `print` writes.
+    pub fn render(&self, v: &serde_json::Value) -> Result<String, String> {
+        match (&self.template, self.json) {
+            (Some(_), true) => Err("Both json and template formatting are not allowed".into()),
+            (None, _) => Ok(serde_json::to_string_pretty(v).expect("JSON values print")),
+            (Some(t), false) if t.is_empty() => {
+                Err("template needs to be specified in golang's text/template format.".into())
+            }
+            (Some(t), false) => {
+                let data = gotmpl::to_value(v).map_err(|e| e.to_string())?;
+                gotmpl::Template::new("")
+                    .parse(t)
+                    .and_then(|t| t.execute_to_string(&data))
+                    .map_err(|e| e.to_string())
+            }
+        }
+    }
+}
+
+/// A string field of an API answer ("" when it is missing or not a string).
+pub(crate) fn s(v: &serde_json::Value) -> String {
+    v.as_str().unwrap_or_default().to_string()
+}
+
 /// Print a value as indented JSON (the `-json` output).
 pub(crate) fn print_json(v: &serde_json::Value) {
     println!(
@@ -450,6 +515,44 @@ mod tests {
         let got = super::nomad_var_env(env.into_iter());
         assert_eq!(got.len(), 1);
         assert_eq!(got["region"], "eu");
+    }
+
+    #[test]
+    fn templates_parse_in_each_of_gos_flag_spellings() {
+        use clap::Parser;
+        for args in [
+            &["agent", "job", "status", "-t", "{{.ID}}"][..],
+            &["agent", "job", "status", "-t={{.ID}}"],
+            &["agent", "job", "status", "--t", "{{.ID}}"],
+        ] {
+            let cli = super::Cli::try_parse_from(super::normalize_args(
+                args.iter().map(|a| a.to_string()),
+            ))
+            .unwrap_or_else(|e| panic!("{args:?}: {e}"));
+            let super::Command::Job(super::job::JobCommand::Status { format, .. }) = cli.command
+            else {
+                panic!("{args:?}");
+            };
+            assert_eq!(format.template.as_deref(), Some("{{.ID}}"), "{args:?}");
+        }
+        let f = super::FormatArgs {
+            json: false,
+            template: Some("{{range .}}{{.A}},{{end}}".into()),
+        };
+        assert_eq!(
+            f.render(&serde_json::json!([{ "A": 1 }, { "A": "x" }]))
+                .unwrap(),
+            "1,x,"
+        );
+        let both = super::FormatArgs {
+            json: true,
+            template: Some("{{.}}".into()),
+        };
+        assert!(
+            both.render(&serde_json::json!({}))
+                .unwrap_err()
+                .contains("Both json and template")
+        );
     }
 
     #[test]

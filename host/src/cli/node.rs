@@ -2,7 +2,7 @@
 
 use serde_json::Value;
 
-use super::{ApiArgs, print_json};
+use super::{ApiArgs, s};
 
 /// Node commands.
 #[derive(Debug, clap::Subcommand)]
@@ -15,9 +15,9 @@ pub enum NodeCommand {
         /// Show the node this agent runs.
         #[arg(long = "self")]
         this: bool,
-        /// Print JSON.
-        #[arg(long)]
-        json: bool,
+        /// `-json`, or `-t TEMPLATE` (a Go template over the same data).
+        #[command(flatten)]
+        format: super::FormatArgs,
         /// Node id or prefix.
         id: Option<String>,
     },
@@ -27,7 +27,7 @@ pub(super) async fn run(cmd: NodeCommand) -> anyhow::Result<i32> {
     let NodeCommand::Status {
         api,
         this,
-        json,
+        format,
         id,
     } = cmd;
     let nodes = api.get("/v1/nodes").await?;
@@ -49,17 +49,15 @@ pub(super) async fn run(cmd: NodeCommand) -> anyhow::Result<i32> {
         (false, None) => None,
     };
     let Some(id) = id else {
-        if json {
-            print_json(&nodes);
-        } else {
-            print_nodes(&nodes);
+        if format.wanted() {
+            return Ok(format.print(&nodes));
         }
+        print_nodes(&nodes);
         return Ok(0);
     };
     let node = api.get(&format!("/v1/node/{id}")).await?;
-    if json {
-        print_json(&node);
-        return Ok(0);
+    if format.wanted() {
+        return Ok(format.print(&node));
     }
     print_node(&node);
     let allocs = api.get(&format!("/v1/node/{id}/allocations")).await?;
@@ -86,10 +84,6 @@ fn print_nodes(nodes: &Value) {
             n["Status"].as_str().unwrap_or("")
         );
     }
-}
-
-fn s(v: &Value) -> String {
-    v.as_str().unwrap_or("").to_string()
 }
 
 /// One node: identity, drivers, devices, node events.

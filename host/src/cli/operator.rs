@@ -31,9 +31,9 @@ pub enum SchedulerCommand {
     GetConfig {
         #[command(flatten)]
         api: ApiArgs,
-        /// Print JSON.
-        #[arg(long)]
-        json: bool,
+        /// `-json`, or `-t TEMPLATE` (a Go template over the same data).
+        #[command(flatten)]
+        format: super::FormatArgs,
     },
 }
 
@@ -45,11 +45,10 @@ pub(super) async fn run(cmd: OperatorCommand) -> anyhow::Result<i32> {
             data,
             path,
         } => raw(&api, method, data, &path).await,
-        OperatorCommand::Scheduler(SchedulerCommand::GetConfig { api, json }) => {
+        OperatorCommand::Scheduler(SchedulerCommand::GetConfig { api, format }) => {
             let v = api.get("/v1/operator/scheduler/configuration").await?;
-            if json {
-                super::print_json(&v);
-                return Ok(0);
+            if format.wanted() {
+                return Ok(format.print(&v));
             }
             let c = &v["SchedulerConfig"];
             let flag = |k: &str| c[k].to_string();

@@ -10,8 +10,10 @@ use tokio::io::AsyncBufReadExt;
 
 use crate::harness::{TestAgent, agent_bin};
 
+mod format;
+
 /// Exit code, stdout and stderr of `agent <args>`.
-struct Out {
+pub(crate) struct Out {
     code: i32,
     stdout: String,
     stderr: String,
@@ -48,13 +50,13 @@ async fn agent_cmd(args: &[&str], env: &[(&str, &str)]) -> Out {
 }
 
 /// `agent <args> -address <the test agent>`, nomad style.
-async fn cli(t: &TestAgent, args: &[&str]) -> Out {
+pub(crate) async fn cli(t: &TestAgent, args: &[&str]) -> Out {
     let mut all: Vec<&str> = args.to_vec();
     all.extend(["-address", &t.base]);
     agent_cmd(&all, &[]).await
 }
 
-fn write_job(dir: &Path, name: &str, job: Value) -> String {
+pub(crate) fn write_job(dir: &Path, name: &str, job: Value) -> String {
     let p = dir.join(name);
     std::fs::write(&p, serde_json::to_vec(&json!({ "Job": job })).unwrap()).unwrap();
     p.display().to_string()
@@ -135,7 +137,7 @@ async fn job_and_alloc_commands_drive_a_running_task() {
     assert!(out.stdout.contains("web"), "{out:?}");
     let out = cli(&t, &["job", "status", "-json", "web"]).await;
     let v: Value = serde_json::from_str(&out.stdout).unwrap_or_else(|e| panic!("{e}: {out:?}"));
-    assert_eq!(v["ID"], "web");
+    assert_eq!(v[0]["Summary"]["JobID"], "web", "Nomad's JobJson");
     let out = cli(&t, &["job", "inspect", "web"]).await;
     let v: Value = serde_json::from_str(&out.stdout).unwrap_or_else(|e| panic!("{e}: {out:?}"));
     assert_eq!(v["Job"]["TaskGroups"][0]["Tasks"][0]["Driver"], "raw_exec");
@@ -684,7 +686,7 @@ async fn the_commands_nomad_users_type_drive_a_real_agent() {
         ok(&["var", "get", "-item", "pass", "app/db"]).await.trim(),
         "s3cret"
     );
-    let got = ok(&["var", "get", "app/db"]).await;
+    let got = ok(&["var", "get", "-out", "table", "app/db"]).await;
     assert!(
         got.contains("Path        = app/db") && got.contains("user = admin"),
         "{got}"
@@ -696,7 +698,7 @@ async fn the_commands_nomad_users_type_drive_a_real_agent() {
             .contains("Successfully purged")
     );
     assert!(
-        ok(&["var", "list"])
+        ok(&["var", "list", "-out", "table"])
             .await
             .contains("No matching variables found")
     );
