@@ -10,9 +10,11 @@
 //! behind the driver), `tasks.rs` (the tasks this plugin runs and their waiters),
 //! `driver.rs` (the `Driver` service), `status.rs` (errors as Nomad reads them), `stats.rs`
 //! (usage samples), `base.rs` (`BasePlugin`), `goplugin.rs` (go-plugin's controller, stdio
-//! and broker services), `server.rs` (startup and serving), `client.rs` (dialling a plugin,
+//! and broker services), `server.rs` (startup and serving), `authority.rs` (the relay in
+//! front of the socket that mends the `:authority` grpcio sends), `client.rs` (dialling a plugin,
 //! for tools and tests).
 
+pub mod authority;
 pub mod base;
 pub mod client;
 pub mod config;

@@ -72,7 +72,11 @@ pub async fn run(name: String, app_version: u32) -> anyhow::Result<()> {
         .add_service(BasePluginServer::new(BaseService(plugin.clone())))
         .add_service(DriverServer::new(DriverService(plugin.clone())))
         .serve_with_incoming_shutdown(
-            tokio_stream::wrappers::UnixListenerStream::new(listener),
+            // Each connection through the relay that mends the authority grpcio sends.
+            tokio_stream::StreamExt::map(
+                tokio_stream::wrappers::UnixListenerStream::new(listener),
+                |c| c.map(crate::authority::relay),
+            ),
             token.clone().cancelled_owned(),
         );
 

@@ -161,11 +161,9 @@ class Plugin:
         self.line = self.stdout.get(timeout=60)
         assert self.line, "stdout closed before the handshake line"
         self.socket = self.line.split("|")[3]
-        # gRPC's C core names a Unix socket's path, percent-encoded, as the `:authority`,
-        # which is no valid authority and the plugin's HTTP/2 server resets the stream
-        # (PROTOCOL_ERROR); go-plugin's client sends a plain name, and so does this one.
-        self.channel = grpc.insecure_channel("unix:" + self.socket,
-                                             options=[("grpc.default_authority", "localhost")])
+        # A plain channel, as a grpcio user writes it: gRPC's C core names the socket's
+        # path, percent-encoded, as the `:authority`, which the plugin's relay mends.
+        self.channel = grpc.insecure_channel("unix:" + self.socket)
         grpc.channel_ready_future(self.channel).result(timeout=10)
         self.base = base_grpc.BasePluginStub(self.channel)
         self.driver = drv_grpc.DriverStub(self.channel)
