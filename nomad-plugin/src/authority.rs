@@ -4,15 +4,16 @@
 //! HTTP/2 server under tonic resets every such stream (`PROTOCOL_ERROR`, "malformed
 //! authority"), with no setting to relax it. go-plugin's Go client sends a plain name.
 //!
-//! So every connection to the plugin's socket goes through [`relay`]: the client's frames
-//! pass to the server unchanged, except header blocks (`HEADERS` and its `CONTINUATION`s),
-//! which are decoded (HPACK, with the dynamic table the client's encoder keeps) and encoded
-//! again for the server with an authority it accepts in place of one it would refuse
-//! (`localhost`, what go-plugin's client sends). The server's frames pass back untouched.
+//! So every connection to the plugin's socket is read through [`Mended`]: the client's
+//! frames reach the server unchanged, except header blocks (`HEADERS` and its
+//! `CONTINUATION`s), which are decoded (HPACK, with the dynamic table the client's encoder
+//! keeps) and, once one named an authority the server would refuse, encoded again with
+//! `localhost` (what go-plugin's client sends) in its place. A connection whose first
+//! request needs no change (Go's client, tonic's) is passed through untouched from then on;
+//! the server's writes always go straight to the socket.
 //! On a Unix socket the authority names nothing the plugin uses, so no information is lost.
 
 use http::uri::Authority;
-use tokio::io::{AsyncReadExt, AsyncWriteExt, DuplexStream};
 use tokio::net::UnixStream;
 
 /// The connection preface every HTTP/2 client sends first.
@@ -84,8 +85,11 @@ impl Head {
 struct Rewriter {
     decoder: loona_hpack::Decoder<'static>,
     encoder: loona_hpack::Encoder<'static>,
-    /// Authorities replaced so far (for the log).
+    /// Authorities replaced so far.
     replaced: u64,
+    /// Whether a block was encoded again: from then on every block is (the server's
+    /// table follows this encoder, no longer the client's).
+    encoding: bool,
 }
 
 impl Rewriter {
@@ -94,11 +98,13 @@ impl Rewriter {
             decoder: loona_hpack::Decoder::new(),
             encoder: loona_hpack::Encoder::new(),
             replaced: 0,
+            encoding: false,
         }
     }
 
-    /// A header block, its authority made acceptable.
-    fn block(&mut self, block: &[u8]) -> Result<Vec<u8>, RelayError> {
+    /// A header block, its authority made acceptable; `None` when it needs no change and
+    /// no block was encoded again before (the client's own bytes may go on).
+    fn block(&mut self, block: &[u8]) -> Result<Option<Vec<u8>>, RelayError> {
         let mut headers = self
             .decoder
             .decode(block)
@@ -107,22 +113,30 @@ impl Rewriter {
             if name.as_slice() == b":authority" && Authority::try_from(value.as_slice()).is_err() {
                 *value = STAND_IN.to_vec();
                 self.replaced += 1;
+                if !self.encoding {
+                    tracing::debug!(
+                        "a client names the socket's path as its authority: sent as localhost"
+                    );
+                }
+                self.encoding = true;
             }
         }
-        Ok(self
-            .encoder
-            .encode(headers.iter().map(|(n, v)| (n.as_slice(), v.as_slice()))))
+        Ok(self.encoding.then(|| {
+            self.encoder
+                .encode(headers.iter().map(|(n, v)| (n.as_slice(), v.as_slice())))
+        }))
     }
 
     /// A `HEADERS` frame's payload (`flags` its flags) and any `CONTINUATION`s' fragments:
     /// the frames to send instead, one `HEADERS` and as many `CONTINUATION`s as the block
-    /// needs at the smallest frame size every peer accepts.
+    /// needs at the smallest frame size every peer accepts; `None` when the client's own
+    /// frames may go on unchanged.
     fn frames(
         &mut self,
         head: &Head,
         payload: &[u8],
         continued: &[u8],
-    ) -> Result<Vec<u8>, RelayError> {
+    ) -> Result<Option<Vec<u8>>, RelayError> {
         let mut p = payload;
         if head.flags & PADDED != 0 {
             let (&pad, rest) = p.split_first().ok_or(RelayError::Malformed)?;
@@ -144,7 +158,9 @@ impl Rewriter {
         };
         let mut block = p.to_vec();
         block.extend_from_slice(continued);
-        let block = self.block(&block)?;
+        let Some(block) = self.block(&block)? else {
+            return Ok(None);
+        };
 
         let mut out = Vec::with_capacity(block.len() + 32);
         let first_room = MAX_FRAME - priority.map_or(0, <[u8]>::len);
@@ -177,72 +193,107 @@ impl Rewriter {
             .write(&mut out);
             out.extend_from_slice(chunk);
         }
-        Ok(out)
+        Ok(Some(out))
     }
 }
 
-/// Serve `client` through the rewriter: the returned stream is the server's end.
-pub fn relay(client: UnixStream) -> DuplexStream {
-    let (server_end, ours) = tokio::io::duplex(64 * 1024);
-    let (mut client_rx, mut client_tx) = client.into_split();
-    let (mut server_rx, mut server_tx) = tokio::io::split(ours);
-    tokio::spawn(async move {
-        let mut rw = Rewriter::new();
-        let r = to_server(&mut client_rx, &mut server_tx, &mut rw).await;
-        if rw.replaced > 0 {
-            tracing::debug!(
-                replaced = rw.replaced,
-                "requests named the socket's path as their authority: sent as localhost"
-            );
-        }
-        match r {
-            Ok(()) | Err(RelayError::Io(_)) => {}
-            Err(e) => tracing::warn!(error = %e, "a client connection was cut"),
-        }
-        let _ = server_tx.shutdown().await;
-    });
-    tokio::spawn(async move {
-        let _ = tokio::io::copy(&mut server_rx, &mut client_tx).await;
-        let _ = client_tx.shutdown().await;
-    });
-    server_end
+/// What the stream does with the client's bytes.
+enum Mode {
+    /// Waiting for the connection preface.
+    Preface,
+    /// Reading frames, rewriting header blocks.
+    Frames,
+    /// Passing everything through: the first header block's authority was one the server
+    /// accepts (a client sends the same one on every request of a connection), so nothing
+    /// is decoded from then on.
+    Pass,
 }
 
-/// The client's side, frame by frame, until it closes.
-async fn to_server<R, W>(rx: &mut R, tx: &mut W, rw: &mut Rewriter) -> Result<(), RelayError>
-where
-    R: tokio::io::AsyncRead + Unpin,
-    W: tokio::io::AsyncWrite + Unpin,
-{
-    let mut preface = [0u8; 24];
-    rx.read_exact(&mut preface).await?;
-    if &preface != PREFACE {
-        return Err(RelayError::Preface);
+/// A client's connection as the server reads it: its frames as the client sent them, its
+/// header blocks with an authority the server accepts. Reads are parsed in place (no
+/// task, no copy for what the server writes back); a connection whose first request
+/// needs no change is passed through untouched from then on.
+pub struct Mended {
+    io: UnixStream,
+    mode: Mode,
+    rw: Rewriter,
+    /// Read from the client, not yet a whole frame (or header block).
+    pending: Vec<u8>,
+    /// Ready for the server, from `ready_at` on.
+    ready: Vec<u8>,
+    ready_at: usize,
+}
+
+/// Serve `client` through the rewriter.
+pub fn relay(client: UnixStream) -> Mended {
+    Mended {
+        io: client,
+        mode: Mode::Preface,
+        rw: Rewriter::new(),
+        pending: Vec::new(),
+        ready: Vec::new(),
+        ready_at: 0,
     }
-    tx.write_all(&preface).await?;
-    let mut raw = [0u8; 9];
-    let mut payload = Vec::new();
-    loop {
-        match rx.read_exact(&mut raw).await {
-            Ok(_) => {}
-            Err(e) if e.kind() == std::io::ErrorKind::UnexpectedEof => return Ok(()),
-            Err(e) => return Err(e.into()),
+}
+
+impl tonic::transport::server::Connected for Mended {
+    type ConnectInfo = ();
+    fn connect_info(&self) -> Self::ConnectInfo {}
+}
+
+impl Mended {
+    /// Move what `pending` holds whole to `ready`.
+    fn advance(&mut self) -> Result<(), RelayError> {
+        loop {
+            match self.mode {
+                Mode::Pass => {
+                    self.ready.append(&mut self.pending);
+                    return Ok(());
+                }
+                Mode::Preface => {
+                    if self.pending.len() < PREFACE.len() {
+                        return Ok(());
+                    }
+                    if &self.pending[..PREFACE.len()] != PREFACE {
+                        return Err(RelayError::Preface);
+                    }
+                    self.ready.extend(self.pending.drain(..PREFACE.len()));
+                    self.mode = Mode::Frames;
+                }
+                Mode::Frames => {
+                    if !self.next_frames()? {
+                        return Ok(());
+                    }
+                }
+            }
         }
-        let head = Head::parse(&raw);
-        payload.resize(head.len, 0);
-        rx.read_exact(&mut payload).await?;
+    }
+
+    /// Take the next frame (a header block with its CONTINUATIONs) from `pending` into
+    /// `ready`; `false` while it is not all there.
+    fn next_frames(&mut self) -> Result<bool, RelayError> {
+        let p = &self.pending;
+        let Some(raw) = p.get(..9) else {
+            return Ok(false);
+        };
+        let head = Head::parse(raw.try_into().expect("nine bytes"));
+        let end = 9 + head.len;
+        if p.len() < end {
+            return Ok(false);
+        }
         if head.kind != HEADERS {
-            tx.write_all(&raw).await?;
-            tx.write_all(&payload).await?;
-            continue;
+            self.ready.extend(self.pending.drain(..end));
+            return Ok(true);
         }
         // The block's CONTINUATIONs follow at once, on the same stream (RFC 9113 §6.10).
+        let mut at = end;
         let mut continued = Vec::new();
         let mut ended = head.flags & END_HEADERS != 0;
         while !ended {
-            let mut c = [0u8; 9];
-            rx.read_exact(&mut c).await?;
-            let ch = Head::parse(&c);
+            let Some(raw) = p.get(at..at + 9) else {
+                return Ok(false);
+            };
+            let ch = Head::parse(raw.try_into().expect("nine bytes"));
             if ch.kind != CONTINUATION || ch.stream != head.stream {
                 return Err(RelayError::Interleaved {
                     stream: head.stream,
@@ -252,13 +303,102 @@ where
             if continued.len() + ch.len > MAX_BLOCK {
                 return Err(RelayError::TooLarge);
             }
-            let at = continued.len();
-            continued.resize(at + ch.len, 0);
-            rx.read_exact(&mut continued[at..]).await?;
+            let Some(fragment) = p.get(at + 9..at + 9 + ch.len) else {
+                return Ok(false);
+            };
+            continued.extend_from_slice(fragment);
+            at += 9 + ch.len;
             ended = ch.flags & END_HEADERS != 0;
         }
-        let frames = rw.frames(&head, &payload, &continued)?;
-        tx.write_all(&frames).await?;
+        match self.rw.frames(&head, &p[9..end], &continued)? {
+            Some(frames) => {
+                self.ready.extend_from_slice(&frames);
+                self.pending.drain(..at);
+            }
+            None => {
+                // Nothing to mend in the first block: this client's authority is fine.
+                self.ready.extend(self.pending.drain(..at));
+                self.mode = Mode::Pass;
+            }
+        }
+        Ok(true)
+    }
+}
+
+impl tokio::io::AsyncRead for Mended {
+    fn poll_read(
+        self: std::pin::Pin<&mut Self>,
+        cx: &mut std::task::Context<'_>,
+        buf: &mut tokio::io::ReadBuf<'_>,
+    ) -> std::task::Poll<std::io::Result<()>> {
+        use std::task::Poll;
+        let me = self.get_mut();
+        loop {
+            if me.ready_at < me.ready.len() {
+                let n = buf.remaining().min(me.ready.len() - me.ready_at);
+                buf.put_slice(&me.ready[me.ready_at..me.ready_at + n]);
+                me.ready_at += n;
+                if me.ready_at == me.ready.len() {
+                    me.ready.clear();
+                    me.ready_at = 0;
+                }
+                return Poll::Ready(Ok(()));
+            }
+            if matches!(me.mode, Mode::Pass) && me.pending.is_empty() {
+                return std::pin::Pin::new(&mut me.io).poll_read(cx, buf);
+            }
+            let mut chunk = [0u8; 16 * 1024];
+            let mut rb = tokio::io::ReadBuf::new(&mut chunk);
+            match std::pin::Pin::new(&mut me.io).poll_read(cx, &mut rb) {
+                Poll::Pending => return Poll::Pending,
+                Poll::Ready(Err(e)) => return Poll::Ready(Err(e)),
+                Poll::Ready(Ok(())) if rb.filled().is_empty() => {
+                    // The client closed; a frame it left half-sent is dropped with it.
+                    return Poll::Ready(Ok(()));
+                }
+                Poll::Ready(Ok(())) => me.pending.extend_from_slice(rb.filled()),
+            }
+            if let Err(e) = me.advance() {
+                tracing::warn!(error = %e, "a client connection was cut");
+                return Poll::Ready(Err(std::io::Error::new(std::io::ErrorKind::InvalidData, e)));
+            }
+        }
+    }
+}
+
+impl tokio::io::AsyncWrite for Mended {
+    fn poll_write(
+        self: std::pin::Pin<&mut Self>,
+        cx: &mut std::task::Context<'_>,
+        buf: &[u8],
+    ) -> std::task::Poll<std::io::Result<usize>> {
+        std::pin::Pin::new(&mut self.get_mut().io).poll_write(cx, buf)
+    }
+
+    fn poll_write_vectored(
+        self: std::pin::Pin<&mut Self>,
+        cx: &mut std::task::Context<'_>,
+        bufs: &[std::io::IoSlice<'_>],
+    ) -> std::task::Poll<std::io::Result<usize>> {
+        std::pin::Pin::new(&mut self.get_mut().io).poll_write_vectored(cx, bufs)
+    }
+
+    fn is_write_vectored(&self) -> bool {
+        self.io.is_write_vectored()
+    }
+
+    fn poll_flush(
+        self: std::pin::Pin<&mut Self>,
+        cx: &mut std::task::Context<'_>,
+    ) -> std::task::Poll<std::io::Result<()>> {
+        std::pin::Pin::new(&mut self.get_mut().io).poll_flush(cx)
+    }
+
+    fn poll_shutdown(
+        self: std::pin::Pin<&mut Self>,
+        cx: &mut std::task::Context<'_>,
+    ) -> std::task::Poll<std::io::Result<()>> {
+        std::pin::Pin::new(&mut self.get_mut().io).poll_shutdown(cx)
     }
 }
 
@@ -306,7 +446,7 @@ mod tests {
         // index into its dynamic table, which the rewriter must have kept in step.
         for _ in 0..2 {
             let b = block_of(&mut client_enc, b"%2Ftmp%2Fpaddock-plugin1%2Fplugin.sock");
-            let out = rw.frames(&head(b.len()), &b, &[]).unwrap();
+            let out = rw.frames(&head(b.len()), &b, &[]).unwrap().expect("mended");
             let h = decoded(&mut server_dec, &out);
             assert!(
                 h.contains(&(b":authority".to_vec(), b"localhost".to_vec())),
@@ -321,13 +461,91 @@ mod tests {
         let b = block_of(&mut client_enc, b"plugin");
         let h = decoded(
             &mut server_dec,
-            &rw.frames(&head(b.len()), &b, &[]).unwrap(),
+            &rw.frames(&head(b.len()), &b, &[])
+                .unwrap()
+                .expect("encoded, once begun"),
         );
         assert!(
             h.contains(&(b":authority".to_vec(), b"plugin".to_vec())),
             "{h:?}"
         );
         assert_eq!(rw.replaced, 2);
+    }
+
+    #[test]
+    fn a_client_whose_first_authority_is_fine_is_passed_through() {
+        let mut client_enc = loona_hpack::Encoder::new();
+        let mut rw = Rewriter::new();
+        let b = block_of(&mut client_enc, b"localhost");
+        let head = Head {
+            len: b.len(),
+            kind: HEADERS,
+            flags: END_HEADERS,
+            stream: 1,
+        };
+        assert!(rw.frames(&head, &b, &[]).unwrap().is_none());
+        assert_eq!(rw.replaced, 0);
+    }
+
+    /// The stream the server reads, over a real socket pair: grpcio's preface, SETTINGS,
+    /// a header block naming the socket's path, then DATA; and the server's writes reach
+    /// the client untouched.
+    #[tokio::test]
+    async fn the_server_reads_mended_frames_and_writes_straight_through() {
+        use tokio::io::{AsyncReadExt, AsyncWriteExt};
+        let (mut client, server_side) = UnixStream::pair().unwrap();
+        let mut mended = relay(server_side);
+        let mut enc = loona_hpack::Encoder::new();
+        let block = block_of(&mut enc, b"%2Ftmp%2Fp%2Fplugin.sock");
+        let mut sent = PREFACE.to_vec();
+        Head {
+            len: 0,
+            kind: 0x4,
+            flags: 0,
+            stream: 0,
+        }
+        .write(&mut sent);
+        Head {
+            len: block.len(),
+            kind: HEADERS,
+            flags: END_HEADERS,
+            stream: 1,
+        }
+        .write(&mut sent);
+        sent.extend_from_slice(&block);
+        Head {
+            len: 3,
+            kind: 0x0,
+            flags: END_STREAM,
+            stream: 1,
+        }
+        .write(&mut sent);
+        sent.extend_from_slice(b"abc");
+        // In two writes, split inside the header block: the reader waits for all of it.
+        let cut = PREFACE.len() + 9 + 12;
+        client.write_all(&sent[..cut]).await.unwrap();
+        client.write_all(&sent[cut..]).await.unwrap();
+        drop(client.shutdown().await);
+        let mut got = Vec::new();
+        mended.read_to_end(&mut got).await.unwrap();
+        assert!(got.starts_with(PREFACE));
+        let after = &got[PREFACE.len()..];
+        assert_eq!(
+            &after[..9],
+            &sent[PREFACE.len()..PREFACE.len() + 9],
+            "SETTINGS as sent"
+        );
+        let frames = &after[9..after.len() - 12];
+        let h = decoded(&mut loona_hpack::Decoder::new(), frames);
+        assert!(
+            h.contains(&(b":authority".to_vec(), b"localhost".to_vec())),
+            "{h:?}"
+        );
+        assert!(after.ends_with(b"abc"), "DATA as sent");
+        mended.write_all(b"from the server").await.unwrap();
+        let mut back = [0u8; 15];
+        client.read_exact(&mut back).await.unwrap();
+        assert_eq!(&back, b"from the server");
     }
 
     #[test]
@@ -353,7 +571,7 @@ mod tests {
             flags: PADDED | PRIORITY,
             stream: 3,
         };
-        let out = rw.frames(&head, &payload, b).unwrap();
+        let out = rw.frames(&head, &payload, b).unwrap().expect("mended");
         let first = Head::parse(out[..9].try_into().unwrap());
         assert_eq!(
             first.flags, PRIORITY,
