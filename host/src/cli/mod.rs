@@ -71,7 +71,7 @@ pub enum Command {
     /// The cluster's housekeeping: `gc`.
     #[command(subcommand)]
     System(eval::SystemCommand),
-    /// Operator tools: a raw API call, the scheduler's configuration.
+    /// Operator tools: a raw API call, metrics, the raft peers, the scheduler's configuration.
     #[command(subcommand)]
     Operator(operator::OperatorCommand),
     /// Print a completion script for a shell: `source <(agent completions bash)`.

@@ -1,7 +1,8 @@
-//! `agent operator api|scheduler get-config`, as `nomad operator …`: a raw API call with
-//! the CLI's address and token, and the scheduler's configuration.
+//! `agent operator api|metrics|raft list-peers|scheduler get-config`, as
+//! `nomad operator …`: a raw API call with the CLI's address and token, the agent's
+//! metrics, the (one) raft peer, and the scheduler's configuration.
 
-use super::{ApiArgs, key_values};
+use super::{ApiArgs, columns, key_values, s};
 
 /// Operator commands.
 #[derive(Debug, clap::Subcommand)]
@@ -22,6 +23,36 @@ pub enum OperatorCommand {
     /// The scheduler's configuration.
     #[command(subcommand)]
     Scheduler(SchedulerCommand),
+    /// The raft peers: this agent alone, the leader and only voter.
+    #[command(subcommand)]
+    Raft(RaftCommand),
+    /// The agent's metrics: go-metrics JSON, or Prometheus text with `-format prometheus`.
+    Metrics {
+        #[command(flatten)]
+        api: ApiArgs,
+        /// Indent the JSON.
+        #[arg(long)]
+        pretty: bool,
+        /// `prometheus` for Prometheus' text format.
+        #[arg(long)]
+        format: Option<String>,
+        /// `-json`, or `-t TEMPLATE` over the metrics summary.
+        #[command(flatten)]
+        out: super::FormatArgs,
+    },
+}
+
+/// `agent operator raft …`.
+#[derive(Debug, clap::Subcommand)]
+pub enum RaftCommand {
+    /// The raft peers, as `nomad operator raft list-peers` prints them.
+    ListPeers {
+        #[command(flatten)]
+        api: ApiArgs,
+        /// Accepted as Nomad's (every read here is current).
+        #[arg(long)]
+        stale: bool,
+    },
 }
 
 /// `agent operator scheduler …`.
@@ -45,6 +76,56 @@ pub(super) async fn run(cmd: OperatorCommand) -> anyhow::Result<i32> {
             data,
             path,
         } => raw(&api, method, data, &path).await,
+        OperatorCommand::Raft(RaftCommand::ListPeers { api, stale: _ }) => {
+            let v = api.get("/v1/operator/raft/configuration").await?;
+            let mut servers = v["Servers"].as_array().cloned().unwrap_or_default();
+            servers.sort_by_key(|p| s(&p["Node"]));
+            let mut rows = vec![
+                ["Node", "ID", "Address", "State", "Voter", "RaftProtocol"]
+                    .map(String::from)
+                    .to_vec(),
+            ];
+            for p in &servers {
+                let state = if p["Leader"] == true {
+                    "leader"
+                } else {
+                    "follower"
+                };
+                rows.push(vec![
+                    s(&p["Node"]),
+                    s(&p["ID"]),
+                    s(&p["Address"]),
+                    state.into(),
+                    p["Voter"].as_bool().unwrap_or(false).to_string(),
+                    s(&p["RaftProtocol"]),
+                ]);
+            }
+            print!("{}", columns(&rows));
+            Ok(0)
+        }
+        OperatorCommand::Metrics {
+            api,
+            pretty,
+            format,
+            out,
+        } => {
+            if out.wanted() {
+                return Ok(out.print(&api.get("/v1/metrics").await?));
+            }
+            let mut q = Vec::new();
+            if pretty {
+                q.push("pretty=1".to_string());
+            }
+            if let Some(f) = format {
+                q.push(format!("format={}", super::enc(&f)));
+            }
+            let path = if q.is_empty() {
+                "/v1/metrics".to_string()
+            } else {
+                format!("/v1/metrics?{}", q.join("&"))
+            };
+            raw(&api, None, None, &path).await
+        }
         OperatorCommand::Scheduler(SchedulerCommand::GetConfig { api, format }) => {
             let v = api.get("/v1/operator/scheduler/configuration").await?;
             if format.wanted() {

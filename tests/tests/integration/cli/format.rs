@@ -98,6 +98,25 @@ async fn json_and_templates_show_the_apis_data() {
         "j/g 1 done"
     );
 
+    // The operator's basics: the one raft peer, the metrics in each format.
+    let peers = ok(&["operator", "raft", "list-peers"]).await;
+    assert!(
+        peers.starts_with("Node") && peers.contains("leader") && peers.contains("true"),
+        "{peers}"
+    );
+    let prom = ok(&["operator", "metrics", "-format", "prometheus"]).await;
+    assert!(
+        prom.contains("# TYPE nomad_client_allocations_running gauge"),
+        "{prom}"
+    );
+    let summary: Value = serde_json::from_str(&ok(&["operator", "metrics"]).await).unwrap();
+    assert!(
+        summary["Gauges"].as_array().is_some_and(|g| !g.is_empty()),
+        "{summary}"
+    );
+    let gauges = ok(&["operator", "metrics", "-t", "{{range .Gauges}}{{if eq .Name \"nomad.client.allocations.terminal\"}}{{.Value}}{{end}}{{end}}"]).await;
+    assert_eq!(gauges, "1", "one allocation ended");
+
     // Mistakes are named, exit 1, nothing on stdout.
     for (args, says) in [
         (
