@@ -38,6 +38,8 @@ pub enum Payload {
     Variable(Box<crate::structs::VariableMetadata>),
     /// A deployment as of the event.
     Deployment(Box<crate::structs::Deployment>),
+    /// A service registration (as registered, or as it was when deregistered).
+    Service(Box<crate::structs::ServiceRegistration>),
 }
 
 /// One event.
@@ -74,6 +76,7 @@ impl Event {
             Payload::Component(c) => json!({ "Component": c }),
             Payload::Variable(v) => json!({ "Variable": v }),
             Payload::Deployment(d) => json!({ "Deployment": d }),
+            Payload::Service(s) => json!({ "Service": s }),
         };
         json!({
             "Topic": self.topic, "Type": self.event_type, "Key": self.key,

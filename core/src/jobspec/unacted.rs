@@ -64,10 +64,6 @@ const GROUP: &[(&str, &str)] = &[
         "kept; no autoscaler acts on it (job scale does not need it)",
     ),
     (
-        "Services",
-        "not supported by this agent yet: nothing is registered or checked",
-    ),
-    (
         "Volumes",
         "not supported by this agent yet: the group runs without them",
     ),
@@ -97,10 +93,6 @@ const GROUP: &[(&str, &str)] = &[
 /// Task-level fields, by key.
 const TASK: &[(&str, &str)] = &[
     ("Affinities", ONE_NODE),
-    (
-        "Services",
-        "not supported by this agent yet: nothing is registered or checked",
-    ),
     ("Vault", "no Vault here: the task gets no Vault token"),
     ("Consul", "no Consul here; ignored"),
     (
@@ -166,6 +158,56 @@ const TASK_PARTS: &[(&str, &str, &str)] = &[
         "not supported by this agent yet: templates are rendered once, at start",
     ),
 ];
+
+/// Fields of a `service` block, by key: registered with this agent's own (Nomad-native)
+/// service discovery, the rest of the block is not acted on yet.
+const SERVICE: &[(&str, &str)] = &[
+    (
+        "Checks",
+        "not run by this agent yet: the service is registered and never checked",
+    ),
+    (
+        "Connect",
+        "no Consul Connect here: the service is registered without a sidecar",
+    ),
+    (
+        "Identity",
+        "no Consul here: no service identity token is made",
+    ),
+    ("TaggedAddresses", "no Consul here; ignored"),
+    ("EnableTagOverride", "no Consul here; ignored"),
+    (
+        "CanaryMeta",
+        "no effect: Nomad-native registrations carry no meta",
+    ),
+    (
+        "Meta",
+        "no effect: Nomad-native registrations carry no meta",
+    ),
+    ("Weights", "no Consul here; ignored"),
+];
+
+/// A `service` block's parts the agent does not act on; `Provider = "consul"` (Nomad's
+/// default) is registered with the agent's own service discovery, and said so.
+fn services(kept: &Kept, path: &str, out: &mut Vec<Unacted>) {
+    let Some(list) = kept.get("Services").and_then(Value::as_array) else {
+        return;
+    };
+    for (i, s) in list.iter().enumerate() {
+        let sp = format!("{path}.Services[{i}]");
+        if let Some(o) = s.as_object() {
+            let fields: Kept = o.iter().map(|(k, v)| (k.clone(), v.clone())).collect();
+            from(SERVICE, &fields, &sp, out);
+        }
+        let provider = s.get("Provider").and_then(Value::as_str).unwrap_or("");
+        if provider != "nomad" {
+            out.push(Unacted {
+                path: format!("{sp}.Provider"),
+                why: "no Consul here: registered with this agent's own service discovery (provider \"nomad\") instead",
+            });
+        }
+    }
+}
 
 /// Fields of a task's templates, kept there as given, by key.
 const TEMPLATE: &[(&str, &str)] = &[
@@ -235,9 +277,11 @@ pub fn unacted(job: &Job) -> Vec<Unacted> {
     for (g, group) in job.task_groups.iter().enumerate() {
         let gp = format!("Job.TaskGroups[{g}]");
         from(GROUP, &group.kept, &gp, &mut out);
+        services(&group.kept, &gp, &mut out);
         for (t, task) in group.tasks.iter().enumerate() {
             let tp = format!("{gp}.Tasks[{t}]");
             from(TASK, &task.kept, &tp, &mut out);
+            services(&task.kept, &tp, &mut out);
             for (part, kept) in [
                 ("Resources", &task.resources.kept),
                 ("LogConfig", &task.log_config.kept),

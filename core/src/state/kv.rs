@@ -573,4 +573,29 @@ impl<B: Backend + 'static> StateDb for KvState<B> {
             .map(|(k, v)| decode(tables::NAMESPACES, &k, &v))
             .collect()
     }
+
+    fn write_services(
+        &self,
+        put: &[crate::structs::ServiceRegistration],
+        delete: &[String],
+    ) -> Result<(), StateError> {
+        let ops = put
+            .iter()
+            .map(|s| Op::Put(tables::SERVICES, s.id.clone(), encode(s)))
+            .chain(
+                delete
+                    .iter()
+                    .map(|id| Op::Delete(tables::SERVICES, id.clone())),
+            )
+            .collect();
+        self.commit.write(ops)
+    }
+
+    fn services(&self) -> Result<Vec<crate::structs::ServiceRegistration>, StateError> {
+        self.backend
+            .scan(tables::SERVICES, "")?
+            .into_iter()
+            .map(|(k, v)| decode(tables::SERVICES, &k, &v))
+            .collect()
+    }
 }

@@ -45,7 +45,8 @@ use crate::structs::{Allocation, JobSubmission, TaskState, Variable};
 /// - 6: adds `job_submissions` (a job version's source as submitted, keyed as its version).
 /// - 7: adds `deployments` (a service job version's roll-out, keyed by id).
 /// - 8: adds `namespaces` (Nomad's namespaces as objects, keyed by name).
-pub const SCHEMA_VERSION: u64 = 8;
+/// - 9: adds `services` (Nomad-native service registrations, keyed by id).
+pub const SCHEMA_VERSION: u64 = 9;
 
 /// Versions of a job kept for `/v1/job/{id}/versions` and revert (Nomad keeps six).
 pub const JOB_VERSIONS_KEPT: u64 = 6;
@@ -299,6 +300,14 @@ pub trait StateDb: Send + Sync {
     fn delete_namespace(&self, name: &str) -> Result<(), StateError>;
     /// Every stored namespace.
     fn namespaces(&self) -> Result<Vec<crate::structs::Namespace>, StateError>;
+    /// Store (or replace) service registrations and remove others, in one write.
+    fn write_services(
+        &self,
+        put: &[crate::structs::ServiceRegistration],
+        delete: &[String],
+    ) -> Result<(), StateError>;
+    /// Every stored service registration.
+    fn services(&self) -> Result<Vec<crate::structs::ServiceRegistration>, StateError>;
     /// The write path's counters (writes asked, commits, writes de-duplicated away).
     fn commit_stats(&self) -> &CommitStats;
     /// Why writes are refused now (the I/O error that stopped them), or `None` while the
@@ -328,6 +337,8 @@ pub mod tables {
     pub const DEPLOYMENTS: &str = "deployments";
     /// Namespaces, keyed by name (schema 8).
     pub const NAMESPACES: &str = "namespaces";
+    /// Service registrations, keyed by id (schema 9).
+    pub const SERVICES: &str = "services";
     pub const ALL: &[&str] = &[
         META,
         JOBS,
@@ -342,6 +353,7 @@ pub mod tables {
         JOB_SUBMISSIONS,
         DEPLOYMENTS,
         NAMESPACES,
+        SERVICES,
     ];
 }
 

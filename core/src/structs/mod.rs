@@ -12,6 +12,7 @@ pub mod deployment;
 pub mod namespace;
 pub mod reschedule;
 mod resources;
+pub mod service;
 
 pub use crate::jobspec::submission::{
     JobSubmission, MAX_SOURCE_SIZE, admit_submission, human_bytes,
@@ -21,6 +22,7 @@ pub use deployment::{AllocDeploymentStatus, Deployment, DeploymentState};
 pub use namespace::{DEFAULT_NAMESPACE, Namespace};
 pub use reschedule::{DesiredTransition, Lineage, RescheduleEvent, RescheduleTracker};
 pub use resources::*;
+pub use service::{ServiceRegistration, ServiceSpec};
 
 /// Defines an enum whose variants serialize as the strings Nomad uses, with `as_str`.
 macro_rules! wire_enum {

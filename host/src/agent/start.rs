@@ -93,6 +93,7 @@ impl Agent {
         self.server.spawn_unblocker();
         self.server.spawn_rescheduler();
         self.server.spawn_deployment_watcher();
+        self.server.spawn_service_sync();
         self.client.spawn_health_tracker();
         self.spawn_outage_watch();
         self.server.spawn_core_gc(server_gc);
@@ -129,6 +130,7 @@ impl Agent {
         self.server.restore_jobs(jobs, index);
         self.server.restore_deployments();
         self.server.restore_namespaces();
+        self.server.restore_services();
         Ok(())
     }
 }

@@ -39,6 +39,9 @@ pub struct AllocRunnerConfig {
     /// Told (allocation id, live) when an allocation's client status turns terminal or
     /// back, so the agent's account of what live allocations hold stays current.
     pub on_live: Arc<dyn Fn(&str, bool) + Send + Sync>,
+    /// Told each change of an allocation (under its lock: it must not reach back into
+    /// the allocation), so its service registrations follow its state.
+    pub on_change: Arc<dyn Fn(&crate::structs::Allocation) + Send + Sync>,
 }
 
 /// Runs one allocation.
@@ -121,6 +124,7 @@ impl AllocRunner {
             config.db.clone(),
             config.changes.clone(),
             config.on_live.clone(),
+            config.on_change.clone(),
         ));
         if fresh {
             shared.placed();

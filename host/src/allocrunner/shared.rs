@@ -30,6 +30,8 @@ pub struct AllocShared {
     own: tokio::sync::watch::Sender<u64>,
     /// Told when the client status turns terminal (false) or back (true).
     on_live: Arc<dyn Fn(&str, bool) + Send + Sync>,
+    /// Told each change, the allocation as it is after it.
+    on_change: Arc<dyn Fn(&Allocation) + Send + Sync>,
     /// A write of this allocation's state failed (the state DB refused it): the state file
     /// holds an older state until [`AllocShared::resync`] writes it all again.
     unsynced: AtomicBool,
@@ -43,6 +45,7 @@ impl AllocShared {
         db: Arc<dyn StateDb>,
         changes: Arc<Changes>,
         on_live: Arc<dyn Fn(&str, bool) + Send + Sync>,
+        on_change: Arc<dyn Fn(&Allocation) + Send + Sync>,
     ) -> Self {
         Self {
             id: alloc.id.clone(),
@@ -51,6 +54,7 @@ impl AllocShared {
             changes,
             own: tokio::sync::watch::Sender::new(0),
             on_live,
+            on_change,
             unsynced: AtomicBool::new(false),
             gone: AtomicBool::new(false),
         }
@@ -126,6 +130,7 @@ impl AllocShared {
                 Wrote::Alloc => self.db.queue_alloc(&a),
             };
             self.changes.events.allocation(event, a.modify_index, &a);
+            (self.on_change)(&a);
             (a.modify_index, written)
         };
         self.own.send_replace(index);

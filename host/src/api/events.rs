@@ -2,8 +2,9 @@
 //! per change, `{}` as a heartbeat every 10 s. `topic=Topic:Key` (repeatable; either part
 //! `*`; default every topic) and `namespace` (default `default`, `*` for all) filter it.
 //! Topics with events here: `Job`, `Allocation`, `Evaluation`, `Node`, `Variables` (metadata
-//! only); Nomad's other topics
-//! (`Deployment`, `Service`, ...) are accepted and stay quiet. The stream starts with the
+//! only), `Deployment`, `Service` (`ServiceRegistration`, `ServiceDeregistration`) and
+//! `Component`; Nomad's other topics (`NodePool`, `ACLToken`, ...) are accepted and stay
+//! quiet. The stream starts with the
 //! kept events (the newest 100, see [`crate::events`]) at or after `index` (all of them
 //! for 0, the default, as Nomad does), then goes on live. With the ACL system on, an
 //! event of a namespace reaches the stream only if the token holds `read-job` there (a

@@ -23,6 +23,7 @@ mod node;
 mod routes;
 mod scale;
 mod search;
+mod services;
 mod state_gate;
 mod vars;
 
@@ -59,6 +60,7 @@ fn routes() -> routes::Routes {
         .merge(scale::routes())
         .merge(vars::routes())
         .merge(namespaces::routes())
+        .merge(services::routes())
 }
 
 /// The table of what each route the API serves needs of a token (for tools and tests

@@ -20,6 +20,7 @@ mod node;
 mod operator;
 mod placement;
 mod run;
+mod service;
 mod var;
 
 use std::path::PathBuf;
@@ -62,6 +63,9 @@ pub enum Command {
     /// Nomad Variables: get, put, list, purge.
     #[command(subcommand)]
     Var(var::VarCommand),
+    /// Nomad-native service registrations: list, info, delete.
+    #[command(subcommand)]
+    Service(service::ServiceCommand),
     /// Evaluations: list, status.
     #[command(subcommand)]
     Eval(eval::EvalCommand),
@@ -200,6 +204,7 @@ pub async fn main(cli: Cli) -> anyhow::Result<i32> {
         Command::Acl(cmd) => acl::run(cmd).await,
         Command::Deployment(cmd) => deployment::run(cmd).await,
         Command::Var(cmd) => var::run(cmd).await,
+        Command::Service(cmd) => service::run(cmd).await,
         Command::Eval(cmd) => eval::run_eval(cmd).await,
         Command::Namespace(cmd) => eval::run_namespace(cmd).await,
         Command::System(cmd) => eval::run_system(cmd).await,

@@ -23,6 +23,7 @@ pub mod history;
 pub mod ops;
 pub mod order;
 pub mod restore;
+pub mod services;
 pub mod snapshot;
 pub mod usage;
 
@@ -91,6 +92,8 @@ pub struct Client {
     health_wake: Arc<tokio::sync::Notify>,
     /// Resource use over time, for the charts ([`history`]).
     history: history::History,
+    /// The registrations of allocations' services, on their way to the server.
+    services: Arc<services::ServiceSync>,
 }
 
 impl Client {
@@ -119,6 +122,7 @@ impl Client {
             usage: Arc::default(),
             gc: Arc::new(gc::ClientGc::new(p.gc)),
             history: history::History::new(p.stats_interval),
+            services: Arc::default(),
         }
     }
 
@@ -174,6 +178,7 @@ impl Client {
                     let _ = ended.send(id.to_string());
                 }
             }),
+            on_change: self.service_hook(),
             plugins: self.plugins.clone(),
         }
     }

@@ -37,6 +37,7 @@ pub mod register;
 pub mod reschedule;
 mod rollout;
 pub mod scaling;
+pub mod services;
 pub mod snapshot;
 pub mod submission;
 pub mod vars;
@@ -82,6 +83,8 @@ pub struct Server {
     namespaces: namespaces::NamespaceBook,
     /// Scaling events of jobs' groups.
     scaling: scaling::ScalingBook,
+    /// Nomad-native service registrations.
+    services: services::ServiceBook,
 }
 
 /// What a server is made of.
@@ -116,6 +119,7 @@ impl Server {
             deployments: Default::default(),
             namespaces: Default::default(),
             scaling: Default::default(),
+            services: Default::default(),
         }
     }
 

@@ -79,3 +79,37 @@ go_struct! {
         Warning: i64,
     }
 }
+
+go_struct! {
+    /// Mirrors `ServiceRegistration` in api/services.go.
+    ServiceRegistration {
+        ID: always String,
+        ServiceName: always String,
+        Namespace: String,
+        NodeID: String,
+        Datacenter: String,
+        JobID: String,
+        AllocID: String,
+        Tags: Vec<String>,
+        Address: String,
+        Port: i64,
+        CreateIndex: u64,
+        ModifyIndex: u64,
+    }
+}
+
+go_struct! {
+    /// Mirrors `ServiceRegistrationListStub` in api/services.go.
+    ServiceRegistrationListStub {
+        Namespace: always String,
+        Services: Vec<Option<ServiceRegistrationStub>>,
+    }
+}
+
+go_struct! {
+    /// Mirrors `ServiceRegistrationStub` in api/services.go.
+    ServiceRegistrationStub {
+        ServiceName: always String,
+        Tags: Vec<String>,
+    }
+}

@@ -142,6 +142,22 @@ async fn every_endpoint_decodes_as_nomads_go_client_decodes_it() {
     )
     .await;
     alloc_operations(&mut c, &web_id).await;
+    // The web job's group service, registered while its tasks run.
+    c.json::<Vec<Option<go::ServiceRegistrationListStub>>>(req("GET", "/v1/services"))
+        .await;
+    c.json::<Vec<Option<go::ServiceRegistration>>>(req("GET", "/v1/service/{name}").arg("web"))
+        .await;
+    c.json::<Vec<Option<go::ServiceRegistration>>>(
+        req("GET", "/v1/allocation/{id}/services").arg(&web_id),
+    )
+    .await;
+    let reg = format!("_nomad-task-{web_id}-group-g-web-http");
+    c.empty(
+        req("DELETE", "/v1/service/{name}/{id}")
+            .arg("web")
+            .arg(&reg),
+    )
+    .await;
     for (a, m) in batch.iter().zip(["GET", "POST", "PUT"]) {
         let id = a["ID"].as_str().unwrap();
         c.empty(req(m, "/v1/client/allocation/{id}/gc").arg(id))

@@ -50,6 +50,7 @@ mod restore;
 mod runtime;
 mod sdk;
 mod search;
+mod services;
 mod shutdown;
 mod soak;
 mod state;

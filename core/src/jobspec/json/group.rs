@@ -84,6 +84,25 @@ pub(super) fn group_from_value(
         }
         tasks.push(task);
     }
+    // Services name ports of the group's network, in modes this agent can register.
+    let ports: Vec<String> = networks
+        .iter()
+        .flat_map(|n| n.reserved_ports.iter().chain(&n.dynamic_ports))
+        .map(|p| p.label.clone())
+        .collect();
+    let owners = std::iter::once((path.to_string(), &kept)).chain(
+        tasks
+            .iter()
+            .enumerate()
+            .map(|(i, t)| (format!("{path}.Tasks[{i}]"), &t.kept)),
+    );
+    for (owner, k) in owners {
+        for (i, s) in crate::structs::ServiceSpec::list(k).iter().enumerate() {
+            if let Some(m) = s.problems(&ports).into_iter().next() {
+                return Err(JobspecError::new(format!("{owner}.Services[{i}]"), m));
+            }
+        }
+    }
     if tasks.iter().filter(|t| t.leader).count() > 1 {
         return Err(JobspecError::new(
             format!("{path}.Tasks"),

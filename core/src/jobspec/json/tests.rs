@@ -49,7 +49,8 @@ fn cluster_only_blocks_are_kept_as_given_and_read_back() {
     let services = serde_json::json!([{"Name": "web", "PortLabel": "http"}]);
     let j = parse(
         serde_json::json!({"Job": {"ID": "a", "Update": {"Stagger": 1}, "Status": "x",
-        "TaskGroups": [{"Name": "g", "Services": services, "ReschedulePolicy": {"Attempts": 1, "Interval": 3_600_000_000_000u64},
+        "TaskGroups": [{"Name": "g", "Services": services, "Networks": [{"DynamicPorts": [{"Label": "http"}]}],
+            "ReschedulePolicy": {"Attempts": 1, "Interval": 3_600_000_000_000u64},
             "Tasks": [{"Name": "t", "Driver": "mock", "Vault": null}]}]}}),
     )
     .unwrap();

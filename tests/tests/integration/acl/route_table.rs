@@ -498,6 +498,24 @@ pub(super) fn table(alloc: &str, eval: &str, node: &str) -> Vec<Row> {
         &[MGMT],
         &[&every_rule],
     ));
+    // Services: `read-job` reads; a registration is deleted with `submit-job` or
+    // `delete-service-registration` (Nomad's `AllowNsOpAnyOf`).
+    rows.push(row("GET", "/v1/services", None, &[r], &[l]));
+    rows.push(row("GET", "/v1/service/web", None, &[r], &[l]));
+    rows.push(row(
+        "DELETE",
+        "/v1/service/web/nosuch",
+        None,
+        &[s, &caps(&["delete-service-registration"])],
+        &[r],
+    ));
+    rows.push(row(
+        "GET",
+        &format!("/v1/allocation/{alloc}/services"),
+        None,
+        &[r],
+        &[l],
+    ));
     // Open routes look at no token.
     for path in [
         "/v1/agent/health",

@@ -1,0 +1,122 @@
+//! The client's side of Nomad-native service registration: after each change of an
+//! allocation that has `service` blocks, the registrations it holds in its new state
+//! ([`crate::structs::service::wanted`]: group services while a task of it runs and it is
+//! not stopping, a task's while that task runs and is not being killed) go to the server
+//! whenever they differ from what was last sent, as Nomad's client upserts and deletes
+//! its registrations. Names, tags and addresses are interpolated with the task's
+//! environment (a group's service with its first task's).
+
+use std::collections::HashMap;
+use std::sync::{Arc, Mutex};
+
+use tokio::sync::mpsc::{UnboundedReceiver, UnboundedSender, unbounded_channel};
+
+use super::Client;
+use crate::structs::{Allocation, ServiceRegistration};
+use crate::taskenv::{EnvBuilder, EnvRequest, NodeInfo};
+
+/// An allocation's registrations as of its last change.
+pub type ServiceUpdate = (String, Vec<ServiceRegistration>);
+
+/// What the client sent, and the channel to the server.
+pub struct ServiceSync {
+    tx: UnboundedSender<ServiceUpdate>,
+    rx: Mutex<Option<UnboundedReceiver<ServiceUpdate>>>,
+    /// Per allocation, the registrations last sent.
+    sent: Mutex<HashMap<String, Vec<ServiceRegistration>>>,
+}
+
+impl Default for ServiceSync {
+    fn default() -> Self {
+        let (tx, rx) = unbounded_channel();
+        Self {
+            tx,
+            rx: Mutex::new(Some(rx)),
+            sent: Mutex::default(),
+        }
+    }
+}
+
+/// Whether an allocation's group or a task of it has `service` blocks.
+fn has_services(a: &Allocation) -> bool {
+    let listed = |k: &crate::jobspec::Kept| {
+        k.get("Services")
+            .and_then(serde_json::Value::as_array)
+            .is_some_and(|l| !l.is_empty())
+    };
+    a.group()
+        .is_some_and(|g| listed(&g.kept) || g.tasks.iter().any(|t| listed(&t.kept)))
+}
+
+/// `text` interpolated with the environment of `task` of `a` (a group service: its
+/// group's first task).
+fn interpolate(
+    a: &Allocation,
+    node: &NodeInfo,
+    alloc_root: &std::path::Path,
+    task: Option<&str>,
+    text: &str,
+) -> String {
+    if !text.contains("${") {
+        return text.to_string();
+    }
+    let Some(group) = a.group() else {
+        return text.to_string();
+    };
+    let t = match task {
+        Some(name) => group.tasks.iter().find(|t| t.name == name),
+        None => group.tasks.first(),
+    };
+    let Some(t) = t else {
+        return text.to_string();
+    };
+    let dirs = crate::allocdir::AllocDir::new(alloc_root, &a.id).task_dirs(&t.name);
+    let env = EnvBuilder::new(EnvRequest {
+        job: &a.job,
+        group,
+        task: t,
+        alloc_id: &a.id,
+        alloc_index: a.index,
+        dirs: &dirs,
+        node,
+        ports: &a.allocated_resources.shared.ports,
+        cpu: a.allocated_resources.tasks.get(&t.name).map(|r| &r.cpu),
+    })
+    .build();
+    env.interpolate(text)
+}
+
+impl Client {
+    /// The registrations the client sends, once (the server takes them).
+    pub fn take_service_updates(&self) -> Option<UnboundedReceiver<ServiceUpdate>> {
+        self.services.rx.lock().unwrap().take()
+    }
+
+    /// What each allocation change runs: its registrations, sent when they changed.
+    pub(super) fn service_hook(&self) -> Arc<dyn Fn(&Allocation) + Send + Sync> {
+        let sync = self.services.clone();
+        let node = Arc::new(self.node());
+        let host_ip = self.host_ip.clone();
+        let alloc_root = self.alloc_root.clone();
+        Arc::new(move |a: &Allocation| {
+            if !has_services(a) {
+                return;
+            }
+            let wanted =
+                crate::structs::service::wanted(a, &host_ip, &node.datacenter, &|task, text| {
+                    interpolate(a, &node, &alloc_root, task, text)
+                });
+            let mut sent = sync.sent.lock().unwrap();
+            if sent.get(&a.id) == Some(&wanted) {
+                return;
+            }
+            // Sent under the lock: an allocation's updates reach the server in order.
+            let _ = sync.tx.send((a.id.clone(), wanted.clone()));
+            if wanted.is_empty() && a.is_terminal() {
+                sent.remove(&a.id);
+            } else {
+                sent.insert(a.id.clone(), wanted);
+            }
+        })
+    }
+}

@@ -1,0 +1,326 @@
+//! Nomad-native service discovery on a real agent: a job's group and task `service`
+//! blocks are registered while their tasks run and deregistered when they stop, answered
+//! at Nomad's routes (`/v1/services`, `/v1/service/{name}` with `choose`, `tag` and
+//! `filter`, `/v1/allocation/{id}/services`), published on the `Service` topic, kept
+//! across a restart, and shown by `agent service list|info`.
+
+use std::time::{Duration, Instant};
+
+use serde_json::{Value, json};
+
+use crate::harness::{AgentProcess, TestAgent};
+
+/// A raw_exec service job: a group service `web` on the dynamic port `http`, and a task
+/// service named from the task's environment, with no port.
+fn web_job(id: &str) -> Value {
+    json!({ "ID": id, "Type": "service", "TaskGroups": [{ "Name": "g",
+        "Networks": [{ "DynamicPorts": [{ "Label": "http" }] }],
+        "Services": [{ "Name": "web", "PortLabel": "http", "Tags": ["v1", "${NOMAD_JOB_ID}"], "Provider": "nomad" }],
+        "Tasks": [{ "Name": "t", "Driver": "raw_exec",
+            "Config": { "command": "/bin/sleep", "args": ["600"] },
+            "Services": [{ "Name": "${NOMAD_TASK_NAME}-metrics", "Provider": "nomad" }],
+            "Resources": { "CPU": 20, "MemoryMB": 16 } }] }] })
+}
+
+/// Poll `path` until `done` holds of its answer (or fail after 30 s).
+async fn until(t: &TestAgent, path: &str, done: impl Fn(&Value) -> bool) -> Value {
+    let deadline = Instant::now() + Duration::from_secs(30);
+    loop {
+        let v = t.get(path).await;
+        if done(&v) {
+            return v;
+        }
+        assert!(Instant::now() < deadline, "{path}: {v:#}");
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+}
+
+/// The `Service` events the agent kept, read from the start of its stream until `done`.
+async fn service_events(base: &str, done: impl Fn(&[Value]) -> bool) -> Vec<Value> {
+    let mut r = reqwest::Client::new()
+        .get(format!("{base}/v1/event/stream?topic=Service&index=0"))
+        .send()
+        .await
+        .unwrap();
+    assert!(r.status().is_success());
+    let (mut buf, mut events) = (Vec::new(), Vec::new());
+    let deadline = Instant::now() + Duration::from_secs(30);
+    while !done(&events) {
+        let left = deadline.saturating_duration_since(Instant::now());
+        let chunk = tokio::time::timeout(left, r.chunk())
+            .await
+            .unwrap_or_else(|_| panic!("only {events:#?}"))
+            .unwrap()
+            .unwrap();
+        buf.extend_from_slice(&chunk);
+        while let Some(i) = buf.iter().position(|b| *b == b'\n') {
+            let line: Vec<u8> = buf.drain(..=i).collect();
+            let v: Value = serde_json::from_slice(&line).unwrap_or(Value::Null);
+            events.extend(v["Events"].as_array().cloned().unwrap_or_default());
+        }
+    }
+    events
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn services_register_while_their_tasks_run_and_go_when_they_stop() {
+    let t = TestAgent::start("", vec![]).await;
+    t.register(web_job("web")).await;
+    let regs = until(&t, "/v1/service/web", |v| {
+        v.as_array().is_some_and(|a| !a.is_empty())
+    })
+    .await;
+    let allocs = t.get("/v1/job/web/allocations").await;
+    let alloc_id = allocs[0]["ID"].as_str().unwrap().to_string();
+    let alloc = t.get(&format!("/v1/allocation/{alloc_id}")).await;
+    let port = &alloc["AllocatedResources"]["Shared"]["Ports"][0];
+    let r = &regs[0];
+    assert_eq!(r["ID"], format!("_nomad-task-{alloc_id}-group-g-web-http"));
+    assert_eq!(
+        (r["Address"].clone(), r["Port"].clone()),
+        (port["HostIP"].clone(), port["Value"].clone())
+    );
+    assert_eq!(r["Tags"], json!(["v1", "web"]), "tags interpolated");
+    assert_eq!(
+        (r["JobID"].as_str(), r["AllocID"].as_str()),
+        (Some("web"), Some(alloc_id.as_str()))
+    );
+    assert_eq!(r["Datacenter"], "dc1");
+    assert!(r["CreateIndex"].as_u64().unwrap() > 0);
+
+    let list = until(&t, "/v1/services", |v| {
+        v[0]["Services"].as_array().is_some_and(|s| s.len() == 2)
+    })
+    .await;
+    assert_eq!(list[0]["Namespace"], "default");
+    assert_eq!(
+        list[0]["Services"][0],
+        json!({ "ServiceName": "t-metrics", "Tags": [] })
+    );
+    assert_eq!(
+        list[0]["Services"][1],
+        json!({ "ServiceName": "web", "Tags": ["v1", "web"] })
+    );
+    let of_alloc = t.get(&format!("/v1/allocation/{alloc_id}/services")).await;
+    assert_eq!(of_alloc.as_array().unwrap().len(), 2, "{of_alloc}");
+
+    // choose, tag, filter, as Nomad answers them.
+    assert_eq!(
+        t.get("/v1/service/web?choose=1|caller")
+            .await
+            .as_array()
+            .unwrap()
+            .len(),
+        1
+    );
+    let (s, v) = t
+        .send(reqwest::Method::GET, "/v1/service/web?choose=one", None)
+        .await;
+    assert_eq!(s, 400, "{v}");
+    assert!(
+        v.to_string()
+            .contains("Parameter for choose must be in form"),
+        "{v}"
+    );
+    assert!(
+        t.get("/v1/service/web?tag=v2")
+            .await
+            .as_array()
+            .unwrap()
+            .is_empty()
+    );
+    assert_eq!(
+        t.get("/v1/service/web?tag=v1")
+            .await
+            .as_array()
+            .unwrap()
+            .len(),
+        1
+    );
+    let f = t.get("/v1/service/web?filter=%22v1%22%20in%20Tags").await;
+    assert_eq!(f.as_array().unwrap().len(), 1, "{f}");
+    assert!(
+        t.get("/v1/service/web?namespace=prod")
+            .await
+            .as_array()
+            .unwrap()
+            .is_empty()
+    );
+
+    // The CLI, as `nomad service` prints it.
+    let cli = |args: &[&str]| {
+        let out = std::process::Command::new(crate::harness::agent_bin())
+            .args(args)
+            .args(["-address", &t.base])
+            .env_remove("NOMAD_ADDR")
+            .output()
+            .unwrap();
+        assert!(out.status.success(), "{args:?}: {out:?}");
+        String::from_utf8(out.stdout).unwrap()
+    };
+    let listed = cli(&["service", "list"]);
+    assert!(
+        listed.starts_with("Service Name") && listed.contains("web           [v1,web]"),
+        "{listed}"
+    );
+    let info = cli(&["service", "info", "we"]);
+    assert!(
+        info.contains(&format!(
+            "{}:{}",
+            port["HostIP"].as_str().unwrap(),
+            port["Value"]
+        )),
+        "{info}"
+    );
+    assert!(info.contains(&alloc_id[..8]), "{info}");
+
+    // Stopping the job deregisters both; each change was an event.
+    let (s, _) = t.send(reqwest::Method::DELETE, "/v1/job/web", None).await;
+    assert_eq!(s, 200);
+    until(&t, "/v1/services", |v| {
+        v.as_array().is_some_and(Vec::is_empty)
+    })
+    .await;
+    assert!(
+        t.get("/v1/service/web")
+            .await
+            .as_array()
+            .unwrap()
+            .is_empty()
+    );
+    let events = service_events(&t.base, |e| {
+        e.iter()
+            .filter(|e| e["Type"] == "ServiceDeregistration")
+            .count()
+            >= 2
+    })
+    .await;
+    let web: Vec<&str> = events
+        .iter()
+        .filter(|e| e["Payload"]["Service"]["ServiceName"] == "web")
+        .map(|e| e["Type"].as_str().unwrap())
+        .collect();
+    assert_eq!(
+        web,
+        ["ServiceRegistration", "ServiceDeregistration"],
+        "{events:#?}"
+    );
+    assert!(
+        events
+            .iter()
+            .all(|e| e["Topic"] == "Service" && e["FilterKeys"][0] == "web")
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_job_naming_a_port_its_group_lacks_is_refused_and_a_registration_can_be_deleted() {
+    let t = TestAgent::start("", vec![]).await;
+    let mut bad = web_job("bad");
+    bad["TaskGroups"][0]["Services"][0]["PortLabel"] = json!("admin");
+    let r = t.post_job(bad).await;
+    assert_eq!(r.status(), 400);
+    let text = r.text().await.unwrap();
+    assert!(
+        text.contains("Job.TaskGroups[0].Services[0]")
+            && text.contains("port label \"admin\" does not exist"),
+        "{text}"
+    );
+    // Nomad's default provider is Consul: registered here all the same, and said so.
+    let mut consul = web_job("consul");
+    consul["TaskGroups"][0]["Services"][0]
+        .as_object_mut()
+        .unwrap()
+        .remove("Provider");
+    let (s, reg) = t.post("/v1/jobs", json!({ "Job": consul })).await;
+    assert_eq!(s, 200, "{reg}");
+    assert!(
+        reg["Warnings"]
+            .as_str()
+            .unwrap()
+            .contains("Job.TaskGroups[0].Services[0].Provider: no Consul here"),
+        "{reg}"
+    );
+    let regs = until(&t, "/v1/service/web", |v| {
+        v.as_array().is_some_and(|a| !a.is_empty())
+    })
+    .await;
+    let id = regs[0]["ID"].as_str().unwrap();
+    let (s, _) = t
+        .send(
+            reqwest::Method::DELETE,
+            &format!("/v1/service/web/{id}?namespace=prod"),
+            None,
+        )
+        .await;
+    assert_eq!(s, 404, "another namespace's id");
+    let (s, _) = t
+        .send(
+            reqwest::Method::DELETE,
+            &format!("/v1/service/web/{id}"),
+            None,
+        )
+        .await;
+    assert_eq!(s, 200);
+    assert!(
+        t.get("/v1/service/web")
+            .await
+            .as_array()
+            .unwrap()
+            .is_empty()
+    );
+}
+
+/// Registrations are in the state DB: after `kill -9` and a start they are there with
+/// their indexes while the task was reattached; a task that died meanwhile takes its
+/// registrations with it.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn registrations_survive_a_restart_and_leave_with_a_task_that_died_meanwhile() {
+    let dir = tempfile::tempdir().unwrap();
+    let mut a = AgentProcess::new(dir.path());
+    a.start().await;
+    // Its own sleep, found by its argument; no restart, so a death ends the allocation.
+    let mut job = web_job("web");
+    job["TaskGroups"][0]["Tasks"][0]["Config"]["args"] = json!(["6017"]);
+    job["TaskGroups"][0]["RestartPolicy"] = json!({ "Attempts": 0, "Mode": "fail" });
+    a.post_job(job).await;
+    let deadline = Instant::now() + Duration::from_secs(30);
+    let before = loop {
+        let v = a.get("/v1/service/web").await;
+        if v.as_array().is_some_and(|l| !l.is_empty()) {
+            break v;
+        }
+        assert!(Instant::now() < deadline, "never registered");
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    };
+    a.kill9();
+    a.start().await;
+    let after = a.get("/v1/service/web").await;
+    assert_eq!(after, before, "the same registration, indexes and all");
+
+    // The task dies while the agent is down: at start its registrations go.
+    let alloc = before[0]["AllocID"].as_str().unwrap().to_string();
+    a.kill9();
+    let pid_file = std::process::Command::new("pgrep")
+        .args(["-f", "/bin/sleep 6017"])
+        .output()
+        .unwrap();
+    for pid in String::from_utf8_lossy(&pid_file.stdout).split_whitespace() {
+        let _ = std::process::Command::new("kill")
+            .args(["-9", pid])
+            .status();
+    }
+    a.start().await;
+    let deadline = Instant::now() + Duration::from_secs(30);
+    loop {
+        let v = a.get(&format!("/v1/allocation/{alloc}/services")).await;
+        let regs = a.get("/v1/service/web").await;
+        let gone = regs
+            .as_array()
+            .is_some_and(|l| l.iter().all(|r| r["AllocID"] != alloc.as_str()));
+        if gone && v.as_array().is_some_and(Vec::is_empty) {
+            break;
+        }
+        assert!(Instant::now() < deadline, "{regs:#}");
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+}
