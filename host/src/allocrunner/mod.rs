@@ -333,6 +333,7 @@ mod tests {
             on_live: Arc::new(move |id: &str, up: bool| {
                 told.lock().unwrap().push((id.to_string(), up));
             }),
+            on_change: Arc::new(|_: &crate::structs::Allocation| {}),
         };
         let a = crate::taskrunner::tests::allocation(
             serde_json::json!({"Name": "t", "Driver": "mock", "Config": {"run_for": "1h"}}),
@@ -383,6 +384,7 @@ mod tests {
             db.clone(),
             Arc::new(Changes::new(16)),
             Arc::new(|_: &str, _: bool| {}),
+            Arc::new(|_: &crate::structs::Allocation| {}),
         );
         shared.placed();
         assert!(!shared.unsynced());
