@@ -163,10 +163,6 @@ const TASK_PARTS: &[(&str, &str, &str)] = &[
 /// service discovery, the rest of the block is not acted on yet.
 const SERVICE: &[(&str, &str)] = &[
     (
-        "Checks",
-        "not run by this agent yet: the service is registered and never checked",
-    ),
-    (
         "Connect",
         "no Consul Connect here: the service is registered without a sidecar",
     ),
@@ -187,6 +183,18 @@ const SERVICE: &[(&str, &str)] = &[
     ("Weights", "no Consul here; ignored"),
 ];
 
+/// Fields of a `check` block, by key.
+const CHECK: &[(&str, &str)] = &[
+    ("Expose", "no Consul Connect here; ignored"),
+    (
+        "FailuresBeforeWarning",
+        "no effect: a check here is passing or critical, never warning",
+    ),
+    ("TLSServerName", NOT_YET),
+    ("GRPCService", "grpc checks are not run by this agent yet"),
+    ("GRPCUseTLS", "grpc checks are not run by this agent yet"),
+];
+
 /// A `service` block's parts the agent does not act on; `Provider = "consul"` (Nomad's
 /// default) is registered with the agent's own service discovery, and said so.
 fn services(kept: &Kept, path: &str, out: &mut Vec<Unacted>) {
@@ -198,6 +206,33 @@ fn services(kept: &Kept, path: &str, out: &mut Vec<Unacted>) {
         if let Some(o) = s.as_object() {
             let fields: Kept = o.iter().map(|(k, v)| (k.clone(), v.clone())).collect();
             from(SERVICE, &fields, &sp, out);
+        }
+        for (j, c) in s
+            .get("Checks")
+            .and_then(Value::as_array)
+            .into_iter()
+            .flatten()
+            .enumerate()
+        {
+            let cp = format!("{sp}.Checks[{j}]");
+            if let Some(o) = c.as_object() {
+                let fields: Kept = o.iter().map(|(k, v)| (k.clone(), v.clone())).collect();
+                from(CHECK, &fields, &cp, out);
+            }
+            if matches!(
+                c.get("Type").and_then(Value::as_str),
+                Some("script" | "grpc")
+            ) {
+                out.push(Unacted {
+                    path: format!("{cp}.Type"),
+                    why: "not run by this agent yet (http and tcp checks are): the service is registered and this check never runs",
+                });
+            } else if c.get("Protocol").and_then(Value::as_str) == Some("https") {
+                out.push(Unacted {
+                    path: format!("{cp}.Protocol"),
+                    why: "https checks are not run by this agent yet (it has no TLS client): the service is registered and this check never runs",
+                });
+            }
         }
         let provider = s.get("Provider").and_then(Value::as_str).unwrap_or("");
         if provider != "nomad" {

@@ -36,6 +36,8 @@ pub struct ServiceSpec {
     pub task_name: String,
     /// The `check` blocks, as given.
     pub checks: Vec<Value>,
+    /// The service's `check_restart`, for checks without their own.
+    pub check_restart: Option<Value>,
 }
 
 /// Strings of a JSON list (non-strings skipped).
@@ -82,6 +84,7 @@ impl ServiceSpec {
                 .and_then(Value::as_array)
                 .cloned()
                 .unwrap_or_default(),
+            check_restart: v.get("CheckRestart").filter(|r| r.is_object()).cloned(),
         }
     }
 
@@ -133,6 +136,22 @@ impl ServiceSpec {
                 "service {name:?}: port label {label:?} does not exist in the group's network"
             ));
         }
+        for c in self.check_specs() {
+            match c {
+                Err(CheckError::Invalid(e)) => out.push(format!("service {name:?}: {e}")),
+                Err(CheckError::NotRun(_)) => {}
+                Ok(c) => {
+                    let label = &c.port_label;
+                    if !label.is_empty() && label.parse::<u16>().is_err() && !ports.contains(label)
+                    {
+                        out.push(format!(
+                            "service {name:?}: check {:?}: port label {label:?} does not exist in the group's network",
+                            c.name
+                        ));
+                    }
+                }
+            }
+        }
         match self.provider.as_str() {
             "" | "nomad" | "consul" => {}
             p => out.push(format!(
@@ -140,6 +159,195 @@ impl ServiceSpec {
             )),
         }
         out
+    }
+}
+
+/// What kind of probe a check is.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum CheckKind {
+    /// An HTTP request; 2xx and 3xx pass (Nomad's rule).
+    Http,
+    /// A TCP connect.
+    Tcp,
+}
+
+/// `check_restart`: restart the task after `limit` unhealthy results in a row, once
+/// `grace` has passed since it started.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct CheckRestart {
+    pub limit: u32,
+    pub grace: std::time::Duration,
+    pub ignore_warnings: bool,
+}
+
+/// One `check` block of a service, as the client runs it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct CheckSpec {
+    pub name: String,
+    pub kind: CheckKind,
+    /// HTTP: path (with its query), method, `http` or `https`, headers, body.
+    pub path: String,
+    pub method: String,
+    pub protocol: String,
+    pub headers: BTreeMap<String, Vec<String>>,
+    pub body: String,
+    /// The port probed: the check's own label, else the service's.
+    pub port_label: String,
+    pub address_mode: String,
+    pub interval: std::time::Duration,
+    pub timeout: std::time::Duration,
+    /// `passing`, `warning`, `critical` or empty (pending) until the first result.
+    pub initial_status: String,
+    /// Results in a row before the status turns passing (at least 1).
+    pub success_before_passing: u32,
+    /// Results in a row before the status turns critical (at least 1).
+    pub failures_before_critical: u32,
+    /// `require_healthy` (the default), `ignore_warnings`, `ignore`: Nomad's
+    /// healthiness against readiness.
+    pub on_update: String,
+    pub restart: Option<CheckRestart>,
+    /// The task a group service's check belongs to (`task`).
+    pub task: String,
+}
+
+/// Why a check block is not run.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum CheckError {
+    /// It is wrong, as Nomad's validation says.
+    Invalid(String),
+    /// A kind of check this agent does not run (its type).
+    NotRun(String),
+}
+
+/// Nomad's smallest check interval and timeout.
+const MIN_CHECK: std::time::Duration = std::time::Duration::from_secs(1);
+
+fn ns(v: &Value, key: &str) -> Option<std::time::Duration> {
+    v.get(key)
+        .and_then(Value::as_u64)
+        .filter(|n| *n > 0)
+        .map(std::time::Duration::from_nanos)
+}
+
+impl CheckSpec {
+    /// A `Checks` entry of a service in Nomad's API JSON, with the service's name and
+    /// its `check_restart` (a check's own wins); `Err` says what is wrong, as job
+    /// validation words it, or that the check is one this agent does not run.
+    pub fn from_json(
+        v: &Value,
+        service: &str,
+        service_restart: Option<&Value>,
+    ) -> Result<Self, CheckError> {
+        let bad = CheckError::Invalid;
+        let kind = match text(v, "Type").as_str() {
+            "http" => CheckKind::Http,
+            "tcp" => CheckKind::Tcp,
+            "" => return Err(bad("a check needs a type (http or tcp)".into())),
+            t @ ("script" | "grpc") => return Err(CheckError::NotRun(t.to_string())),
+            t => {
+                return Err(bad(format!(
+                    "check type {t:?} is not one of http, tcp, script, grpc"
+                )));
+            }
+        };
+        let name = match text(v, "Name") {
+            n if n.is_empty() => format!("service: {service:?} check"),
+            n => n,
+        };
+        let interval = ns(v, "Interval").unwrap_or_default();
+        if interval < MIN_CHECK {
+            return Err(bad(format!("check {name:?}: interval must be at least 1s")));
+        }
+        let timeout = ns(v, "Timeout").unwrap_or_default();
+        if timeout < MIN_CHECK {
+            return Err(bad(format!("check {name:?}: timeout must be at least 1s")));
+        }
+        let path = text(v, "Path");
+        if kind == CheckKind::Http && !path.starts_with('/') {
+            return Err(bad(format!(
+                "check {name:?}: an http check needs a path starting with /"
+            )));
+        }
+        let protocol = match text(v, "Protocol").as_str() {
+            "" | "http" => "http".to_string(),
+            "https" => return Err(CheckError::NotRun("https".into())),
+            p => {
+                return Err(bad(format!(
+                    "check {name:?}: protocol {p:?} is not http or https"
+                )));
+            }
+        };
+        let initial_status = text(v, "InitialStatus");
+        if !matches!(
+            initial_status.as_str(),
+            "" | "passing" | "warning" | "critical"
+        ) {
+            return Err(bad(format!(
+                "check {name:?}: initial_status {initial_status:?} is not passing, warning or critical"
+            )));
+        }
+        let on_update = match text(v, "OnUpdate").as_str() {
+            "" => "require_healthy".to_string(),
+            u @ ("require_healthy" | "ignore_warnings" | "ignore") => u.to_string(),
+            u => {
+                return Err(bad(format!(
+                    "check {name:?}: on_update {u:?} is not require_healthy, ignore_warnings or ignore"
+                )));
+            }
+        };
+        let headers = v
+            .get("Header")
+            .and_then(Value::as_object)
+            .into_iter()
+            .flatten()
+            .map(|(k, x)| (k.clone(), strings(x)))
+            .collect();
+        let restart = v
+            .get("CheckRestart")
+            .filter(|r| r.is_object())
+            .or(service_restart.filter(|r| r.is_object()))
+            .map(|r| CheckRestart {
+                limit: r.get("Limit").and_then(Value::as_u64).unwrap_or(0) as u32,
+                grace: ns(r, "Grace").unwrap_or(std::time::Duration::from_secs(1)),
+                ignore_warnings: r
+                    .get("IgnoreWarnings")
+                    .and_then(Value::as_bool)
+                    .unwrap_or(false),
+            })
+            .filter(|r| r.limit > 0);
+        let count = |k: &str| v.get(k).and_then(Value::as_u64).unwrap_or(0).max(1) as u32;
+        Ok(CheckSpec {
+            name,
+            kind,
+            path,
+            method: match text(v, "Method") {
+                m if m.is_empty() => "GET".into(),
+                m => m.to_uppercase(),
+            },
+            protocol,
+            headers,
+            body: text(v, "Body"),
+            port_label: text(v, "PortLabel"),
+            address_mode: text(v, "AddressMode"),
+            interval,
+            timeout,
+            initial_status,
+            success_before_passing: count("SuccessBeforePassing"),
+            failures_before_critical: count("FailuresBeforeCritical"),
+            on_update,
+            restart,
+            task: text(v, "TaskName"),
+        })
+    }
+}
+
+impl ServiceSpec {
+    /// Its checks, each with the service's `check_restart` unless it has its own.
+    pub fn check_specs(&self) -> Vec<Result<CheckSpec, CheckError>> {
+        self.checks
+            .iter()
+            .map(|c| CheckSpec::from_json(c, &self.name, self.check_restart.as_ref()))
+            .collect()
     }
 }
 
@@ -277,6 +485,28 @@ pub fn wanted(
     datacenter: &str,
     interpolate: &dyn Fn(Option<&str>, &str) -> String,
 ) -> Vec<ServiceRegistration> {
+    wanted_with_specs(alloc, host_ip, datacenter, interpolate)
+        .into_iter()
+        .map(|w| w.registration)
+        .collect()
+}
+
+/// A registration with the block it came from and the task that owns it (none for a
+/// group's service).
+#[derive(Debug, Clone)]
+pub struct Wanted {
+    pub registration: ServiceRegistration,
+    pub spec: ServiceSpec,
+    pub task: Option<String>,
+}
+
+/// [`wanted`], each with its `service` block and owning task (for its checks).
+pub fn wanted_with_specs(
+    alloc: &Allocation,
+    host_ip: &str,
+    datacenter: &str,
+    interpolate: &dyn Fn(Option<&str>, &str) -> String,
+) -> Vec<Wanted> {
     let Some(group) = alloc.group() else {
         return Vec::new();
     };
@@ -327,7 +557,7 @@ pub fn wanted(
             } else {
                 interpolate(task, &s.address)
             };
-            out.push(ServiceRegistration {
+            let registration = ServiceRegistration {
                 id: ServiceRegistration::id_for(&alloc.id, &owner, &name, &label),
                 service_name: name,
                 namespace: alloc.namespace.clone(),
@@ -340,10 +570,33 @@ pub fn wanted(
                 port,
                 create_index: 0,
                 modify_index: 0,
+            };
+            out.push(Wanted {
+                registration,
+                spec: s,
+                task: task.map(str::to_string),
             });
         }
     }
     out
+}
+
+/// The address and port a check probes: its own port label's (in its own address mode,
+/// else its service's), or the service's registration's.
+pub fn check_target(
+    alloc: &Allocation,
+    w: &Wanted,
+    check: &CheckSpec,
+    host_ip: &str,
+) -> (String, u16) {
+    if check.port_label.is_empty() {
+        return (w.registration.address.clone(), w.registration.port);
+    }
+    let mut s = w.spec.clone();
+    if !check.address_mode.is_empty() {
+        s.address_mode = check.address_mode.clone();
+    }
+    address_of(alloc, &s, &check.port_label, host_ip)
 }
 
 /// The address and port a service's `address_mode` gives for its port `label`: the host

@@ -99,6 +99,7 @@ impl Agent {
         self.server.spawn_core_gc(server_gc);
         self.client.spawn_gc();
         self.client.spawn_history();
+        self.client.spawn_checks();
         self.server.place_interrupted();
         self.server.reschedule_restored();
         self.server.resume_scheduling();

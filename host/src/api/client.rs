@@ -36,6 +36,12 @@ pub(super) fn routes() -> Routes {
             alloc_stats,
             |a| Need::Ns(READ_JOB, NsFrom::Alloc(a.param("id"))),
         )
+        .on(
+            "GET",
+            "/v1/client/allocation/{id}/checks",
+            alloc_checks,
+            |a| Need::Ns(READ_JOB, NsFrom::Alloc(a.param("id"))),
+        )
         .on("GET POST PUT", "/v1/client/allocation/{id}/gc", gc, |a| {
             Need::Ns(
                 &["submit-job", "gc-allocation"],
@@ -45,6 +51,21 @@ pub(super) fn routes() -> Routes {
         .on("GET", "/v1/client/stats", client_stats, |_| {
             Need::Node(Level::Read)
         })
+}
+
+/// `GET /v1/client/allocation/{id}/checks`: the allocation's Nomad-native service checks'
+/// latest results by check id (`{}` when it has none running), a 404 for an unknown one.
+async fn alloc_checks(
+    State(agent): State<AppState>,
+    Path(id): Path<String>,
+) -> Result<Response, ApiError> {
+    if agent.allocation(&id).is_none() {
+        return Err(ApiError::not_found("alloc not found"));
+    }
+    Ok(with_index(
+        agent.index(),
+        &agent.client().check_results(&id),
+    ))
 }
 
 /// An allocation operation's refusal as Nomad's status codes: an unknown allocation or

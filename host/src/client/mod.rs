@@ -17,6 +17,7 @@ use crate::structs::{Allocation, Capacity};
 use crate::taskenv::NodeInfo;
 use crate::taskrunner::interfaces::Plugins;
 
+pub mod checks;
 pub mod gc;
 pub mod health;
 pub mod history;
@@ -94,6 +95,8 @@ pub struct Client {
     history: history::History,
     /// The registrations of allocations' services, on their way to the server.
     services: Arc<services::ServiceSync>,
+    /// The checks of registered services.
+    checks: Arc<checks::Checks>,
 }
 
 impl Client {
@@ -123,6 +126,7 @@ impl Client {
             gc: Arc::new(gc::ClientGc::new(p.gc)),
             history: history::History::new(p.stats_interval),
             services: Arc::default(),
+            checks: Arc::default(),
         }
     }
 

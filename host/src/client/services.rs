@@ -18,12 +18,15 @@ use crate::taskenv::{EnvBuilder, EnvRequest, NodeInfo};
 /// An allocation's registrations as of its last change.
 pub type ServiceUpdate = (String, Vec<ServiceRegistration>);
 
+/// What was last sent and run for an allocation: its registrations and its checks' ids.
+type Sent = (Vec<ServiceRegistration>, Vec<String>);
+
 /// What the client sent, and the channel to the server.
 pub struct ServiceSync {
     tx: UnboundedSender<ServiceUpdate>,
     rx: Mutex<Option<UnboundedReceiver<ServiceUpdate>>>,
-    /// Per allocation, the registrations last sent.
-    sent: Mutex<HashMap<String, Vec<ServiceRegistration>>>,
+    /// Per allocation, the registrations last sent and the checks last set.
+    sent: Mutex<HashMap<String, Sent>>,
 }
 
 impl Default for ServiceSync {
@@ -86,6 +89,53 @@ fn interpolate(
     env.interpolate(text)
 }
 
+/// The checks of an allocation's registered services (those it runs: http and tcp).
+fn watches(
+    a: &Allocation,
+    wanted: &[crate::structs::service::Wanted],
+    host_ip: &str,
+) -> Vec<super::checks::Watch> {
+    let mut out = Vec::new();
+    for w in wanted {
+        for spec in w.spec.check_specs().into_iter().flatten() {
+            let (address, port) = crate::structs::service::check_target(a, w, &spec, host_ip);
+            let refused = (!own_port(a, host_ip, &address, port)).then(|| {
+                format!(
+                    "{address}:{port} is not one of the allocation's ports on this node; a check probes only those"
+                )
+            });
+            let task = w.task.clone().unwrap_or_default();
+            let service = &w.registration.service_name;
+            out.push(super::checks::Watch {
+                id: super::checks::Watch::make_id(&a.id, &a.task_group, &task, service, &spec),
+                alloc_id: a.id.clone(),
+                group: a.task_group.clone(),
+                task: w.task.clone(),
+                service: service.clone(),
+                spec,
+                address,
+                port,
+                refused,
+            });
+        }
+    }
+    out
+}
+
+/// Whether `address:port` is one of the allocation's own reserved ports (its host port
+/// on its address, or the port inside the task for `alloc` mode): a check probes nothing
+/// else, so a job cannot make the agent reach other hosts or other listeners of this one.
+fn own_port(a: &Allocation, host_ip: &str, address: &str, port: u16) -> bool {
+    a.allocated_resources.shared.ports.iter().any(|p| {
+        let ip = if p.host_ip.is_empty() {
+            host_ip
+        } else {
+            &p.host_ip
+        };
+        ip == address && (p.value == port || (p.to > 0 && i64::from(port) == i64::from(p.to)))
+    })
+}
+
 impl Client {
     /// The registrations the client sends, once (the server takes them).
     pub fn take_service_updates(&self) -> Option<UnboundedReceiver<ServiceUpdate>> {
@@ -95,6 +145,7 @@ impl Client {
     /// What each allocation change runs: its registrations, sent when they changed.
     pub(super) fn service_hook(&self) -> Arc<dyn Fn(&Allocation) + Send + Sync> {
         let sync = self.services.clone();
+        let checks = self.checks.clone();
         let node = Arc::new(self.node());
         let host_ip = self.host_ip.clone();
         let alloc_root = self.alloc_root.clone();
@@ -102,20 +153,27 @@ impl Client {
             if !has_services(a) {
                 return;
             }
-            let wanted =
-                crate::structs::service::wanted(a, &host_ip, &node.datacenter, &|task, text| {
-                    interpolate(a, &node, &alloc_root, task, text)
-                });
+            let wanted = crate::structs::service::wanted_with_specs(
+                a,
+                &host_ip,
+                &node.datacenter,
+                &|task, text| interpolate(a, &node, &alloc_root, task, text),
+            );
+            let watches = watches(a, &wanted, &host_ip);
+            let regs: Vec<ServiceRegistration> =
+                wanted.into_iter().map(|w| w.registration).collect();
+            let now: Sent = (regs, watches.iter().map(|w| w.id.clone()).collect());
             let mut sent = sync.sent.lock().unwrap();
-            if sent.get(&a.id) == Some(&wanted) {
+            if sent.get(&a.id) == Some(&now) {
                 return;
             }
             // Sent under the lock: an allocation's updates reach the server in order.
-            let _ = sync.tx.send((a.id.clone(), wanted.clone()));
-            if wanted.is_empty() && a.is_terminal() {
+            let _ = sync.tx.send((a.id.clone(), now.0.clone()));
+            checks.set(&a.id, watches);
+            if now.0.is_empty() && a.is_terminal() {
                 sent.remove(&a.id);
             } else {
-                sent.insert(a.id.clone(), wanted);
+                sent.insert(a.id.clone(), now);
             }
         })
     }

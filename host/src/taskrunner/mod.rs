@@ -80,6 +80,8 @@ pub struct TaskRunner {
     /// A restart was asked for (`Restart Signaled`): the running invocation is stopped and
     /// the task starts again at once, not counted against its restart policy.
     restart_requested: AtomicBool,
+    /// The requested restart counts as a failure (a check's `check_restart`).
+    restart_as_failure: AtomicBool,
     restart_signal: tokio::sync::Notify,
     /// This task's local state (driver handle, hook state); this runner is its only writer
     /// (through [`TaskRunner::update_local`] and its running task's binding).
@@ -153,6 +155,7 @@ impl TaskRunner {
             kill,
             last: std::sync::Mutex::new(None),
             restart_requested: AtomicBool::new(false),
+            restart_as_failure: AtomicBool::new(false),
             restart_signal: tokio::sync::Notify::new(),
             local: Arc::new(std::sync::Mutex::new(local)),
             local_unsynced: Arc::default(),
@@ -188,6 +191,18 @@ impl TaskRunner {
         self.restart_requested.store(true, Ordering::SeqCst);
         self.restart_signal.notify_one();
         Ok(())
+    }
+
+    /// [`Self::restart`] for an unhealthy check (`check_restart`): the restart counts as a
+    /// failure against the task's restart policy, its delay and attempts, as Nomad's
+    /// check watcher restarts.
+    pub fn restart_failed(&self, reason: &str) -> Result<(), TaskActionError> {
+        self.restart_as_failure.store(true, Ordering::SeqCst);
+        let r = self.restart(reason);
+        if r.is_err() {
+            self.restart_as_failure.store(false, Ordering::SeqCst);
+        }
+        r
     }
 
     /// Send `signal` to the running task through its driver version.
@@ -290,7 +305,10 @@ impl TaskRunner {
                 } => {
                     success = ok;
                     let restart = self.restart_requested.swap(false, Ordering::SeqCst);
-                    if restart && !self.kill.is_cancelled() {
+                    let as_failure = self.restart_as_failure.swap(false, Ordering::SeqCst);
+                    if restart && as_failure && !self.kill.is_cancelled() {
+                        tracker.set_exit(false);
+                    } else if restart && !self.kill.is_cancelled() {
                         tracker.set_restart_triggered();
                     } else if killed {
                         tracker.set_killed();

@@ -434,3 +434,19 @@ go_struct! {
         Timestamp: i64,
     }
 }
+
+go_struct! {
+    /// Mirrors `AllocCheckStatus` in api/tasks.go (`AllocCheckStatuses` is a map of them).
+    AllocCheckStatus {
+        ID: always String,
+        Check: String,
+        Group: String,
+        Mode: String,
+        Output: String,
+        Service: String,
+        Task: String,
+        Status: always String,
+        StatusCode: i64,
+        Timestamp: i64,
+    }
+}

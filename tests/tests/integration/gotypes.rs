@@ -32,7 +32,8 @@ fn web_job() -> Value {
         "Update": { "MaxParallel": 1, "Stagger": 30_000_000_000u64 },
         "TaskGroups": [{ "Name": "g", "Count": 1, "EphemeralDisk": { "SizeMB": 150 },
             "ReschedulePolicy": { "Attempts": 1, "Interval": 3_600_000_000_000u64 },
-            "Services": [{ "Name": "web", "PortLabel": "http", "Provider": "nomad" }],
+            "Services": [{ "Name": "web", "PortLabel": "http", "Provider": "nomad",
+                "Checks": [{ "Type": "tcp", "Interval": 1_000_000_000u64, "Timeout": 1_000_000_000u64 }] }],
             "Networks": [{ "Mode": "host", "DynamicPorts": [{ "Label": "http" }] }],
             "Tasks": [
                 { "Name": "t", "Driver": "mock", "Resources": { "CPU": 120, "MemoryMB": 64 },
@@ -149,6 +150,10 @@ async fn every_endpoint_decodes_as_nomads_go_client_decodes_it() {
         .await;
     c.json::<Vec<Option<go::ServiceRegistration>>>(
         req("GET", "/v1/allocation/{id}/services").arg(&web_id),
+    )
+    .await;
+    c.json::<std::collections::BTreeMap<String, go::AllocCheckStatus>>(
+        req("GET", "/v1/client/allocation/{id}/checks").arg(&web_id),
     )
     .await;
     let reg = format!("_nomad-task-{web_id}-group-g-web-http");

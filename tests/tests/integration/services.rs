@@ -324,3 +324,116 @@ async fn registrations_survive_a_restart_and_leave_with_a_task_that_died_meanwhi
         tokio::time::sleep(Duration::from_millis(100)).await;
     }
 }
+
+/// A Python HTTP server on the group's `http` port: 200 "up" for its first three seconds,
+/// then 500 "down".
+const FLAKY: &str = r#"
+import http.server, os, time
+start = time.time()
+class H(http.server.BaseHTTPRequestHandler):
+    def do_GET(self):
+        ok = time.time() - start < 3
+        self.send_response(200 if ok else 500)
+        self.end_headers()
+        self.wfile.write(b"up" if ok else b"down")
+    def log_message(self, *a):
+        pass
+http.server.HTTPServer(("127.0.0.1", int(os.environ["NOMAD_PORT_http"])), H).serve_forever()
+"#;
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn checks_pass_turn_critical_and_check_restart_restarts_the_task() {
+    let t = TestAgent::start("", vec![]).await;
+    let second = 1_000_000_000u64;
+    let job = json!({ "ID": "flaky", "Type": "service", "TaskGroups": [{ "Name": "g",
+        "RestartPolicy": { "Attempts": 3, "Interval": 600 * second, "Delay": second, "Mode": "fail" },
+        "Networks": [{ "DynamicPorts": [{ "Label": "http" }] }],
+        "Services": [{ "Name": "flaky", "PortLabel": "http", "Provider": "nomad", "Checks": [
+            { "Name": "health", "Type": "http", "Path": "/health", "Interval": second, "Timeout": second,
+              "CheckRestart": { "Limit": 2, "Grace": second } },
+            { "Name": "port", "Type": "tcp", "Interval": second, "Timeout": second }] }],
+        "Tasks": [{ "Name": "t", "Driver": "raw_exec",
+            "Config": { "command": "python3", "args": ["-c", FLAKY] },
+            "Resources": { "CPU": 20, "MemoryMB": 32 } }] }] });
+    t.register(job).await;
+    let allocs = t
+        .wait_allocs("flaky", Duration::from_secs(30), |a| {
+            a.iter().any(|a| a["ClientStatus"] == "running")
+        })
+        .await;
+    let id = allocs[0]["ID"].as_str().unwrap().to_string();
+    let path = format!("/v1/client/allocation/{id}/checks");
+    // Both pass within an interval and a half of the registration.
+    let passing = until(&t, &path, |v| {
+        v.as_object()
+            .is_some_and(|m| m.len() == 2 && m.values().all(|r| r["Status"] == "success"))
+    })
+    .await;
+    let http = passing
+        .as_object()
+        .unwrap()
+        .values()
+        .find(|r| r["Check"] == "health")
+        .unwrap();
+    assert_eq!(http["Output"], "nomad: http ok");
+    assert_eq!(http["StatusCode"], 200);
+    assert_eq!(
+        (
+            http["Mode"].as_str(),
+            http["Group"].as_str(),
+            http["Service"].as_str()
+        ),
+        (Some("healthiness"), Some("g"), Some("flaky"))
+    );
+    assert_eq!(http["ID"].as_str().unwrap().len(), 64);
+    // Then the server answers 500: the http check fails (the port still answers), and
+    // after two failing results the task is restarted, counted against its policy.
+    let failing = until(&t, &path, |v| {
+        v.as_object().is_some_and(|m| {
+            m.values()
+                .any(|r| r["Check"] == "health" && r["Status"] == "failure")
+        })
+    })
+    .await;
+    let http = failing
+        .as_object()
+        .unwrap()
+        .values()
+        .find(|r| r["Check"] == "health")
+        .unwrap();
+    assert_eq!(
+        (http["StatusCode"].as_u64(), http["Output"].as_str()),
+        (Some(500), Some("down")),
+        "{failing:#}"
+    );
+    let alloc = until(&t, &format!("/v1/allocation/{id}"), |a| {
+        a["TaskStates"]["t"]["Restarts"].as_u64().unwrap_or(0) >= 1
+    })
+    .await;
+    let events = alloc["TaskStates"]["t"]["Events"].as_array().unwrap();
+    let signaled = events
+        .iter()
+        .find(|e| e["Type"] == "Restart Signaled")
+        .expect("a Restart Signaled event");
+    assert_eq!(
+        signaled["Details"]["restart_reason"], "healthcheck: check \"health\" unhealthy",
+        "{signaled}"
+    );
+    assert!(
+        events.iter().any(|e| e["Type"] == "Restarting"),
+        "the restart went through its policy: {events:#?}"
+    );
+
+    // Stopping the job stops its checks: their results go with the registration.
+    let (s, _) = t.send(reqwest::Method::DELETE, "/v1/job/flaky", None).await;
+    assert_eq!(s, 200);
+    until(&t, &path, |v| v.as_object().is_some_and(|m| m.is_empty())).await;
+    let (s, _) = t
+        .send(
+            reqwest::Method::GET,
+            "/v1/client/allocation/nosuch/checks",
+            None,
+        )
+        .await;
+    assert_eq!(s, 404);
+}

@@ -45,7 +45,6 @@ job "web" {
 "#;
 
 const NAMED: &[&str] = &[
-    "Job.TaskGroups[0].Services[0].Checks: not run by this agent yet",
     "Job.TaskGroups[0].Services[0].Provider: no Consul here: registered with this agent's own service discovery",
     "Job.TaskGroups[0].Volumes: not supported by this agent yet",
     "Job.TaskGroups[0].Tasks[0].Artifacts: not supported by this agent yet",
@@ -61,7 +60,7 @@ async fn parsed(t: &TestAgent) -> Value {
 
 fn names_each(warnings: &Value) {
     let text = warnings.as_str().unwrap_or_default();
-    assert!(text.starts_with("4 warnings:\n"), "{text}");
+    assert!(text.starts_with("3 warnings:\n"), "{text}");
     assert!(
         !text.contains("Update"),
         "a service job's update is acted on: {text}"
@@ -160,7 +159,7 @@ async fn error_mode_refuses_the_job_naming_each_block_and_keeps_nothing() {
     assert_eq!(s, 200);
     let errors = v["ValidationErrors"].to_string();
     assert!(
-        errors.contains("Job.TaskGroups[0].Services[0].Checks"),
+        errors.contains("Job.TaskGroups[0].Services[0].Provider"),
         "{errors}"
     );
     // A job with nothing unsupported registers as ever.

@@ -140,7 +140,6 @@ fn each_block_not_acted_on_is_named_with_its_path() {
         [
             "Job.TaskGroups[0].Spreads",
             "Job.TaskGroups[0].Volumes",
-            "Job.TaskGroups[0].Services[0].Checks",
             "Job.TaskGroups[0].Services[0].Provider",
             "Job.TaskGroups[0].Tasks[0].Actions",
             "Job.TaskGroups[0].Tasks[0].Artifacts",

@@ -516,6 +516,13 @@ pub(super) fn table(alloc: &str, eval: &str, node: &str) -> Vec<Row> {
         &[r],
         &[l],
     ));
+    rows.push(row(
+        "GET",
+        &format!("/v1/client/allocation/{alloc}/checks"),
+        None,
+        &[r],
+        &[l],
+    ));
     // Open routes look at no token.
     for path in [
         "/v1/agent/health",

@@ -1,6 +1,7 @@
 //! A job submitter with an ordinary token (ACLs on) and an API client: the names and ids a
 //! job gives (hole 5 and the fuzzer's ids), the variables a task reads (hole 10), the event
-//! stream under many subscribers, and connections held open or trickled.
+//! stream under many subscribers, connections held open or trickled, and service checks
+//! aimed at what is not the allocation's.
 
 use std::io::{Read, Write};
 use std::time::{Duration, Instant};
@@ -283,4 +284,49 @@ async fn connections_past_the_limit_are_refused_and_slow_headers_cut() {
     );
     // And the API answers as ever.
     assert!(a.get("/v1/agent/self").await["config"].is_object());
+}
+
+/// A service check probes only the allocation's own ports on this node: a job naming
+/// another listener's port (a numeric `port`), or another host (`address`), makes the agent
+/// connect to neither; the check fails saying why.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_check_reaches_only_the_allocations_own_ports() {
+    let t = crate::harness::TestAgent::start("", vec![]).await;
+    let victim = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let port = victim.local_addr().unwrap().port();
+    let second = 1_000_000_000u64;
+    let job = json!({ "ID": "ssrf", "Type": "service", "TaskGroups": [{ "Name": "g",
+        "Networks": [{ "DynamicPorts": [{ "Label": "http" }] }],
+        "Services": [
+            { "Name": "local", "PortLabel": "http", "Provider": "nomad", "Checks": [
+                { "Name": "other-listener", "Type": "tcp", "PortLabel": port.to_string(), "Interval": second, "Timeout": second }] },
+            { "Name": "remote", "PortLabel": "http", "Address": "169.254.169.254", "Provider": "nomad", "Checks": [
+                { "Name": "metadata", "Type": "http", "Path": "/latest/meta-data/", "Interval": second, "Timeout": second }] }],
+        "Tasks": [{ "Name": "t", "Driver": "mock", "Config": { "run_for": "1h" } }] }] });
+    t.register(job).await;
+    let allocs = t
+        .wait_allocs("ssrf", Duration::from_secs(30), |a| {
+            a.iter().any(|a| a["ClientStatus"] == "running")
+        })
+        .await;
+    let id = allocs[0]["ID"].as_str().unwrap().to_string();
+    let deadline = Instant::now() + Duration::from_secs(30);
+    let results = loop {
+        let r = t.get(&format!("/v1/client/allocation/{id}/checks")).await;
+        if r.as_object().is_some_and(|m| m.len() == 2) {
+            break r;
+        }
+        assert!(Instant::now() < deadline, "{r}");
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    };
+    for r in results.as_object().unwrap().values() {
+        assert_eq!(r["Status"], "failure", "{r}");
+        assert!(
+            r["Output"].as_str().unwrap().contains("check refused"),
+            "{r}"
+        );
+    }
+    // Three intervals: no connection reached the other listener.
+    let accepted = tokio::time::timeout(Duration::from_secs(3), victim.accept()).await;
+    assert!(accepted.is_err(), "the agent connected to another listener");
 }
