@@ -114,6 +114,14 @@ pub const HELP: &[(&str, &str)] = &[
     ),
     ("paddock.components.loaded", "Components loaded, by world"),
     (
+        "paddock.client.service_checks",
+        "Nomad-native service checks the client runs, by status (success, failure, pending)",
+    ),
+    (
+        "paddock.client.service_check_probes",
+        "Service check probes run, by result (passed, failed)",
+    ),
+    (
         "paddock.component.swaps",
         "Component versions installed over a running version (hot swaps)",
     ),

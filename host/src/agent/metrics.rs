@@ -22,6 +22,21 @@ impl Agent {
         self.device_metrics(&node_labels, &mut out).await;
         self.component_metrics(&mut out);
         self.queue_and_state_metrics(&mut out);
+        let (by_status, passed, failed) = self.client.checks().counts();
+        for (status, n) in by_status {
+            out.push(Metric::Gauge(
+                "paddock.client.service_checks",
+                vec![("status", status.to_string())],
+                n as f64,
+            ));
+        }
+        for (result, n) in [("passed", passed), ("failed", failed)] {
+            out.push(Metric::Counter(
+                "paddock.client.service_check_probes",
+                vec![("result", result.to_string())],
+                n as f64,
+            ));
+        }
         out
     }
 

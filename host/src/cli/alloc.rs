@@ -106,6 +106,14 @@ pub(super) async fn run(cmd: AllocCommand) -> anyhow::Result<i32> {
                 return Ok(format.print(&a));
             }
             print_status(&a);
+            // The Nomad-native service checks, as `nomad alloc status` adds them.
+            let id = a["ID"].as_str().unwrap_or_default();
+            if let Ok(checks) = api
+                .get(&format!("/v1/client/allocation/{}/checks", super::enc(id)))
+                .await
+            {
+                print!("{}", checks_table(&checks));
+            }
             Ok(0)
         }
         AllocCommand::Logs {
@@ -411,6 +419,38 @@ fn print_addresses(a: &Value) {
         ]);
     }
     print!("\nAllocation Addresses:\n{}", super::columns(&rows));
+}
+
+/// `Nomad Service Checks:` with a row per check, sorted (nothing when there are none).
+fn checks_table(checks: &Value) -> String {
+    let Some(m) = checks.as_object().filter(|m| !m.is_empty()) else {
+        return String::new();
+    };
+    let s = |v: &Value| v.as_str().unwrap_or("").to_string();
+    let mut rows: Vec<Vec<String>> = m
+        .values()
+        .map(|c| {
+            let task = match s(&c["Task"]) {
+                t if t.is_empty() => "(group)".to_string(),
+                t => t,
+            };
+            vec![
+                s(&c["Service"]),
+                task,
+                s(&c["Check"]),
+                s(&c["Mode"]),
+                s(&c["Status"]),
+            ]
+        })
+        .collect();
+    rows.sort();
+    rows.insert(
+        0,
+        ["Service", "Task", "Name", "Mode", "Status"]
+            .map(String::from)
+            .to_vec(),
+    );
+    format!("\nNomad Service Checks:\n{}", super::columns(&rows))
 }
 
 fn print_status(a: &Value) {

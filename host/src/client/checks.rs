@@ -149,6 +149,8 @@ struct Inner {
 /// Every check the client runs.
 pub struct Checks {
     inner: Mutex<Inner>,
+    /// Probes run since the agent started: passed, failed.
+    probes: [std::sync::atomic::AtomicU64; 2],
     wake: tokio::sync::Notify,
     http: reqwest::Client,
 }
@@ -157,6 +159,7 @@ impl Default for Checks {
     fn default() -> Self {
         Self {
             inner: Mutex::default(),
+            probes: Default::default(),
             wake: tokio::sync::Notify::new(),
             http: reqwest::Client::builder()
                 .redirect(reqwest::redirect::Policy::none())
@@ -266,6 +269,26 @@ impl Checks {
             .collect()
     }
 
+    /// Checks by status (`success`, `failure`, `pending`, each present), and the probes
+    /// run since the agent started: (passed, failed).
+    pub fn counts(&self) -> ([(&'static str, usize); 3], u64, u64) {
+        let inner = self.inner.lock().unwrap();
+        let count = |st: &str| {
+            inner
+                .checks
+                .values()
+                .filter(|s| s.result.status == st)
+                .count()
+        };
+        let by = [
+            ("success", count("success")),
+            ("failure", count("failure")),
+            ("pending", count("pending")),
+        ];
+        let get = |i: usize| self.probes[i].load(std::sync::atomic::Ordering::Relaxed);
+        (by, get(0), get(1))
+    }
+
     /// How many checks run.
     pub fn len(&self) -> usize {
         self.inner.lock().unwrap().checks.len()
@@ -308,6 +331,7 @@ impl Checks {
         generation: u64,
         o: Outcome,
     ) -> Option<(String, Option<String>, String)> {
+        self.probes[usize::from(!o.ok)].fetch_add(1, std::sync::atomic::Ordering::Relaxed);
         let mut inner = self.inner.lock().unwrap();
         let state = inner
             .checks

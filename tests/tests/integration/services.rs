@@ -376,6 +376,42 @@ async fn checks_pass_turn_critical_and_check_restart_restarts_the_task() {
         .find(|r| r["Check"] == "health")
         .unwrap();
     assert_eq!(http["Output"], "nomad: http ok");
+    // Seen by users: `alloc status` as Nomad's prints it, the allocation page, metrics.
+    let out = std::process::Command::new(crate::harness::agent_bin())
+        .args(["alloc", "status", &id, "-address", &t.base])
+        .env_remove("NOMAD_ADDR")
+        .output()
+        .unwrap();
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert!(text.contains("Nomad Service Checks:"), "{text}");
+    assert!(
+        text.contains("flaky    (group)  health  healthiness  success"),
+        "{text}"
+    );
+    let page = reqwest::get(t.url(&format!("/ui/allocations/{id}")))
+        .await
+        .unwrap()
+        .text()
+        .await
+        .unwrap();
+    assert!(
+        page.contains(r#"<tr data-service="flaky">"#) && page.contains(r#"data-check="health""#),
+        "{page}"
+    );
+    let prom = reqwest::get(t.url("/v1/metrics?format=prometheus"))
+        .await
+        .unwrap()
+        .text()
+        .await
+        .unwrap();
+    assert!(
+        prom.contains(r#"paddock_client_service_checks{status="success"} 2"#),
+        "{prom}"
+    );
+    assert!(
+        prom.contains(r#"paddock_client_service_check_probes_total{result="passed"}"#),
+        "{prom}"
+    );
     assert_eq!(http["StatusCode"], 200);
     assert_eq!(
         (
