@@ -132,6 +132,8 @@ struct State {
     fails: u32,
     /// Failing statuses in a row, for `check_restart`.
     unhealthy: u32,
+    /// Since when the status is `success` (ns since the epoch).
+    passing_since: Option<u64>,
     /// Which schedule of this check a queued run belongs to.
     generation: u64,
 }
@@ -149,6 +151,8 @@ struct Inner {
 /// Every check the client runs.
 pub struct Checks {
     inner: Mutex<Inner>,
+    /// Told when a check's status turns (the deployment health tracker).
+    on_turn: Option<Arc<tokio::sync::Notify>>,
     /// Probes run since the agent started: passed, failed.
     probes: [std::sync::atomic::AtomicU64; 2],
     wake: tokio::sync::Notify,
@@ -159,6 +163,7 @@ impl Default for Checks {
     fn default() -> Self {
         Self {
             inner: Mutex::default(),
+            on_turn: None,
             probes: Default::default(),
             wake: tokio::sync::Notify::new(),
             http: reqwest::Client::builder()
@@ -203,6 +208,35 @@ fn pending(w: &Watch) -> CheckResult {
 }
 
 impl Checks {
+    /// Checks that tell `on_turn` each time a status turns.
+    pub fn with_turns(on_turn: Arc<tokio::sync::Notify>) -> Self {
+        Self {
+            on_turn: Some(on_turn),
+            ..Self::default()
+        }
+    }
+
+    /// What the allocation's checks say of its health (those of `on_update = "ignore"`
+    /// do not count, as Nomad's readiness checks do not).
+    pub fn health(&self, alloc_id: &str) -> crate::client::health::ChecksHealth {
+        use crate::client::health::ChecksHealth;
+        let inner = self.inner.lock().unwrap();
+        let mut since = None;
+        for id in inner.by_alloc.get(alloc_id).into_iter().flatten() {
+            let Some(s) = inner.checks.get(id) else { continue };
+            if s.watch.spec.on_update == "ignore" {
+                continue;
+            }
+            match s.passing_since {
+                Some(t) if s.result.status == "success" => {
+                    since = Some(since.map_or(t, |x: u64| x.max(t)))
+                }
+                _ => return ChecksHealth::NotPassing,
+            }
+        }
+        since.map_or(ChecksHealth::None, ChecksHealth::PassingSince)
+    }
+
     /// Run exactly `watches` for allocation `alloc_id`: new ones start (first run at half
     /// their interval), changed ones start again, missing ones stop and their results go.
     pub fn set(&self, alloc_id: &str, watches: Vec<Watch>) {
@@ -242,6 +276,7 @@ impl Checks {
                     passes: 0,
                     fails: 0,
                     unhealthy: 0,
+                    passing_since: None,
                     generation,
                 },
             );
@@ -338,6 +373,7 @@ impl Checks {
             .get_mut(id)
             .filter(|s| s.generation == generation)?;
         let spec = &state.watch.spec;
+        let before = state.result.status;
         if o.ok {
             state.passes += 1;
             state.fails = 0;
@@ -350,6 +386,11 @@ impl Checks {
             if state.fails >= spec.failures_before_critical {
                 state.result.status = "failure";
             }
+        }
+        let turned = state.result.status != before;
+        if turned {
+            state.passing_since =
+                (state.result.status == "success").then(crate::util::now_nanos);
         }
         state.result.status_code = o.code;
         state.result.output = o.output;
@@ -377,6 +418,9 @@ impl Checks {
         drop(inner);
         // The scheduler may be asleep until a later run, or with nothing queued.
         self.wake.notify_one();
+        if turned && let Some(n) = &self.on_turn {
+            n.notify_one();
+        }
         restart
     }
 

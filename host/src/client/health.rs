@@ -3,7 +3,9 @@
 //! every task has run for the group's `min_healthy_time` (counted from the latest start),
 //! unhealthy when a task fails or ends (a prestart task may end), when the allocation
 //! fails, or when `healthy_deadline` passes first. `health_check = "manual"` leaves it to
-//! an operator; `checks` judges by task states until services and their checks exist.
+//! an operator; with `checks` (the default) the allocation's service checks must also
+//! all pass, and have passed for `min_healthy_time` (counted from the latest of the tasks'
+//! start and the last check's turn to passing); `task_states` judges by tasks alone.
 //!
 //! Only allocations the server placed in (or moved in place into) a deployment are
 //! tracked ([`Client::track_health`]); one task watches them all, woken by any change of
@@ -31,8 +33,24 @@ pub enum Verdict {
     Untracked,
 }
 
-/// The verdict on `a` at `now`.
+/// What an allocation's service checks say of its health.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum ChecksHealth {
+    /// It has no check that counts (none, or only `on_update = "ignore"` ones).
+    None,
+    /// Every check passes, the last since this time (ns since the epoch).
+    PassingSince(u64),
+    /// Some check does not pass (yet).
+    NotPassing,
+}
+
+/// The verdict on `a` at `now`, by its tasks alone.
 pub fn judge(a: &Allocation, now: u64) -> Verdict {
+    judge_with(a, now, ChecksHealth::None)
+}
+
+/// The verdict on `a` at `now`, with what its checks say.
+pub fn judge_with(a: &Allocation, now: u64, checks: ChecksHealth) -> Verdict {
     let Some(status) = a.lineage.deployment_status.as_ref() else {
         return Verdict::Untracked;
     };
@@ -81,6 +99,13 @@ pub fn judge(a: &Allocation, now: u64) -> Verdict {
     }
     if !started {
         return Verdict::Wait(deadline);
+    }
+    if u.health_check == "checks" {
+        match checks {
+            ChecksHealth::None => {}
+            ChecksHealth::NotPassing => return Verdict::Wait(deadline),
+            ChecksHealth::PassingSince(t) => latest = latest.max(t),
+        }
     }
     let healthy_at = latest.saturating_add(u.min_healthy_time);
     if now >= healthy_at {
@@ -161,6 +186,8 @@ impl Client {
                     .unwrap_or(MAX_SLEEP)
                     .min(MAX_SLEEP);
                 tokio::select! {
+                    // A check's status turned (or allocations were added to track).
+                    _ = tracked_more.notified() => {}
                     r = changed.changed() => {
                         if r.is_err() {
                             return;
@@ -181,7 +208,8 @@ impl Client {
         let now = crate::util::now_nanos();
         let mut wake: Option<u64> = None;
         for id in ids {
-            let verdict = self.peek_allocation(&id, |a| judge(a, now));
+            let checks = self.checks.health(&id);
+            let verdict = self.peek_allocation(&id, |a| judge_with(a, now, checks));
             match verdict {
                 Some(Verdict::Healthy) => {
                     self.set_deployment_health(&id, true);
@@ -255,6 +283,41 @@ mod tests {
         assert_eq!(judge(&b, 14 * S), Verdict::Unhealthy);
         let c = alloc(5 * S);
         assert_eq!(judge(&c, 110 * S), Verdict::Unhealthy, "healthy deadline");
+    }
+
+    #[test]
+    fn with_checks_every_check_must_have_passed_for_min_healthy_time() {
+        let mut a = alloc(5 * S);
+        a.job = {
+            let mut job = (*a.job).clone();
+            job.task_groups[0].update.as_mut().unwrap().health_check = "checks".into();
+            Arc::new(job)
+        };
+        running(&mut a, 12 * S);
+        assert_eq!(
+            judge_with(&a, 20 * S, ChecksHealth::NotPassing),
+            Verdict::Wait(110 * S),
+            "running long enough, a check not passing"
+        );
+        assert_eq!(
+            judge_with(&a, 20 * S, ChecksHealth::PassingSince(18 * S)),
+            Verdict::Wait(23 * S),
+            "counted from the checks' turn to passing"
+        );
+        assert_eq!(
+            judge_with(&a, 23 * S, ChecksHealth::PassingSince(18 * S)),
+            Verdict::Healthy
+        );
+        assert_eq!(
+            judge_with(&a, 110 * S, ChecksHealth::NotPassing),
+            Verdict::Unhealthy,
+            "never passing by the healthy deadline"
+        );
+        // `task_states` looks at the tasks alone.
+        let mut job = (*a.job).clone();
+        job.task_groups[0].update.as_mut().unwrap().health_check = "task_states".into();
+        a.job = Arc::new(job);
+        assert_eq!(judge_with(&a, 20 * S, ChecksHealth::NotPassing), Verdict::Healthy);
     }
 
     #[test]

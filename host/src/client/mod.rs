@@ -104,9 +104,11 @@ impl Client {
     pub fn new(p: ClientParts) -> Self {
         let (ended, ended_rx) = tokio::sync::mpsc::unbounded_channel();
         let (health_tx, health_rx) = tokio::sync::mpsc::unbounded_channel();
+        let health_wake: Arc<tokio::sync::Notify> = Arc::default();
         Self {
             health_tracked: Default::default(),
-            health_wake: Arc::default(),
+            checks: Arc::new(checks::Checks::with_turns(health_wake.clone())),
+            health_wake,
             health_tx,
             health_rx: std::sync::Mutex::new(Some(health_rx)),
             ended,
@@ -126,7 +128,6 @@ impl Client {
             gc: Arc::new(gc::ClientGc::new(p.gc)),
             history: history::History::new(p.stats_interval),
             services: Arc::default(),
-            checks: Arc::default(),
         }
     }
 

@@ -473,3 +473,68 @@ async fn checks_pass_turn_critical_and_check_restart_restarts_the_task() {
         .await;
     assert_eq!(s, 404);
 }
+
+/// A Python HTTP server on the group's `http` port: with `MODE=late` it answers 500 for
+/// its first three seconds and 200 after; with `MODE=never` always 500.
+const LATE: &str = r#"
+import http.server, os, time
+start, mode = time.time(), os.environ["MODE"]
+class H(http.server.BaseHTTPRequestHandler):
+    def do_GET(self):
+        ok = mode == "late" and time.time() - start > 3
+        self.send_response(200 if ok else 500)
+        self.end_headers()
+    def log_message(self, *a):
+        pass
+http.server.HTTPServer(("127.0.0.1", int(os.environ["NOMAD_PORT_http"])), H).serve_forever()
+"#;
+
+fn judged_job(mode: &str, canary: u32) -> Value {
+    let second = 1_000_000_000u64;
+    json!({ "ID": "judged", "Type": "service", "TaskGroups": [{ "Name": "g",
+        "RestartPolicy": { "Attempts": 0, "Mode": "fail" },
+        "ReschedulePolicy": { "Attempts": 0, "Unlimited": false },
+        "Update": { "MaxParallel": 1, "Canary": canary, "AutoRevert": true, "HealthCheck": "checks",
+            "MinHealthyTime": second, "HealthyDeadline": 6 * second, "ProgressDeadline": 20 * second },
+        "Networks": [{ "DynamicPorts": [{ "Label": "http" }] }],
+        "Services": [{ "Name": "judged", "PortLabel": "http", "Provider": "nomad", "Checks": [
+            { "Name": "ready", "Type": "http", "Path": "/", "Interval": second, "Timeout": second }] }],
+        "Tasks": [{ "Name": "t", "Driver": "raw_exec", "Env": { "MODE": mode },
+            "Config": { "command": "python3", "args": ["-c", LATE] },
+            "Resources": { "CPU": 20, "MemoryMB": 32 } }] }] })
+}
+
+/// Deployments judged by checks: healthy only once the check passed (and for
+/// `min_healthy_time`), and a canary whose check never passes fails at its healthy
+/// deadline and is rolled back.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn deployments_are_judged_by_checks() {
+    let t = TestAgent::start("", vec![]).await;
+    t.register(judged_job("late", 0)).await;
+    let d = until(&t, "/v1/job/judged/deployment", |d| d["Status"] == "successful").await;
+    let allocs = t.get("/v1/job/judged/allocations").await;
+    let a = t.get(&format!("/v1/allocation/{}", allocs[0]["ID"].as_str().unwrap())).await;
+    let started = a["TaskStates"]["t"]["StartedAt"].as_str().unwrap().to_string();
+    let healthy = a["DeploymentStatus"]["Timestamp"].as_str().unwrap().to_string();
+    let at = |s: &str| s.parse::<jiff::Timestamp>().unwrap();
+    let waited = at(&healthy).duration_since(at(&started));
+    assert!(
+        waited >= jiff::SignedDuration::from_secs(4),
+        "healthy {waited:?} after its start: before its check passed (3 s) and min_healthy_time (1 s): {d:#}"
+    );
+    assert_eq!(a["DeploymentStatus"]["Healthy"], true);
+
+    // A canary that never passes: failed at the healthy deadline, the job rolled back.
+    t.register(judged_job("never", 1)).await;
+    let failed = until(&t, "/v1/job/judged/deployments", |l| {
+        l.as_array().is_some_and(|l| l.iter().any(|d| d["Status"] == "failed"))
+    })
+    .await;
+    let f = failed.as_array().unwrap().iter().find(|d| d["Status"] == "failed").unwrap();
+    assert!(
+        f["StatusDescription"].as_str().unwrap().contains("rolling back to job version 0"),
+        "{f:#}"
+    );
+    let job = until(&t, "/v1/job/judged", |j| j["Version"] == 2).await;
+    assert_eq!(job["TaskGroups"][0]["Tasks"][0]["Env"]["MODE"], "late", "the stable version again");
+}
