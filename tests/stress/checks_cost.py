@@ -84,7 +84,9 @@ def rss_kib(pid):
 def run(checks):
     work = tempfile.mkdtemp(prefix="checks-cost-")
     agent = subprocess.Popen(
-        [binary, "run", "--data-dir", os.path.join(work, "data"), "--bind", f"127.0.0.1:{port}"],
+        # `--dev` for its raw_exec grant; with a data dir of its own, in the temp dir.
+        [binary, "run", "--dev", "--data-dir", os.path.join(work, "data"),
+         "--bind", f"127.0.0.1:{port}"],
         stdout=subprocess.DEVNULL, stderr=open(os.path.join(work, "agent.log"), "w"))
     try:
         deadline = time.time() + 120

@@ -223,7 +223,9 @@ impl Checks {
         let inner = self.inner.lock().unwrap();
         let mut since = None;
         for id in inner.by_alloc.get(alloc_id).into_iter().flatten() {
-            let Some(s) = inner.checks.get(id) else { continue };
+            let Some(s) = inner.checks.get(id) else {
+                continue;
+            };
             if s.watch.spec.on_update == "ignore" {
                 continue;
             }
@@ -389,8 +391,7 @@ impl Checks {
         }
         let turned = state.result.status != before;
         if turned {
-            state.passing_since =
-                (state.result.status == "success").then(crate::util::now_nanos);
+            state.passing_since = (state.result.status == "success").then(crate::util::now_nanos);
         }
         state.result.status_code = o.code;
         state.result.output = o.output;

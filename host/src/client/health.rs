@@ -317,7 +317,10 @@ mod tests {
         let mut job = (*a.job).clone();
         job.task_groups[0].update.as_mut().unwrap().health_check = "task_states".into();
         a.job = Arc::new(job);
-        assert_eq!(judge_with(&a, 20 * S, ChecksHealth::NotPassing), Verdict::Healthy);
+        assert_eq!(
+            judge_with(&a, 20 * S, ChecksHealth::NotPassing),
+            Verdict::Healthy
+        );
     }
 
     #[test]

@@ -339,7 +339,14 @@ impl Server {
                         g.promoted = true;
                     }
                 }
-                d.status_description = d.running_description().into();
+                // Promoted canaries may be all a group needs (as many canaries as its
+                // count): then no other allocation's health comes to finish it.
+                if d.complete() {
+                    d.status = deployment::SUCCESSFUL.into();
+                    d.status_description = desc::SUCCESSFUL.into();
+                } else {
+                    d.status_description = d.running_description().into();
+                }
                 Next::Evaluate
             } else {
                 Next::Nothing

@@ -113,12 +113,13 @@ impl Server {
         if let Err(e) = self.db.write_services(&put, &ids) {
             crate::state::log_write_failed(&e, "service registrations", alloc_id);
         }
+        tracing::info!(alloc_id = %alloc_id, registered = put.len(), deregistered = gone.len(), "services of the allocation");
         for (s, kind) in put
             .into_iter()
             .map(|s| (s, "ServiceRegistration"))
             .chain(gone.into_iter().map(|s| (s, "ServiceDeregistration")))
         {
-            tracing::info!(service = %s.service_name, id = %s.id, alloc_id = %s.alloc_id, address = %s.address, port = s.port, event = kind, "service registry");
+            tracing::debug!(service = %s.service_name, id = %s.id, alloc_id = %s.alloc_id, address = %s.address, port = s.port, event = kind, "service registry");
             self.publish_service(kind, index, s);
         }
     }

@@ -511,11 +511,25 @@ fn judged_job(mode: &str, canary: u32) -> Value {
 async fn deployments_are_judged_by_checks() {
     let t = TestAgent::start("", vec![]).await;
     t.register(judged_job("late", 0)).await;
-    let d = until(&t, "/v1/job/judged/deployment", |d| d["Status"] == "successful").await;
+    let d = until(&t, "/v1/job/judged/deployment", |d| {
+        d["Status"] == "successful"
+    })
+    .await;
     let allocs = t.get("/v1/job/judged/allocations").await;
-    let a = t.get(&format!("/v1/allocation/{}", allocs[0]["ID"].as_str().unwrap())).await;
-    let started = a["TaskStates"]["t"]["StartedAt"].as_str().unwrap().to_string();
-    let healthy = a["DeploymentStatus"]["Timestamp"].as_str().unwrap().to_string();
+    let a = t
+        .get(&format!(
+            "/v1/allocation/{}",
+            allocs[0]["ID"].as_str().unwrap()
+        ))
+        .await;
+    let started = a["TaskStates"]["t"]["StartedAt"]
+        .as_str()
+        .unwrap()
+        .to_string();
+    let healthy = a["DeploymentStatus"]["Timestamp"]
+        .as_str()
+        .unwrap()
+        .to_string();
     let at = |s: &str| s.parse::<jiff::Timestamp>().unwrap();
     let waited = at(&healthy).duration_since(at(&started));
     assert!(
@@ -527,14 +541,49 @@ async fn deployments_are_judged_by_checks() {
     // A canary that never passes: failed at the healthy deadline, the job rolled back.
     t.register(judged_job("never", 1)).await;
     let failed = until(&t, "/v1/job/judged/deployments", |l| {
-        l.as_array().is_some_and(|l| l.iter().any(|d| d["Status"] == "failed"))
+        l.as_array()
+            .is_some_and(|l| l.iter().any(|d| d["Status"] == "failed"))
     })
     .await;
-    let f = failed.as_array().unwrap().iter().find(|d| d["Status"] == "failed").unwrap();
+    let f = failed
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|d| d["Status"] == "failed")
+        .unwrap();
     assert!(
-        f["StatusDescription"].as_str().unwrap().contains("rolling back to job version 0"),
+        f["StatusDescription"]
+            .as_str()
+            .unwrap()
+            .contains("rolling back to job version 0"),
         "{f:#}"
     );
     let job = until(&t, "/v1/job/judged", |j| j["Version"] == 2).await;
-    assert_eq!(job["TaskGroups"][0]["Tasks"][0]["Env"]["MODE"], "late", "the stable version again");
+    assert_eq!(
+        job["TaskGroups"][0]["Tasks"][0]["Env"]["MODE"], "late",
+        "the stable version again"
+    );
+    until(&t, "/v1/job/judged/deployment", |d| {
+        d["JobVersion"] == 2 && d["Status"] == "successful"
+    })
+    .await;
+
+    // A canary auto-promoted only once its check passed.
+    let mut canary = judged_job("late", 1);
+    canary["TaskGroups"][0]["Update"]["AutoPromote"] = json!(true);
+    canary["TaskGroups"][0]["Tasks"][0]["Env"]["BUILD"] = json!("3");
+    t.register(canary).await;
+    let d = until(&t, "/v1/job/judged/deployment", |d| {
+        d["JobVersion"] == 3 && d["Status"] == "successful"
+    })
+    .await;
+    assert_eq!(d["TaskGroups"]["g"]["Promoted"], true, "{d:#}");
+    let id = d["TaskGroups"]["g"]["PlacedCanaries"][0].as_str().unwrap();
+    let a = t.get(&format!("/v1/allocation/{id}")).await;
+    let started = at(a["TaskStates"]["t"]["StartedAt"].as_str().unwrap());
+    let healthy = at(a["DeploymentStatus"]["Timestamp"].as_str().unwrap());
+    assert!(
+        healthy.duration_since(started) >= jiff::SignedDuration::from_secs(4),
+        "the canary was healthy before its check passed: {a:#}"
+    );
 }
