@@ -15,15 +15,15 @@ then B - A.
 e.g. `python3 tests/stress/checks_cost.py target/release/agent 1000 5 4700`. BENCHMARKS.md
 has the figures.
 """
-import json
 import os
 import shutil
-import statistics
 import subprocess
 import sys
 import tempfile
 import time
-import urllib.request
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from agentproc import call as api, cpu_windows, rss_kib, wait_healthy  # noqa: E402
 
 binary, n, interval, port = sys.argv[1], int(sys.argv[2]), int(sys.argv[3]), int(sys.argv[4])
 windows = int(sys.argv[5]) if len(sys.argv) > 5 else 5
@@ -44,11 +44,6 @@ http.server.ThreadingHTTPServer(("127.0.0.1", int(os.environ["NOMAD_PORT_http"])
 """
 
 
-def call(method, path, body=None):
-    data = None if body is None else json.dumps(body).encode()
-    req = urllib.request.Request(base + path, data=data, method=method)
-    with urllib.request.urlopen(req, timeout=60) as r:
-        return json.loads(r.read() or b"null")
 
 
 def job(checks):
@@ -67,20 +62,6 @@ def job(checks):
                    "Resources": {"CPU": 100, "MemoryMB": 64}}]}]}}
 
 
-def cpu_ticks(pid):
-    with open(f"/proc/{pid}/stat") as f:
-        fields = f.read().rsplit(")", 1)[1].split()
-    return int(fields[11]) + int(fields[12])  # utime, stime
-
-
-def rss_kib(pid):
-    with open(f"/proc/{pid}/status") as f:
-        for line in f:
-            if line.startswith("VmRSS:"):
-                return int(line.split()[1])
-    return 0
-
-
 def run(checks):
     work = tempfile.mkdtemp(prefix="checks-cost-")
     agent = subprocess.Popen(
@@ -88,16 +69,9 @@ def run(checks):
         [binary, "run", "--dev", "--data-dir", os.path.join(work, "data"),
          "--bind", f"127.0.0.1:{port}"],
         stdout=subprocess.DEVNULL, stderr=open(os.path.join(work, "agent.log"), "w"))
+    call = lambda method, path, body=None: api(base, method, path, body)  # noqa: E731
     try:
-        deadline = time.time() + 120
-        while True:
-            try:
-                call("GET", "/v1/agent/health")
-                break
-            except Exception:
-                if time.time() > deadline:
-                    raise SystemExit("the agent did not start")
-                time.sleep(0.2)
+        wait_healthy(base)
         call("POST", "/v1/jobs", job(checks))
         deadline = time.time() + 300
         while True:
@@ -114,14 +88,8 @@ def run(checks):
                 raise SystemExit(f"only {count} services, {passed} checks passing")
             time.sleep(1)
         time.sleep(interval * 2)
-        tick = os.sysconf("SC_CLK_TCK")
-        cpu = []
-        for _ in range(windows):
-            t0, c0 = time.time(), cpu_ticks(agent.pid)
-            time.sleep(window)
-            t1, c1 = time.time(), cpu_ticks(agent.pid)
-            cpu.append((c1 - c0) / tick / (t1 - t0) * 100)
-        return statistics.median(cpu), rss_kib(agent.pid) / 1024, cpu
+        median, cpu = cpu_windows(agent.pid, windows, window)
+        return median, rss_kib(agent.pid) / 1024, cpu
     finally:
         agent.terminate()
         agent.wait(timeout=60)

@@ -8,33 +8,20 @@ given, against the same with the sampler slowed to once an hour.
 e.g. `python3 tests/stress/sampler_cost.py target/release/agent 2000 1s 4791`. BENCHMARKS.md
 has the figures.
 """
-import json
 import os
 import shutil
-import statistics
 import subprocess
 import sys
 import tempfile
 import time
-import urllib.request
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from agentproc import call as api, cpu_windows, wait_healthy  # noqa: E402
 
 binary, n, interval, port = sys.argv[1], int(sys.argv[2]), sys.argv[3], int(sys.argv[4])
 windows = int(sys.argv[5]) if len(sys.argv) > 5 else 5
 window = float(sys.argv[6]) if len(sys.argv) > 6 else 10.0
 base = f"http://127.0.0.1:{port}"
-
-
-def call(method, path, body=None):
-    data = None if body is None else json.dumps(body).encode()
-    req = urllib.request.Request(base + path, data=data, method=method)
-    with urllib.request.urlopen(req, timeout=120) as r:
-        return json.loads(r.read() or b"null")
-
-
-def cpu_ticks(pid):
-    with open(f"/proc/{pid}/stat") as f:
-        fields = f.read().rsplit(")", 1)[1].split()
-    return int(fields[11]) + int(fields[12])
 
 
 def run(every):
@@ -48,16 +35,9 @@ def run(every):
         [binary, "run", "--dev", "--data-dir", os.path.join(work, "data"), "--config", config,
          "--bind", f"127.0.0.1:{port}"],
         stdout=subprocess.DEVNULL, stderr=open(os.path.join(work, "agent.log"), "w"))
+    call = lambda method, path, body=None: api(base, method, path, body)  # noqa: E731
     try:
-        deadline = time.time() + 120
-        while True:
-            try:
-                call("GET", "/v1/agent/health")
-                break
-            except Exception:
-                if time.time() > deadline:
-                    raise SystemExit("the agent did not start")
-                time.sleep(0.2)
+        wait_healthy(base)
         for j in range(n // 100):
             call("POST", "/v1/jobs", {"Job": {"ID": f"m{j}", "Type": "service", "TaskGroups": [{
                 "Name": "g", "Count": 100, "Tasks": [{"Name": "t", "Driver": "mock",
@@ -72,14 +52,7 @@ def run(every):
                 raise SystemExit(f"only {gauges.get('nomad.client.allocations.running')} running")
             time.sleep(1)
         time.sleep(5)
-        tick = os.sysconf("SC_CLK_TCK")
-        cpu = []
-        for _ in range(windows):
-            t0, c0 = time.time(), cpu_ticks(agent.pid)
-            time.sleep(window)
-            t1, c1 = time.time(), cpu_ticks(agent.pid)
-            cpu.append((c1 - c0) / tick / (t1 - t0) * 100)
-        return statistics.median(cpu), cpu
+        return cpu_windows(agent.pid, windows, window)
     finally:
         agent.terminate()
         agent.wait(timeout=120)

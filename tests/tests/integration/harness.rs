@@ -592,3 +592,27 @@ pub use paddock_tests::procs::reap_executor;
 fn rustix_pid(pid: u32) -> String {
     pid.to_string()
 }
+
+/// The events of an event stream (`url`, with its query), read until `done` holds of them
+/// (or fail after 30 s).
+pub async fn stream_events(url: &str, done: impl Fn(&[Value]) -> bool) -> Vec<Value> {
+    let mut r = reqwest::Client::new().get(url).send().await.unwrap();
+    assert!(r.status().is_success(), "{url}: {}", r.status());
+    let (mut buf, mut events) = (Vec::new(), Vec::new());
+    let deadline = Instant::now() + Duration::from_secs(30);
+    while !done(&events) {
+        let left = deadline.saturating_duration_since(Instant::now());
+        let chunk = tokio::time::timeout(left, r.chunk())
+            .await
+            .unwrap_or_else(|_| panic!("only {events:#?}"))
+            .unwrap()
+            .unwrap();
+        buf.extend_from_slice(&chunk);
+        while let Some(i) = buf.iter().position(|b| *b == b'\n') {
+            let line: Vec<u8> = buf.drain(..=i).collect();
+            let v: Value = serde_json::from_slice(&line).unwrap_or(Value::Null);
+            events.extend(v["Events"].as_array().cloned().unwrap_or_default());
+        }
+    }
+    events
+}

@@ -35,31 +35,9 @@ async fn until(t: &TestAgent, path: &str, done: impl Fn(&Value) -> bool) -> Valu
     }
 }
 
-/// The `Service` events the agent kept, read from the start of its stream until `done`.
-async fn service_events(base: &str, done: impl Fn(&[Value]) -> bool) -> Vec<Value> {
-    let mut r = reqwest::Client::new()
-        .get(format!("{base}/v1/event/stream?topic=Service&index=0"))
-        .send()
-        .await
-        .unwrap();
-    assert!(r.status().is_success());
-    let (mut buf, mut events) = (Vec::new(), Vec::new());
-    let deadline = Instant::now() + Duration::from_secs(30);
-    while !done(&events) {
-        let left = deadline.saturating_duration_since(Instant::now());
-        let chunk = tokio::time::timeout(left, r.chunk())
-            .await
-            .unwrap_or_else(|_| panic!("only {events:#?}"))
-            .unwrap()
-            .unwrap();
-        buf.extend_from_slice(&chunk);
-        while let Some(i) = buf.iter().position(|b| *b == b'\n') {
-            let line: Vec<u8> = buf.drain(..=i).collect();
-            let v: Value = serde_json::from_slice(&line).unwrap_or(Value::Null);
-            events.extend(v["Events"].as_array().cloned().unwrap_or_default());
-        }
-    }
-    events
+/// How many entries the list at `path` has.
+async fn count(t: &TestAgent, path: &str) -> usize {
+    t.get(path).await.as_array().map_or(0, Vec::len)
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -105,14 +83,7 @@ async fn services_register_while_their_tasks_run_and_go_when_they_stop() {
     assert_eq!(of_alloc.as_array().unwrap().len(), 2, "{of_alloc}");
 
     // choose, tag, filter, as Nomad answers them.
-    assert_eq!(
-        t.get("/v1/service/web?choose=1|caller")
-            .await
-            .as_array()
-            .unwrap()
-            .len(),
-        1
-    );
+    assert_eq!(count(&t, "/v1/service/web?choose=1|caller").await, 1);
     let (s, v) = t
         .send(reqwest::Method::GET, "/v1/service/web?choose=one", None)
         .await;
@@ -122,30 +93,11 @@ async fn services_register_while_their_tasks_run_and_go_when_they_stop() {
             .contains("Parameter for choose must be in form"),
         "{v}"
     );
-    assert!(
-        t.get("/v1/service/web?tag=v2")
-            .await
-            .as_array()
-            .unwrap()
-            .is_empty()
-    );
-    assert_eq!(
-        t.get("/v1/service/web?tag=v1")
-            .await
-            .as_array()
-            .unwrap()
-            .len(),
-        1
-    );
+    assert!(count(&t, "/v1/service/web?tag=v2").await == 0);
+    assert_eq!(count(&t, "/v1/service/web?tag=v1").await, 1);
     let f = t.get("/v1/service/web?filter=%22v1%22%20in%20Tags").await;
     assert_eq!(f.as_array().unwrap().len(), 1, "{f}");
-    assert!(
-        t.get("/v1/service/web?namespace=prod")
-            .await
-            .as_array()
-            .unwrap()
-            .is_empty()
-    );
+    assert!(count(&t, "/v1/service/web?namespace=prod").await == 0);
 
     // The CLI, as `nomad service` prints it.
     let cli = |args: &[&str]| {
@@ -181,14 +133,9 @@ async fn services_register_while_their_tasks_run_and_go_when_they_stop() {
         v.as_array().is_some_and(Vec::is_empty)
     })
     .await;
-    assert!(
-        t.get("/v1/service/web")
-            .await
-            .as_array()
-            .unwrap()
-            .is_empty()
-    );
-    let events = service_events(&t.base, |e| {
+    assert!(count(&t, "/v1/service/web").await == 0);
+    let url = format!("{}/v1/event/stream?topic=Service&index=0", t.base);
+    let events = crate::harness::stream_events(&url, |e| {
         e.iter()
             .filter(|e| e["Type"] == "ServiceDeregistration")
             .count()
@@ -245,29 +192,13 @@ async fn a_job_naming_a_port_its_group_lacks_is_refused_and_a_registration_can_b
     })
     .await;
     let id = regs[0]["ID"].as_str().unwrap();
-    let (s, _) = t
-        .send(
-            reqwest::Method::DELETE,
-            &format!("/v1/service/web/{id}?namespace=prod"),
-            None,
-        )
-        .await;
-    assert_eq!(s, 404, "another namespace's id");
-    let (s, _) = t
-        .send(
-            reqwest::Method::DELETE,
-            &format!("/v1/service/web/{id}"),
-            None,
-        )
-        .await;
-    assert_eq!(s, 200);
-    assert!(
-        t.get("/v1/service/web")
-            .await
-            .as_array()
-            .unwrap()
-            .is_empty()
-    );
+    // Another namespace's id is not found; in its own namespace it goes.
+    for (query, want) in [("?namespace=prod", 404), ("", 200)] {
+        let path = format!("/v1/service/web/{id}{query}");
+        let (s, v) = t.send(reqwest::Method::DELETE, &path, None).await;
+        assert_eq!(s, want, "{path}: {v}");
+    }
+    assert!(count(&t, "/v1/service/web").await == 0);
 }
 
 /// Registrations are in the state DB: after `kill -9` and a start they are there with

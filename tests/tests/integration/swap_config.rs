@@ -165,32 +165,8 @@ async fn a_config_reload_applies_plugin_and_hook_blocks_and_a_bad_config_changes
 
 /// Read the event stream until `want` events of the `Component` topic came (or time out).
 async fn component_events(url: String, want: usize) -> Vec<Value> {
-    let mut r = reqwest::Client::new()
-        .get(format!("{url}/v1/event/stream?topic=Component"))
-        .send()
-        .await
-        .unwrap();
-    assert!(r.status().is_success());
-    let mut buf = Vec::new();
-    let mut events = Vec::new();
-    let deadline = Instant::now() + Duration::from_secs(30);
-    while events.len() < want {
-        let left = deadline.saturating_duration_since(Instant::now());
-        let chunk = tokio::time::timeout(left, r.chunk())
-            .await
-            .unwrap_or_else(|_| panic!("only {events:#?}"))
-            .unwrap()
-            .unwrap();
-        buf.extend_from_slice(&chunk);
-        while let Some(i) = buf.iter().position(|b| *b == b'\n') {
-            let line: Vec<u8> = buf.drain(..=i).collect();
-            let v: Value = serde_json::from_slice(&line).unwrap_or(Value::Null);
-            for e in v["Events"].as_array().cloned().unwrap_or_default() {
-                events.push(e);
-            }
-        }
-    }
-    events
+    let url = format!("{url}/v1/event/stream?topic=Component");
+    crate::harness::stream_events(&url, |e| e.len() >= want).await
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
