@@ -67,6 +67,9 @@ impl Client {
                 None
             };
             let runner = AllocRunner::restore(a, &config);
+            // Its services and their checks as its stored state has them: a task that
+            // reattaches changes nothing, so nothing else would start its checks again.
+            runner.shared().peek(|a| (config.on_change)(a));
             if let Some(reason) = stop {
                 runner.stop(&reason);
             }

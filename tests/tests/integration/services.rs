@@ -213,6 +213,9 @@ async fn registrations_survive_a_restart_and_leave_with_a_task_that_died_meanwhi
     let mut job = web_job("web");
     job["TaskGroups"][0]["Tasks"][0]["Config"]["args"] = json!(["6017"]);
     job["TaskGroups"][0]["RestartPolicy"] = json!({ "Attempts": 0, "Mode": "fail" });
+    // A check (of a port nothing listens on: it fails, and runs all the same).
+    job["TaskGroups"][0]["Services"][0]["Checks"] = json!([{ "Name": "port", "Type": "tcp",
+        "Interval": 1_000_000_000u64, "Timeout": 1_000_000_000u64 }]);
     a.post_job(job).await;
     let deadline = Instant::now() + Duration::from_secs(30);
     let before = loop {
@@ -227,6 +230,25 @@ async fn registrations_survive_a_restart_and_leave_with_a_task_that_died_meanwhi
     a.start().await;
     let after = a.get("/v1/service/web").await;
     assert_eq!(after, before, "the same registration, indexes and all");
+    // Its check runs again at once after the restart (its first run half an interval
+    // on), though the reattached task changed nothing.
+    let alloc_id = before[0]["AllocID"].as_str().unwrap();
+    let deadline = Instant::now() + Duration::from_secs(6);
+    loop {
+        let c = a
+            .get(&format!("/v1/client/allocation/{alloc_id}/checks"))
+            .await;
+        if c.as_object()
+            .is_some_and(|m| m.values().any(|r| r["Status"] == "failure"))
+        {
+            break;
+        }
+        assert!(
+            Instant::now() < deadline,
+            "no check ran after the restart: {c}"
+        );
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
 
     // The task dies while the agent is down: at start its registrations go.
     let alloc = before[0]["AllocID"].as_str().unwrap().to_string();
