@@ -200,8 +200,7 @@ pub fn chown_in(dir: impl AsFd, name: &OsStr, uid: u32, gid: u32) -> io::Result<
 pub fn subdirs(dir: impl AsFd) -> io::Result<Vec<std::ffi::OsString>> {
     let mut out = Vec::new();
     let fd = rustix::io::dup(dir)?;
-    let mut it = rustix::fs::Dir::read_from(&fd)?;
-    while let Some(e) = it.next() {
+    for e in rustix::fs::Dir::read_from(&fd)? {
         let e = e?;
         let name = e.file_name().to_bytes();
         if name == b"." || name == b".." {
@@ -220,8 +219,7 @@ pub fn subdirs(dir: impl AsFd) -> io::Result<Vec<std::ffi::OsString>> {
 pub fn files(dir: impl AsFd) -> io::Result<Vec<(std::ffi::OsString, u64)>> {
     let mut out = Vec::new();
     let fd = rustix::io::dup(dir)?;
-    let mut it = rustix::fs::Dir::read_from(&fd)?;
-    while let Some(e) = it.next() {
+    for e in rustix::fs::Dir::read_from(&fd)? {
         let e = e?;
         let name = OsStr::from_bytes(e.file_name().to_bytes()).to_os_string();
         let Ok(st) = rustix::fs::statat(&fd, name.as_os_str(), AtFlags::SYMLINK_NOFOLLOW) else {

@@ -235,9 +235,7 @@ pub fn unknown_unit(input: &str) -> Option<String> {
     if !digits.starts_with(|c: char| c.is_ascii_digit()) {
         return None;
     }
-    if parse(t).string.is_none() {
-        return None;
-    }
+    parse(t).string.as_ref()?;
     let end = digits
         .find(|c: char| !(c.is_ascii_digit() || c == '.'))
         .unwrap_or(digits.len());

@@ -392,7 +392,7 @@ mod tests {
             .unwrap();
         db.put_task_state(&a.id, "t", &TaskState::default())
             .unwrap();
-        assert_eq!(db.allocs().unwrap(), [a.clone()]);
+        assert_eq!(db.allocs().unwrap(), std::slice::from_ref(&a));
         // Its next write stores it the new way.
         db.put_alloc(&a).unwrap();
         assert_eq!(job_rows(db.backend()).len(), 1);

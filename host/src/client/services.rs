@@ -94,10 +94,20 @@ fn watches(
     a: &Allocation,
     wanted: &[crate::structs::service::Wanted],
     host_ip: &str,
+    interpolate: &dyn Fn(Option<&str>, &str) -> String,
 ) -> Vec<super::checks::Watch> {
     let mut out = Vec::new();
     for w in wanted {
-        for spec in w.spec.check_specs().into_iter().flatten() {
+        for mut spec in w.spec.check_specs().into_iter().flatten() {
+            // Its request with the task's environment, as Nomad interpolates a check.
+            let task = w.task.as_deref();
+            spec.path = interpolate(task, &spec.path);
+            spec.body = interpolate(task, &spec.body);
+            for values in spec.headers.values_mut() {
+                for v in values.iter_mut() {
+                    *v = interpolate(task, v);
+                }
+            }
             let (address, port) = crate::structs::service::check_target(a, w, &spec, host_ip);
             let refused = (!own_port(a, host_ip, &address, port)).then(|| {
                 format!(
@@ -159,7 +169,9 @@ impl Client {
                 &node.datacenter,
                 &|task, text| interpolate(a, &node, &alloc_root, task, text),
             );
-            let watches = watches(a, &wanted, &host_ip);
+            let watches = watches(a, &wanted, &host_ip, &|task, text| {
+                interpolate(a, &node, &alloc_root, task, text)
+            });
             let regs: Vec<ServiceRegistration> =
                 wanted.into_iter().map(|w| w.registration).collect();
             let now: Sent = (regs, watches.iter().map(|w| w.id.clone()).collect());

@@ -278,14 +278,14 @@ async fn registrations_survive_a_restart_and_leave_with_a_task_that_died_meanwhi
     }
 }
 
-/// A Python HTTP server on the group's `http` port: 200 "up" for its first three seconds,
-/// then 500 "down".
+/// A Python HTTP server on the group's `http` port: 200 "up" at `/g` for its first three
+/// seconds, then 500 "down" (and 500 at any other path).
 const FLAKY: &str = r#"
 import http.server, os, time
 start = time.time()
 class H(http.server.BaseHTTPRequestHandler):
     def do_GET(self):
-        ok = time.time() - start < 3
+        ok = time.time() - start < 3 and self.path == "/g"
         self.send_response(200 if ok else 500)
         self.end_headers()
         self.wfile.write(b"up" if ok else b"down")
@@ -302,7 +302,7 @@ async fn checks_pass_turn_critical_and_check_restart_restarts_the_task() {
         "RestartPolicy": { "Attempts": 3, "Interval": 600 * second, "Delay": second, "Mode": "fail" },
         "Networks": [{ "DynamicPorts": [{ "Label": "http" }] }],
         "Services": [{ "Name": "flaky", "PortLabel": "http", "Provider": "nomad", "Checks": [
-            { "Name": "health", "Type": "http", "Path": "/health", "Interval": second, "Timeout": second,
+            { "Name": "health", "Type": "http", "Path": "/${NOMAD_GROUP_NAME}", "Interval": second, "Timeout": second,
               "CheckRestart": { "Limit": 2, "Grace": second } },
             { "Name": "port", "Type": "tcp", "Interval": second, "Timeout": second }] }],
         "Tasks": [{ "Name": "t", "Driver": "raw_exec",

@@ -376,7 +376,7 @@ impl Conv<'_> {
         span: Option<std::ops::Range<usize>>,
     ) -> R<Value> {
         let v = self.expr(e, hcl)?;
-        if !DURATIONS.contains(&name) && !(block == "wait" && ["min", "max"].contains(&name)) {
+        if !(DURATIONS.contains(&name) || block == "wait" && ["min", "max"].contains(&name)) {
             return Ok(v);
         }
         match v {
