@@ -54,7 +54,7 @@ async fn render(agent: &AppState, viewer: &Viewer, id: &str) -> Response {
     let body = html! {
         h1 { "Allocation " code { (short(&a.id)) } }
         div #alloc data-live { (facts(&a)) }
-        @let services = services(agent, &a);
+        @let services = super::services::of_alloc(agent, &a);
         @if let Some(s) = services {
             section.services aria-labelledby="services-h" {
                 h2 #services-h { "Services" }
@@ -88,61 +88,6 @@ pub(super) async fn show(
     axum::Extension(viewer): axum::Extension<Viewer>,
 ) -> Response {
     render(&agent, &viewer, &id).await
-}
-
-/// The allocation's registered services with their checks' states (`None` when its job
-/// has no service).
-fn services(agent: &AppState, a: &Allocation) -> Option<Markup> {
-    let has = a.group().is_some_and(|g| {
-        std::iter::once(&g.kept)
-            .chain(g.tasks.iter().map(|t| &t.kept))
-            .any(|k| !crate::structs::ServiceSpec::list(k).is_empty())
-    });
-    if !has {
-        return None;
-    }
-    let regs = agent.server().alloc_services(&a.id);
-    let checks = agent.client().check_results(&a.id);
-    Some(html! {
-        @if regs.is_empty() {
-            p.empty { "Not registered: a service is registered while its task runs." }
-        } @else {
-            div.scroll { table.services {
-                thead { tr {
-                    th scope="col" { "Service" } th scope="col" { "Address" }
-                    th scope="col" { "Tags" } th scope="col" { "Checks" }
-                } }
-                tbody {
-                    @for r in &regs {
-                        tr data-service=(r.service_name) {
-                            td { (r.service_name) }
-                            td { code { (r.address) @if r.port > 0 { ":" (r.port) } } }
-                            td { (r.tags.join(", ")) }
-                            td {
-                                @let mine: Vec<_> = checks.values().filter(|c| c.service == r.service_name).collect();
-                                @if mine.is_empty() { span.empty { "none" } }
-                                @for c in mine {
-                                    span.check data-check=(c.check) title=(c.output) {
-                                        (c.check) " " span class=(format!("status {}", check_class(c.status))) { (c.status) }
-                                    }
-                                    " "
-                                }
-                            }
-                        }
-                    }
-                }
-            } }
-        }
-    })
-}
-
-/// A check status as the stylesheet colours it.
-fn check_class(status: &str) -> &'static str {
-    match status {
-        "success" => "healthy",
-        "failure" => "unhealthy",
-        _ => "pending",
-    }
 }
 
 fn facts(a: &Allocation) -> Markup {

@@ -241,6 +241,10 @@ pub(super) async fn job(
             }
             h2 { "Allocations" }
             (allocs_table(&allocs))
+            @if let Some(s) = super::services::of_job(&agent, &job.namespace, &job.id) {
+                h2 { "Services" }
+                (s)
+            }
             h2 { "Evaluations" }
             (evals_table(&evals))
         }

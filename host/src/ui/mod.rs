@@ -18,6 +18,7 @@ mod evals;
 mod files;
 mod jobs;
 mod node;
+mod services;
 mod vars;
 
 use axum::Router;

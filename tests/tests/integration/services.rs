@@ -126,6 +126,20 @@ async fn services_register_while_their_tasks_run_and_go_when_they_stop() {
     );
     assert!(info.contains(&alloc_id[..8]), "{info}");
 
+    // The job's page lists its services with their allocation.
+    let page = reqwest::get(t.url("/ui/jobs/web"))
+        .await
+        .unwrap()
+        .text()
+        .await
+        .unwrap();
+    assert!(
+        page.contains("<h2>Services</h2>")
+            && page.contains(r#"<tr data-service="web">"#)
+            && page.contains(&alloc_id[..8]),
+        "{page}"
+    );
+
     // Stopping the job deregisters both; each change was an event.
     let (s, _) = t.send(reqwest::Method::DELETE, "/v1/job/web", None).await;
     assert_eq!(s, 200);
