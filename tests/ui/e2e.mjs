@@ -30,7 +30,8 @@ function assert(cond, msg) { if (!cond) throw new Error(msg); }
 // A raw_exec service job that prints a numbered line every second.
 function tickerJob(id) {
   return { Job: { ID: id, Type: 'service', TaskGroups: [{ Name: 'g', Count: 1,
-    Networks: [{ DynamicPorts: [{ Label: 'http' }] }], Tasks: [{
+    Networks: [{ DynamicPorts: [{ Label: 'http' }] }],
+    Services: [{ Name: id, PortLabel: 'http', Provider: 'nomad', Tags: ['e2e'] }], Tasks: [{
     Name: 't', Driver: 'raw_exec',
     Config: { command: '/bin/sh', args: ['-c', 'i=0; while true; do i=$((i+1)); echo "tick $i"; sleep 1; done'] },
     Resources: { CPU: 50, MemoryMB: 32 } }] }] } };
@@ -86,6 +87,9 @@ try {
     await page.getByRole('heading', { name: /^Allocation/ }).waitFor();
     const port = await page.locator('dd.addresses [data-port="http"]').textContent();
     assert(/http 127\.0\.0\.1:\d+/.test(port), `the allocation's port: ${port}`);
+    // Its service, registered at that address.
+    const svc = await page.locator('#services tr[data-service="ticker"]').textContent();
+    assert(svc.includes(port.match(/127\.0\.0\.1:\d+/)[0]) && svc.includes('e2e'), `the service row: ${svc}`);
     const log = page.locator('#log');
     await log.filter({ hasText: 'tick' }).waitFor({ timeout: 20000 });
     const first = lastTick(await log.textContent());
