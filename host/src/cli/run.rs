@@ -134,7 +134,7 @@ async fn stopped(
     if temporary {
         stop_dev_allocations(agent, signal).await;
     }
-    flush(state, signal).await;
+    flush(state, signal, !temporary).await;
     if temporary {
         let dir = agent.data_dir();
         match std::fs::remove_dir_all(dir) {
@@ -278,8 +278,9 @@ fn reload_on_sighup(agent: Arc<Agent>) {
     });
 }
 
-/// A stopping agent flushes the state DB, waiting at most [`STOP_GRACE`].
-async fn flush(state: &Arc<dyn crate::state::StateDb>, signal: &'static str) {
+/// A stopping agent flushes the state DB, waiting at most [`STOP_GRACE`]; `tasks_stay`
+/// says whether its tasks keep running (a `--dev` agent in a temporary dir stopped them).
+async fn flush(state: &Arc<dyn crate::state::StateDb>, signal: &'static str, tasks_stay: bool) {
     let state = state.clone();
     let flushed = tokio::time::timeout(
         STOP_GRACE,
@@ -287,7 +288,10 @@ async fn flush(state: &Arc<dyn crate::state::StateDb>, signal: &'static str) {
     )
     .await;
     match flushed {
-        Ok(Ok(Ok(()))) => tracing::info!(signal, "stopped: state DB flushed; tasks keep running"),
+        Ok(Ok(Ok(()))) if tasks_stay => {
+            tracing::info!(signal, "stopped: state DB flushed; tasks keep running")
+        }
+        Ok(Ok(Ok(()))) => tracing::info!(signal, "stopped: state DB flushed; tasks stopped"),
         Ok(Ok(Err(e))) => {
             tracing::error!(signal, error = %e, "stopped: the state DB could not be flushed")
         }
