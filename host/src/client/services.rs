@@ -51,42 +51,54 @@ fn has_services(a: &Allocation) -> bool {
         .is_some_and(|g| listed(&g.kept) || g.tasks.iter().any(|t| listed(&t.kept)))
 }
 
-/// `text` interpolated with the environment of `task` of `a` (a group service: its
-/// group's first task).
-fn interpolate(
-    a: &Allocation,
-    node: &NodeInfo,
-    alloc_root: &std::path::Path,
-    task: Option<&str>,
-    text: &str,
-) -> String {
-    if !text.contains("${") {
-        return text.to_string();
+/// The environments `text`s of one allocation are interpolated with, built once per task
+/// for one change of the allocation (a group service's: its first task's).
+struct Envs<'a> {
+    a: &'a Allocation,
+    node: &'a NodeInfo,
+    alloc_root: &'a std::path::Path,
+    built: std::cell::RefCell<HashMap<Option<String>, Option<crate::taskenv::TaskEnv>>>,
+}
+
+impl Envs<'_> {
+    /// `text` with `task`'s environment.
+    fn interpolate(&self, task: Option<&str>, text: &str) -> String {
+        if !text.contains("${") {
+            return text.to_string();
+        }
+        let mut built = self.built.borrow_mut();
+        let env = built
+            .entry(task.map(str::to_string))
+            .or_insert_with(|| self.build(task));
+        match env {
+            Some(env) => env.interpolate(text),
+            None => text.to_string(),
+        }
     }
-    let Some(group) = a.group() else {
-        return text.to_string();
-    };
-    let t = match task {
-        Some(name) => group.tasks.iter().find(|t| t.name == name),
-        None => group.tasks.first(),
-    };
-    let Some(t) = t else {
-        return text.to_string();
-    };
-    let dirs = crate::allocdir::AllocDir::new(alloc_root, &a.id).task_dirs(&t.name);
-    let env = EnvBuilder::new(EnvRequest {
-        job: &a.job,
-        group,
-        task: t,
-        alloc_id: &a.id,
-        alloc_index: a.index,
-        dirs: &dirs,
-        node,
-        ports: &a.allocated_resources.shared.ports,
-        cpu: a.allocated_resources.tasks.get(&t.name).map(|r| &r.cpu),
-    })
-    .build();
-    env.interpolate(text)
+
+    fn build(&self, task: Option<&str>) -> Option<crate::taskenv::TaskEnv> {
+        let a = self.a;
+        let group = a.group()?;
+        let t = match task {
+            Some(name) => group.tasks.iter().find(|t| t.name == name),
+            None => group.tasks.first(),
+        }?;
+        let dirs = crate::allocdir::AllocDir::new(self.alloc_root, &a.id).task_dirs(&t.name);
+        Some(
+            EnvBuilder::new(EnvRequest {
+                job: &a.job,
+                group,
+                task: t,
+                alloc_id: &a.id,
+                alloc_index: a.index,
+                dirs: &dirs,
+                node: self.node,
+                ports: &a.allocated_resources.shared.ports,
+                cpu: a.allocated_resources.tasks.get(&t.name).map(|r| &r.cpu),
+            })
+            .build(),
+        )
+    }
 }
 
 /// The checks of an allocation's registered services (those it runs: http and tcp).
@@ -163,14 +175,20 @@ impl Client {
             if !has_services(a) {
                 return;
             }
+            let envs = Envs {
+                a,
+                node: &node,
+                alloc_root: &alloc_root,
+                built: Default::default(),
+            };
             let wanted = crate::structs::service::wanted_with_specs(
                 a,
                 &host_ip,
                 &node.datacenter,
-                &|task, text| interpolate(a, &node, &alloc_root, task, text),
+                &|task, text| envs.interpolate(task, text),
             );
             let watches = watches(a, &wanted, &host_ip, &|task, text| {
-                interpolate(a, &node, &alloc_root, task, text)
+                envs.interpolate(task, text)
             });
             let regs: Vec<ServiceRegistration> =
                 wanted.into_iter().map(|w| w.registration).collect();

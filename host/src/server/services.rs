@@ -18,11 +18,6 @@ pub struct ServiceBook {
     by_id: RwLock<BTreeMap<String, ServiceRegistration>>,
 }
 
-/// The first key of an allocation's registrations.
-fn alloc_prefix(alloc_id: &str) -> String {
-    ServiceRegistration::alloc_prefix(alloc_id)
-}
-
 /// Nomad's `ServiceRegistrationListStub`: one namespace's service names with their tags.
 #[derive(Debug, Clone, PartialEq, serde::Serialize)]
 #[serde(rename_all = "PascalCase")]
@@ -71,7 +66,7 @@ impl Server {
     pub fn sync_alloc_services(&self, alloc_id: &str, wanted: Vec<ServiceRegistration>) {
         let (put, gone, index) = {
             let mut book = self.services.by_id.write().unwrap();
-            let prefix = alloc_prefix(alloc_id);
+            let prefix = ServiceRegistration::alloc_prefix(alloc_id);
             let held: Vec<String> = book
                 .range(prefix.clone()..)
                 .take_while(|(k, _)| k.starts_with(&prefix))
@@ -188,7 +183,7 @@ impl Server {
     /// An allocation's registrations.
     pub fn alloc_services(&self, alloc_id: &str) -> Vec<ServiceRegistration> {
         let book = self.services.by_id.read().unwrap();
-        let prefix = alloc_prefix(alloc_id);
+        let prefix = ServiceRegistration::alloc_prefix(alloc_id);
         book.range(prefix.clone()..)
             .take_while(|(k, _)| k.starts_with(&prefix))
             .filter(|(_, s)| s.alloc_id == alloc_id)

@@ -215,6 +215,16 @@ impl TestAgent {
         (status, v)
     }
 
+    /// `GET path` as text (a page, Prometheus metrics).
+    pub async fn text(&self, path: &str) -> String {
+        reqwest::get(self.url(path))
+            .await
+            .unwrap()
+            .text()
+            .await
+            .unwrap()
+    }
+
     pub async fn get(&self, path: &str) -> serde_json::Value {
         let r = self.http.get(self.url(path)).send().await.unwrap();
         assert!(r.status().is_success(), "GET {path}: {}", r.status());

@@ -127,12 +127,7 @@ async fn services_register_while_their_tasks_run_and_go_when_they_stop() {
     assert!(info.contains(&alloc_id[..8]), "{info}");
 
     // The job's page lists its services with their allocation.
-    let page = reqwest::get(t.url("/ui/jobs/web"))
-        .await
-        .unwrap()
-        .text()
-        .await
-        .unwrap();
+    let page = t.text("/ui/jobs/web").await;
     assert!(
         page.contains("<h2>Services</h2>")
             && page.contains(r#"<tr data-service="web">"#)
@@ -355,22 +350,12 @@ async fn checks_pass_turn_critical_and_check_restart_restarts_the_task() {
         text.contains("flaky    (group)  health  healthiness  success"),
         "{text}"
     );
-    let page = reqwest::get(t.url(&format!("/ui/allocations/{id}")))
-        .await
-        .unwrap()
-        .text()
-        .await
-        .unwrap();
+    let page = t.text(&format!("/ui/allocations/{id}")).await;
     assert!(
         page.contains(r#"<tr data-service="flaky">"#) && page.contains(r#"data-check="health""#),
         "{page}"
     );
-    let prom = reqwest::get(t.url("/v1/metrics?format=prometheus"))
-        .await
-        .unwrap()
-        .text()
-        .await
-        .unwrap();
+    let prom = t.text("/v1/metrics?format=prometheus").await;
     assert!(
         prom.contains(r#"paddock_client_service_checks{status="success"} 2"#),
         "{prom}"
