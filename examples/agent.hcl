@@ -63,12 +63,14 @@ plugin "env-inject" {
 }
 
 # The template hook renders tasks' `template` blocks; it needs the task dir and the env,
-# and `variables` for `nomadVar` (a task reads only its own job's nomad/jobs/... paths).
+# `variables` for `nomadVar` (a task reads only its own job's nomad/jobs/... paths) and
+# `services` for `nomadService`/`nomadServices` (the services of the task's namespace).
 plugin "template" {
   grant {
     env       = true
     task_dir  = true
     variables = true
+    services  = true
   }
 }
 

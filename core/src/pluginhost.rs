@@ -1,5 +1,5 @@
 //! One plugin host, built in one place: the component runtime, the host services its guests
-//! reach (processes through the task executor, task logs, driver events, variables), and the
+//! reach (processes through the task executor, task logs, driver events, variables, services), and the
 //! three plugin managers over it. The agent, `paddock-nomad-driver`, `component check` and
 //! `call`, the tests and the benches all build it here, so the start-up wiring is written
 //! once: what the runtime's guests call into is given to the builder, never patched in
@@ -14,6 +14,7 @@ use crate::devicemanager::DeviceManager;
 use crate::drivermanager::{DriverManager, DriverServices, StartLimits};
 use crate::hookmanager::HookManager;
 use crate::node::NodeEvents;
+use crate::runtime::host_api::services::ServiceHost;
 use crate::runtime::host_api::variables::VariableHost;
 use crate::runtime::{
     ComponentSettings, ComponentSource, LoadedComponent, Runtime, RuntimeError, RuntimeOptions,
@@ -34,6 +35,9 @@ pub struct PluginHostOptions {
     pub engine: crate::runtime::engine::EngineConfig,
     /// Nomad Variables for the `variables` interface; `None` denies it.
     pub variables: Option<Arc<dyn VariableHost>>,
+    /// Nomad-native service registrations for the `services` interface; `None` answers
+    /// it `failed` (not available).
+    pub services: Option<Arc<dyn ServiceHost>>,
     /// Where the managers keep what they know of their plugins across restarts.
     pub db: Option<Arc<dyn StateDb>>,
     /// How many driver starts run at once, and how long one waits for its turn.
@@ -60,6 +64,7 @@ impl PluginHost {
         let services = DriverServices::new();
         let mut host_services = services.host_services();
         host_services.variables = opts.variables;
+        host_services.services = opts.services;
         let runtime = Runtime::new(RuntimeOptions {
             engine: opts.engine,
             cache_dir: opts.cache_dir,

@@ -160,7 +160,7 @@ fn calls(c: &mut Criterion) {
 mod bare {
     use std::sync::Arc;
 
-    use paddock::runtime::bindings::v0_1_0::driver::DriverPre;
+    use paddock::runtime::bindings::v0_1::driver::DriverPre;
     use paddock::runtime::context::{CallLimits, ComponentContext};
     use paddock::runtime::store::{HostState, add_to_linker, new_store};
     use wasmtime::Engine;

@@ -6,15 +6,17 @@
 //! [`crate::types`], so only the host interfaces and the embedder's plugin clients (one
 //! per world) ever see a versioned type.
 
-/// Bindings of `paddock:plugin@0.1.0`.
-pub mod v0_1_0 {
-    /// Contract version these bindings serve.
-    pub const VERSION: &str = "0.1.0";
+/// Bindings of the `paddock:plugin@0.1` track, read from its newest minor (`0.1.1`): guests
+/// built against any older minor of the track link against them through wasmtime's
+/// semver-aware name matching (`paddock:plugin/log@0.1.0` resolves to `@0.1.1`).
+pub mod v0_1 {
+    /// Contract version these bindings serve (the newest minor of the track).
+    pub const VERSION: &str = "0.1.1";
 
     /// The `driver` world; it also generates every shared host interface.
     pub mod driver {
         wasmtime::component::bindgen!({
-            path: "../wit/0.1.0",
+            path: "../wit/0.1.1",
             world: "driver",
             imports: { default: async },
             exports: { default: async },
@@ -25,7 +27,7 @@ pub mod v0_1_0 {
     /// The `hook` world, reusing the driver world's shared interfaces.
     pub mod hook {
         wasmtime::component::bindgen!({
-            path: "../wit/0.1.0",
+            path: "../wit/0.1.1",
             world: "hook",
             imports: { default: async },
             exports: { default: async },
@@ -45,7 +47,7 @@ pub mod v0_1_0 {
     /// The `device-plugin` world, reusing the driver world's shared interfaces.
     pub mod device {
         wasmtime::component::bindgen!({
-            path: "../wit/0.1.0",
+            path: "../wit/0.1.1",
             world: "device-plugin",
             imports: { default: async },
             exports: { default: async },
@@ -63,12 +65,13 @@ pub mod v0_1_0 {
     pub use driver::paddock::plugin::{
         config, devices, env, events, info, log, process, task_logs, timer, types,
     };
-    /// Only hooks import `variables`, so the hook world's bindings generate it.
-    pub use hook::paddock::plugin::variables;
+    /// Only hooks import `variables` and `services`, so the hook world's bindings generate
+    /// them.
+    pub use hook::paddock::plugin::{services, variables};
 
     mod convert {
-        //! `paddock:plugin@0.1.0` types ⇄ host types: records with the same fields.
-        use super::{devices, process, types as wit, variables};
+        //! `paddock:plugin@0.1` types ⇄ host types: records with the same fields.
+        use super::{devices, process, services, types as wit, variables};
         use crate::types;
 
         /// `From` both ways between a binding record and a host record with the same fields.
@@ -126,6 +129,28 @@ pub mod v0_1_0 {
                 create_time,
                 modify_time
             ]
+        );
+
+        same_fields!(
+            services::ServiceRegistration,
+            types::ServiceRegistration,
+            [
+                id,
+                service_name,
+                namespace,
+                node_id,
+                datacenter,
+                job_id,
+                alloc_id,
+                tags,
+                address,
+                port
+            ]
+        );
+        same_fields!(
+            services::ServiceStub,
+            types::ServiceStub,
+            [name, namespace, tags]
         );
 
         impl From<types::Reservation> for devices::Reservation {

@@ -9,7 +9,7 @@ use std::time::Duration;
 
 use serde::Serialize;
 
-use crate::bindings::v0_1_0;
+use crate::bindings::v0_1;
 use crate::cache::CacheOutcome;
 use crate::call::warm::WarmPool;
 use crate::context::{CallLimits, ComponentContext};
@@ -187,7 +187,7 @@ impl std::fmt::Debug for LoadedComponent {
 /// A component pre-linked as the world it exports, in the bindings of its contract version.
 #[derive(Clone)]
 pub(crate) enum WorldPre {
-    Driver(v0_1_0::driver::DriverPre<HostState>),
-    Hook(v0_1_0::hook::HookPre<HostState>),
-    Device(v0_1_0::device::DevicePluginPre<HostState>),
+    Driver(v0_1::driver::DriverPre<HostState>),
+    Hook(v0_1::hook::HookPre<HostState>),
+    Device(v0_1::device::DevicePluginPre<HostState>),
 }

@@ -24,27 +24,47 @@ pub struct Release {
 
 /// Every released version, oldest first. A released folder is frozen: the test below fails
 /// when a file in it changes, is added or goes.
-pub const RELEASED: &[Release] = &[Release {
-    version: "0.1.0",
-    files: &[
-        (
-            "host.wit",
-            "15f19e2f0c21ab670b6a7969b6ba0de81509fe184d75f1cf4b3fe4f4ab822400",
-        ),
-        (
-            "plugins.wit",
-            "e292ee8804d471f26cfa7415d59da428b3f4156c1ffd192097d4ba530327f883",
-        ),
-        (
-            "types.wit",
-            "c9736af2c92a98a25cc99ff98921277331d6f795aa375596db8e584f99b46b58",
-        ),
-    ],
-}];
+pub const RELEASED: &[Release] = &[
+    Release {
+        version: "0.1.0",
+        files: &[
+            (
+                "host.wit",
+                "15f19e2f0c21ab670b6a7969b6ba0de81509fe184d75f1cf4b3fe4f4ab822400",
+            ),
+            (
+                "plugins.wit",
+                "e292ee8804d471f26cfa7415d59da428b3f4156c1ffd192097d4ba530327f883",
+            ),
+            (
+                "types.wit",
+                "c9736af2c92a98a25cc99ff98921277331d6f795aa375596db8e584f99b46b58",
+            ),
+        ],
+    },
+    // 0.1.1: the `services` host interface, imported by the `hook` world.
+    Release {
+        version: "0.1.1",
+        files: &[
+            (
+                "host.wit",
+                "e79ce2ec2e1ecdd09bba77a2c0a2260f97dda7495c6bcf28d57efb064f6fd1e3",
+            ),
+            (
+                "plugins.wit",
+                "073925a57e6f32cde2ebc26c9b4657a7234bd6952ac856b3e68ba9c69a364ff9",
+            ),
+            (
+                "types.wit",
+                "8799dc030b58b4595130e65332e8856d12464969c42c8cbfb03c9ff0b9aab9d4",
+            ),
+        ],
+    },
+];
 
 /// The versions this agent's bindings serve, newest of each track: a guest built against
 /// any version of the same track up to one of these is served.
-pub const SERVED: &[&str] = &[crate::bindings::v0_1_0::VERSION];
+pub const SERVED: &[&str] = &[crate::bindings::v0_1::VERSION];
 
 /// A `major.minor.patch` version (pre-release and build tags are not used by the contract).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
@@ -202,10 +222,11 @@ mod tests {
     #[test]
     fn a_version_is_served_up_to_the_newest_of_its_track() {
         assert_eq!(served("0.1.0"), Ok(()));
+        assert_eq!(served("0.1.1"), Ok(()));
         assert_eq!(
-            served("0.1.1"),
+            served("0.1.2"),
             Err(Unserved::Newer {
-                served: "0.1.0".into()
+                served: "0.1.1".into()
             })
         );
         assert_eq!(served("0.2.0"), Err(Unserved::OtherTrack));

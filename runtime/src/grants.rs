@@ -23,6 +23,9 @@ pub struct Grants {
     /// Read the Nomad Variables the current task's workload identity may read, through
     /// `variables` (what the `template` hook's `nomadVar` needs).
     pub variables: bool,
+    /// Read the Nomad-native services registered in the current task's namespace, through
+    /// `services` (what the `template` hook's `nomadService` and `nomadServices` need).
+    pub services: bool,
     /// Confine the processes it starts with `process.spawn-isolated` (namespaces, chroot,
     /// another user, cgroup limits): what the `exec` driver needs. Only with `process`,
     /// which still decides which commands may run.
@@ -156,6 +159,7 @@ impl Grants {
             process: vec!["*".into()],
             task_dir: true,
             variables: true,
+            services: true,
             isolation: true,
             read_paths: vec!["/sys".into(), "/dev".into()],
             ..Self::default()
@@ -255,6 +259,9 @@ impl Grants {
         }
         if self.variables {
             v.push("variables".into());
+        }
+        if self.services {
+            v.push("services".into());
         }
         if self.isolation {
             v.push("isolation".into());

@@ -63,7 +63,9 @@ pub use host_api::HostServices;
 pub use inspect::World;
 pub use loader::{LoadError, Refusal};
 use store::HostState;
-pub use types::{TaskEnv, VariableMetadata, WorkloadIdentity};
+pub use types::{
+    ServiceChoice, ServiceRegistration, ServiceStub, TaskEnv, VariableMetadata, WorkloadIdentity,
+};
 
 /// How the runtime is set up.
 #[derive(Debug, Clone, Default)]

@@ -12,7 +12,7 @@ use std::time::{Duration, Instant};
 use wasmtime::component::Component;
 
 use crate::Runtime;
-use crate::bindings::v0_1_0;
+use crate::bindings::v0_1;
 use crate::cache::{self, CacheOutcome};
 use crate::call::warm::WarmPool;
 use crate::call::{CallError, CallFailure};
@@ -367,12 +367,10 @@ impl Runtime {
         };
         let pre = self.linker.instantiate_pre(component).map_err(link_err)?;
         Ok(match inspection.world {
-            World::Driver => {
-                WorldPre::Driver(v0_1_0::driver::DriverPre::new(pre).map_err(link_err)?)
-            }
-            World::Hook => WorldPre::Hook(v0_1_0::hook::HookPre::new(pre).map_err(link_err)?),
+            World::Driver => WorldPre::Driver(v0_1::driver::DriverPre::new(pre).map_err(link_err)?),
+            World::Hook => WorldPre::Hook(v0_1::hook::HookPre::new(pre).map_err(link_err)?),
             World::DevicePlugin => {
-                WorldPre::Device(v0_1_0::device::DevicePluginPre::new(pre).map_err(link_err)?)
+                WorldPre::Device(v0_1::device::DevicePluginPre::new(pre).map_err(link_err)?)
             }
         })
     }

@@ -16,7 +16,7 @@ use wasmtime::{Engine, ResourceLimiter, Store, UpdateDeadline};
 use wasmtime_wasi::p2::pipe::MemoryOutputPipe;
 use wasmtime_wasi::{FsPerms, WasiCtx, WasiCtxBuilder, WasiCtxView, WasiView};
 
-use crate::bindings::v0_1_0;
+use crate::bindings::v0_1;
 use crate::context::{ComponentContext, TaskContext, needs_preopens};
 use crate::host_api::{self, HostServices};
 
@@ -285,8 +285,8 @@ pub fn arm(
 /// an instance, with nothing to serve.
 struct NoFunctions;
 
-impl v0_1_0::types::Host for NoFunctions {}
-impl v0_1_0::info::Host for NoFunctions {}
+impl v0_1::types::Host for NoFunctions {}
+impl v0_1::info::Host for NoFunctions {}
 
 struct HasNoFunctions;
 
@@ -296,11 +296,11 @@ impl HasData for HasNoFunctions {
 
 /// Add WASI p2 and every Paddock host interface to `linker`. One linker serves all worlds:
 /// `device-plugin` imports a subset of what `driver` imports, `hook` a subset plus
-/// `variables`.
+/// `variables` and `services`.
 pub fn add_to_linker(linker: &mut Linker<HostState>) -> wasmtime::Result<()> {
     wasmtime_wasi::p2::add_to_linker_async(linker)?;
-    v0_1_0::types::add_to_linker::<_, HasNoFunctions>(linker, |_| NoFunctions)?;
-    v0_1_0::info::add_to_linker::<_, HasNoFunctions>(linker, |_| NoFunctions)?;
+    v0_1::types::add_to_linker::<_, HasNoFunctions>(linker, |_| NoFunctions)?;
+    v0_1::info::add_to_linker::<_, HasNoFunctions>(linker, |_| NoFunctions)?;
     host_api::log::add_to_linker(linker, |s| {
         host_api::log::Log::new(&s.component.name, &mut s.lines_logged)
     })?;
@@ -336,6 +336,13 @@ pub fn add_to_linker(linker: &mut Linker<HostState>) -> wasmtime::Result<()> {
             &s.component,
             s.task.as_deref(),
             s.services.variables.as_deref(),
+        )
+    })?;
+    host_api::services::add_to_linker(linker, |s| {
+        host_api::services::Services::new(
+            &s.component,
+            s.task.as_deref(),
+            s.services.services.as_deref(),
         )
     })?;
     Ok(())

@@ -366,6 +366,51 @@ pub struct VariableMetadata {
     pub modify_time: i64,
 }
 
+/// One registration of a Nomad-native service (`services.get`).
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct ServiceRegistration {
+    /// Registration id.
+    pub id: String,
+    /// The service's name.
+    pub service_name: String,
+    /// Namespace.
+    pub namespace: String,
+    /// Node the allocation runs on.
+    pub node_id: String,
+    /// Datacenter of that node.
+    pub datacenter: String,
+    /// Job id.
+    pub job_id: String,
+    /// Allocation id.
+    pub alloc_id: String,
+    /// Tags.
+    pub tags: Vec<String>,
+    /// Address.
+    pub address: String,
+    /// Port.
+    pub port: u16,
+}
+
+/// A service name with the union of its registrations' tags (`services.list`).
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct ServiceStub {
+    /// The service's name.
+    pub name: String,
+    /// Namespace.
+    pub namespace: String,
+    /// Tags, sorted, once each.
+    pub tags: Vec<String>,
+}
+
+/// `services.get`'s `choose`: at most `count` registrations picked for `key`.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct ServiceChoice {
+    /// How many at most.
+    pub count: u32,
+    /// The key.
+    pub key: String,
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

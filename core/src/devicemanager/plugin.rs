@@ -9,7 +9,7 @@ use super::types::{
     DeviceGroupStats, DeviceLocality, DeviceStats, NodeDevice, NodeDeviceResource, StatObject,
     StatValue,
 };
-use crate::runtime::bindings::v0_1_0::device::exports::paddock::plugin::device as wit;
+use crate::runtime::bindings::v0_1::device::exports::paddock::plugin::device as wit;
 use crate::runtime::types::Reservation;
 use crate::runtime::{CallError, LoadedComponent, Runtime, World, bounds};
 

@@ -12,8 +12,8 @@ use super::types::{
     DriverCapabilities, DriverError, DriverFingerprint, Failure, FsIsolation, Health,
     ResourceUsage, TaskConfig, TaskHandle, TaskState, TaskStatus, WaitStatus, WakeOn,
 };
-use crate::runtime::bindings::v0_1_0::driver::exports::paddock::plugin::task_driver as wit;
-use crate::runtime::bindings::v0_1_0::types as wit_types;
+use crate::runtime::bindings::v0_1::driver::exports::paddock::plugin::task_driver as wit;
+use crate::runtime::bindings::v0_1::types as wit_types;
 use crate::runtime::{
     CallError, CallFailure, LoadedComponent, Runtime, TaskContext, World, bounds,
 };

@@ -78,13 +78,15 @@ impl DriverServices {
         Ok(())
     }
 
-    /// The runtime's view of these services (variables are the agent's to add).
+    /// The runtime's view of these services (variables and services are the agent's to
+    /// add).
     pub fn host_services(&self) -> HostServices {
         HostServices {
             processes: Some(self.processes.clone()),
             task_logs: Some(self.task_logs.clone()),
             events: Some(self.events.clone()),
             variables: None,
+            services: None,
         }
     }
 }

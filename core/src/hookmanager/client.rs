@@ -9,8 +9,8 @@ use std::sync::Arc;
 use super::HookManager;
 use crate::drivermanager::types::{ExitResult, TaskResources};
 use crate::jobspec::Template;
-use crate::runtime::bindings::v0_1_0::hook::exports::paddock::plugin::task_hook as wit;
-use crate::runtime::bindings::v0_1_0::types as wit_types;
+use crate::runtime::bindings::v0_1::hook::exports::paddock::plugin::task_hook as wit;
+use crate::runtime::bindings::v0_1::types as wit_types;
 use crate::runtime::types::FieldError;
 use crate::runtime::{CallError, LoadedComponent, TaskContext, World, bounds};
 

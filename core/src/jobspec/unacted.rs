@@ -152,11 +152,6 @@ const TASK_PARTS: &[(&str, &str, &str)] = &[
         "Disabled",
         "not supported: this agent always keeps the task's logs",
     ),
-    (
-        "RestartPolicy",
-        "RenderTemplates",
-        "not supported by this agent yet: templates are rendered once, at start",
-    ),
 ];
 
 /// Fields of a `service` block, by key: registered with this agent's own (Nomad-native)
@@ -245,9 +240,13 @@ fn services(kept: &Kept, path: &str, out: &mut Vec<Unacted>) {
 }
 
 /// Fields of a task's templates, kept there as given, by key.
+// `Splay` and `Once` are acted on (`host/src/taskrunner/templates.rs`); a restart renders
+// templates again whatever `RenderTemplates` says.
 const TEMPLATE: &[(&str, &str)] = &[
-    ("Splay", "no effect: templates are rendered once, at start"),
-    ("Wait", "no effect: templates are rendered once, at start"),
+    (
+        "Wait",
+        "not supported by this agent yet: a template renders again 100 ms after the first change of a burst",
+    ),
     (
         "Uid",
         "not supported by this agent yet: the file is the task user's",
@@ -256,11 +255,10 @@ const TEMPLATE: &[(&str, &str)] = &[
         "Gid",
         "not supported by this agent yet: the file is the task user's",
     ),
-    ("Once", "no effect: templates are rendered once, at start"),
     ("VaultGrace", "no Vault here; ignored"),
     (
         "ChangeScript",
-        "not supported by this agent yet: templates are rendered once, at start",
+        "not supported by this agent yet: change_mode \"script\" needs alloc exec; a re-render is told in a task event instead",
     ),
 ];
 

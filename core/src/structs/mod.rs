@@ -98,6 +98,8 @@ wire_enum!(
         FailedRestoring = "Failed Restoring Task",
         /// A hook failed outside prestart (the task goes on).
         HookFailed = "Task hook failed",
+        /// A hook tells something about the task (Nomad's `TaskHookMessage`).
+        HookMessage = "Task hook message",
     }
 );
 

@@ -12,6 +12,6 @@ mkdir -p "$(dirname "$out")"
 # the WIT through a sandboxed wasm-tools that has no preopened directory, and fails there.
 # wasi:http is not linked by the agent and a driver has no use for fetch: both are left out.
 "$here/node_modules/.bin/componentize-js" "$here/countdown.js" \
-  --wit "$root/wit/0.1.0" --world-name driver \
+  --wit "$root/wit/0.1.1" --world-name driver \
   --disable http fetch-event \
   --out "$out"

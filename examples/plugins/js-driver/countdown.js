@@ -5,9 +5,9 @@
 // Stateless, as the contract asks: everything about a task lives in its handle's
 // `driver-state` (JSON, format HANDLE_FORMAT), so any instance can serve any call.
 
-import { now } from "paddock:plugin/timer@0.1.0";
-import { write } from "paddock:plugin/log@0.1.0";
-import { append } from "paddock:plugin/task-logs@0.1.0";
+import { now } from "paddock:plugin/timer@0.1.1";
+import { write } from "paddock:plugin/log@0.1.1";
+import { append } from "paddock:plugin/task-logs@0.1.1";
 
 const NAME = "countdown";
 const VERSION = "0.1.0";

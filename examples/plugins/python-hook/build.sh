@@ -17,5 +17,5 @@ cp "$here/app.py" "$src/"
 # Through python3 rather than the `componentize-py` script, which a `pip install --target`
 # leaves off PATH.
 "${PYTHON:-python3}" -c 'import sys; from componentize_py import script; sys.argv[0] = "componentize-py"; sys.exit(script())' \
-  --wit-path "$root/wit/0.1.0" --world hook \
+  --wit-path "$root/wit/0.1.1" --world hook \
   componentize --python-path "$src" app --output "$out"

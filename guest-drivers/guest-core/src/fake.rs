@@ -24,6 +24,7 @@ use std::collections::BTreeMap;
 
 use crate::__bindings::paddock::plugin::devices::Reservation;
 use crate::__bindings::paddock::plugin::process::{Command, Isolation, ProcessStatus};
+use crate::__bindings::paddock::plugin::services::{Choice, ServiceRegistration, ServiceStub};
 use crate::__bindings::paddock::plugin::task_logs::LogStream;
 use crate::__bindings::paddock::plugin::variables::VariableMetadata;
 use crate::{ExitResult, HostError, LogLevel, StringMap};
@@ -56,6 +57,8 @@ pub struct FakeHost {
     pub reservations: Vec<Reservation>,
     /// Variables by path (`variables.get`, `variables.list`).
     pub variables: BTreeMap<String, StringMap>,
+    /// Service registrations (`services.get`, `services.list`), in create order.
+    pub services: Vec<ServiceRegistration>,
     /// What `process.isolation-support` answers.
     pub isolation: Result<(), HostError>,
     /// Processes by host id.
@@ -76,6 +79,7 @@ impl Default for FakeHost {
             now_ns: 0,
             reservations: Vec::new(),
             variables: BTreeMap::new(),
+            services: Vec::new(),
             isolation: Err(HostError::Failed("no isolation in the fake host".into())),
             processes: BTreeMap::new(),
             logs: Vec::new(),
@@ -227,6 +231,57 @@ pub(crate) mod variables {
                     modify_index: 1,
                     create_time: 0,
                     modify_time: 0,
+                })
+                .collect()
+        }))
+    }
+}
+
+// The same signatures as the bindings' (documented in the WIT). `choose` keeps the first
+// `count`: the fake host does not hash.
+#[allow(missing_docs)]
+pub(crate) mod services {
+    use super::{Choice, ServiceRegistration, ServiceStub};
+    use crate::HostError;
+
+    pub fn get(
+        name: &str,
+        tag: Option<&str>,
+        choose: Option<&Choice>,
+    ) -> Result<Vec<ServiceRegistration>, HostError> {
+        Ok(super::with(|h| {
+            let mut found: Vec<ServiceRegistration> = h
+                .services
+                .iter()
+                .filter(|r| r.service_name == name)
+                .filter(|r| tag.is_none_or(|t| r.tags.iter().any(|x| x == t)))
+                .cloned()
+                .collect();
+            if let Some(c) = choose {
+                found.truncate(c.count as usize);
+            }
+            found
+        }))
+    }
+    pub fn list() -> Result<Vec<ServiceStub>, HostError> {
+        Ok(super::with(|h| {
+            let mut by_name: std::collections::BTreeMap<&str, ServiceStub> = Default::default();
+            for r in &h.services {
+                let stub = by_name
+                    .entry(&r.service_name)
+                    .or_insert_with(|| ServiceStub {
+                        name: r.service_name.clone(),
+                        namespace: r.namespace.clone(),
+                        tags: Vec::new(),
+                    });
+                stub.tags.extend(r.tags.iter().cloned());
+            }
+            by_name
+                .into_values()
+                .map(|mut s| {
+                    s.tags.sort();
+                    s.tags.dedup();
+                    s
                 })
                 .collect()
         }))

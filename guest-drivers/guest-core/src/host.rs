@@ -103,6 +103,15 @@ pub mod variables {
     pub use crate::__bindings::paddock::plugin::variables::VariableMetadata;
 }
 
+/// The Nomad-native services registered in the namespace of the task the current call is
+/// about, with the `services` grant (contract 0.1.1).
+pub mod services {
+    pub use super::imp::services::{get, list};
+    pub use crate::__bindings::paddock::plugin::services::{
+        Choice, ServiceRegistration, ServiceStub,
+    };
+}
+
 /// Task events, which reach the task's runner as events of type "Driver".
 pub mod events {
     pub use super::imp::events::emit;

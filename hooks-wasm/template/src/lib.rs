@@ -41,6 +41,7 @@
 //!     env       = true
 //!     task_dir  = true
 //!     variables = true
+//!     services  = true
 //!   }
 //! }
 //! ```
@@ -49,15 +50,21 @@
 //! `${NOMAD_ALLOC_DIR}/x`) inside the task or shared dir; `..` is refused. Files are written
 //! to a temporary name and renamed, so a task never reads half a file. `perms` is checked by
 //! the jobspec but not applied: WASI cannot set a file's mode, so files get the agent's
-//! default mode. On `update` the templates are rendered again in place; `change_mode`
-//! restart and signal are not acted on yet.
+//! default mode. On `update` the templates are rendered again in place (the host calls it
+//! when services or variables of the task's namespace change, and applies each changed
+//! template's `change_mode`).
+//!
+//! Nomad-native services come from the host `services` interface (contract 0.1.1, the
+//! `services` grant): `{{ range nomadService "web" }}{{ .Address }}:{{ .Port }}{{ end }}`,
+//! `nomadService "tag.web"`, `nomadService 2 "key" "web"`, `{{ range nomadServices }}{{ .Name
+//! }}{{ end }}`.
 
 mod parse;
 mod render;
 
 use std::collections::BTreeMap;
 
-use paddock_hook_sdk::host::{env, log, variables};
+use paddock_hook_sdk::host::{env, log, services, variables};
 use paddock_hook_sdk::{
     Hook, HookError, PluginInfo, PrestartRequest, PrestartResponse, TaskInfo, Template,
 };
@@ -171,6 +178,46 @@ impl render::Source for Host {
                 modify_index: m.modify_index,
                 create_time: m.create_time,
                 modify_time: m.modify_time,
+            })
+            .collect())
+    }
+
+    fn service(
+        &self,
+        name: &str,
+        tag: Option<&str>,
+        choose: Option<&(u32, String)>,
+    ) -> Result<Vec<render::Service>, String> {
+        let choice = choose.map(|(count, key)| services::Choice {
+            count: *count,
+            key: key.clone(),
+        });
+        Ok(services::get(name, tag, choice.as_ref())
+            .map_err(host_error)?
+            .into_iter()
+            .map(|r| render::Service {
+                id: r.id,
+                service_name: r.service_name,
+                namespace: r.namespace,
+                node_id: r.node_id,
+                datacenter: r.datacenter,
+                job_id: r.job_id,
+                alloc_id: r.alloc_id,
+                tags: r.tags,
+                address: r.address,
+                port: r.port,
+            })
+            .collect())
+    }
+
+    fn services(&self) -> Result<Vec<render::ServiceStub>, String> {
+        Ok(services::list()
+            .map_err(host_error)?
+            .into_iter()
+            .map(|s| render::ServiceStub {
+                name: s.name,
+                namespace: s.namespace,
+                tags: s.tags,
             })
             .collect())
     }

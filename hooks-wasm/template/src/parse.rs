@@ -26,6 +26,19 @@ pub enum Expr {
     NomadVar(String),
     /// `nomadVarList ["prefix"]`: metadata of the variables the task may read.
     NomadVarList(String),
+    /// `nomadService "[tag.]name"` or `nomadService COUNT "key" "[tag.]name"`: the
+    /// registrations of a service in the task's namespace (those carrying `tag` only;
+    /// `COUNT` of them picked for `key`).
+    NomadService {
+        /// The service's name.
+        name: String,
+        /// Only registrations with this tag.
+        tag: Option<String>,
+        /// How many to pick, for which key.
+        choose: Option<(u32, String)>,
+    },
+    /// `nomadServices`: every service in the task's namespace, with its tags.
+    NomadServices,
     /// `index TERM "key"`: one item, for keys that are not identifiers.
     Index(Box<Expr>, String),
     /// `.`, `.a.b`: the dot and fields of it.
@@ -332,6 +345,27 @@ fn expr(a: &Action, w: &[Word]) -> Result<Expr, RenderError> {
             [Word::Str(s)] => Ok(Expr::NomadVarList(s.clone())),
             _ => Err(a.error(format!("expected nomadVarList or nomadVarList \"prefix\", found {text:?}"))),
         },
+        [Word::Ident(f), args @ ..] if f == "nomadService" => {
+            let bad = || {
+                a.error(format!(
+                    "expected nomadService \"[tag.]name\" or nomadService COUNT \"key\" \"[tag.]name\", found {text:?}"
+                ))
+            };
+            let (query, choose) = match args {
+                [Word::Str(q)] => (q, None),
+                [Word::Ident(n), Word::Str(k), Word::Str(q)] => {
+                    let count = n.parse::<u32>().ok().filter(|c| *c > 0).ok_or_else(bad)?;
+                    (q, Some((count, k.clone())))
+                }
+                _ => return Err(bad()),
+            };
+            let (tag, name) = service_query(query).ok_or_else(bad)?;
+            Ok(Expr::NomadService { name, tag, choose })
+        }
+        [Word::Ident(f)] if f == "nomadServices" => Ok(Expr::NomadServices),
+        [Word::Ident(f), ..] if f == "nomadServices" => Err(a.error(format!(
+            "nomadServices takes no arguments here (the task's namespace), found {text:?}"
+        ))),
         [Word::Ident(f), args @ ..] if f == "index" => match args {
             [t, Word::Str(k)] => Ok(Expr::Index(Box::new(expr(a, std::slice::from_ref(t))?), k.clone())),
             _ => Err(a.error(format!("expected index . \"key\", found {text:?}"))),
@@ -340,10 +374,26 @@ fn expr(a: &Action, w: &[Word]) -> Result<Expr, RenderError> {
         [Word::Var(n, f)] => Ok(Expr::Var(n.clone(), f.clone())),
         [Word::Str(s)] => Ok(Expr::Str(s.clone())),
         [Word::Ident(_), ..] => Err(a.error(format!(
-            "unsupported action {text:?}: this hook renders env, nomadVar, nomadVarList, index, with, range and comments"
+            "unsupported action {text:?}: this hook renders env, nomadVar, nomadVarList, nomadService, nomadServices, index, with, range and comments"
         ))),
         _ => Err(a.error(format!("unexpected words in {text:?}"))),
     }
+}
+
+/// `[tag.]name[@region]` of `nomadService`, as consul-template reads it: the tag is what
+/// comes before the last `.`; a region other than this agent's is not served.
+fn service_query(q: &str) -> Option<(Option<String>, String)> {
+    let q = q.split_once('@').map_or(q, |(q, _region)| q);
+    let (tag, name) = match q.rsplit_once('.') {
+        Some((tag, name)) => (Some(tag.to_string()), name),
+        None => (None, q),
+    };
+    let ok = |s: &str| {
+        !s.is_empty()
+            && s.chars()
+                .all(|c| c.is_ascii_alphanumeric() || matches!(c, '-' | '_' | '/' | '.'))
+    };
+    (ok(name) && tag.as_deref().is_none_or(ok)).then(|| (tag, name.to_string()))
 }
 
 /// Parse a whole template.

@@ -34,6 +34,29 @@ pub struct VarMeta {
     pub modify_time: i64,
 }
 
+/// A service registration as `nomadService` lists it (Nomad's field names).
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct Service {
+    pub id: String,
+    pub service_name: String,
+    pub namespace: String,
+    pub node_id: String,
+    pub datacenter: String,
+    pub job_id: String,
+    pub alloc_id: String,
+    pub tags: Vec<String>,
+    pub address: String,
+    pub port: u16,
+}
+
+/// A service as `nomadServices` lists it.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct ServiceStub {
+    pub name: String,
+    pub namespace: String,
+    pub tags: Vec<String>,
+}
+
 /// Where a template's values come from (the host, in the hook).
 pub trait Source {
     /// `env "NAME"`.
@@ -43,6 +66,15 @@ pub trait Source {
     fn var(&self, path: &str) -> Result<Option<BTreeMap<String, String>>, String>;
     /// `nomadVarList "prefix"`.
     fn var_list(&self, prefix: &str) -> Result<Vec<VarMeta>, String>;
+    /// `nomadService`: registrations of `name` (with `tag`; `choose`'s count for its key).
+    fn service(
+        &self,
+        name: &str,
+        tag: Option<&str>,
+        choose: Option<&(u32, String)>,
+    ) -> Result<Vec<Service>, String>;
+    /// `nomadServices`.
+    fn services(&self) -> Result<Vec<ServiceStub>, String>;
 }
 
 /// A value while rendering.
@@ -55,6 +87,12 @@ enum Value {
     Items(BTreeMap<String, String>),
     Meta(VarMeta),
     List(Vec<VarMeta>),
+    Service(Service),
+    Services(Vec<Service>),
+    Stub(ServiceStub),
+    Stubs(Vec<ServiceStub>),
+    /// A list of strings (`.Tags`), printed as Go prints a slice: `[a b]`.
+    Strs(Vec<String>),
 }
 
 impl Value {
@@ -64,8 +102,11 @@ impl Value {
             Value::Nothing => false,
             Value::Str(s) => !s.is_empty(),
             Value::Items(m) => !m.is_empty(),
-            Value::Meta(_) => true,
+            Value::Meta(_) | Value::Service(_) | Value::Stub(_) => true,
             Value::List(l) => !l.is_empty(),
+            Value::Services(l) => !l.is_empty(),
+            Value::Stubs(l) => !l.is_empty(),
+            Value::Strs(l) => !l.is_empty(),
         }
     }
 
@@ -76,6 +117,11 @@ impl Value {
             Value::Items(_) => "a variable's items",
             Value::Meta(_) => "a variable's metadata",
             Value::List(_) => "a list of variables",
+            Value::Service(_) => "a service registration",
+            Value::Services(_) => "a list of service registrations",
+            Value::Stub(_) => "a service",
+            Value::Stubs(_) => "a list of services",
+            Value::Strs(_) => "a list of strings",
         }
     }
 }
@@ -170,11 +216,10 @@ impl Eval<'_> {
                 .into_iter()
                 .map(|(k, v)| (Value::Str(k), Value::Str(v)))
                 .collect(),
-            Value::List(l) => l
-                .into_iter()
-                .enumerate()
-                .map(|(i, m)| (Value::Str(i.to_string()), Value::Meta(m)))
-                .collect(),
+            Value::List(l) => indexed(l, Value::Meta),
+            Value::Services(l) => indexed(l, Value::Service),
+            Value::Stubs(l) => indexed(l, Value::Stub),
+            Value::Strs(l) => indexed(l, Value::Str),
             v => return Err(a.error(format!("cannot range over {} in {:?}", v.kind(), a.text))),
         };
         if elems.is_empty() {
@@ -213,6 +258,16 @@ impl Eval<'_> {
             Expr::NomadVarList(prefix) => match self.source.var_list(prefix) {
                 Ok(l) => Value::List(l),
                 Err(e) => return Err(a.error(format!("nomadVarList {prefix:?}: {e}"))),
+            },
+            Expr::NomadService { name, tag, choose } => {
+                match self.source.service(name, tag.as_deref(), choose.as_ref()) {
+                    Ok(l) => Value::Services(l),
+                    Err(e) => return Err(a.error(format!("nomadService {name:?}: {e}"))),
+                }
+            }
+            Expr::NomadServices => match self.source.services() {
+                Ok(l) => Value::Stubs(l),
+                Err(e) => return Err(a.error(format!("nomadServices: {e}"))),
             },
             Expr::Index(term, key) => {
                 let v = self.expr(a, term, dot)?;
@@ -276,6 +331,35 @@ impl Eval<'_> {
                     )));
                 }
             },
+            Value::Service(r) => match name {
+                "ID" => Value::Str(r.id),
+                "ServiceName" => Value::Str(r.service_name),
+                "Namespace" => Value::Str(r.namespace),
+                "NodeID" => Value::Str(r.node_id),
+                "Datacenter" => Value::Str(r.datacenter),
+                "JobID" => Value::Str(r.job_id),
+                "AllocID" => Value::Str(r.alloc_id),
+                "Tags" => Value::Strs(r.tags),
+                "Address" => Value::Str(r.address),
+                "Port" => Value::Str(r.port.to_string()),
+                _ => {
+                    return Err(a.error(format!(
+                        "a service registration has no field {name} (in {:?}; it has ID, ServiceName, Namespace, NodeID, Datacenter, JobID, AllocID, Tags, Address, Port)",
+                        a.text
+                    )));
+                }
+            },
+            Value::Stub(st) => match name {
+                "Name" => Value::Str(st.name),
+                "Namespace" => Value::Str(st.namespace),
+                "Tags" => Value::Strs(st.tags),
+                _ => {
+                    return Err(a.error(format!(
+                        "a service has no field {name} (in {:?}; it has Name, Namespace, Tags)",
+                        a.text
+                    )));
+                }
+            },
             v => {
                 return Err(a.error(format!(
                     "cannot read field {name} of {} in {:?}",
@@ -287,11 +371,20 @@ impl Eval<'_> {
     }
 }
 
+/// A list's elements keyed by their index, as `range $i, $e := list` declares them.
+fn indexed<T>(l: Vec<T>, wrap: fn(T) -> Value) -> Vec<(Value, Value)> {
+    l.into_iter()
+        .enumerate()
+        .map(|(i, e)| (Value::Str(i.to_string()), wrap(e)))
+        .collect()
+}
+
 /// What an output action writes.
 fn print(a: &Action, v: Value) -> Result<String, RenderError> {
     match v {
         Value::Nothing => Ok(String::new()),
         Value::Str(s) => Ok(s),
+        Value::Strs(l) => Ok(format!("[{}]", l.join(" "))),
         v => Err(a.error(format!(
             "cannot print {} in {:?}: print its keys or fields (.key, .Path), or range over it",
             v.kind(),
@@ -381,6 +474,57 @@ mod tests {
                     ..Default::default()
                 })
                 .collect())
+        }
+
+        fn service(
+            &self,
+            name: &str,
+            tag: Option<&str>,
+            choose: Option<&(u32, String)>,
+        ) -> Result<Vec<Service>, String> {
+            if name == "secret" {
+                return Err("denied: component \"template\" has no `services` grant".into());
+            }
+            let mut all: Vec<Service> = [
+                svc("a", "db", 5432, &["primary"]),
+                svc("b", "db", 5433, &["replica", "v2"]),
+                svc("c", "web", 8080, &[]),
+            ]
+            .into_iter()
+            .filter(|s| s.service_name == name)
+            .filter(|s| tag.is_none_or(|t| s.tags.iter().any(|x| x == t)))
+            .collect();
+            if let Some((n, _)) = choose {
+                all.truncate(*n as usize);
+            }
+            Ok(all)
+        }
+
+        fn services(&self) -> Result<Vec<ServiceStub>, String> {
+            Ok(vec![
+                ServiceStub {
+                    name: "db".into(),
+                    namespace: "default".into(),
+                    tags: vec!["primary".into(), "replica".into(), "v2".into()],
+                },
+                ServiceStub {
+                    name: "web".into(),
+                    namespace: "default".into(),
+                    tags: vec![],
+                },
+            ])
+        }
+    }
+
+    fn svc(id: &str, name: &str, port: u16, tags: &[&str]) -> Service {
+        Service {
+            id: id.into(),
+            service_name: name.into(),
+            namespace: "default".into(),
+            address: "10.0.0.9".into(),
+            port,
+            tags: tags.iter().map(|t| t.to_string()).collect(),
+            ..Default::default()
         }
     }
 
@@ -539,5 +683,44 @@ mod tests {
         assert!(e.message.contains("no field Nope"), "{e}");
         let e = r("{{ range env \"PORT\" }}{{ end }}").unwrap_err();
         assert!(e.message.contains("cannot range over a string"), "{e}");
+    }
+
+    #[test]
+    fn nomad_service_lists_registrations_with_tags_and_choice() {
+        assert_eq!(
+            r("{{ range nomadService \"db\" }}{{ .Address }}:{{ .Port }} {{ .Tags }};{{ end }}")
+                .unwrap(),
+            "10.0.0.9:5432 [primary];10.0.0.9:5433 [replica v2];"
+        );
+        assert_eq!(
+            r("{{ range nomadService \"replica.db\" }}{{ .ID }}{{ end }}").unwrap(),
+            "b"
+        );
+        assert_eq!(
+            r("{{ range $i, $s := nomadService 1 \"k\" \"db\" }}{{ $i }}={{ $s.Port }}{{ end }}")
+                .unwrap(),
+            "0=5432"
+        );
+        assert_eq!(
+            r("{{ range nomadService \"nope\" }}x{{ else }}none{{ end }}").unwrap(),
+            "none"
+        );
+        assert_eq!(
+            r("{{ range nomadServices }}{{ .Name }}{{ range .Tags }} #{{ . }}{{ end }}\n{{ end }}")
+                .unwrap(),
+            "db #primary #replica #v2\nweb\n"
+        );
+        let e = r("{{ range nomadService \"db\" }}{{ .Nope }}{{ end }}").unwrap_err();
+        assert!(e.message.contains("has no field Nope"), "{e}");
+        let e = r("{{ range nomadService \"secret\" }}{{ end }}").unwrap_err();
+        assert!(e.message.contains("`services` grant"), "{e}");
+        for bad in [
+            "{{ nomadService }}",
+            "{{ nomadService 0 \"k\" \"db\" }}",
+            "{{ nomadService \"a b\" }}",
+            "{{ nomadServices \"x\" }}",
+        ] {
+            assert!(r(bad).is_err(), "{bad}");
+        }
     }
 }

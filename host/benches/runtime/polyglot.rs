@@ -20,7 +20,7 @@ use criterion::Criterion;
 use paddock::drivermanager::types::{TaskConfig, WaitStatus};
 use paddock::drivermanager::{DriverManager, DriverServices};
 use paddock::hookmanager::{HookManager, HookTask};
-use paddock::runtime::bindings::v0_1_0::{driver::DriverPre, hook::HookPre};
+use paddock::runtime::bindings::v0_1::{driver::DriverPre, hook::HookPre};
 use paddock::runtime::context::{CallLimits, ComponentContext};
 use paddock::runtime::store::{HostState, add_to_linker, new_store};
 use paddock::runtime::{ComponentSettings, ComponentSource, Runtime, RuntimeOptions, World};

@@ -32,7 +32,10 @@ impl Agent {
         let server_gc =
             core_gc::ServerGcConfig::from_server(&opts.config.server, &opts.config_file)?;
         let http_limits = opts.config.limits.http(&opts.config_file)?;
-        let (plugins, swapper) = start_plugins(&opts, &data_dir, &db, &vars, &changes).await?;
+        // The service registry is the server's, and tasks' templates read it (`services`).
+        let services = Arc::new(crate::server::services::ServiceBook::default());
+        let (plugins, swapper) =
+            start_plugins(&opts, &data_dir, &db, &vars, &services, &changes).await?;
         let PluginHost {
             runtime,
             drivers,
@@ -55,6 +58,7 @@ impl Agent {
             changes: changes.clone(),
             client: client.clone(),
             vars,
+            services,
             node_events: node_events.clone(),
             refuse_unacted: opts.config.client.unsupported_job_features
                 == crate::config::UnsupportedJobFeatures::Error,
@@ -100,6 +104,7 @@ impl Agent {
         self.client.spawn_gc();
         self.client.spawn_history();
         self.client.spawn_checks();
+        self.client.spawn_template_watch();
         self.server.place_interrupted();
         self.server.reschedule_restored();
         self.server.resume_scheduling();
@@ -174,6 +179,7 @@ async fn start_plugins(
     data_dir: &std::path::Path,
     db: &Arc<dyn StateDb>,
     vars: &Arc<vars::VarStore>,
+    services: &Arc<crate::server::services::ServiceBook>,
     changes: &Arc<Changes>,
 ) -> anyhow::Result<(PluginHost, Arc<crate::swap::Swapper>)> {
     let plugins = PluginHost::build(PluginHostOptions {
@@ -189,6 +195,7 @@ async fn start_plugins(
             ..Default::default()
         },
         variables: Some(vars.clone()),
+        services: Some(services.clone()),
         // Both managers start from their state of the last run, so a change that happened
         // while the agent was down is a node event at this first fingerprint.
         db: Some(db.clone()),

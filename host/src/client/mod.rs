@@ -26,6 +26,7 @@ pub mod order;
 pub mod restore;
 pub mod services;
 pub mod snapshot;
+pub mod templates;
 pub mod usage;
 
 pub use gc::GcConfig;

@@ -84,7 +84,7 @@ pub struct Server {
     /// Scaling events of jobs' groups.
     scaling: scaling::ScalingBook,
     /// Nomad-native service registrations.
-    services: services::ServiceBook,
+    services: Arc<services::ServiceBook>,
 }
 
 /// What a server is made of.
@@ -93,6 +93,8 @@ pub struct ServerParts {
     pub changes: Arc<Changes>,
     pub client: Arc<Client>,
     pub vars: Arc<vars::VarStore>,
+    /// Nomad-native service registrations (shared with tasks' `services` interface).
+    pub services: Arc<services::ServiceBook>,
     pub node_events: Arc<crate::node::NodeEvents>,
     /// `client { unsupported_job_features = "error" }`.
     pub refuse_unacted: bool,
@@ -119,7 +121,7 @@ impl Server {
             deployments: Default::default(),
             namespaces: Default::default(),
             scaling: Default::default(),
-            services: Default::default(),
+            services: p.services,
         }
     }
 

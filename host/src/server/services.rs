@@ -9,6 +9,10 @@ use std::collections::BTreeMap;
 use std::sync::{Arc, RwLock};
 
 use super::Server;
+use crate::runtime::host_api::services::ServiceHost;
+use crate::runtime::types::{
+    HostError, ServiceChoice, ServiceRegistration as HostRegistration, ServiceStub as HostStub,
+};
 use crate::structs::ServiceRegistration;
 
 /// The registrations, by id. Ids begin with `_nomad-task-<alloc id>-`, so an
@@ -32,6 +36,79 @@ pub struct ServiceListStub {
 pub struct ServiceStub {
     pub service_name: String,
     pub tags: Vec<String>,
+}
+
+impl ServiceBook {
+    /// The registrations of service `name` in `namespace`, by id.
+    fn named(&self, namespace: &str, name: &str) -> Vec<ServiceRegistration> {
+        self.by_id
+            .read()
+            .unwrap()
+            .values()
+            .filter(|s| s.namespace == namespace && s.service_name == name)
+            .cloned()
+            .collect()
+    }
+}
+
+/// Tasks' templates read the registry through the runtime's `services` interface, within
+/// their own namespace (the runtime's view decides which).
+impl ServiceHost for ServiceBook {
+    fn get(
+        &self,
+        namespace: &str,
+        name: &str,
+        tag: Option<&str>,
+        choose: Option<&ServiceChoice>,
+    ) -> Result<Vec<HostRegistration>, HostError> {
+        let mut found = self.named(namespace, name);
+        if let Some(tag) = tag {
+            found.retain(|s| s.tags.iter().any(|t| t == tag));
+        }
+        if let Some(c) = choose {
+            found = crate::structs::service::choose(found, &format!("{}|{}", c.count, c.key))
+                .map_err(HostError::Invalid)?;
+        }
+        Ok(found
+            .into_iter()
+            .map(|s| HostRegistration {
+                id: s.id,
+                service_name: s.service_name,
+                namespace: s.namespace,
+                node_id: s.node_id,
+                datacenter: s.datacenter,
+                job_id: s.job_id,
+                alloc_id: s.alloc_id,
+                tags: s.tags,
+                address: s.address,
+                port: s.port,
+            })
+            .collect())
+    }
+
+    fn list(&self, namespace: &str) -> Result<Vec<HostStub>, HostError> {
+        let mut by_name: BTreeMap<String, Vec<String>> = BTreeMap::new();
+        for s in self.by_id.read().unwrap().values() {
+            if s.namespace == namespace {
+                by_name
+                    .entry(s.service_name.clone())
+                    .or_default()
+                    .extend(s.tags.iter().cloned());
+            }
+        }
+        Ok(by_name
+            .into_iter()
+            .map(|(name, mut tags)| {
+                tags.sort();
+                tags.dedup();
+                HostStub {
+                    name,
+                    namespace: namespace.to_string(),
+                    tags,
+                }
+            })
+            .collect())
+    }
 }
 
 impl Server {
@@ -174,10 +251,7 @@ impl Server {
 
     /// The registrations of service `name` in `namespace`, in Nomad's order (by id).
     pub fn service(&self, namespace: &str, name: &str) -> Vec<ServiceRegistration> {
-        self.service_registrations(|ns| ns == namespace)
-            .into_iter()
-            .filter(|s| s.service_name == name)
-            .collect()
+        self.services.named(namespace, name)
     }
 
     /// An allocation's registrations.

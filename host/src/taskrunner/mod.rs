@@ -38,6 +38,7 @@ mod local;
 mod phases;
 mod restarts;
 mod task_config;
+pub mod templates;
 mod wait;
 
 use interfaces::{Invocation, TaskHook, TaskRunnerConfig, TaskStateHandler, TaskView};
@@ -207,13 +208,15 @@ impl TaskRunner {
 
     /// Send `signal` to the running task through its driver version.
     pub async fn signal(&self, signal: &str) -> Result<(), TaskActionError> {
+        self.signal_as(signal, "Task being sent a signal").await
+    }
+
+    /// [`Self::signal`], its `Signaling` event saying `why`.
+    pub async fn signal_as(&self, signal: &str, why: &str) -> Result<(), TaskActionError> {
         let Some(binding) = self.binding.lock().unwrap().clone() else {
             return Err(TaskActionError::NotRunning(self.task.name.clone()));
         };
-        self.event(
-            TaskEvent::new(TaskEventType::Signaling, "Task being sent a signal")
-                .detail("signal", signal),
-        );
+        self.event(TaskEvent::new(TaskEventType::Signaling, why).detail("signal", signal));
         binding
             .call(|d, h| async move {
                 let h = d.signal(h, signal.to_string()).await?;

@@ -24,7 +24,7 @@ use world::Instance;
 use world::WorldInstance;
 
 use crate::Runtime;
-use crate::bindings::v0_1_0;
+use crate::bindings::v0_1;
 use crate::component::{LoadedComponent, WorldPre};
 use crate::context::{TaskContext, needs_preopens};
 use crate::store::{self, CallWitness, HostState};
@@ -54,10 +54,7 @@ pub(crate) struct Call {
 
 impl Runtime {
     /// Ask a component for its `info()`, whatever its world.
-    pub async fn info(
-        &self,
-        comp: &LoadedComponent,
-    ) -> Result<v0_1_0::info::PluginInfo, CallError> {
+    pub async fn info(&self, comp: &LoadedComponent) -> Result<v0_1::info::PluginInfo, CallError> {
         match &comp.pre {
             WorldPre::Driver(_) => {
                 self.call_driver(comp, None, "info", |d, s| {
@@ -92,7 +89,7 @@ impl Runtime {
     where
         R: Send,
         F: for<'a> FnOnce(
-                &'a v0_1_0::driver::Driver,
+                &'a v0_1::driver::Driver,
                 &'a mut Store<HostState>,
             ) -> BoxFuture<'a, wasmtime::Result<R>>
             + Send,
@@ -111,7 +108,7 @@ impl Runtime {
     where
         R: Send,
         F: for<'a> FnOnce(
-                &'a v0_1_0::hook::Hook,
+                &'a v0_1::hook::Hook,
                 &'a mut Store<HostState>,
             ) -> BoxFuture<'a, wasmtime::Result<R>>
             + Send,
@@ -129,7 +126,7 @@ impl Runtime {
     where
         R: Send,
         F: for<'a> FnOnce(
-                &'a v0_1_0::device::DevicePlugin,
+                &'a v0_1::device::DevicePlugin,
                 &'a mut Store<HostState>,
             ) -> BoxFuture<'a, wasmtime::Result<R>>
             + Send,

@@ -4,15 +4,15 @@
 use futures::future::BoxFuture;
 use wasmtime::Store;
 
-use crate::bindings::v0_1_0;
+use crate::bindings::v0_1;
 use crate::component::WorldPre;
 use crate::store::HostState;
 
 /// A live instance of one of the worlds, kept with its store between calls.
 pub(crate) enum Instance {
-    Driver(v0_1_0::driver::Driver),
-    Hook(v0_1_0::hook::Hook),
-    Device(v0_1_0::device::DevicePlugin),
+    Driver(v0_1::driver::Driver),
+    Hook(v0_1::hook::Hook),
+    Device(v0_1::device::DevicePlugin),
 }
 
 /// The bindings of one world: how [`crate::Runtime`]'s generic call path reaches them.
@@ -62,13 +62,13 @@ macro_rules! world_instance {
 }
 
 world_instance!(
-    v0_1_0::driver::Driver,
-    v0_1_0::driver::DriverPre<HostState>,
+    v0_1::driver::Driver,
+    v0_1::driver::DriverPre<HostState>,
     Driver
 );
-world_instance!(v0_1_0::hook::Hook, v0_1_0::hook::HookPre<HostState>, Hook);
+world_instance!(v0_1::hook::Hook, v0_1::hook::HookPre<HostState>, Hook);
 world_instance!(
-    v0_1_0::device::DevicePlugin,
-    v0_1_0::device::DevicePluginPre<HostState>,
+    v0_1::device::DevicePlugin,
+    v0_1::device::DevicePluginPre<HostState>,
     Device
 );

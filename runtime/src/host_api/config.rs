@@ -2,7 +2,7 @@
 
 use wasmtime::component::{HasData, Linker};
 
-use crate::bindings::v0_1_0::config::{self as wit, Host};
+use crate::bindings::v0_1::config::{self as wit, Host};
 
 /// The `config` view: the component's config block.
 pub struct Config<'a> {

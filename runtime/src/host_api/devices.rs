@@ -2,8 +2,8 @@
 
 use wasmtime::component::{HasData, Linker};
 
-use crate::bindings::v0_1_0::devices::{self as wit, Host, Reservation as WitReservation};
-use crate::bindings::v0_1_0::types::HostError as WitHostError;
+use crate::bindings::v0_1::devices::{self as wit, Host, Reservation as WitReservation};
+use crate::bindings::v0_1::types::HostError as WitHostError;
 use crate::context::{ComponentContext, TaskContext};
 
 /// The `devices` view: the calling component (for its grant) and the task, if any.

@@ -3,8 +3,8 @@
 
 use wasmtime::component::{HasData, Linker};
 
-use crate::bindings::v0_1_0::env::{self as wit, Host};
-use crate::bindings::v0_1_0::types::HostError as WitHostError;
+use crate::bindings::v0_1::env::{self as wit, Host};
+use crate::bindings::v0_1::types::HostError as WitHostError;
 use crate::context::{ComponentContext, TaskContext};
 use crate::types::HostError;
 

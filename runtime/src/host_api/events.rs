@@ -3,7 +3,7 @@
 
 use wasmtime::component::{HasData, Linker};
 
-use crate::bindings::v0_1_0::events::{self as wit, Host};
+use crate::bindings::v0_1::events::{self as wit, Host};
 use crate::context::ComponentContext;
 use crate::types::DriverEvent;
 

@@ -2,8 +2,8 @@
 
 use wasmtime::component::{HasData, Linker};
 
-use crate::bindings::v0_1_0::log::{self as wit, Host};
-use crate::bindings::v0_1_0::types::LogLevel;
+use crate::bindings::v0_1::log::{self as wit, Host};
+use crate::bindings::v0_1::types::LogLevel;
 
 /// Longest line kept; the rest is cut so a guest cannot flood the log with one call.
 const MAX_LINE: usize = 4096;

@@ -14,6 +14,7 @@ pub mod env;
 pub mod events;
 pub mod log;
 pub mod process;
+pub mod services;
 pub mod task_logs;
 pub mod timer;
 pub mod variables;
@@ -22,6 +23,7 @@ use std::sync::Arc;
 
 use events::EventSink;
 use process::ProcessHost;
+use services::ServiceHost;
 use task_logs::TaskLogHost;
 use variables::VariableHost;
 
@@ -39,6 +41,8 @@ pub struct HostServices {
     pub events: Option<Arc<dyn EventSink>>,
     /// Nomad Variables for `variables`.
     pub variables: Option<Arc<dyn VariableHost>>,
+    /// Nomad-native service registrations for `services`.
+    pub services: Option<Arc<dyn ServiceHost>>,
 }
 
 impl std::fmt::Debug for HostServices {
@@ -48,6 +52,7 @@ impl std::fmt::Debug for HostServices {
             .field("task_logs", &self.task_logs.is_some())
             .field("events", &self.events.is_some())
             .field("variables", &self.variables.is_some())
+            .field("services", &self.services.is_some())
             .finish()
     }
 }

@@ -3,8 +3,8 @@
 
 use wasmtime::component::{HasData, Linker};
 
-use crate::bindings::v0_1_0::task_logs::{self as wit, Host, LogStream as WitLogStream};
-use crate::bindings::v0_1_0::types::HostError as WitHostError;
+use crate::bindings::v0_1::task_logs::{self as wit, Host, LogStream as WitLogStream};
+use crate::bindings::v0_1::types::HostError as WitHostError;
 use crate::context::ComponentContext;
 use crate::types::{HostError, LogStream};
 

@@ -4,7 +4,7 @@ use std::time::Duration;
 
 use wasmtime::component::{HasData, Linker};
 
-use crate::bindings::v0_1_0::timer::{self as wit, Host};
+use crate::bindings::v0_1::timer::{self as wit, Host};
 
 /// The `timer` view; it needs nothing of the call.
 pub struct Timer;

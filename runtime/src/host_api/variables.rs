@@ -5,8 +5,8 @@
 
 use wasmtime::component::{HasData, Linker};
 
-use crate::bindings::v0_1_0::types::HostError as WitHostError;
-use crate::bindings::v0_1_0::variables::{self as wit, Host, VariableMetadata as WitMetadata};
+use crate::bindings::v0_1::types::HostError as WitHostError;
+use crate::bindings::v0_1::variables::{self as wit, Host, VariableMetadata as WitMetadata};
 use crate::context::{ComponentContext, TaskContext};
 use crate::types::{HostError, VariableMetadata, WorkloadIdentity};
 

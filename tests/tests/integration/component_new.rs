@@ -190,7 +190,9 @@ async fn python_and_js_projects_of_every_world_build_and_pass_check() {
                 "{name}:\n{report}"
             );
             // The check's first line is the load `component validate` does.
-            let load = format!("pass  load: {world} component \"{name}\", contract 0.1.0");
+            // Built against the newest contract this agent serves.
+            let newest = paddock::runtime::contract::SERVED[0];
+            let load = format!("pass  load: {world} component \"{name}\", contract {newest}");
             assert!(report.contains(&load), "{name}:\n{report}");
         }
     }

@@ -100,7 +100,7 @@ async fn each_world_loads_and_answers() {
             driver.world,
             driver.contract_version.as_str()
         ),
-        ("mock", World::Driver, "0.1.0")
+        ("mock", World::Driver, paddock::runtime::contract::SERVED[0])
     );
     let dm = rt.driver_manager();
     let d = dm.dispense("mock").expect("mock driver registered");
@@ -248,7 +248,10 @@ async fn bad_files_are_refused_with_reasons_and_the_rest_load() {
     );
     assert!(
         reasons["d-future.wasm"].contains("paddock:plugin@9.0.0")
-            && reasons["d-future.wasm"].contains("supports 0.1.0"),
+            && reasons["d-future.wasm"].contains(&format!(
+                "supports {}",
+                paddock::runtime::contract::SERVED[0]
+            )),
         "{reasons:#?}"
     );
     assert!(

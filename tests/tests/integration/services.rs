@@ -539,3 +539,122 @@ async fn deployments_are_judged_by_checks() {
         "the canary was healthy before its check passed: {a:#}"
     );
 }
+
+/// A task whose templates read the `web` service and a variable, each with its own
+/// `change_mode`: `signal` (SIGHUP, which the task echoes), `restart`, `noop`, and a `once`
+/// template that is never rendered again.
+fn watching_job() -> Value {
+    let tmpl = |data: &str, dest: &str, mode: &str, extra: Value| {
+        let mut t = json!({ "EmbeddedTmpl": data, "DestPath": dest, "ChangeMode": mode,
+            "ChangeSignal": if mode == "signal" { "SIGHUP" } else { "" }, "Splay": 0 });
+        t.as_object_mut()
+            .unwrap()
+            .extend(extra.as_object().unwrap().clone());
+        t
+    };
+    let upstreams = "{{ range nomadService \"web\" }}{{ .Address }}:{{ .Port }}\n{{ end }}";
+    json!({ "ID": "conf", "Type": "service", "TaskGroups": [{ "Name": "g",
+        "Tasks": [{ "Name": "t", "Driver": "raw_exec",
+            "Config": { "command": "/bin/sh", "args": ["-c",
+                "trap 'echo got-hup' HUP; echo started; while true; do sleep 0.1; done"] },
+            "Templates": [
+                tmpl(upstreams, "local/upstreams.txt", "signal", json!({})),
+                tmpl(upstreams, "local/noop.txt", "noop", json!({})),
+                tmpl(upstreams, "local/once.txt", "noop", json!({ "Once": true })),
+                tmpl("{{ with nomadVar \"nomad/jobs/conf\" }}{{ .level }}{{ end }}",
+                    "local/level.txt", "restart", json!({})),
+            ],
+            "Resources": { "CPU": 20, "MemoryMB": 16 } }] }] })
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn templates_render_again_when_services_and_variables_change_and_act_on_change_mode() {
+    let t = TestAgent::start("", vec![]).await;
+    let mut web = web_job("web");
+    t.register(web.clone()).await;
+    until(&t, "/v1/service/web", |v| {
+        v.as_array().is_some_and(|a| a.len() == 1)
+    })
+    .await;
+    t.register(watching_job()).await;
+    let allocs = t
+        .wait_allocs("conf", Duration::from_secs(30), |a| {
+            a.iter().any(|a| a["ClientStatus"] == "running")
+        })
+        .await;
+    let id = allocs[0]["ID"].as_str().unwrap().to_string();
+    let file = |name: &'static str| {
+        let (t, id) = (&t, id.clone());
+        async move {
+            t.text(&format!("/v1/client/fs/cat/{id}?path=t/local/{name}"))
+                .await
+        }
+    };
+    assert_eq!(file("upstreams.txt").await.lines().count(), 1);
+
+    // A second allocation of `web` registers: the templates reading it render again.
+    web["TaskGroups"][0]["Count"] = json!(2);
+    t.register(web).await;
+    let deadline = Instant::now() + Duration::from_secs(30);
+    while file("upstreams.txt").await.lines().count() != 2 {
+        assert!(Instant::now() < deadline, "{}", file("upstreams.txt").await);
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    let regs = t.get("/v1/service/web").await;
+    let wanted: String = regs
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|r| format!("{}:{}\n", r["Address"].as_str().unwrap(), r["Port"]))
+        .collect();
+    assert_eq!(file("upstreams.txt").await, wanted);
+    assert_eq!(file("noop.txt").await, wanted, "noop renders too");
+    assert_eq!(file("once.txt").await.lines().count(), 1, "once: not again");
+    // `signal`: SIGHUP reached the task, told as Nomad tells it; no restart.
+    let deadline = Instant::now() + Duration::from_secs(30);
+    loop {
+        let out = t
+            .text(&format!(
+                "/v1/client/fs/logs/{id}?task=t&type=stdout&plain=true"
+            ))
+            .await;
+        if out.contains("got-hup") {
+            break;
+        }
+        assert!(Instant::now() < deadline, "{out}");
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    let alloc = t.get(&format!("/v1/allocation/{id}")).await;
+    let events = alloc["TaskStates"]["t"]["Events"]
+        .as_array()
+        .unwrap()
+        .clone();
+    let signaled = events
+        .iter()
+        .find(|e| e["Type"] == "Signaling")
+        .unwrap_or_else(|| panic!("{events:#?}"));
+    assert_eq!(signaled["DisplayMessage"], "Template re-rendered");
+    assert!(!events.iter().any(|e| e["Type"] == "Restart Signaled"));
+
+    // `restart`: a variable it reads changes; the task restarts once, not as a failure.
+    let (status, v) = t
+        .send(
+            reqwest::Method::PUT,
+            "/v1/var/nomad/jobs/conf",
+            Some(json!({ "Items": { "level": "debug" } })),
+        )
+        .await;
+    assert_eq!(status, 200, "{v}");
+    let alloc = until(&t, &format!("/v1/allocation/{id}"), |a| {
+        a["TaskStates"]["t"]["Restarts"] == 1 && a["TaskStates"]["t"]["State"] == "running"
+    })
+    .await;
+    let events = alloc["TaskStates"]["t"]["Events"].as_array().unwrap();
+    assert!(
+        events.iter().any(|e| e["Type"] == "Restart Signaled"
+            && e["DisplayMessage"] == "Template with change_mode restart re-rendered"),
+        "{events:#?}"
+    );
+    assert_eq!(file("level.txt").await, "debug");
+    assert_eq!(alloc["ClientStatus"], "running");
+}

@@ -141,6 +141,8 @@ fn fill(template: &str, world: World, name: &str) -> String {
         .replace("__WORLD_TEXT__", w.text)
         .replace("__WORLD__", w.wit)
         .replace("__SDK_VERSION__", &cargo::sdk_version())
+        // The newest contract this agent serves, which the project's WIT copy is.
+        .replace("__CONTRACT__", crate::runtime::contract::SERVED[0])
         .replace("__SDK__", w.sdk)
         .replace("__CRATE__", &name.replace('-', "_"))
         .replace("__ENV__", &name.replace('-', "_").to_uppercase())

@@ -16,10 +16,10 @@ use std::time::Duration;
 use futures::future::BoxFuture;
 use wasmtime::component::{HasData, Linker};
 
-use crate::bindings::v0_1_0::process::{
+use crate::bindings::v0_1::process::{
     self as wit, Command as WitCommand, Host, Isolation as WitIsolation, ProcessStatus as WitStatus,
 };
-use crate::bindings::v0_1_0::types::{HostError as WitHostError, ResourceUsage as WitUsage};
+use crate::bindings::v0_1::types::{HostError as WitHostError, ResourceUsage as WitUsage};
 use crate::context::{ComponentContext, TaskContext, TaskPaths};
 use crate::types::{Command, HostError, Isolation, ProcessStatus, ResourceUsage};
 

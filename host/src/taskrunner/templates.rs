@@ -1,0 +1,255 @@
+//! Templates that stay live (Nomad's template manager, after the first render): when what a
+//! running task's templates read changes, the hooks render them again through `update`, and
+//! each template whose file changed has its `change_mode` applied — `restart` restarts the
+//! task (once, whatever number of templates asked; not counted against its restart policy),
+//! `signal` sends each distinct `change_signal`, `noop` does nothing, `script` is told in a
+//! task event (running a script in the task needs `alloc exec`). A random wait below the
+//! longest `splay` of the changed templates (Nomad's default 5 s) comes first, as Nomad's.
+//! Templates with `once = true` are rendered at start only.
+//!
+//! The host reads each destination before and after the render beneath the allocation dir,
+//! never through a link (the task and the hook can write there).
+
+use std::path::{Path, PathBuf};
+use std::time::Duration;
+
+use sha2::Digest;
+
+use super::TaskRunner;
+use super::interfaces::TaskView;
+use crate::jobspec::Template;
+use crate::structs::{TaskEvent, TaskEventType, TaskRunState};
+use crate::taskenv::TaskDirs;
+
+/// Nomad's default `splay`.
+const DEFAULT_SPLAY: Duration = Duration::from_secs(5);
+
+/// What a render changed, and what the changed templates ask for.
+#[derive(Debug, Default, PartialEq, Eq)]
+pub struct Rerendered {
+    /// Indexes (in the task's `template` list) of the templates whose file changed.
+    pub changed: Vec<usize>,
+    /// Whether the task was restarted.
+    pub restarted: bool,
+    /// Signals sent.
+    pub signaled: Vec<String>,
+}
+
+/// A template's `splay`: the kept `Splay` (ns), Nomad's default when absent.
+fn splay(t: &Template) -> Duration {
+    match t.kept.get("Splay").and_then(serde_json::Value::as_u64) {
+        Some(ns) => Duration::from_nanos(ns),
+        None => DEFAULT_SPLAY,
+    }
+}
+
+/// Whether a template is rendered at start only.
+fn once(t: &Template) -> bool {
+    t.kept
+        .get("Once")
+        .and_then(serde_json::Value::as_bool)
+        .unwrap_or(false)
+}
+
+/// Where a template's destination lies, relative to the allocation dir: the task dir for a
+/// relative path, else an absolute one under the allocation dir. `None` for one the hook
+/// would refuse too (outside, or with `..`).
+fn destination(dirs: &TaskDirs, interpolated: &str) -> Option<PathBuf> {
+    let root = dirs.alloc_root();
+    let full = if interpolated.starts_with('/') {
+        PathBuf::from(interpolated)
+    } else {
+        Path::new(&dirs.task_dir).join(interpolated)
+    };
+    let rel = full.strip_prefix(&root).ok()?;
+    rel.components()
+        .all(|c| {
+            matches!(
+                c,
+                std::path::Component::Normal(_) | std::path::Component::CurDir
+            )
+        })
+        .then(|| rel.to_path_buf())
+}
+
+/// The sha256 of the file `rel` beneath `root`, read without following a link; `None` when
+/// it cannot be read (missing, a link, not a file).
+fn digest(root: &crate::safefs::Beneath, rel: &Path) -> Option<[u8; 32]> {
+    use std::io::Read;
+    let mut f = root.open_file(rel, rustix::fs::OFlags::RDONLY, 0).ok()?;
+    if !f.metadata().ok()?.is_file() {
+        return None;
+    }
+    let mut h = sha2::Sha256::new();
+    let mut buf = [0u8; 16 * 1024];
+    loop {
+        match f.read(&mut buf) {
+            Ok(0) => break,
+            Ok(n) => h.update(&buf[..n]),
+            Err(_) => return None,
+        }
+    }
+    Some(h.finalize().into())
+}
+
+impl TaskRunner {
+    /// Whether the task runs with templates that are rendered again (`once` ones are not).
+    pub fn has_live_templates(&self) -> bool {
+        self.task.templates.iter().any(|t| !once(t))
+    }
+
+    /// Render the running task's templates again and apply the `change_mode` of those whose
+    /// file changed. Nothing happens when the task does not run.
+    pub async fn rerender_templates(&self) -> Rerendered {
+        let mut out = Rerendered::default();
+        let Some(inv) = self.last.lock().unwrap().clone() else {
+            return out;
+        };
+        if self.state() != Some(TaskRunState::Running) || self.kill.is_cancelled() {
+            return out;
+        }
+        let live: Vec<(usize, &Template)> = self
+            .task
+            .templates
+            .iter()
+            .enumerate()
+            .filter(|(_, t)| !once(t))
+            .collect();
+        if live.is_empty() {
+            return out;
+        }
+        let root = match crate::safefs::Beneath::open(&inv.dirs.alloc_root()) {
+            Ok(r) => r,
+            Err(e) => {
+                tracing::warn!(task = %self.task.name, error = %e, "templates: the allocation dir cannot be opened");
+                return out;
+            }
+        };
+        let env = inv.env.build();
+        let dests: Vec<Option<PathBuf>> = live
+            .iter()
+            .map(|(_, t)| destination(&inv.dirs, &env.interpolate(&t.dest_path)))
+            .collect();
+        let read = |dests: &[Option<PathBuf>]| -> Vec<Option<[u8; 32]>> {
+            dests
+                .iter()
+                .map(|d| d.as_deref().and_then(|d| digest(&root, d)))
+                .collect()
+        };
+        let before = read(&dests);
+        // The hooks see the task with its live templates only.
+        let a = self.handler.allocation();
+        let Some(group) = a.group() else { return out };
+        let mut task = self.task.clone();
+        task.templates = live.iter().map(|(_, t)| (*t).clone()).collect();
+        self.update_phase(TaskView {
+            alloc: &a,
+            group,
+            task: &task,
+            node: &self.node,
+        })
+        .await;
+        let after = read(&dests);
+        let changed: Vec<(usize, &Template)> = live
+            .iter()
+            .zip(before.iter().zip(&after))
+            .filter(|(_, (b, a))| b != a)
+            .map(|(t, _)| *t)
+            .collect();
+        out.changed = changed.iter().map(|(i, _)| *i).collect();
+        if changed.is_empty() {
+            return out;
+        }
+        tracing::info!(task = %self.task.name, templates = ?out.changed, "templates re-rendered");
+        let acting: Vec<&Template> = changed
+            .iter()
+            .map(|(_, t)| *t)
+            .filter(|t| t.change_mode != "noop")
+            .collect();
+        if acting.is_empty() {
+            return out;
+        }
+        let wait = acting.iter().map(|t| splay(t)).max().unwrap_or_default();
+        if !wait.is_zero() {
+            let offset = (uuid::Uuid::new_v4().as_u128() % wait.as_nanos()) as u64;
+            tokio::select! {
+                _ = tokio::time::sleep(Duration::from_nanos(offset)) => {}
+                _ = self.kill.cancelled() => return out,
+            }
+        }
+        if acting.iter().any(|t| t.change_mode == "restart") {
+            match self.restart("Template with change_mode restart re-rendered") {
+                Ok(()) => out.restarted = true,
+                Err(e) => {
+                    tracing::info!(task = %self.task.name, error = %e, "templates: no restart")
+                }
+            }
+            return out;
+        }
+        let mut signals: Vec<&str> = acting
+            .iter()
+            .filter(|t| t.change_mode == "signal")
+            .map(|t| t.change_signal.as_str())
+            .collect();
+        signals.sort();
+        signals.dedup();
+        for s in signals {
+            match self.signal_as(s, "Template re-rendered").await {
+                Ok(()) => out.signaled.push(s.to_string()),
+                Err(e) => self.event(TaskEvent::new(
+                    TaskEventType::HookMessage,
+                    format!("Template failed to send signal {s}: {e}"),
+                )),
+            }
+        }
+        if acting.iter().any(|t| t.change_mode == "script") {
+            self.event(TaskEvent::new(
+                TaskEventType::HookMessage,
+                "Template re-rendered; change_mode \"script\" is not run by this agent yet (it needs alloc exec)",
+            ));
+        }
+        out
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn destinations_stay_in_the_allocation_dir() {
+        let dirs = TaskDirs {
+            alloc_dir: "/a/1/alloc".into(),
+            task_dir: "/a/1/web".into(),
+            local_dir: "/a/1/web/local".into(),
+            secrets_dir: "/a/1/web/secrets".into(),
+        };
+        assert_eq!(
+            destination(&dirs, "local/app.conf"),
+            Some(PathBuf::from("web/local/app.conf"))
+        );
+        assert_eq!(
+            destination(&dirs, "/a/1/alloc/shared.conf"),
+            Some(PathBuf::from("alloc/shared.conf"))
+        );
+        assert_eq!(destination(&dirs, "/etc/passwd"), None);
+        assert_eq!(destination(&dirs, "../../etc/passwd"), None);
+        assert_eq!(destination(&dirs, "/a/1/web/../../x"), None);
+    }
+
+    #[test]
+    fn splay_and_once_come_from_the_kept_fields() {
+        let mut t: Template = serde_json::from_value(serde_json::json!({
+            "SourcePath": "", "DestPath": "x", "EmbeddedTmpl": "y", "ChangeMode": "restart",
+            "ChangeSignal": "", "Perms": "0644", "LeftDelim": "{{", "RightDelim": "}}",
+            "Envvars": false, "ErrMissingKey": false
+        }))
+        .unwrap();
+        assert_eq!(splay(&t), DEFAULT_SPLAY);
+        assert!(!once(&t));
+        t.kept.insert("Splay".into(), 0.into());
+        t.kept.insert("Once".into(), true.into());
+        assert_eq!(splay(&t), Duration::ZERO);
+        assert!(once(&t));
+    }
+}
