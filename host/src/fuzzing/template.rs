@@ -10,9 +10,10 @@ mod render;
 
 use std::collections::BTreeMap;
 
-use render::{Source, VarMeta};
+use render::{Service, ServiceStub, Source, VarMeta};
 
-/// Values a template can reach: a few env vars and variables, one of them listed.
+/// Values a template can reach: a few env vars and variables, one of them listed, and two
+/// registrations of one service.
 struct Fixed;
 
 impl Source for Fixed {
@@ -51,6 +52,43 @@ impl Source for Fixed {
                 modify_time: 4,
             })
             .collect())
+    }
+
+    fn service(
+        &self,
+        name: &str,
+        tag: Option<&str>,
+        choose: Option<&(u32, String)>,
+    ) -> Result<Vec<Service>, String> {
+        if name == "denied" {
+            return Err("permission denied".into());
+        }
+        let mut all: Vec<Service> = [("a", 8080, "v1"), ("b", 8081, "v2")]
+            .iter()
+            .filter(|_| name == "web")
+            .filter(|(_, _, t)| tag.is_none_or(|w| w == *t))
+            .map(|(id, port, t)| Service {
+                id: id.to_string(),
+                service_name: name.into(),
+                namespace: "default".into(),
+                address: "127.0.0.1".into(),
+                port: *port,
+                tags: vec![t.to_string()],
+                ..Default::default()
+            })
+            .collect();
+        if let Some((n, _)) = choose {
+            all.truncate(*n as usize);
+        }
+        Ok(all)
+    }
+
+    fn services(&self) -> Result<Vec<ServiceStub>, String> {
+        Ok(vec![ServiceStub {
+            name: "web".into(),
+            namespace: "default".into(),
+            tags: vec!["v1".into(), "v2".into()],
+        }])
     }
 }
 
