@@ -74,6 +74,16 @@ plugin "template" {
   }
 }
 
+# The redis-ping check (a service `check { type = "redis-ping" }`) may connect to loopback
+# only: every connect a check component makes is checked against `hosts`.
+plugin "redis-ping" {
+  grant {
+    network {
+      hosts = ["127.0.0.1:*"]
+    }
+  }
+}
+
 # Run env-inject for every task.
 hook "env-inject" {
   all_tasks = true

@@ -14,7 +14,7 @@ const TARGET: &str = "wasm32-wasip2";
 const WORKSPACE_MANIFEST: &str = "guest-drivers/Cargo.toml";
 
 /// The folders holding guest crates; a change to any source in them rebuilds the guests.
-const GUEST_DIRS: &[&str] = &["guest-drivers", "hooks-wasm"];
+const GUEST_DIRS: &[&str] = &["guest-drivers", "hooks-wasm", "checks-wasm"];
 
 /// The crate file stem of every `.wasm` this crate exposes.
 const ARTIFACTS: &[&str] = &[
@@ -34,6 +34,8 @@ const ARTIFACTS: &[&str] = &[
     "fixture_env_hook",
     "fixture_versioned_hook",
     "fixture_hostile_hook",
+    "redis_ping_check",
+    "fixture_hostile_check",
 ];
 
 /// The SDK crates whose sources `sources.rs` carries, for the projects `agent component new`
@@ -43,6 +45,7 @@ const SDK_CRATES: &[(&str, &str)] = &[
     ("guest-drivers/sdk", "paddock-driver-sdk"),
     ("guest-drivers/device-sdk", "paddock-device-sdk"),
     ("hooks-wasm/sdk", "paddock-hook-sdk"),
+    ("checks-wasm/sdk", "paddock-check-sdk"),
 ];
 
 fn main() {

@@ -22,6 +22,7 @@
 pub use paddock_runtime as runtime;
 
 pub mod changes;
+pub mod checkcomponents;
 pub mod config;
 pub mod constraint;
 pub mod cron;

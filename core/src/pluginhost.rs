@@ -54,6 +54,8 @@ pub struct PluginHost {
     pub drivers: Arc<DriverManager>,
     pub devices: Arc<DeviceManager>,
     pub hooks: Arc<HookManager>,
+    /// Check components (services' custom checks).
+    pub checks: Arc<crate::checkcomponents::CheckComponents>,
     /// The node's recent events, raised by the driver and device managers.
     pub node_events: Arc<NodeEvents>,
 }
@@ -83,12 +85,14 @@ impl PluginHost {
         );
         let devices = DeviceManager::new(runtime.clone(), node_events.clone(), opts.db);
         let hooks = HookManager::new(runtime.clone(), &opts.hooks);
+        let checks = crate::checkcomponents::CheckComponents::new(runtime.clone());
         Ok(Self {
             runtime,
             services,
             drivers,
             devices,
             hooks,
+            checks,
             node_events,
         })
     }

@@ -85,6 +85,15 @@ artifact!(
     /// env and state).
     FIXTURE_HOSTILE_HOOK, "PADDOCK_GUEST_FIXTURE_HOSTILE_HOOK", "fixture_hostile_hook.wasm");
 
+artifact!(
+    /// The `redis-ping` check: a Redis `PING` over TCP, through the `network` grant.
+    REDIS_PING_CHECK, "PADDOCK_GUEST_REDIS_PING_CHECK", "redis_ping_check.wasm");
+
+artifact!(
+    /// Test fixture: the `hostile-check` check, which ignores its target and connects,
+    /// listens or sends where its check's `Body` says.
+    FIXTURE_HOSTILE_CHECK, "PADDOCK_GUEST_FIXTURE_HOSTILE_CHECK", "fixture_hostile_check.wasm");
+
 /// The components built into the agent binary.
 pub const BUILT_IN: &[Artifact] = &[
     MOCK_DRIVER,
@@ -95,6 +104,7 @@ pub const BUILT_IN: &[Artifact] = &[
     ENV_INJECT_HOOK,
     POLICY_HOOK,
     TEMPLATE_HOOK,
+    REDIS_PING_CHECK,
 ];
 
 /// The prefix of the build stamp a guest reads with `paddock_guest_core::stamp::Stamp`.

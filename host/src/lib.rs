@@ -35,9 +35,9 @@ pub use paddock_runtime as runtime;
 /// The node-side parts the agent shares with the Nomad driver plugin (the `paddock-core`
 /// crate), at the paths they always had.
 pub use paddock_core::{
-    changes, config, constraint, cron, devicemanager, drivermanager, evals, events, executor,
-    filter, hookmanager, hoststats, jobspec, logmon, node, pluginbook, pluginhost, safefs, state,
-    structs, swap, taskenv, util,
+    changes, checkcomponents, config, constraint, cron, devicemanager, drivermanager, evals,
+    events, executor, filter, hookmanager, hoststats, jobspec, logmon, node, pluginbook,
+    pluginhost, safefs, state, structs, swap, taskenv, util,
 };
 
 pub mod acl;

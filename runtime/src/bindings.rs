@@ -62,6 +62,24 @@ pub mod v0_1 {
         });
     }
 
+    /// The `check` world (0.1.1), reusing the driver world's shared interfaces.
+    pub mod check {
+        wasmtime::component::bindgen!({
+            path: "../wit/0.1.1",
+            world: "check",
+            imports: { default: async },
+            exports: { default: async },
+            additional_derives: [PartialEq, serde::Serialize, serde::Deserialize],
+            with: {
+                "paddock:plugin/types": super::driver::paddock::plugin::types,
+                "paddock:plugin/info": super::driver::paddock::plugin::info,
+                "paddock:plugin/log": super::driver::paddock::plugin::log,
+                "paddock:plugin/config": super::driver::paddock::plugin::config,
+                "paddock:plugin/timer": super::driver::paddock::plugin::timer,
+            },
+        });
+    }
+
     pub use driver::paddock::plugin::{
         config, devices, env, events, info, log, process, task_logs, timer, types,
     };

@@ -190,4 +190,5 @@ pub(crate) enum WorldPre {
     Driver(v0_1::driver::DriverPre<HostState>),
     Hook(v0_1::hook::HookPre<HostState>),
     Device(v0_1::device::DevicePluginPre<HostState>),
+    Check(v0_1::check::CheckPre<HostState>),
 }

@@ -42,7 +42,7 @@ pub const RELEASED: &[Release] = &[
             ),
         ],
     },
-    // 0.1.1: the `services` host interface, imported by the `hook` world.
+    // 0.1.1: the `services` host interface, imported by the `hook` world; the `check` world.
     Release {
         version: "0.1.1",
         files: &[
@@ -52,7 +52,7 @@ pub const RELEASED: &[Release] = &[
             ),
             (
                 "plugins.wit",
-                "073925a57e6f32cde2ebc26c9b4657a7234bd6952ac856b3e68ba9c69a364ff9",
+                "77f8e02e439755a26c314a2281014d51c654a81898b6b0db95b8c16d1547edb9",
             ),
             (
                 "types.wit",

@@ -53,6 +53,9 @@ pub struct Grants {
     /// With `isolation`: gids an isolated process may not run as (the user's primary
     /// group), the same syntax. Absent: none.
     pub denied_host_gids: Option<String>,
+    /// Outbound TCP connections through WASI sockets, to the `hosts` it lists
+    /// ([`crate::network`]). Absent: no network at all.
+    pub network: Option<crate::network::NetworkGrant>,
     /// With `isolation`: the most processes and threads an isolated task may have at once
     /// (its cgroup's `pids.max`). Absent: [`DEFAULT_PIDS_MAX`]; 0: no limit.
     pub pids_max: Option<u64>,
@@ -162,6 +165,11 @@ impl Grants {
             services: true,
             isolation: true,
             read_paths: vec!["/sys".into(), "/dev".into()],
+            // Loopback, where a dev agent's services listen: what the built-in checks need.
+            network: Some(crate::network::NetworkGrant {
+                hosts: vec!["127.0.0.1:*".into(), "[::1]:*".into()],
+                max_response_bytes: None,
+            }),
             ..Self::default()
         }
     }
@@ -188,8 +196,12 @@ impl Grants {
         }
     }
 
-    /// Check the isolation keys, naming the bad one (`grant.denied_host_uids: …`).
+    /// Check the isolation and network keys, naming the bad one (`grant.denied_host_uids:
+    /// …`, `grant.network.hosts[2]: …`).
     pub fn validate(&self) -> Result<(), String> {
+        if let Some(n) = &self.network {
+            n.validate()?;
+        }
         for (host, inside) in self.chroot_binds() {
             if !host.starts_with('/')
                 || !inside.starts_with('/')
@@ -274,6 +286,9 @@ impl Grants {
         }
         if !self.loader_env.is_empty() {
             v.push(format!("loader_env({})", self.loader_env.join(",")));
+        }
+        if let Some(n) = &self.network {
+            v.push(format!("network({})", n.hosts.join(",")));
         }
         v
     }

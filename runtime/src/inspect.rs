@@ -17,6 +17,8 @@ pub enum World {
     Hook,
     /// A device plugin.
     DevicePlugin,
+    /// A custom service check (contract 0.1.1).
+    Check,
 }
 
 impl World {
@@ -26,6 +28,7 @@ impl World {
             World::Driver => "driver",
             World::Hook => "hook",
             World::DevicePlugin => "device-plugin",
+            World::Check => "check",
         }
     }
 
@@ -34,6 +37,7 @@ impl World {
             "task-driver" => Some(World::Driver),
             "task-hook" => Some(World::Hook),
             "device" => Some(World::DevicePlugin),
+            "service-check" => Some(World::Check),
             _ => None,
         }
     }

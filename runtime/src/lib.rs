@@ -42,6 +42,7 @@ pub mod host_api;
 pub mod inspect;
 pub mod loader;
 pub mod metrics;
+pub mod network;
 pub mod registry;
 pub mod store;
 pub mod types;

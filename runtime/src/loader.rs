@@ -179,9 +179,9 @@ impl Runtime {
             probe.ctx.limits.max_concurrent_calls.max(1) as usize,
         ));
         // A warm store keeps the folders it was built with (WASI preopens, which the guest
-        // reads once when instantiated): the probe's, without grants, cannot serve a
-        // component granted `read_paths`.
-        if !probe.ctx.grants.read_paths.is_empty() {
+        // reads once when instantiated) and its socket check: the probe's, without grants,
+        // cannot serve a component granted `read_paths` or `network`.
+        if !probe.ctx.grants.read_paths.is_empty() || probe.ctx.grants.network.is_some() {
             probe.warm = WarmPool::default();
         }
         // The probe is not a call of the version's life: its stats start now.
@@ -372,6 +372,7 @@ impl Runtime {
             World::DevicePlugin => {
                 WorldPre::Device(v0_1::device::DevicePluginPre::new(pre).map_err(link_err)?)
             }
+            World::Check => WorldPre::Check(v0_1::check::CheckPre::new(pre).map_err(link_err)?),
         })
     }
 }

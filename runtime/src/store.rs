@@ -134,9 +134,17 @@ pub struct HostState {
     events_emitted: u32,
     /// Log lines the current call has written (`log` caps them per call).
     lines_logged: u32,
+    /// Connects the `network` grant refused in this store's calls.
+    network_denials: crate::network::Denials,
 }
 
 impl HostState {
+    /// The connects the `network` grant refused since the last time this was asked, each
+    /// naming the component, the address and the grant.
+    pub fn take_network_denials(&self) -> Vec<String> {
+        self.network_denials.take()
+    }
+
     /// The most linear memory this store's instance has held, bytes.
     pub(crate) fn peak_memory(&self) -> usize {
         self.limiter.peak
@@ -209,6 +217,29 @@ pub fn new_store(
             tracing::warn!(component = %component.name, dir = %path, error = %e, "cannot preopen read-only");
         }
     }
+    // Every socket the guest opens is checked against its `network` grant: outbound TCP
+    // connects to what the grant lists, and the implicit bind to an ephemeral port a connect
+    // makes; no listening, accepting or UDP.
+    let network_denials = crate::network::Denials::default();
+    let check = Arc::new(crate::network::ConnectCheck::new(
+        &component.name,
+        component.grants.network.as_ref(),
+        network_denials.clone(),
+    ));
+    wasi.allow_udp(false)
+        .allow_tcp(true)
+        .allow_ip_name_lookup(component.grants.network.is_some())
+        .socket_addr_check(move |addr, use_| {
+            let check = check.clone();
+            Box::pin(async move {
+                use wasmtime_wasi::sockets::SocketAddrUse as U;
+                match use_ {
+                    U::TcpConnect => check.allows(addr, true).await,
+                    U::TcpBind if addr.ip().is_unspecified() && addr.port() == 0 => true,
+                    _ => check.allows(addr, false).await,
+                }
+            })
+        });
     let wasi = wasi.build();
     let memory_hit = Arc::new(AtomicBool::new(false));
     let deadline_hit = Arc::new(AtomicBool::new(false));
@@ -233,6 +264,7 @@ pub fn new_store(
         deadline,
         events_emitted: 0,
         lines_logged: 0,
+        network_denials,
     };
     let mut store = Store::new(engine, state);
     store.limiter(|s| &mut s.limiter);

@@ -169,6 +169,9 @@ pub enum CheckKind {
     Http,
     /// A TCP connect.
     Tcp,
+    /// A check component's probe: the check's `type` names the component
+    /// ([`CheckSpec::component`]).
+    Component,
 }
 
 /// `check_restart`: restart the task after `limit` unhealthy results in a row, once
@@ -185,6 +188,10 @@ pub struct CheckRestart {
 pub struct CheckSpec {
     pub name: String,
     pub kind: CheckKind,
+    /// For [`CheckKind::Component`]: the check component's name (the check's `type`).
+    pub component: String,
+    /// The check block as given (Nomad's API JSON): what a check component is handed.
+    pub config: String,
     /// HTTP: path (with its query), method, `http` or `https`, headers, body.
     pub path: String,
     pub method: String,
@@ -244,9 +251,10 @@ impl CheckSpec {
             "tcp" => CheckKind::Tcp,
             "" => return Err(bad("a check needs a type (http or tcp)".into())),
             t @ ("script" | "grpc") => return Err(CheckError::NotRun(t.to_string())),
+            t if component_name(t) => CheckKind::Component,
             t => {
                 return Err(bad(format!(
-                    "check type {t:?} is not one of http, tcp, script, grpc"
+                    "check type {t:?} is not one of http, tcp, script, grpc, nor the name of a check component"
                 )));
             }
         };
@@ -317,6 +325,12 @@ impl CheckSpec {
             .filter(|r| r.limit > 0);
         let count = |k: &str| v.get(k).and_then(Value::as_u64).unwrap_or(0).max(1) as u32;
         Ok(CheckSpec {
+            component: if kind == CheckKind::Component {
+                text(v, "Type")
+            } else {
+                String::new()
+            },
+            config: v.to_string(),
             name,
             kind,
             path,
@@ -349,6 +363,15 @@ impl ServiceSpec {
             .map(|c| CheckSpec::from_json(c, &self.name, self.check_restart.as_ref()))
             .collect()
     }
+}
+
+/// Whether a check `type` can name a check component: lowercase letters, digits, `-` and
+/// `_`, 64 at most, starting with a letter.
+fn component_name(t: &str) -> bool {
+    t.len() <= 64
+        && t.starts_with(|c: char| c.is_ascii_lowercase())
+        && t.chars()
+            .all(|c| c.is_ascii_lowercase() || c.is_ascii_digit() || c == '-' || c == '_')
 }
 
 /// Nomad's service name rule (RFC 1123 label).

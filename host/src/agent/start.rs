@@ -41,6 +41,7 @@ impl Agent {
             drivers,
             devices,
             hooks,
+            checks,
             node_events,
             ..
         } = plugins;
@@ -50,7 +51,9 @@ impl Agent {
             devices,
             hooks,
         };
-        let client = Arc::new(new_client(&opts, &data_dir, &db, &changes, plugins)?);
+        let client = Arc::new(new_client(
+            &opts, &data_dir, &db, &changes, plugins, checks,
+        )?);
         let (acl_on, token) = (opts.config.acl.enabled, opts.config.acl.token.as_deref());
         let acl = crate::acl::AclStore::open(db.clone(), acl_on, token);
         let server = Arc::new(crate::server::Server::new(crate::server::ServerParts {
@@ -241,6 +244,7 @@ fn new_client(
     db: &Arc<dyn StateDb>,
     changes: &Arc<Changes>,
     plugins: Plugins,
+    checks: Arc<crate::checkcomponents::CheckComponents>,
 ) -> anyhow::Result<crate::client::Client> {
     let c = &opts.config.client;
     let alloc_root = c.alloc_root(data_dir, &opts.config_file)?;
@@ -252,6 +256,7 @@ fn new_client(
         db: db.clone(),
         changes: changes.clone(),
         plugins,
+        checks,
         node,
         // Loopback in dev mode (as Nomad's `-dev` uses `lo`), else the host's address.
         host_ip: host_attributes

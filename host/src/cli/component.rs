@@ -101,7 +101,8 @@ pub enum ComponentCommand {
 /// The grants `call` and `check` give the component.
 #[derive(clap::Args, Debug)]
 pub struct GrantArgs {
-    /// Grants, comma-separated: env, devices, events, task_dir, variables, isolation.
+    /// Grants, comma-separated: env, devices, events, task_dir, variables, services,
+    /// isolation.
     #[arg(long, value_delimiter = ',')]
     grant: Vec<String>,
     /// Commands the component may start (the `process` grant), repeatable.
@@ -110,6 +111,10 @@ pub struct GrantArgs {
     /// Host folders the component may read (the `read_paths` grant), repeatable.
     #[arg(long = "read")]
     read: Vec<String>,
+    /// Where the component may connect (the `network` grant's `hosts`, `HOST:PORT`),
+    /// repeatable.
+    #[arg(long)]
+    network: Vec<String>,
 }
 
 impl GrantArgs {
@@ -117,8 +122,15 @@ impl GrantArgs {
         let mut grants = crate::runtime::Grants {
             process: self.process,
             read_paths: self.read,
+            network: (!self.network.is_empty()).then(|| crate::runtime::network::NetworkGrant {
+                hosts: self.network,
+                max_response_bytes: None,
+            }),
             ..Default::default()
         };
+        grants
+            .validate()
+            .map_err(|e| anyhow::anyhow!("--network: {e}"))?;
         for g in &self.grant {
             match g.as_str() {
                 "env" => grants.env = true,
@@ -126,9 +138,10 @@ impl GrantArgs {
                 "events" => grants.events = true,
                 "task_dir" => grants.task_dir = true,
                 "variables" => grants.variables = true,
+                "services" => grants.services = true,
                 "isolation" => grants.isolation = true,
                 other => anyhow::bail!(
-                    "--grant {other:?}: one of env, devices, events, task_dir, variables, isolation"
+                    "--grant {other:?}: one of env, devices, events, task_dir, variables, services, isolation"
                 ),
             }
         }

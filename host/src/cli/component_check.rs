@@ -11,7 +11,12 @@
 //!   against its deadline;
 //! - a hook: `info`, then `prestart`, `poststart`, `exited` and `stop` for one task;
 //! - a device plugin: `info`, `fingerprint`, `reserve` of the first instance of each group,
-//!   `stats`.
+//!   `stats`;
+//! - a check: `probe` of a port where nothing listens (it must answer, not trap), of a
+//!   listener the run opens on loopback (it must connect; the listener answers `+PONG` to
+//!   what it reads, so a Redis ping passes), and of an address outside any grant
+//!   (`192.0.2.1`, which the host must refuse, naming the grant). Give it `--network
+//!   127.0.0.1:*` to let it reach the listener.
 
 use std::collections::BTreeMap;
 use std::sync::Arc;
@@ -142,6 +147,7 @@ pub async fn run(file: &std::path::Path, args: CheckArgs) -> anyhow::Result<i32>
         }
         World::Hook => check_hook(&mut report, &host.hooks, &c).await,
         World::DevicePlugin => check_device(&mut report, &host.runtime, &c.name).await,
+        World::Check => check_check(&mut report, &host.checks, &c).await,
     }
     if let Some((op, took)) = &report.slowest {
         let limit = c.limits().call_timeout;
@@ -602,5 +608,121 @@ async fn check_device(r: &mut Report, runtime: &Arc<Runtime>, name: &str) {
     match r.timed("stats", p.stats()).await {
         Ok(s) => r.pass("stats", format!("{} groups", s.len())),
         Err(e) => r.fail("stats", e.to_string()),
+    }
+}
+
+/// A listener on loopback that answers `+PONG` to whatever it reads, and how many
+/// connections it took.
+async fn pong_listener() -> std::io::Result<(u16, Arc<std::sync::atomic::AtomicUsize>)> {
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+    let l = tokio::net::TcpListener::bind("127.0.0.1:0").await?;
+    let port = l.local_addr()?.port();
+    let taken = Arc::new(std::sync::atomic::AtomicUsize::new(0));
+    let counter = taken.clone();
+    tokio::spawn(async move {
+        while let Ok((mut s, _)) = l.accept().await {
+            counter.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
+            tokio::spawn(async move {
+                let mut buf = [0u8; 512];
+                if let Ok(Ok(n)) =
+                    tokio::time::timeout(Duration::from_secs(2), s.read(&mut buf)).await
+                    && n > 0
+                {
+                    let _ = s.write_all(b"+PONG\r\n").await;
+                }
+            });
+        }
+    });
+    Ok((port, taken))
+}
+
+async fn check_check(
+    r: &mut Report,
+    checks: &crate::checkcomponents::CheckComponents,
+    c: &LoadedComponent,
+) {
+    use crate::checkcomponents::{CheckCallError, CheckTarget};
+    let target = |address: &str, port: u16| CheckTarget {
+        address: address.into(),
+        port,
+        service_name: "check".into(),
+        check_name: "check".into(),
+        alloc_id: "check".into(),
+        task_name: "one".into(),
+    };
+    let config = json!({ "Name": "check", "Type": c.name }).to_string();
+    let timeout = Duration::from_secs(5);
+    // A port nothing listens on: bound and closed again.
+    let closed = std::net::TcpListener::bind("127.0.0.1:0")
+        .and_then(|l| l.local_addr())
+        .map(|a| a.port())
+        .unwrap_or(9);
+    match r
+        .timed(
+            "probe",
+            checks.probe(&c.name, &target("127.0.0.1", closed), &config, timeout),
+        )
+        .await
+    {
+        Err(e @ (CheckCallError::Component { .. } | CheckCallError::Timeout { .. })) => {
+            r.fail("probe (nothing listening)", e.to_string())
+        }
+        Ok(a) => r.pass(
+            "probe (nothing listening)",
+            format!("answered {:?}: {}", a.status, a.output),
+        ),
+        Err(e) => r.pass("probe (nothing listening)", format!("answered: {e}")),
+    }
+    match pong_listener().await {
+        Err(e) => r.warn("probe (listening)", format!("no loopback listener: {e}")),
+        Ok((port, taken)) => {
+            let answer = r
+                .timed(
+                    "probe",
+                    checks.probe(&c.name, &target("127.0.0.1", port), &config, timeout),
+                )
+                .await;
+            let connected = taken.load(std::sync::atomic::Ordering::SeqCst) > 0;
+            match answer {
+                Err(e @ CheckCallError::Denied { .. }) => r.warn(
+                    "probe (listening)",
+                    format!("{e} (give --network 127.0.0.1:* to let it reach the test listener)"),
+                ),
+                Err(e @ (CheckCallError::Component { .. } | CheckCallError::Timeout { .. })) => {
+                    r.fail("probe (listening)", e.to_string())
+                }
+                Ok(a) if connected => r.pass(
+                    "probe (listening)",
+                    format!("connected, answered {:?}: {}", a.status, a.output),
+                ),
+                Ok(a) => r.warn(
+                    "probe (listening)",
+                    format!("answered {:?} without connecting to the target", a.status),
+                ),
+                Err(e) => r.warn("probe (listening)", format!("connected: {connected}; {e}")),
+            }
+        }
+    }
+    // TEST-NET-1: never in a grant a check run gives, so the host must refuse it.
+    match r
+        .timed(
+            "probe",
+            checks.probe(&c.name, &target("192.0.2.1", 6379), &config, timeout),
+        )
+        .await
+    {
+        Err(CheckCallError::Denied { message, .. }) => r.pass(
+            "network",
+            format!("a connect outside the grant is refused: {message}"),
+        ),
+        Err(e @ (CheckCallError::Component { .. } | CheckCallError::Timeout { .. })) => {
+            r.fail("network", e.to_string())
+        }
+        other => r.warn(
+            "network",
+            format!(
+                "probing an address outside the grant made no connect the host refused: {other:?}"
+            ),
+        ),
     }
 }

@@ -157,6 +157,8 @@ pub struct Checks {
     probes: [std::sync::atomic::AtomicU64; 2],
     wake: tokio::sync::Notify,
     http: reqwest::Client,
+    /// Check components, for checks whose `type` names one.
+    components: Option<Arc<crate::checkcomponents::CheckComponents>>,
 }
 
 impl Default for Checks {
@@ -175,6 +177,7 @@ impl Default for Checks {
                 ))
                 .build()
                 .expect("an HTTP client"),
+            components: None,
         }
     }
 }
@@ -213,6 +216,25 @@ impl Checks {
         Self {
             on_turn: Some(on_turn),
             ..Self::default()
+        }
+    }
+
+    /// The check components loaded now, sorted.
+    pub fn component_names(&self) -> Vec<String> {
+        self.components
+            .as_ref()
+            .map(|c| c.names())
+            .unwrap_or_default()
+    }
+
+    /// [`Checks::with_turns`], running custom checks with `components`.
+    pub fn new(
+        on_turn: Arc<tokio::sync::Notify>,
+        components: Arc<crate::checkcomponents::CheckComponents>,
+    ) -> Self {
+        Self {
+            components: Some(components),
+            ..Self::with_turns(on_turn)
         }
     }
 
@@ -456,6 +478,39 @@ impl Checks {
             output,
         };
         match spec.kind {
+            CheckKind::Component => {
+                use crate::checkcomponents::{CheckStatus, CheckTarget};
+                let Some(components) = &self.components else {
+                    return fail(format!(
+                        "check component {:?}: this agent runs no check components",
+                        spec.component
+                    ));
+                };
+                let target = CheckTarget {
+                    address: w.address.clone(),
+                    port: w.port,
+                    service_name: w.service.clone(),
+                    check_name: spec.name.clone(),
+                    alloc_id: w.alloc_id.clone(),
+                    task_name: w.task.clone().unwrap_or_default(),
+                };
+                match components
+                    .probe(&spec.component, &target, &spec.config, spec.timeout)
+                    .await
+                {
+                    Ok(a) => Outcome {
+                        // Nomad's native checks know success and failure only: a warning
+                        // passes, and its output says it was one.
+                        ok: a.status != CheckStatus::Critical,
+                        code: 0,
+                        output: match a.status {
+                            CheckStatus::Warning => format!("warning: {}", a.output),
+                            _ => a.output,
+                        },
+                    },
+                    Err(e) => fail(e.to_string()),
+                }
+            }
             CheckKind::Tcp => {
                 let connect = tokio::net::TcpStream::connect((w.address.as_str(), w.port));
                 match tokio::time::timeout(spec.timeout, connect).await {
@@ -529,6 +584,11 @@ impl Client {
                 let _ = tokio::time::timeout(wait, checks.wake.notified()).await;
             }
         });
+    }
+
+    /// The check components loaded now (what a check's `type` may name besides Nomad's).
+    pub fn check_component_names(&self) -> Vec<String> {
+        self.checks.component_names()
     }
 
     /// An allocation's check results.

@@ -44,6 +44,8 @@ pub struct ClientParts {
     pub changes: Arc<Changes>,
     /// The driver, device and hook managers.
     pub plugins: Plugins,
+    /// Check components, for services' custom checks.
+    pub checks: Arc<crate::checkcomponents::CheckComponents>,
     /// The node's identity; its attributes are the host's fingerprint.
     pub node: NodeInfo,
     /// The IP group ports are reserved on.
@@ -108,7 +110,7 @@ impl Client {
         let health_wake: Arc<tokio::sync::Notify> = Arc::default();
         Self {
             health_tracked: Default::default(),
-            checks: Arc::new(checks::Checks::with_turns(health_wake.clone())),
+            checks: Arc::new(checks::Checks::new(health_wake.clone(), p.checks)),
             health_wake,
             health_tx,
             health_rx: std::sync::Mutex::new(Some(health_rx)),

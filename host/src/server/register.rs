@@ -183,6 +183,7 @@ impl Server {
         RegisterError,
     > {
         crate::jobspec::bounds::check(&job)?;
+        self.check_components_known(&job)?;
         self.admit_into_namespace(&mut job)?;
         let warnings = self.unacted(&job)?;
         // Nothing is planned, changed in memory or started that could not be recorded.

@@ -112,6 +112,52 @@ impl ServiceHost for ServiceBook {
 }
 
 impl Server {
+    /// Every check of `job` whose `type` names a check component names one that is loaded:
+    /// else the error names the check's `Type` field and what is loaded.
+    pub(super) fn check_components_known(
+        &self,
+        job: &crate::jobspec::Job,
+    ) -> Result<(), crate::jobspec::JobspecError> {
+        use crate::structs::service::{CheckKind, ServiceSpec};
+        let mut loaded: Option<Vec<String>> = None;
+        for (gi, g) in job.task_groups.iter().enumerate() {
+            let gp = format!("Job.TaskGroups[{gi}]");
+            let owners = std::iter::once((gp.clone(), &g.kept)).chain(
+                g.tasks
+                    .iter()
+                    .enumerate()
+                    .map(|(ti, t)| (format!("{gp}.Tasks[{ti}]"), &t.kept)),
+            );
+            for (path, kept) in owners {
+                for (si, s) in ServiceSpec::list(kept).iter().enumerate() {
+                    for (ci, c) in s.check_specs().into_iter().enumerate() {
+                        let Ok(c) = c else { continue };
+                        if c.kind != CheckKind::Component {
+                            continue;
+                        }
+                        let names =
+                            loaded.get_or_insert_with(|| self.client.check_component_names());
+                        if !names.contains(&c.component) {
+                            let have = if names.is_empty() {
+                                "none".to_string()
+                            } else {
+                                names.join(", ")
+                            };
+                            return Err(crate::jobspec::JobspecError::new(
+                                format!("{path}.Services[{si}].Checks[{ci}].Type"),
+                                format!(
+                                    "check type {:?} is not http, tcp, script or grpc, and no check component of that name is loaded (loaded: {have})",
+                                    c.component
+                                ),
+                            ));
+                        }
+                    }
+                }
+            }
+        }
+        Ok(())
+    }
+
     /// The registrations the state DB kept, less those of allocations that are no longer
     /// live on this node (they ended while the agent was down): those are removed.
     pub fn restore_services(&self) {

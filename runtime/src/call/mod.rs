@@ -74,6 +74,12 @@ impl Runtime {
                 })
                 .await
             }
+            WorldPre::Check(_) => {
+                self.call_check(comp, "info", |c, s| {
+                    Box::pin(c.paddock_plugin_service_check().call_info(s))
+                })
+                .await
+            }
         }
     }
 
@@ -127,6 +133,24 @@ impl Runtime {
         R: Send,
         F: for<'a> FnOnce(
                 &'a v0_1::device::DevicePlugin,
+                &'a mut Store<HostState>,
+            ) -> BoxFuture<'a, wasmtime::Result<R>>
+            + Send,
+    {
+        self.call_world(comp, None, op, f).await
+    }
+
+    /// Call a check component (see [`Runtime::call_driver`]).
+    pub async fn call_check<R, F>(
+        &self,
+        comp: &LoadedComponent,
+        op: &'static str,
+        f: F,
+    ) -> Result<R, CallError>
+    where
+        R: Send,
+        F: for<'a> FnOnce(
+                &'a v0_1::check::Check,
                 &'a mut Store<HostState>,
             ) -> BoxFuture<'a, wasmtime::Result<R>>
             + Send,

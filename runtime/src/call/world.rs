@@ -13,6 +13,7 @@ pub(crate) enum Instance {
     Driver(v0_1::driver::Driver),
     Hook(v0_1::hook::Hook),
     Device(v0_1::device::DevicePlugin),
+    Check(v0_1::check::Check),
 }
 
 /// The bindings of one world: how [`crate::Runtime`]'s generic call path reaches them.
@@ -72,3 +73,4 @@ world_instance!(
     v0_1::device::DevicePluginPre<HostState>,
     Device
 );
+world_instance!(v0_1::check::Check, v0_1::check::CheckPre<HostState>, Check);

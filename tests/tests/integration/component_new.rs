@@ -53,6 +53,7 @@ fn rust_projects_of_every_world_build_offline_test_and_pass_check() {
         ("driver", "new-driver"),
         ("hook", "new-hook"),
         ("device-plugin", "new-device"),
+        ("check", "new-check"),
     ] {
         let out = agent(
             &projects,
@@ -102,7 +103,15 @@ fn rust_projects_of_every_world_build_offline_test_and_pass_check() {
             "{}",
             text(&out)
         );
-        let out = agent(&dir, &["component", "check", wasm]);
+        // A check reaches the test listener on loopback only with the grant.
+        let out = if world == "check" {
+            agent(
+                &dir,
+                &["component", "check", wasm, "--network", "127.0.0.1:*"],
+            )
+        } else {
+            agent(&dir, &["component", "check", wasm])
+        };
         let report = text(&out);
         assert!(out.status.success(), "{name} fails its check:\n{report}");
         assert!(
@@ -134,10 +143,24 @@ fn a_taken_folder_or_a_bad_name_is_refused_and_nothing_is_written() {
     let out = agent(dir.path(), &["component", "new", "--world", "plugin", "x"]);
     assert!(!out.status.success());
     assert!(
-        text(&out).contains("driver, hook, device-plugin"),
+        text(&out).contains("driver, hook, device-plugin, check"),
         "{}",
         text(&out)
     );
+    let out = agent(
+        dir.path(),
+        &[
+            "component",
+            "new",
+            "--world",
+            "check",
+            "--lang",
+            "python",
+            "x",
+        ],
+    );
+    assert!(!out.status.success());
+    assert!(text(&out).contains("Rust only"), "{}", text(&out));
     let left: Vec<_> = std::fs::read_dir(dir.path())
         .unwrap()
         .flatten()

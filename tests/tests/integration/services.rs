@@ -658,3 +658,122 @@ async fn templates_render_again_when_services_and_variables_change_and_act_on_ch
     assert_eq!(file("level.txt").await, "debug");
     assert_eq!(alloc["ClientStatus"], "running");
 }
+
+/// A Redis stand-in on the group port `db`: `+PONG` to every RESP command.
+const FAKE_REDIS: &str = r#"
+import os, socketserver
+class H(socketserver.StreamRequestHandler):
+    def handle(self):
+        while True:
+            line = self.rfile.readline()
+            if not line:
+                return
+            if line.startswith(b"*"):
+                for _ in range(2 * int(line[1:])):
+                    self.rfile.readline()
+                self.wfile.write(b"+PONG\r\n")
+                self.wfile.flush()
+socketserver.ThreadingTCPServer.allow_reuse_address = True
+socketserver.ThreadingTCPServer(("127.0.0.1", int(os.environ["NOMAD_PORT_db"])), H).serve_forever()
+"#;
+
+/// The only check result of the allocation, once `done` holds of it.
+async fn only_check(t: &TestAgent, alloc: &str, done: impl Fn(&Value) -> bool) -> Value {
+    let v = until(t, &format!("/v1/client/allocation/{alloc}/checks"), |v| {
+        v.as_object()
+            .and_then(|m| m.values().next())
+            .is_some_and(&done)
+    })
+    .await;
+    v.as_object().unwrap().values().next().unwrap().clone()
+}
+
+/// Grant the built-in `redis-ping` check `hosts` (none: a plugin block without a network
+/// grant) and reload.
+async fn grant_redis_ping(t: &TestAgent, hosts: Option<&str>) {
+    let grant = hosts.map_or(String::new(), |h| {
+        format!("network {{\n hosts = [{h}]\n }}\n")
+    });
+    std::fs::write(
+        t._dir.path().join("test.hcl"),
+        format!("plugin \"redis-ping\" {{\n grant {{\n {grant} }}\n}}\n"),
+    )
+    .unwrap();
+    let r = t.http.post(t.url("/v1/agent/reload")).send().await.unwrap();
+    assert!(r.status().is_success(), "{}", r.text().await.unwrap());
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_check_component_probes_only_what_its_network_grant_allows() {
+    let t = TestAgent::start("", vec![]).await;
+    let second = 1_000_000_000u64;
+    let job = |check_type: &str| {
+        json!({ "ID": "cache", "Type": "service", "TaskGroups": [{ "Name": "g",
+            "Networks": [{ "DynamicPorts": [{ "Label": "db" }] }],
+            "Services": [{ "Name": "cache", "PortLabel": "db", "Provider": "nomad", "Checks": [
+                { "Name": "ping", "Type": check_type, "Interval": second, "Timeout": second }] }],
+            "Tasks": [{ "Name": "t", "Driver": "raw_exec",
+                "Config": { "command": "python3", "args": ["-c", FAKE_REDIS] },
+                "Resources": { "CPU": 20, "MemoryMB": 32 } }] }] })
+    };
+    // A type that is neither Nomad's nor a loaded check component is refused, naming it.
+    let (status, v) = t
+        .post("/v1/jobs", json!({ "Job": job("memcached-ping") }))
+        .await;
+    assert_eq!(status, 400, "{v}");
+    let text = v.to_string();
+    assert!(
+        text.contains("Job.TaskGroups[0].Services[0].Checks[0].Type")
+            && text.contains("redis-ping"),
+        "{text}"
+    );
+
+    // No network grant: every probe is the host's denial, naming the grant.
+    grant_redis_ping(&t, None).await;
+    t.register(job("redis-ping")).await;
+    let allocs = t
+        .wait_allocs("cache", Duration::from_secs(30), |a| {
+            a.iter().any(|a| a["ClientStatus"] == "running")
+        })
+        .await;
+    let id = allocs[0]["ID"].as_str().unwrap().to_string();
+    let denied = only_check(&t, &id, |r| r["Status"] == "failure").await;
+    let out = denied["Output"].as_str().unwrap();
+    assert!(
+        out.contains("component \"redis-ping\" has no `network` grant")
+            && out.contains("127.0.0.1:"),
+        "{denied:#}"
+    );
+
+    // A grant that lists another host: refused, naming the grant's hosts.
+    grant_redis_ping(&t, Some("\"10.255.255.1:*\"")).await;
+    let elsewhere = only_check(&t, &id, |r| {
+        r["Output"]
+            .as_str()
+            .is_some_and(|o| o.contains("not in its `network` grant"))
+    })
+    .await;
+    assert_eq!(elsewhere["Status"], "failure", "{elsewhere:#}");
+    assert!(
+        elsewhere["Output"]
+            .as_str()
+            .unwrap()
+            .contains(r#"["10.255.255.1:*"]"#),
+        "{elsewhere:#}"
+    );
+
+    // Granted loopback: the component speaks Redis to the task and the check passes.
+    grant_redis_ping(&t, Some("\"127.0.0.1:*\"")).await;
+    let passing = only_check(&t, &id, |r| r["Status"] == "success").await;
+    assert_eq!(passing["Output"], "redis: PONG", "{passing:#}");
+    // It is a component like any other: listed with its world and grants.
+    let components = t.get("/v1/components").await;
+    let c = components["Components"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|c| c["Name"] == "redis-ping" && c["State"] == "active")
+        .unwrap_or_else(|| panic!("{components:#}"));
+    assert_eq!(c["World"], "check", "{c:#}");
+    assert!(c.to_string().contains("network(127.0.0.1:*)"), "{c:#}");
+}

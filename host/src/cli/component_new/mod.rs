@@ -20,6 +20,8 @@ pub enum World {
     Hook,
     /// A device plugin (`paddock:plugin/device-plugin`).
     DevicePlugin,
+    /// A service check (`paddock:plugin/check`, contract 0.1.1; Rust only).
+    Check,
 }
 
 /// The language a new plugin is written in.
@@ -76,6 +78,16 @@ fn world_text(world: World) -> WorldText {
                   { count = 1 } }`.",
             state: "each call fingerprints the host again",
         },
+        World::Check => WorldText {
+            wit: "check",
+            text: "service check",
+            sdk: "paddock-check-sdk",
+            run: "Run it: put the `.wasm` in a folder, start `agent run --dev --components \
+                  FOLDER` with an agent\nconfig granting it `plugin \"__NAME__\" { grant { \
+                  network { hosts = [\"127.0.0.1:*\"] } } }`, and give a job's\nservice \
+                  `check { type = \"__NAME__\" interval = \"5s\" timeout = \"2s\" }`.",
+            state: "each probe connects afresh",
+        },
     }
 }
 
@@ -108,7 +120,7 @@ pub fn create(world: World, lang: Lang, name: &str, parent: &Path) -> anyhow::Re
     }
     let files = match lang {
         Lang::Rust => rust_project(world, name)?,
-        Lang::Python | Lang::Js => other_project(world, lang, name),
+        Lang::Python | Lang::Js => other_project(world, lang, name)?,
     };
     let staging = tempfile::Builder::new()
         .prefix(&format!(".{name}-"))
@@ -141,6 +153,15 @@ fn fill(template: &str, world: World, name: &str) -> String {
         .replace("__WORLD_TEXT__", w.text)
         .replace("__WORLD__", w.wit)
         .replace("__SDK_VERSION__", &cargo::sdk_version())
+        // `component check` of a check needs loopback to reach its test listener.
+        .replace(
+            "__CHECK_ARGS__",
+            if world == World::Check {
+                " --network '127.0.0.1:*'"
+            } else {
+                ""
+            },
+        )
         // The newest contract this agent serves, which the project's WIT copy is.
         .replace("__CONTRACT__", crate::runtime::contract::SERVED[0])
         .replace("__SDK__", w.sdk)
@@ -155,6 +176,7 @@ fn rust_project(world: World, name: &str) -> anyhow::Result<Vec<(String, String)
         World::Driver => include_str!("templates/rust_driver.rs.tmpl"),
         World::Hook => include_str!("templates/rust_hook.rs.tmpl"),
         World::DevicePlugin => include_str!("templates/rust_device.rs.tmpl"),
+        World::Check => include_str!("templates/rust_check.rs.tmpl"),
     };
     let sdk = world_text(world).sdk;
     let vendored = ["paddock-guest-core", sdk];
@@ -189,7 +211,14 @@ fn rust_project(world: World, name: &str) -> anyhow::Result<Vec<(String, String)
 
 /// A Python or JavaScript project: the plugin, the contract's WIT, the build and test
 /// scripts, the tool's pinned version.
-fn other_project(world: World, lang: Lang, name: &str) -> Vec<(String, String)> {
+fn other_project(world: World, lang: Lang, name: &str) -> anyhow::Result<Vec<(String, String)>> {
+    if world == World::Check {
+        bail!(
+            "a check component is templated in Rust only (--lang rust); its WIT is the world \
+             `check` of paddock:plugin@{}",
+            crate::runtime::contract::SERVED[0]
+        );
+    }
     let crate_name = name.replace('-', "_");
     let (source_path, source, setup, lang_text) = match lang {
         Lang::Python => (
@@ -197,7 +226,7 @@ fn other_project(world: World, lang: Lang, name: &str) -> Vec<(String, String)> 
             match world {
                 World::Driver => include_str!("templates/py_driver.py.tmpl"),
                 World::Hook => include_str!("templates/py_hook.py.tmpl"),
-                World::DevicePlugin => include_str!("templates/py_device.py.tmpl"),
+                World::DevicePlugin | World::Check => include_str!("templates/py_device.py.tmpl"),
             },
             "pip install -r requirements.txt   # componentize-py",
             "Python",
@@ -207,7 +236,7 @@ fn other_project(world: World, lang: Lang, name: &str) -> Vec<(String, String)> 
             match world {
                 World::Driver => include_str!("templates/js_driver.js.tmpl"),
                 World::Hook => include_str!("templates/js_hook.js.tmpl"),
-                World::DevicePlugin => include_str!("templates/js_device.js.tmpl"),
+                World::DevicePlugin | World::Check => include_str!("templates/js_device.js.tmpl"),
             },
             "npm install    # componentize-js",
             "JavaScript",
@@ -254,5 +283,5 @@ fn other_project(world: World, lang: Lang, name: &str) -> Vec<(String, String)> 
     for (file, text) in WIT {
         files.push((format!("wit/{file}"), text.to_string()));
     }
-    files
+    Ok(files)
 }

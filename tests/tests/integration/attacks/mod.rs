@@ -19,6 +19,7 @@
 mod api;
 mod components;
 mod files;
+mod network;
 mod process;
 
 use std::path::{Path, PathBuf};
