@@ -5,6 +5,12 @@
 //! the host can answer with a typed denial naming the grant and the address rather than
 //! whatever the guest made of `access-denied`.
 //!
+//! The same grant bounds `wasi:http`'s outgoing requests ([`HttpHooks`]): a request goes out
+//! only to an authority the grant lists — a name only by an entry naming it (or `*`), an IP
+//! by an IP or network entry — and its response body is cut at `max_response_bytes`. A
+//! request's name is never resolved here to be matched against an IP entry: the connection
+//! resolves it again, and a second answer could differ.
+//!
 //! An entry is `HOST:PORT`: `HOST` an IP address (`127.0.0.1`, `[::1]`), a network
 //! (`10.0.0.0/8`, `[fd00::/8]`), a name (`db.internal`, resolved when a connect is checked:
 //! the connect's address must be one the name resolves to) or `*`; `PORT` a number, a range
@@ -21,9 +27,9 @@ use serde::{Deserialize, Serialize};
 pub struct NetworkGrant {
     /// `HOST:PORT` entries a connect may go to; empty: none.
     pub hosts: Vec<String>,
-    /// The most bytes a component may read in one response. Accepted for `wasi:http`
-    /// responses; this agent offers `wasi:sockets` only, so it is not acted on yet (the
-    /// agent warns when it is set). The component's memory cap bounds what it can hold.
+    /// The most bytes of one `wasi:http` response body a component may read; past it the
+    /// body ends with an error (`HTTP-response-body-size`). Absent: no cap but the
+    /// component's memory. Raw sockets are not counted.
     pub max_response_bytes: Option<u64>,
 }
 
@@ -105,6 +111,21 @@ impl HostRule {
             return Err(bad("the host is not an IP, a network, a name or *"));
         };
         Ok(Self { host, ports })
+    }
+
+    /// Whether an HTTP request's authority matches, by its text: a name by a name entry
+    /// (case-insensitive), an IP literal by an IP or network entry, anything by `*`.
+    fn matches_authority(&self, host: &str, port: u16) -> bool {
+        if !(self.ports.0..=self.ports.1).contains(&port) {
+            return false;
+        }
+        match &self.host {
+            HostPart::Any => true,
+            HostPart::Name(name) => host.eq_ignore_ascii_case(name),
+            HostPart::Net(net, len) => host
+                .parse::<IpAddr>()
+                .is_ok_and(|ip| in_net(ip, *net, *len)),
+        }
     }
 
     /// Whether `addr` matches: by port, then by address (a name is resolved).
@@ -243,6 +264,130 @@ impl ConnectCheck {
     }
 }
 
+impl ConnectCheck {
+    /// Whether the component may send an HTTP request to `host:port` (its URI's authority,
+    /// IPv6 without brackets); a refusal is recorded, naming the grant.
+    pub fn allows_authority(&self, host: &str, port: u16) -> bool {
+        if self.rules.iter().any(|r| r.matches_authority(host, port)) {
+            return true;
+        }
+        let shown = if host.contains(':') {
+            format!("[{host}]:{port}")
+        } else {
+            format!("{host}:{port}")
+        };
+        let why = if self.written.is_empty() {
+            format!(
+                "component {:?} has no `network` grant: an HTTP request to {shown} is refused",
+                self.component
+            )
+        } else {
+            format!(
+                "component {:?} may not send an HTTP request to {shown}: not in its `network` grant's hosts {:?}",
+                self.component, self.written
+            )
+        };
+        tracing::warn!(component = %self.component, authority = %shown, "HTTP request refused by the grant");
+        self.denials.push(why);
+        false
+    }
+}
+
+/// `wasi:http`'s outgoing requests of one store, under the component's `network` grant.
+pub struct HttpHooks {
+    check: Arc<ConnectCheck>,
+    max_response_bytes: Option<u64>,
+}
+
+impl HttpHooks {
+    /// Requests checked by `check`, response bodies cut at `max_response_bytes`.
+    pub fn new(check: Arc<ConnectCheck>, max_response_bytes: Option<u64>) -> Self {
+        Self {
+            check,
+            max_response_bytes,
+        }
+    }
+}
+
+type HttpResult<T> = Result<T, wasmtime_wasi_http::Error>;
+type IoFuture = Box<dyn std::future::Future<Output = HttpResult<()>> + Send>;
+
+impl wasmtime_wasi_http::WasiHttpHooks for HttpHooks {
+    fn send_request(
+        &mut self,
+        request: http::Request<wasmtime_wasi_http::WasiBody>,
+        options: Option<wasmtime_wasi_http::RequestOptions>,
+        fut: IoFuture,
+    ) -> Box<
+        dyn std::future::Future<
+                Output = HttpResult<(http::Response<wasmtime_wasi_http::WasiBody>, IoFuture)>,
+            > + Send,
+    > {
+        drop(fut);
+        let check = self.check.clone();
+        let max = self.max_response_bytes;
+        Box::new(async move {
+            use http_body_util::BodyExt;
+            let uri = request.uri();
+            let host = uri
+                .host()
+                .unwrap_or_default()
+                .trim_start_matches('[')
+                .trim_end_matches(']')
+                .to_string();
+            let https = uri.scheme() == Some(&http::uri::Scheme::HTTPS);
+            let port = uri.port_u16().unwrap_or(if https { 443 } else { 80 });
+            if host.is_empty() || !check.allows_authority(&host, port) {
+                return Err(wasmtime_wasi_http::Error::HttpRequestDenied);
+            }
+            let (response, io) = wasmtime_wasi_http::default_send_request(request, options).await?;
+            let response = response.map(|body| match max {
+                Some(max) => Capped {
+                    inner: body.boxed_unsync(),
+                    left: max,
+                    max,
+                }
+                .boxed_unsync(),
+                None => body.boxed_unsync(),
+            });
+            Ok((response, Box::new(io) as IoFuture))
+        })
+    }
+}
+
+/// A response body that ends with `HTTP-response-body-size` past `max` bytes.
+struct Capped {
+    inner: wasmtime_wasi_http::WasiBody,
+    left: u64,
+    max: u64,
+}
+
+impl http_body::Body for Capped {
+    type Data = bytes::Bytes;
+    type Error = wasmtime_wasi_http::Error;
+
+    fn poll_frame(
+        mut self: std::pin::Pin<&mut Self>,
+        cx: &mut std::task::Context<'_>,
+    ) -> std::task::Poll<Option<Result<http_body::Frame<Self::Data>, Self::Error>>> {
+        let frame = std::pin::Pin::new(&mut self.inner).poll_frame(cx);
+        if let std::task::Poll::Ready(Some(Ok(f))) = &frame
+            && let Some(data) = f.data_ref()
+        {
+            let n = data.len() as u64;
+            if n > self.left {
+                let max = self.max;
+                self.left = 0;
+                return std::task::Poll::Ready(Some(Err(
+                    wasmtime_wasi_http::Error::HttpResponseBodySize(Some(max)),
+                )));
+            }
+            self.left -= n;
+        }
+        frame
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -299,6 +444,48 @@ mod tests {
         let none = ConnectCheck::new("probe", None, d.clone());
         assert!(!none.allows(addr("127.0.0.1:6379"), true).await);
         assert!(d.take()[0].contains("has no `network` grant"));
+    }
+
+    #[test]
+    fn http_authorities_match_by_their_text() {
+        let grant = NetworkGrant {
+            hosts: vec![
+                "api.internal:443".into(),
+                "10.0.0.0/8:80".into(),
+                "[::1]:8080".into(),
+            ],
+            max_response_bytes: None,
+        };
+        let d = Denials::default();
+        let c = ConnectCheck::new("probe", Some(&grant), d.clone());
+        for (host, port) in [
+            ("api.internal", 443),
+            ("API.internal", 443),
+            ("10.2.3.4", 80),
+            ("::1", 8080),
+        ] {
+            assert!(c.allows_authority(host, port), "{host}:{port}");
+        }
+        assert!(d.take().is_empty());
+        // A name is not resolved to match an IP entry (it could answer differently when
+        // the request connects); another port or name is refused.
+        for (host, port) in [
+            ("localhost", 80),
+            ("api.internal", 80),
+            ("other.internal", 443),
+            ("127.0.0.1", 8080),
+        ] {
+            assert!(!c.allows_authority(host, port), "{host}:{port}");
+        }
+        let denials = d.take();
+        assert!(
+            denials[0].contains("HTTP request to localhost:80"),
+            "{denials:?}"
+        );
+        assert!(
+            denials[3].contains("not in its `network` grant's hosts"),
+            "{denials:?}"
+        );
     }
 
     #[test]

@@ -136,6 +136,19 @@ pub struct HostState {
     lines_logged: u32,
     /// Connects the `network` grant refused in this store's calls.
     network_denials: crate::network::Denials,
+    /// `wasi:http`'s state and its outgoing requests under the `network` grant.
+    http: wasmtime_wasi_http::WasiHttpCtx,
+    http_hooks: crate::network::HttpHooks,
+}
+
+impl wasmtime_wasi_http::WasiHttpView for HostState {
+    fn http(&mut self) -> wasmtime_wasi_http::WasiHttpCtxView<'_> {
+        wasmtime_wasi_http::WasiHttpCtxView {
+            ctx: &mut self.http,
+            table: &mut self.table,
+            hooks: &mut self.http_hooks,
+        }
+    }
 }
 
 impl HostState {
@@ -226,6 +239,14 @@ pub fn new_store(
         component.grants.network.as_ref(),
         network_denials.clone(),
     ));
+    let http_hooks = crate::network::HttpHooks::new(
+        check.clone(),
+        component
+            .grants
+            .network
+            .as_ref()
+            .and_then(|n| n.max_response_bytes),
+    );
     wasi.allow_udp(false)
         .allow_tcp(true)
         .allow_ip_name_lookup(component.grants.network.is_some())
@@ -265,6 +286,8 @@ pub fn new_store(
         events_emitted: 0,
         lines_logged: 0,
         network_denials,
+        http: wasmtime_wasi_http::WasiHttpCtx::new(),
+        http_hooks,
     };
     let mut store = Store::new(engine, state);
     store.limiter(|s| &mut s.limiter);
@@ -331,6 +354,8 @@ impl HasData for HasNoFunctions {
 /// `variables` and `services`.
 pub fn add_to_linker(linker: &mut Linker<HostState>) -> wasmtime::Result<()> {
     wasmtime_wasi::p2::add_to_linker_async(linker)?;
+    // `wasi:http`'s outgoing handler and types, every request under the `network` grant.
+    wasmtime_wasi_http::p2::add_only_http_to_linker_async(linker)?;
     v0_1::types::add_to_linker::<_, HasNoFunctions>(linker, |_| NoFunctions)?;
     v0_1::info::add_to_linker::<_, HasNoFunctions>(linker, |_| NoFunctions)?;
     host_api::log::add_to_linker(linker, |s| {

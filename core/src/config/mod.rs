@@ -484,18 +484,6 @@ impl AgentConfig {
                 )));
             }
             block.grant.validate().map_err(err)?;
-            if let Some(n) = block
-                .grant
-                .network
-                .as_ref()
-                .and_then(|n| n.max_response_bytes)
-            {
-                tracing::warn!(
-                    plugin = %name,
-                    max_response_bytes = n,
-                    "grant.network.max_response_bytes is not acted on yet: it bounds wasi:http responses, and this agent offers wasi:sockets only (the component's memory cap bounds what it holds)"
-                );
-            }
             if let Some(f) = &block.file
                 && (f.is_empty() || (f.contains('/') && !f.starts_with('/')))
             {

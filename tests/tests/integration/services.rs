@@ -777,3 +777,98 @@ async fn a_check_component_probes_only_what_its_network_grant_allows() {
     assert_eq!(c["World"], "check", "{c:#}");
     assert!(c.to_string().contains("network(127.0.0.1:*)"), "{c:#}");
 }
+
+/// Serves 10 bytes at `/small` and 10,000 at `/big` on the group port `http`.
+const SIZES: &str = r#"
+import http.server, os
+class H(http.server.BaseHTTPRequestHandler):
+    def do_GET(self):
+        body = b"x" * (10 if self.path == "/small" else 10000)
+        self.send_response(200)
+        self.send_header("Content-Length", str(len(body)))
+        self.end_headers()
+        self.wfile.write(body)
+    def log_message(self, *a):
+        pass
+http.server.HTTPServer(("127.0.0.1", int(os.environ["NOMAD_PORT_http"])), H).serve_forever()
+"#;
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_check_component_s_http_requests_go_only_where_its_grant_says_and_are_capped() {
+    let dir = tempfile::tempdir().unwrap();
+    let fixture = guest_artifacts::FIXTURE_HOSTILE_CHECK;
+    std::fs::write(dir.path().join(fixture.file_name), fixture.bytes).unwrap();
+    let config = r#"
+plugin "hostile-check" {
+  file = "fixture_hostile_check.wasm"
+  grant {
+    network {
+      hosts              = ["127.0.0.1:*"]
+      max_response_bytes = 1000
+    }
+  }
+}
+"#;
+    let t = TestAgent::start(config, vec![dir.path().to_path_buf()]).await;
+    let second = 1_000_000_000u64;
+    let check = |name: &str, body: &str| {
+        json!({ "Name": name, "Type": "hostile-check", "Body": body,
+            "Interval": second, "Timeout": 2 * second })
+    };
+    let job = json!({ "ID": "sizes", "Type": "service", "TaskGroups": [{ "Name": "g",
+        "Networks": [{ "DynamicPorts": [{ "Label": "http" }] }],
+        "Services": [{ "Name": "sizes", "PortLabel": "http", "Provider": "nomad", "Checks": [
+            check("small", "http http://TARGET/small"),
+            check("big", "http http://TARGET/big"),
+            check("elsewhere", "http http://192.0.2.1/"),
+            check("by-name", "http http://localhost/"),
+        ] }],
+        "Tasks": [{ "Name": "t", "Driver": "raw_exec",
+            "Config": { "command": "python3", "args": ["-c", SIZES] },
+            "Resources": { "CPU": 20, "MemoryMB": 32 } }] }] });
+    t.register(job).await;
+    let allocs = t
+        .wait_allocs("sizes", Duration::from_secs(30), |a| {
+            a.iter().any(|a| a["ClientStatus"] == "running")
+        })
+        .await;
+    let id = allocs[0]["ID"].as_str().unwrap().to_string();
+    let results = until(&t, &format!("/v1/client/allocation/{id}/checks"), |v| {
+        v.as_object().is_some_and(|m| {
+            m.len() == 4
+                && m.values()
+                    .all(|r| r["Status"] != "pending" && r["Output"] != "")
+                && m.values()
+                    .any(|r| r["Check"] == "small" && r["Status"] == "success")
+        })
+    })
+    .await;
+    let by_name = |n: &str| {
+        results
+            .as_object()
+            .unwrap()
+            .values()
+            .find(|r| r["Check"] == n)
+            .cloned()
+            .unwrap_or_else(|| panic!("{results:#}"))
+    };
+    assert_eq!(by_name("small")["Output"], "status 200, read 10 bytes");
+    let big = by_name("big");
+    assert_eq!(big["Status"], "failure", "{big:#}");
+    let out = big["Output"].as_str().unwrap();
+    assert!(
+        out.contains("reading the body after") && out.contains("1000"),
+        "{out}"
+    );
+    for (check, authority) in [("elsewhere", "192.0.2.1:80"), ("by-name", "localhost:80")] {
+        let r = by_name(check);
+        let out = r["Output"].as_str().unwrap();
+        assert!(
+            r["Status"] == "failure"
+                && out.contains(&format!(
+                    "component \"hostile-check\" may not send an HTTP request to {authority}"
+                )),
+            "{check}: {r:#}"
+        );
+    }
+}

@@ -1,5 +1,6 @@
-//! What a check component hands the host's sockets: a connect outside its `network` grant
-//! (the agent's own API, the cloud metadata address), a listening socket, a datagram. The
+//! What a check component hands the host's sockets and `wasi:http`: a connect or a request
+//! outside its `network` grant (the agent's own API, the cloud metadata address), a
+//! listening socket, a datagram. The
 //! `hostile-check` fixture ignores its target and does what each check's `Body` says; the
 //! grant allows the dynamic port range on loopback only.
 
@@ -39,6 +40,7 @@ plugin "hostile-check" {
             check("listen", "listen".into()),
             check("udp", "udp 127.0.0.1:53".into()),
             check("target", "target".into()),
+            check("http-api", format!("http http://127.0.0.1:{api}/v1/agent/self")),
         ] }],
         "Tasks": [{ "Name": "t", "Driver": "raw_exec",
             "Config": { "command": "/usr/bin/sleep", "args": ["600"] },
@@ -50,7 +52,7 @@ plugin "hostile-check" {
     eventually("every check has a result", async || {
         results = a.get(&path).await;
         results.as_object().is_some_and(|m| {
-            m.len() == 5
+            m.len() == 6
                 && m.values()
                     .all(|r| r["Status"] == "failure" && r["Output"] != "")
         })
@@ -78,6 +80,14 @@ plugin "hostile-check" {
             "{check}: {out}"
         );
     }
+    // The same wall for `wasi:http`'s requests.
+    let out = by_name("http-api");
+    assert!(
+        out.contains(&format!(
+            "component \"hostile-check\" may not send an HTTP request to 127.0.0.1:{api}"
+        )),
+        "{out}"
+    );
     let out = by_name("listen");
     assert!(out.contains("may not listen"), "{out}");
     let out = by_name("udp");
