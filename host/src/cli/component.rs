@@ -122,7 +122,7 @@ impl GrantArgs {
         let mut grants = crate::runtime::Grants {
             process: self.process,
             read_paths: self.read,
-            network: (!self.network.is_empty()).then(|| crate::runtime::network::NetworkGrant {
+            network: (!self.network.is_empty()).then_some(crate::runtime::network::NetworkGrant {
                 hosts: self.network,
                 max_response_bytes: None,
             }),

@@ -139,11 +139,11 @@ async fn decide(
                     .as_str()
                     .filter(|n| !n.is_empty())
                     .unwrap_or(&q_ns);
-                search_allowed(&acl, ns, context.unwrap_or("all"), *fuzzy)
+                search_allowed(acl, ns, context.unwrap_or("all"), *fuzzy)
             }
             Err(e) => return Err(e.into_response()),
         },
-        Need::Events => events_allowed(&acl, &query, &q_ns),
+        Need::Events => events_allowed(acl, &query, &q_ns),
         Need::Namespace(name) => acl.allow_ns_any(name),
         Need::NamespaceList => {
             keep = Some(Keep::Namespaces);
