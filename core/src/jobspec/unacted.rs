@@ -220,12 +220,7 @@ fn services(kept: &Kept, path: &str, out: &mut Vec<Unacted>) {
             ) {
                 out.push(Unacted {
                     path: format!("{cp}.Type"),
-                    why: "not run by this agent yet (http and tcp checks are): the service is registered and this check never runs",
-                });
-            } else if c.get("Protocol").and_then(Value::as_str) == Some("https") {
-                out.push(Unacted {
-                    path: format!("{cp}.Protocol"),
-                    why: "https checks are not run by this agent yet (it has no TLS client): the service is registered and this check never runs",
+                    why: "not run by this agent yet (http, tcp and check components are): the service is registered and this check never runs",
                 });
             }
         }

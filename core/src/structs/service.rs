@@ -196,6 +196,8 @@ pub struct CheckSpec {
     pub path: String,
     pub method: String,
     pub protocol: String,
+    /// `tls_skip_verify`: an https check accepts any certificate.
+    pub tls_skip_verify: bool,
     pub headers: BTreeMap<String, Vec<String>>,
     pub body: String,
     /// The port probed: the check's own label, else the service's.
@@ -278,7 +280,7 @@ impl CheckSpec {
         }
         let protocol = match text(v, "Protocol").as_str() {
             "" | "http" => "http".to_string(),
-            "https" => return Err(CheckError::NotRun("https".into())),
+            "https" => "https".to_string(),
             p => {
                 return Err(bad(format!(
                     "check {name:?}: protocol {p:?} is not http or https"
@@ -339,6 +341,10 @@ impl CheckSpec {
                 m => m.to_uppercase(),
             },
             protocol,
+            tls_skip_verify: v
+                .get("TLSSkipVerify")
+                .and_then(Value::as_bool)
+                .unwrap_or(false),
             headers,
             body: text(v, "Body"),
             port_label: text(v, "PortLabel"),

@@ -157,6 +157,8 @@ pub struct Checks {
     probes: [std::sync::atomic::AtomicU64; 2],
     wake: tokio::sync::Notify,
     http: reqwest::Client,
+    /// For https checks with `tls_skip_verify`: any certificate is accepted.
+    http_unverified: reqwest::Client,
     /// Check components, for checks whose `type` names one.
     components: Option<Arc<crate::checkcomponents::CheckComponents>>,
 }
@@ -168,18 +170,26 @@ impl Default for Checks {
             on_turn: None,
             probes: Default::default(),
             wake: tokio::sync::Notify::new(),
-            http: reqwest::Client::builder()
-                .redirect(reqwest::redirect::Policy::none())
-                .user_agent(concat!(
-                    "Nomad/1.9.0 (paddock ",
-                    env!("CARGO_PKG_VERSION"),
-                    ")"
-                ))
-                .build()
-                .expect("an HTTP client"),
+            http: http_client(false),
+            http_unverified: http_client(true),
             components: None,
         }
     }
+}
+
+/// The checks' HTTP client: no redirects followed, Nomad's user agent, the web PKI's roots
+/// for https (or any certificate, for `tls_skip_verify`).
+fn http_client(skip_verify: bool) -> reqwest::Client {
+    reqwest::Client::builder()
+        .redirect(reqwest::redirect::Policy::none())
+        .user_agent(concat!(
+            "Nomad/1.9.0 (paddock ",
+            env!("CARGO_PKG_VERSION"),
+            ")"
+        ))
+        .danger_accept_invalid_certs(skip_verify)
+        .build()
+        .expect("an HTTP client")
 }
 
 fn now_secs() -> i64 {
@@ -527,7 +537,12 @@ impl Checks {
                 let url = format!("{}://{host}:{}{}", spec.protocol, w.port, spec.path);
                 let method = reqwest::Method::from_bytes(spec.method.as_bytes())
                     .unwrap_or(reqwest::Method::GET);
-                let mut req = self.http.request(method, &url).timeout(spec.timeout);
+                let client = if spec.tls_skip_verify {
+                    &self.http_unverified
+                } else {
+                    &self.http
+                };
+                let mut req = client.request(method, &url).timeout(spec.timeout);
                 for (k, values) in &spec.headers {
                     for v in values {
                         req = req.header(k.as_str(), v.as_str());
@@ -538,7 +553,16 @@ impl Checks {
                 }
                 match req.send().await {
                     Err(e) if e.is_timeout() => fail(format!("nomad: Get {url:?}: timeout")),
-                    Err(e) => fail(format!("nomad: {e}")),
+                    Err(e) => {
+                        // reqwest's message leaves out why (a certificate, a refused connect).
+                        let mut text = format!("nomad: {e}");
+                        let mut cause = std::error::Error::source(&e);
+                        while let Some(c) = cause {
+                            text.push_str(&format!(": {c}"));
+                            cause = c.source();
+                        }
+                        fail(text)
+                    }
                     Ok(r) => {
                         let code = r.status().as_u16();
                         let body = r.bytes().await.unwrap_or_default();

@@ -872,3 +872,101 @@ plugin "hostile-check" {
         );
     }
 }
+
+/// Serves `ok` over https on the group port `https` with the certificate in the task dir.
+const TLS_SERVER: &str = r#"
+import http.server, os, ssl
+class H(http.server.BaseHTTPRequestHandler):
+    def do_GET(self):
+        self.send_response(200)
+        self.end_headers()
+        self.wfile.write(b"ok")
+    def log_message(self, *a):
+        pass
+s = http.server.HTTPServer(("127.0.0.1", int(os.environ["NOMAD_PORT_https"])), H)
+c = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
+c.load_cert_chain(os.environ["CERT"], os.environ["KEY"])
+s.socket = c.wrap_socket(s.socket, server_side=True)
+s.serve_forever()
+"#;
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn https_checks_verify_the_certificate_unless_told_to_skip() {
+    let dir = tempfile::tempdir().unwrap();
+    let (cert, key) = (dir.path().join("cert.pem"), dir.path().join("key.pem"));
+    let made = std::process::Command::new("openssl")
+        .args([
+            "req",
+            "-x509",
+            "-newkey",
+            "rsa:2048",
+            "-nodes",
+            "-days",
+            "1",
+            "-subj",
+            "/CN=127.0.0.1",
+        ])
+        .arg("-keyout")
+        .arg(&key)
+        .arg("-out")
+        .arg(&cert)
+        .output()
+        .unwrap();
+    assert!(made.status.success(), "{made:?}");
+    let t = TestAgent::start("", vec![]).await;
+    let second = 1_000_000_000u64;
+    let check = |name: &str, skip: bool| {
+        json!({ "Name": name, "Type": "http", "Protocol": "https", "Path": "/",
+            "TLSSkipVerify": skip, "Interval": second, "Timeout": second })
+    };
+    let job = json!({ "ID": "tls", "Type": "service", "TaskGroups": [{ "Name": "g",
+        "Networks": [{ "DynamicPorts": [{ "Label": "https" }] }],
+        "Services": [{ "Name": "tls", "PortLabel": "https", "Provider": "nomad", "Checks": [
+            check("verified", false), check("skipped", true)] }],
+        "Tasks": [{ "Name": "t", "Driver": "raw_exec",
+            "Config": { "command": "python3", "args": ["-c", TLS_SERVER] },
+            "Env": { "CERT": cert.display().to_string(), "KEY": key.display().to_string() },
+            "Resources": { "CPU": 20, "MemoryMB": 32 } }] }] });
+    let (status, v) = t.post("/v1/jobs", json!({ "Job": job })).await;
+    assert_eq!(status, 200, "{v}");
+    assert!(
+        !v.to_string().contains("Protocol"),
+        "an https check is acted on, not warned about: {v}"
+    );
+    let allocs = t
+        .wait_allocs("tls", Duration::from_secs(30), |a| {
+            a.iter().any(|a| a["ClientStatus"] == "running")
+        })
+        .await;
+    let id = allocs[0]["ID"].as_str().unwrap().to_string();
+    let results = until(&t, &format!("/v1/client/allocation/{id}/checks"), |v| {
+        v.as_object().is_some_and(|m| {
+            m.len() == 2
+                && m.values()
+                    .all(|r| r["Status"] != "pending" && r["Output"] != "")
+                && m.values().any(|r| r["Status"] == "success")
+        })
+    })
+    .await;
+    let by_name = |n: &str| {
+        results
+            .as_object()
+            .unwrap()
+            .values()
+            .find(|r| r["Check"] == n)
+            .cloned()
+            .unwrap()
+    };
+    let skipped = by_name("skipped");
+    assert_eq!(
+        (skipped["Status"].as_str(), skipped["StatusCode"].as_u64()),
+        (Some("success"), Some(200)),
+        "{skipped:#}"
+    );
+    let verified = by_name("verified");
+    assert_eq!(verified["Status"], "failure", "{verified:#}");
+    assert!(
+        verified["Output"].as_str().unwrap().contains("certificate"),
+        "{verified:#}"
+    );
+}
