@@ -330,3 +330,65 @@ async fn a_check_reaches_only_the_allocations_own_ports() {
     let accepted = tokio::time::timeout(Duration::from_secs(3), victim.accept()).await;
     assert!(accepted.is_err(), "the agent connected to another listener");
 }
+
+/// A job of one namespace reading another namespace's services through its template
+/// (`nomadService`, `nomadServices`) sees none of them: the `services` interface answers for
+/// the task's own namespace only.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_template_reads_no_other_namespace_s_services() {
+    let dir = tempfile::tempdir().unwrap();
+    let root = std::fs::canonicalize(dir.path()).unwrap();
+    let grant = "plugin \"template\" {\n  grant {\n    env = true\n    task_dir = true\n    services = true\n  }\n}\n";
+    let (a, dev) = acl_agent(&root, grant).await;
+    let r = a
+        .http
+        .put(a.url("/v1/namespace/dev"))
+        .json(&json!({ "Name": "dev" }))
+        .send()
+        .await
+        .unwrap();
+    assert!(r.status().is_success(), "{}", r.text().await.unwrap());
+    // The default namespace's database, registered by the operator.
+    let mut db = job("db", "mock", json!({ "run_for": "60s" }));
+    db["Type"] = json!("service");
+    db["TaskGroups"][0]["Networks"] = json!([{ "DynamicPorts": [{ "Label": "db" }] }]);
+    db["TaskGroups"][0]["Services"] =
+        json!([{ "Name": "secret-db", "PortLabel": "db", "Provider": "nomad" }]);
+    let (s, t) = submit(&a, MGMT, db).await;
+    assert_eq!(s, 200, "{t}");
+    super::eventually("secret-db registers", async || {
+        a.get("/v1/service/secret-db")
+            .await
+            .as_array()
+            .is_some_and(|v| v.len() == 1)
+    })
+    .await;
+    // A dev job reads it by name and lists every service it may see.
+    let mut peek = job("peek", "mock", json!({ "run_for": "100ms" }));
+    peek["Namespace"] = json!("dev");
+    peek["TaskGroups"][0]["Tasks"][0]["Templates"] = json!([{
+        "EmbeddedTmpl": "seen:[{{ range nomadService \"secret-db\" }}{{ .Address }}:{{ .Port }}{{ end }}][{{ range nomadServices }}{{ .Name }}{{ end }}]",
+        "DestPath": "local/seen" }]);
+    let (s, t) = submit(&a, &dev, peek).await;
+    assert_eq!(s, 200, "{t}");
+    let mut al = Value::Null;
+    super::eventually("job peek ends", async || {
+        let allocs = a.get("/v1/job/peek/allocations?namespace=dev").await;
+        match allocs.as_array().and_then(|v| v.first()) {
+            Some(first) if crate::harness::all_terminal(std::slice::from_ref(first)) => {
+                al = a.alloc(first["ID"].as_str().unwrap()).await;
+                true
+            }
+            _ => false,
+        }
+    })
+    .await;
+    let seen = root
+        .join("data/alloc")
+        .join(al["ID"].as_str().unwrap())
+        .join("t/local/seen");
+    assert_eq!(
+        std::fs::read_to_string(&seen).unwrap_or_else(|e| panic!("{e}: {al:#}")),
+        "seen:[][]"
+    );
+}
