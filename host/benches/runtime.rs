@@ -9,6 +9,9 @@
 //! - `load/*`: compiling a component vs loading it from the on-disk compile cache;
 //! - `metrics/*`: what counting one call costs (finding its counters, recording it), beside
 //!   the call it is part of;
+//! - `check/*`: one probe of the built-in `redis-ping` check component (a warm store, a
+//!   connect through WASI sockets checked against its `network` grant, `PING`, `+PONG`)
+//!   beside the same exchange made natively with tokio, against one loopback listener;
 //! - `polyglot/*`: plugins in other languages beside the Rust ones (see `runtime/polyglot.rs`;
 //!   their files come from `BENCH_COMPONENTS`).
 //!
@@ -284,5 +287,86 @@ fn metrics(c: &mut Criterion) {
     g.finish();
 }
 
-criterion_group!(benches, calls, loads, metrics, polyglot::polyglot);
+/// A loopback listener answering `+PONG` to every RESP command it reads; its port.
+async fn pong_listener() -> u16 {
+    use tokio::io::{AsyncBufReadExt, AsyncWriteExt, BufReader};
+    let l = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let port = l.local_addr().unwrap().port();
+    tokio::spawn(async move {
+        while let Ok((s, _)) = l.accept().await {
+            tokio::spawn(async move {
+                let (r, mut w) = s.into_split();
+                let mut lines = BufReader::new(r).lines();
+                while let Ok(Some(line)) = lines.next_line().await {
+                    if let Some(n) = line.strip_prefix('*').and_then(|n| n.parse::<usize>().ok()) {
+                        for _ in 0..2 * n {
+                            let _ = lines.next_line().await;
+                        }
+                        if w.write_all(b"+PONG\r\n").await.is_err() {
+                            return;
+                        }
+                    }
+                }
+            });
+        }
+    });
+    port
+}
+
+fn checks(c: &mut Criterion) {
+    use paddock::checkcomponents::{CheckComponents, CheckStatus, CheckTarget};
+    use paddock::runtime::network::NetworkGrant;
+    use paddock::runtime::{ComponentSettings, Grants};
+    let tokio = rt();
+    let settings = ComponentSettings {
+        grants: Grants {
+            network: Some(NetworkGrant {
+                hosts: vec!["127.0.0.1:*".into()],
+                max_response_bytes: None,
+            }),
+            ..Default::default()
+        },
+        ..Default::default()
+    };
+    let runtime = Runtime::new(RuntimeOptions {
+        components: [("redis-ping".to_string(), settings)].into(),
+        ..Default::default()
+    })
+    .unwrap();
+    let port = tokio.block_on(async {
+        let a = guest_artifacts::REDIS_PING_CHECK;
+        runtime
+            .load(ComponentSource::BuiltIn(a.file_name.into()), Arc::from(a.bytes))
+            .await
+            .unwrap();
+        pong_listener().await
+    });
+    let checks = CheckComponents::new(runtime.clone());
+    let target = CheckTarget {
+        address: "127.0.0.1".into(),
+        port,
+        ..Default::default()
+    };
+    let timeout = std::time::Duration::from_secs(5);
+    let mut g = c.benchmark_group("check");
+    g.bench_function("redis_ping_component", |b| {
+        b.to_async(&tokio).iter(|| async {
+            let a = checks.probe("redis-ping", &target, "{}", timeout).await.unwrap();
+            assert_eq!(a.status, CheckStatus::Passing);
+        })
+    });
+    g.bench_function("redis_ping_native", |b| {
+        b.to_async(&tokio).iter(|| async {
+            use tokio::io::{AsyncReadExt, AsyncWriteExt};
+            let mut s = tokio::net::TcpStream::connect(("127.0.0.1", port)).await.unwrap();
+            s.write_all(b"*1\r\n$4\r\nPING\r\n").await.unwrap();
+            let mut buf = [0u8; 7];
+            s.read_exact(&mut buf).await.unwrap();
+            assert_eq!(&buf, b"+PONG\r\n");
+        })
+    });
+    g.finish();
+}
+
+criterion_group!(benches, calls, loads, metrics, checks, polyglot::polyglot);
 criterion_main!(benches);

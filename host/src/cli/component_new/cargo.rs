@@ -176,6 +176,21 @@ pub fn lock(root: &str, root_deps: &[&str], vendored: &[&str]) -> anyhow::Result
             .and_then(Value::as_integer)
             .unwrap_or(4)
     );
+    // Cargo names a dependency `name` when the lock holds one package of that name, and
+    // adds the version only to tell several apart: the guest workspace may hold two (a
+    // fixture's), the project one.
+    let mut by_name: BTreeMap<&str, usize> = BTreeMap::new();
+    for (name, _) in out.keys() {
+        *by_name.entry(name.as_str()).or_default() += 1;
+    }
+    let written = |dep: &str| -> String {
+        let name = dep.split(' ').next().unwrap_or(dep);
+        if by_name.get(name).copied() == Some(1) {
+            name.to_string()
+        } else {
+            dep.to_string()
+        }
+    };
     for entry in out.values() {
         text.push_str("\n[[package]]\n");
         for key in ["name", "version", "source", "checksum"] {
@@ -186,7 +201,7 @@ pub fn lock(root: &str, root_deps: &[&str], vendored: &[&str]) -> anyhow::Result
         if let Some(Value::Array(deps)) = entry.get("dependencies") {
             text.push_str("dependencies = [\n");
             for dep in deps.iter().filter_map(Value::as_str) {
-                text.push_str(&format!(" {dep:?},\n"));
+                text.push_str(&format!(" {:?},\n", written(dep)));
             }
             text.push_str("]\n");
         }
