@@ -336,7 +336,10 @@ fn checks(c: &mut Criterion) {
     let port = tokio.block_on(async {
         let a = guest_artifacts::REDIS_PING_CHECK;
         runtime
-            .load(ComponentSource::BuiltIn(a.file_name.into()), Arc::from(a.bytes))
+            .load(
+                ComponentSource::BuiltIn(a.file_name.into()),
+                Arc::from(a.bytes),
+            )
             .await
             .unwrap();
         pong_listener().await
@@ -351,14 +354,19 @@ fn checks(c: &mut Criterion) {
     let mut g = c.benchmark_group("check");
     g.bench_function("redis_ping_component", |b| {
         b.to_async(&tokio).iter(|| async {
-            let a = checks.probe("redis-ping", &target, "{}", timeout).await.unwrap();
+            let a = checks
+                .probe("redis-ping", &target, "{}", timeout)
+                .await
+                .unwrap();
             assert_eq!(a.status, CheckStatus::Passing);
         })
     });
     g.bench_function("redis_ping_native", |b| {
         b.to_async(&tokio).iter(|| async {
             use tokio::io::{AsyncReadExt, AsyncWriteExt};
-            let mut s = tokio::net::TcpStream::connect(("127.0.0.1", port)).await.unwrap();
+            let mut s = tokio::net::TcpStream::connect(("127.0.0.1", port))
+                .await
+                .unwrap();
             s.write_all(b"*1\r\n$4\r\nPING\r\n").await.unwrap();
             let mut buf = [0u8; 7];
             s.read_exact(&mut buf).await.unwrap();

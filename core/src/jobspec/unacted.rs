@@ -235,20 +235,12 @@ fn services(kept: &Kept, path: &str, out: &mut Vec<Unacted>) {
 }
 
 /// Fields of a task's templates, kept there as given, by key.
-// `Splay` and `Once` are acted on (`host/src/taskrunner/templates.rs`); a restart renders
+// `Splay`, `Once`, `Uid` and `Gid` are acted on (`host/src/taskrunner/templates.rs`); a restart renders
 // templates again whatever `RenderTemplates` says.
 const TEMPLATE: &[(&str, &str)] = &[
     (
         "Wait",
         "not supported by this agent yet: a template renders again 100 ms after the first change of a burst",
-    ),
-    (
-        "Uid",
-        "not supported by this agent yet: the file is the task user's",
-    ),
-    (
-        "Gid",
-        "not supported by this agent yet: the file is the task user's",
     ),
     ("VaultGrace", "no Vault here; ignored"),
     (

@@ -48,11 +48,18 @@
 //!
 //! A destination or source is relative to the task dir, or an absolute path (for example
 //! `${NOMAD_ALLOC_DIR}/x`) inside the task or shared dir; `..` is refused. Files are written
-//! to a temporary name and renamed, so a task never reads half a file. `perms` is checked by
-//! the jobspec but not applied: WASI cannot set a file's mode, so files get the agent's
-//! default mode. On `update` the templates are rendered again in place (the host calls it
-//! when services or variables of the task's namespace change, and applies each changed
+//! to a temporary name and renamed, so a task never reads half a file. WASI cannot set a
+//! file's mode or owner: the host applies `perms`, `uid` and `gid` once the hook has
+//! written. On `update` the templates are rendered again in place (the host calls it when
+//! services or variables of the task's namespace change, and applies each changed
 //! template's `change_mode`).
+//!
+//! Besides `env`, `nomadVar`, `nomadVarList`, `nomadService`, `nomadServices` and `index`,
+//! a template calls `toJSON`, `toJSONPretty`, `split`, `join`, `replaceAll`, `toUpper`,
+//! `toLower`, `trimSpace`, `trimPrefix`, `trimSuffix`, `base64Encode`, `base64Decode`,
+//! `file` (a file of the task or shared dir, 1 MiB at most), `timestamp` and `printf`
+//! (`%s %v %d %q`), with pipelines (`{{ .x | replaceAll "." "_" | toUpper }}`) and
+//! parenthesized calls; an unknown function is an error naming it.
 //!
 //! Nomad-native services come from the host `services` interface (contract 0.1.1, the
 //! `services` grant): `{{ range nomadService "web" }}{{ .Address }}:{{ .Port }}{{ end }}`,
@@ -142,7 +149,10 @@ fn render_one(
         &t.left_delim,
         &t.right_delim,
         t.err_missing_key,
-        &Host,
+        &Host {
+            task_dir,
+            alloc_dir,
+        },
     )
     .map_err(|e| refuse(e.to_string()))?;
     let env = if t.envvars {
@@ -153,10 +163,36 @@ fn render_one(
     Ok(Rendered { dest, text, env })
 }
 
-/// Template values from the host: the task's environment and the variables it may read.
-struct Host;
+/// Template values from the host: the task's environment, the variables and services it may
+/// read, and the files of its task dir and shared dir.
+struct Host<'a> {
+    task_dir: &'a str,
+    alloc_dir: &'a str,
+}
 
-impl render::Source for Host {
+/// The most a template may read with `file`.
+const MAX_FILE: u64 = 1 << 20;
+
+impl render::Source for Host<'_> {
+    fn file(&self, path: &str) -> Result<String, String> {
+        use std::io::Read;
+        let inside = sandbox_path(path, self.task_dir, self.alloc_dir)?;
+        let mut text = String::new();
+        std::fs::File::open(&inside)
+            .map_err(|e| e.to_string())?
+            .take(MAX_FILE + 1)
+            .read_to_string(&mut text)
+            .map_err(|e| e.to_string())?;
+        if text.len() as u64 > MAX_FILE {
+            return Err(format!("larger than {} KiB", MAX_FILE >> 10));
+        }
+        Ok(text)
+    }
+
+    fn now_ns(&self) -> i64 {
+        paddock_hook_sdk::host::timer::now() as i64
+    }
+
     fn env(&self, name: &str) -> Option<String> {
         env::get(name).ok().flatten()
     }

@@ -47,7 +47,31 @@ pub enum Expr {
     Var(String, Vec<String>),
     /// A string literal.
     Str(String),
+    /// A function of [`FUNCTIONS`] applied to its arguments; a pipeline's earlier value is
+    /// its last argument (`.x | replaceAll "a" "b"` is `replaceAll "a" "b" .x`).
+    Call(String, Vec<Expr>),
 }
+
+/// The functions a template may call besides `env`, `nomadVar`, `nomadVarList`,
+/// `nomadService`, `nomadServices` and `index`: consul-template's most used ones and a few
+/// of sprig's string helpers, with their argument counts.
+pub const FUNCTIONS: &[(&str, usize)] = &[
+    ("toJSON", 1),
+    ("toJSONPretty", 1),
+    ("split", 2),
+    ("join", 2),
+    ("replaceAll", 3),
+    ("toUpper", 1),
+    ("toLower", 1),
+    ("trimSpace", 1),
+    ("trimPrefix", 2),
+    ("trimSuffix", 2),
+    ("base64Encode", 1),
+    ("base64Decode", 1),
+    ("file", 1),
+    ("timestamp", 0),
+    ("printf", 1),
+];
 
 /// A parsed template.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -183,6 +207,9 @@ enum Word {
     Var(String, Vec<String>),
     Declare,
     Comma,
+    Pipe,
+    Open,
+    Close,
 }
 
 fn words(a: &Action) -> Result<Vec<Word>, RenderError> {
@@ -228,6 +255,15 @@ fn words(a: &Action) -> Result<Vec<Word>, RenderError> {
         } else if c == ',' {
             chars.next();
             out.push(Word::Comma);
+        } else if c == '|' {
+            chars.next();
+            out.push(Word::Pipe);
+        } else if c == '(' {
+            chars.next();
+            out.push(Word::Open);
+        } else if c == ')' {
+            chars.next();
+            out.push(Word::Close);
         } else if c == '.' || c == '$' || ident(c) {
             let mut j = i;
             while let Some(&(k, d)) = chars.peek() {
@@ -325,7 +361,144 @@ fn parse_action(a: &Action) -> Result<Parsed, RenderError> {
     }
 }
 
+/// A pipeline: commands separated by `|` (outside parentheses), each later one given the
+/// earlier one's value as its last argument.
 fn expr(a: &Action, w: &[Word]) -> Result<Expr, RenderError> {
+    let mut parts: Vec<&[Word]> = Vec::new();
+    let (mut depth, mut start) = (0usize, 0usize);
+    for (i, word) in w.iter().enumerate() {
+        match word {
+            Word::Open => depth += 1,
+            Word::Close => {
+                depth = depth
+                    .checked_sub(1)
+                    .ok_or_else(|| a.error(format!("unopened ) in {:?}", a.text)))?
+            }
+            Word::Pipe if depth == 0 => {
+                parts.push(&w[start..i]);
+                start = i + 1;
+            }
+            _ => {}
+        }
+    }
+    if depth != 0 {
+        return Err(a.error(format!("unclosed ( in {:?}", a.text)));
+    }
+    parts.push(&w[start..]);
+    let mut value = command(a, parts[0])?;
+    for part in &parts[1..] {
+        match part {
+            [Word::Ident(f), args @ ..] if function(f).is_some() => {
+                let mut args = operands(a, args)?;
+                args.push(value);
+                value = call(a, f, args)?;
+            }
+            [Word::Ident(f), ..] => {
+                return Err(a.error(format!(
+                    "unknown function {f:?} after | in {:?}: this hook pipes into {}",
+                    a.text,
+                    function_names()
+                )));
+            }
+            _ => {
+                return Err(a.error(format!(
+                    "after | comes a function of {}, found {:?}",
+                    function_names(),
+                    a.text
+                )));
+            }
+        }
+    }
+    Ok(value)
+}
+
+fn function(name: &str) -> Option<usize> {
+    FUNCTIONS.iter().find(|(n, _)| *n == name).map(|(_, n)| *n)
+}
+
+fn function_names() -> String {
+    FUNCTIONS
+        .iter()
+        .map(|(n, _)| *n)
+        .collect::<Vec<_>>()
+        .join(", ")
+}
+
+/// A call of a [`FUNCTIONS`] entry, its arguments counted (`timestamp` takes 0 or 1,
+/// `printf` a format and any number).
+fn call(a: &Action, name: &str, args: Vec<Expr>) -> Result<Expr, RenderError> {
+    let want = function(name).unwrap_or(0);
+    let ok = match name {
+        "timestamp" => args.len() <= 1,
+        "printf" => !args.is_empty(),
+        _ => args.len() == want,
+    };
+    if !ok {
+        return Err(a.error(format!(
+            "{name} takes {want} argument{}, found {} in {:?}",
+            if want == 1 { "" } else { "s" },
+            args.len(),
+            a.text
+        )));
+    }
+    Ok(Expr::Call(name.to_string(), args))
+}
+
+/// Operands of a call: literals, the dot, variables, and parenthesized pipelines.
+fn operands(a: &Action, w: &[Word]) -> Result<Vec<Expr>, RenderError> {
+    let mut out = Vec::new();
+    let mut i = 0;
+    while i < w.len() {
+        match &w[i] {
+            Word::Open => {
+                let mut depth = 0;
+                let mut j = i;
+                loop {
+                    match w.get(j) {
+                        Some(Word::Open) => depth += 1,
+                        Some(Word::Close) => {
+                            depth -= 1;
+                            if depth == 0 {
+                                break;
+                            }
+                        }
+                        Some(_) => {}
+                        None => return Err(a.error(format!("unclosed ( in {:?}", a.text))),
+                    }
+                    j += 1;
+                }
+                out.push(expr(a, &w[i + 1..j])?);
+                i = j + 1;
+            }
+            Word::Str(s) => {
+                out.push(Expr::Str(s.clone()));
+                i += 1;
+            }
+            Word::Dot(f) => {
+                out.push(Expr::Dot(f.clone()));
+                i += 1;
+            }
+            Word::Var(n, f) => {
+                out.push(Expr::Var(n.clone(), f.clone()));
+                i += 1;
+            }
+            Word::Ident(n) if n.parse::<i64>().is_ok() => {
+                out.push(Expr::Str(n.clone()));
+                i += 1;
+            }
+            _ => {
+                return Err(a.error(format!(
+                    "an argument must be a string, ., a $variable or a (pipeline), in {:?}",
+                    a.text
+                )));
+            }
+        }
+    }
+    Ok(out)
+}
+
+/// One command of a pipeline.
+fn command(a: &Action, w: &[Word]) -> Result<Expr, RenderError> {
     let text = &a.text;
     let string_arg = |name: &str, args: &[Word]| match args {
         [Word::Str(s)] if !s.is_empty() => Ok(s.clone()),
@@ -370,11 +543,20 @@ fn expr(a: &Action, w: &[Word]) -> Result<Expr, RenderError> {
             [t, Word::Str(k)] => Ok(Expr::Index(Box::new(expr(a, std::slice::from_ref(t))?), k.clone())),
             _ => Err(a.error(format!("expected index . \"key\", found {text:?}"))),
         },
+        [Word::Ident(f), args @ ..] if function(f).is_some() => call(a, f, operands(a, args)?),
+        [Word::Open, .., Word::Close] => {
+            let mut inner = operands(a, w)?;
+            if inner.len() != 1 {
+                return Err(a.error(format!("unexpected words in {text:?}")));
+            }
+            Ok(inner.remove(0))
+        }
         [Word::Dot(f)] => Ok(Expr::Dot(f.clone())),
         [Word::Var(n, f)] => Ok(Expr::Var(n.clone(), f.clone())),
         [Word::Str(s)] => Ok(Expr::Str(s.clone())),
-        [Word::Ident(_), ..] => Err(a.error(format!(
-            "unsupported action {text:?}: this hook renders env, nomadVar, nomadVarList, nomadService, nomadServices, index, with, range and comments"
+        [Word::Ident(f), ..] => Err(a.error(format!(
+            "unknown function {f:?} in {text:?}: this hook knows env, nomadVar, nomadVarList, nomadService, nomadServices, index and {}",
+            function_names()
         ))),
         _ => Err(a.error(format!("unexpected words in {text:?}"))),
     }
@@ -567,7 +749,12 @@ mod tests {
         let e = p("{{ nomadVar x }}").unwrap_err();
         assert!(e.message.contains("expected nomadVar"), "{e}");
         let e = p("{{ env \"A\" | lower }}").unwrap_err();
-        assert!(e.message.contains("unexpected '|'"), "{e}");
+        assert!(
+            e.message.contains("unknown function \"lower\" after |"),
+            "{e}"
+        );
+        let e = p("{{ env \"A\" | \"x\" }}").unwrap_err();
+        assert!(e.message.contains("after | comes a function of"), "{e}");
     }
 
     #[test]

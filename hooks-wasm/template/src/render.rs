@@ -75,6 +75,10 @@ pub trait Source {
     ) -> Result<Vec<Service>, String>;
     /// `nomadServices`.
     fn services(&self) -> Result<Vec<ServiceStub>, String>;
+    /// `file "path"`: a file of the task dir or the allocation's shared dir.
+    fn file(&self, path: &str) -> Result<String, String>;
+    /// The wall clock, ns since the Unix epoch (`timestamp`).
+    fn now_ns(&self) -> i64;
 }
 
 /// A value while rendering.
@@ -295,6 +299,130 @@ impl Eval<'_> {
                 self.fields(a, v, fields)?
             }
             Expr::Str(s) => Value::Str(s.clone()),
+            Expr::Call(name, args) => {
+                let mut vals = Vec::with_capacity(args.len());
+                for e in args {
+                    vals.push(self.expr(a, e, dot)?);
+                }
+                self.call(a, name, vals)?
+            }
+        })
+    }
+
+    /// A function of [`super::parse::FUNCTIONS`] applied to its values.
+    fn call(&mut self, a: &Action, name: &str, args: Vec<Value>) -> Result<Value, RenderError> {
+        let text = |v: Value| -> Result<String, RenderError> {
+            match v {
+                Value::Nothing => Ok(String::new()),
+                Value::Str(s) => Ok(s),
+                v => Err(a.error(format!(
+                    "{name} wants a string, found {} in {:?}",
+                    v.kind(),
+                    a.text
+                ))),
+            }
+        };
+        let n = args.len();
+        let mut args = args.into_iter();
+        let mut take = || args.next().unwrap_or(Value::Nothing);
+        Ok(match name {
+            "toJSON" => Value::Str(json(take()).to_string()),
+            "toJSONPretty" => {
+                Value::Str(serde_json::to_string_pretty(&json(take())).unwrap_or_default())
+            }
+            "split" => {
+                let sep = text(take())?;
+                let s = text(take())?;
+                Value::Strs(if s.is_empty() {
+                    Vec::new()
+                } else {
+                    s.split(sep.as_str()).map(str::to_string).collect()
+                })
+            }
+            "join" => {
+                let sep = text(take())?;
+                match take() {
+                    Value::Strs(l) => Value::Str(l.join(&sep)),
+                    Value::Nothing => Value::Str(String::new()),
+                    Value::Str(s) => Value::Str(s),
+                    v => {
+                        return Err(a.error(format!(
+                            "join wants a list of strings, found {} in {:?}",
+                            v.kind(),
+                            a.text
+                        )));
+                    }
+                }
+            }
+            "replaceAll" => {
+                let (old, new, s) = (text(take())?, text(take())?, text(take())?);
+                Value::Str(if old.is_empty() {
+                    s
+                } else {
+                    s.replace(&old, &new)
+                })
+            }
+            "toUpper" => Value::Str(text(take())?.to_uppercase()),
+            "toLower" => Value::Str(text(take())?.to_lowercase()),
+            "trimSpace" => Value::Str(text(take())?.trim().to_string()),
+            "trimPrefix" => {
+                let (p, s) = (text(take())?, text(take())?);
+                Value::Str(s.strip_prefix(p.as_str()).map(str::to_string).unwrap_or(s))
+            }
+            "trimSuffix" => {
+                let (p, s) = (text(take())?, text(take())?);
+                Value::Str(s.strip_suffix(p.as_str()).map(str::to_string).unwrap_or(s))
+            }
+            "base64Encode" => Value::Str(base64_encode(text(take())?.as_bytes())),
+            "base64Decode" => {
+                let s = text(take())?;
+                let bytes = base64_decode(&s)
+                    .ok_or_else(|| a.error(format!("base64Decode: not base64 in {:?}", a.text)))?;
+                Value::Str(String::from_utf8_lossy(&bytes).into_owned())
+            }
+            "file" => {
+                let path = text(take())?;
+                match self.source.file(&path) {
+                    Ok(s) => Value::Str(s),
+                    Err(e) => return Err(a.error(format!("file {path:?}: {e}"))),
+                }
+            }
+            "timestamp" => {
+                let layout = if n == 0 { None } else { Some(text(take())?) };
+                Value::Str(timestamp(self.source.now_ns(), layout.as_deref()))
+            }
+            "printf" => {
+                let format = text(take())?;
+                let mut rest = (1..n).map(|_| take()).collect::<Vec<_>>().into_iter();
+                let mut out = String::new();
+                let mut chars = format.chars().peekable();
+                while let Some(c) = chars.next() {
+                    if c != '%' {
+                        out.push(c);
+                        continue;
+                    }
+                    match chars.next() {
+                        Some('%') => out.push('%'),
+                        Some('s' | 'v' | 'd') => match rest.next() {
+                            Some(v) => out.push_str(&print(a, v)?),
+                            None => out.push_str("%!v(MISSING)"),
+                        },
+                        Some('q') => match rest.next() {
+                            Some(v) => out.push_str(&format!("{:?}", print(a, v)?)),
+                            None => out.push_str("%!q(MISSING)"),
+                        },
+                        other => {
+                            return Err(a.error(format!(
+                                "printf: verb %{} is not one of %s %v %d %q %% in {:?}",
+                                other.map(String::from).unwrap_or_default(),
+                                a.text
+                            )));
+                        }
+                    }
+                }
+                Value::Str(out)
+            }
+            _ => return Err(a.error(format!("unknown function {name:?} in {:?}", a.text))),
         })
     }
 
@@ -369,6 +497,117 @@ impl Eval<'_> {
             }
         })
     }
+}
+
+/// A value as JSON, with Nomad's field names for registrations and variables' metadata.
+fn json(v: Value) -> serde_json::Value {
+    use serde_json::json;
+    match v {
+        Value::Nothing => serde_json::Value::Null,
+        Value::Str(s) => s.into(),
+        Value::Items(m) => json!(m),
+        Value::Strs(l) => json!(l),
+        Value::Meta(m) => json!({ "Namespace": m.namespace, "Path": m.path,
+            "CreateIndex": m.create_index, "ModifyIndex": m.modify_index,
+            "CreateTime": m.create_time, "ModifyTime": m.modify_time }),
+        Value::List(l) => {
+            serde_json::Value::Array(l.into_iter().map(|m| json(Value::Meta(m))).collect())
+        }
+        Value::Service(r) => json!({ "ID": r.id, "ServiceName": r.service_name,
+            "Namespace": r.namespace, "NodeID": r.node_id, "Datacenter": r.datacenter,
+            "JobID": r.job_id, "AllocID": r.alloc_id, "Tags": r.tags,
+            "Address": r.address, "Port": r.port }),
+        Value::Services(l) => {
+            serde_json::Value::Array(l.into_iter().map(|r| json(Value::Service(r))).collect())
+        }
+        Value::Stub(s) => json!({ "Name": s.name, "Namespace": s.namespace, "Tags": s.tags }),
+        Value::Stubs(l) => {
+            serde_json::Value::Array(l.into_iter().map(|s| json(Value::Stub(s))).collect())
+        }
+    }
+}
+
+const B64: &[u8; 64] = b"ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/";
+
+/// Standard base64 with padding.
+fn base64_encode(bytes: &[u8]) -> String {
+    let mut out = String::with_capacity(bytes.len().div_ceil(3) * 4);
+    for chunk in bytes.chunks(3) {
+        let n = chunk
+            .iter()
+            .enumerate()
+            .fold(0u32, |n, (i, b)| n | u32::from(*b) << (16 - 8 * i));
+        for i in 0..4 {
+            if i <= chunk.len() {
+                out.push(B64[(n >> (18 - 6 * i) & 63) as usize] as char);
+            } else {
+                out.push('=');
+            }
+        }
+    }
+    out
+}
+
+/// Standard base64, padding optional; `None` for anything else.
+fn base64_decode(s: &str) -> Option<Vec<u8>> {
+    let s = s.trim().trim_end_matches('=');
+    let mut out = Vec::with_capacity(s.len() * 3 / 4);
+    let (mut n, mut bits) = (0u32, 0);
+    for c in s.bytes() {
+        let v = B64.iter().position(|b| *b == c)? as u32;
+        n = n << 6 | v;
+        bits += 6;
+        if bits >= 8 {
+            bits -= 8;
+            out.push((n >> bits & 0xff) as u8);
+        }
+    }
+    Some(out)
+}
+
+/// `timestamp`: RFC 3339 in UTC by default (`2006-01-02T15:04:05Z`), `unix` for seconds,
+/// else a Go layout of `2006`, `01`, `02`, `15`, `04`, `05` (other text kept as is).
+fn timestamp(now_ns: i64, layout: Option<&str>) -> String {
+    let secs = now_ns.div_euclid(1_000_000_000);
+    if layout == Some("unix") {
+        return secs.to_string();
+    }
+    let days = secs.div_euclid(86_400);
+    let tod = secs.rem_euclid(86_400);
+    // Howard Hinnant's civil-from-days.
+    let z = days + 719_468;
+    let era = z.div_euclid(146_097);
+    let doe = z - era * 146_097;
+    let yoe = (doe - doe / 1460 + doe / 36_524 - doe / 146_096) / 365;
+    let doy = doe - (365 * yoe + yoe / 4 - yoe / 100);
+    let mp = (5 * doy + 2) / 153;
+    let day = doy - (153 * mp + 2) / 5 + 1;
+    let month = if mp < 10 { mp + 3 } else { mp - 9 };
+    let year = yoe + era * 400 + i64::from(month <= 2);
+    let tokens = [
+        ("2006", format!("{year:04}")),
+        ("01", format!("{month:02}")),
+        ("02", format!("{day:02}")),
+        ("15", format!("{:02}", tod / 3600)),
+        ("04", format!("{:02}", tod % 3600 / 60)),
+        ("05", format!("{:02}", tod % 60)),
+    ];
+    // Left to right, each token once where it stands (a month of `02` is not a day).
+    let mut rest = layout.unwrap_or("2006-01-02T15:04:05Z");
+    let mut out = String::new();
+    'scan: while !rest.is_empty() {
+        for (token, value) in &tokens {
+            if let Some(after) = rest.strip_prefix(token) {
+                out.push_str(value);
+                rest = after;
+                continue 'scan;
+            }
+        }
+        let c = rest.chars().next().unwrap_or_default();
+        out.push(c);
+        rest = &rest[c.len_utf8()..];
+    }
+    out
 }
 
 /// A list's elements keyed by their index, as `range $i, $e := list` declares them.
@@ -500,6 +739,17 @@ mod tests {
             Ok(all)
         }
 
+        fn file(&self, path: &str) -> Result<String, String> {
+            match path {
+                "local/conf" => Ok("a=1\n".into()),
+                _ => Err("No such file or directory".into()),
+            }
+        }
+
+        fn now_ns(&self) -> i64 {
+            1_700_000_000_123_000_000
+        }
+
         fn services(&self) -> Result<Vec<ServiceStub>, String> {
             Ok(vec![
                 ServiceStub {
@@ -575,7 +825,7 @@ mod tests {
     fn unsupported_and_malformed_actions_are_errors() {
         let e = r("ok\n\n{{ key \"x\" }}").unwrap_err();
         assert_eq!(e.line, 3);
-        assert!(e.message.contains("unsupported action"), "{e}");
+        assert!(e.message.contains("unknown function \"key\""), "{e}");
         assert!(
             r("{{ env PORT }}")
                 .unwrap_err()
@@ -722,5 +972,72 @@ mod tests {
         ] {
             assert!(r(bad).is_err(), "{bad}");
         }
+    }
+
+    #[test]
+    fn functions_and_pipelines() {
+        assert_eq!(r("{{ env \"PORT\" | toJSON }}").unwrap(), "\"8080\"");
+        assert_eq!(
+            r("{{ with nomadVar \"nomad/jobs/web\" }}{{ toJSON . }}{{ end }}").unwrap(),
+            r#"{"db-host":"10.0.0.1","pass":"s3cret","user":"admin"}"#
+        );
+        assert_eq!(
+            r("{{ range split \",\" \"a,b,c\" }}[{{ . }}]{{ end }}").unwrap(),
+            "[a][b][c]"
+        );
+        assert_eq!(r("{{ split \",\" \"a,b\" | join \"-\" }}").unwrap(), "a-b");
+        assert_eq!(
+            r("{{ \"a.b.c\" | replaceAll \".\" \"_\" | toUpper }}").unwrap(),
+            "A_B_C"
+        );
+        assert_eq!(r("{{ toLower (env \"NOMAD_TASK_NAME\") }}").unwrap(), "web");
+        assert_eq!(r("{{ \"  x \" | trimSpace }}").unwrap(), "x");
+        assert_eq!(r("{{ trimPrefix \"v\" \"v1.2\" }}").unwrap(), "1.2");
+        assert_eq!(r("{{ \"hello\" | base64Encode }}").unwrap(), "aGVsbG8=");
+        assert_eq!(r("{{ \"aGVsbG8\" | base64Decode }}").unwrap(), "hello");
+        assert_eq!(r("{{ file \"local/conf\" }}").unwrap(), "a=1\n");
+        assert!(
+            r("{{ file \"/etc/passwd\" }}")
+                .unwrap_err()
+                .message
+                .contains("No such file")
+        );
+        assert_eq!(r("{{ timestamp }}").unwrap(), "2023-11-14T22:13:20Z");
+        assert_eq!(r("{{ timestamp \"unix\" }}").unwrap(), "1700000000");
+        assert_eq!(
+            r("{{ timestamp \"02/01/2006 15h\" }}").unwrap(),
+            "14/11/2023 22h"
+        );
+        assert_eq!(
+            r("{{ printf \"%s:%d %q %%\" \"db\" \"5432\" \"x\" }}").unwrap(),
+            "db:5432 \"x\" %"
+        );
+        assert_eq!(
+            r("{{ range nomadService \"db\" }}{{ printf \"%s:%s,\" .Address .Port }}{{ end }}")
+                .unwrap(),
+            "10.0.0.9:5432,10.0.0.9:5433,"
+        );
+        assert_eq!(
+            r("{{ range nomadService \"web\" }}{{ toJSON . }}{{ end }}").unwrap(),
+            r#"{"Address":"10.0.0.9","AllocID":"","Datacenter":"","ID":"c","JobID":"","Namespace":"default","NodeID":"","Port":8080,"ServiceName":"web","Tags":[]}"#
+        );
+        // Errors name what is wrong.
+        let e = r("{{ sprig_nope \"x\" }}").unwrap_err();
+        assert!(
+            e.message.contains("unknown function \"sprig_nope\"") && e.message.contains("toJSON"),
+            "{e}"
+        );
+        let e = r("{{ \"x\" | nope }}").unwrap_err();
+        assert!(
+            e.message.contains("unknown function \"nope\" after |"),
+            "{e}"
+        );
+        let e = r("{{ split \",\" }}").unwrap_err();
+        assert!(
+            e.message.contains("split takes 2 arguments, found 1"),
+            "{e}"
+        );
+        assert!(r("{{ toUpper (env \"PORT\" }}").is_err());
+        assert!(r("{{ join \",\" (nomadVar \"nomad/jobs/web\") }}").is_err());
     }
 }

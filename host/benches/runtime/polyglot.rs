@@ -132,7 +132,7 @@ async fn memory_per_instance(bytes: &[u8], world: World) -> u64 {
                 let p = h.paddock_plugin_task_hook();
                 p.call_info(&mut store).await.expect("info");
             }
-            World::DevicePlugin => return 0,
+            World::DevicePlugin | World::Check => return 0,
         }
         live.push(store);
     }
@@ -173,8 +173,10 @@ pub fn polyglot(c: &mut Criterion) {
             b.to_async(&tokio)
                 .iter(|| async { warm.prepare(source(), bytes.clone()).await.unwrap() })
         });
+        // Settings for a name bind to a file: this one's.
         let reuse_once = ComponentSettings {
             instance_reuse: Some(1),
+            file: Some(label.clone()),
             ..Default::default()
         };
         let (fresh, _) = cached([(c.name.clone(), reuse_once)].into());
@@ -222,7 +224,7 @@ pub fn polyglot(c: &mut Criterion) {
                     })
                 });
             }
-            World::DevicePlugin => {}
+            World::DevicePlugin | World::Check => {}
         }
         let per = tokio.block_on(memory_per_instance(&bytes, c.world));
         eprintln!(

@@ -83,6 +83,17 @@ impl Source for Fixed {
         Ok(all)
     }
 
+    fn file(&self, path: &str) -> Result<String, String> {
+        match path {
+            "local/conf" => Ok("a=1\n".into()),
+            _ => Err("no such file".into()),
+        }
+    }
+
+    fn now_ns(&self) -> i64 {
+        1_700_000_000_000_000_000
+    }
+
     fn services(&self) -> Result<Vec<ServiceStub>, String> {
         Ok(vec![ServiceStub {
             name: "web".into(),

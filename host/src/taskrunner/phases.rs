@@ -52,6 +52,9 @@ impl TaskRunner {
                 inv.env.set_hook_env(self.hook_env());
             }
         }
+        // The files the template hook wrote get their `perms`, `uid` and `gid` here: the
+        // hook cannot set them through WASI.
+        self.apply_template_modes(&view.task.templates, inv);
         Ok(())
     }
 

@@ -8,7 +8,9 @@
 //! Templates with `once = true` are rendered at start only.
 //!
 //! The host reads each destination before and after the render beneath the allocation dir,
-//! never through a link (the task and the hook can write there).
+//! never through a link (the task and the hook can write there), and gives each rendered
+//! file its `perms` and, when the agent runs as root, its `uid` and `gid` (the hook cannot
+//! through WASI): after every prestart and every render again.
 
 use std::path::{Path, PathBuf};
 use std::time::Duration;
@@ -92,7 +94,70 @@ fn digest(root: &crate::safefs::Beneath, rel: &Path) -> Option<[u8; 32]> {
     Some(h.finalize().into())
 }
 
+/// A template's `Uid` or `Gid` as given, when it asks for one (Nomad's unset is -1).
+fn owner_id(t: &Template, key: &str) -> Option<u32> {
+    t.kept
+        .get(key)
+        .and_then(serde_json::Value::as_i64)
+        .and_then(|v| u32::try_from(v).ok())
+}
+
 impl TaskRunner {
+    /// Give each rendered template file its `perms`, `uid` and `gid`, opened beneath the
+    /// allocation dir without following a link; a missing file (no template hook ran) is
+    /// left alone. Ownership asked of an agent that is not root is told in an event.
+    pub(super) fn apply_template_modes(
+        &self,
+        templates: &[Template],
+        inv: &super::interfaces::Invocation,
+    ) {
+        if templates.is_empty() {
+            return;
+        }
+        let Ok(root) = crate::safefs::Beneath::open(&inv.dirs.alloc_root()) else {
+            return;
+        };
+        let env = inv.env.build();
+        let root_user = rustix::process::geteuid().is_root();
+        for t in templates {
+            let Some(rel) = destination(&inv.dirs, &env.interpolate(&t.dest_path)) else {
+                continue;
+            };
+            let Ok(f) = root.open_file(&rel, rustix::fs::OFlags::RDONLY, 0) else {
+                continue;
+            };
+            if !f.metadata().is_ok_and(|m| m.is_file()) {
+                continue;
+            }
+            if let Ok(mode) = u32::from_str_radix(&t.perms, 8)
+                && let Err(e) = crate::safefs::chmod(&f, mode)
+            {
+                tracing::warn!(task = %self.task.name, file = %rel.display(), error = %e, "template perms not applied");
+            }
+            let (uid, gid) = (owner_id(t, "Uid"), owner_id(t, "Gid"));
+            if uid.is_none() && gid.is_none() {
+                continue;
+            }
+            if !root_user {
+                self.event(TaskEvent::new(
+                    TaskEventType::HookMessage,
+                    format!(
+                        "Template {}: uid/gid not applied: the agent does not run as root",
+                        t.dest_path
+                    ),
+                ));
+                continue;
+            }
+            let ids = (
+                uid.map(rustix::fs::Uid::from_raw),
+                gid.map(rustix::fs::Gid::from_raw),
+            );
+            if let Err(e) = rustix::fs::fchown(&f, ids.0, ids.1) {
+                tracing::warn!(task = %self.task.name, file = %rel.display(), error = %e, "template uid/gid not applied");
+            }
+        }
+    }
+
     /// Whether the task runs with templates that are rendered again (`once` ones are not).
     pub fn has_live_templates(&self) -> bool {
         self.task.templates.iter().any(|t| !once(t))
@@ -149,6 +214,7 @@ impl TaskRunner {
             node: &self.node,
         })
         .await;
+        self.apply_template_modes(&task.templates, &inv);
         let after = read(&dests);
         let changed: Vec<(usize, &Template)> = live
             .iter()

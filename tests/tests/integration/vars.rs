@@ -437,3 +437,48 @@ async fn writes_and_deletes_are_variables_events() {
         events[0]
     );
 }
+
+#[tokio::test]
+async fn template_functions_render_and_the_host_gives_the_file_its_perms() {
+    use std::os::unix::fs::PermissionsExt;
+    let t = TestAgent::start("", vec![]).await;
+    let (status, _, v) = send(put(
+        &t.http,
+        t.url("/v1/var/nomad/jobs/fjob"),
+        json!({"hosts": "a.internal,b.internal"}),
+    ))
+    .await;
+    assert_eq!(status, 200, "{v}");
+    let tmpl = concat!(
+        "{{ with nomadVar \"nomad/jobs/fjob\" }}{{ range split \",\" .hosts }}{{ . | toUpper }};{{ end }}",
+        "{{ toJSON . }}{{ end }}|{{ \"x.y\" | replaceAll \".\" \"_\" }}|",
+        "{{ printf \"%s-%s\" (env \"NOMAD_TASK_NAME\") \"z\" }}|{{ timestamp \"2006\" | len_is_not_here }}"
+    );
+    // An unknown function fails the task, naming it.
+    t.post_job(template_job("fbad", tmpl)).await;
+    let (a, _) = stdout_of(&t, "fbad").await;
+    assert_eq!(a["ClientStatus"], "failed");
+    assert!(
+        setup_error(&a).contains("unknown function \"len_is_not_here\""),
+        "{a:#}"
+    );
+    let tmpl = tmpl.replace(" | len_is_not_here", "");
+    let mut job = template_job("fjob", &tmpl);
+    job["TaskGroups"][0]["Tasks"][0]["Templates"][0]["Perms"] = json!("0600");
+    t.post_job(job).await;
+    let (a, out) = stdout_of(&t, "fjob").await;
+    assert_eq!(a["ClientStatus"], "complete", "{a:#}");
+    let year = &out[out.len() - 4..];
+    assert!(year.starts_with("20"), "{out}");
+    assert_eq!(
+        out,
+        format!(
+            "A.INTERNAL;B.INTERNAL;{}|x_y|t-z|{year}",
+            r#"{"hosts":"a.internal,b.internal"}"#
+        )
+    );
+    let id = a["ID"].as_str().unwrap();
+    let file = t.agent.alloc_root().join(id).join("t/local/out.txt");
+    let mode = std::fs::metadata(&file).unwrap().permissions().mode() & 0o777;
+    assert_eq!(mode, 0o600, "{}", file.display());
+}
