@@ -7,12 +7,13 @@ use std::process::Command;
 
 use crate::harness::repo_root as root;
 
-/// The SDK crates (the core every SDK shares, driver, device plugin, hook), by folder.
-const SDKS: [&str; 4] = [
+/// The SDK crates (the core every SDK shares, driver, device plugin, hook, check), by folder.
+const SDKS: [&str; 5] = [
     "guest-drivers/guest-core",
     "guest-drivers/sdk",
     "guest-drivers/device-sdk",
     "hooks-wasm/sdk",
+    "checks-wasm/sdk",
 ];
 
 fn wit_files(dir: &Path) -> Vec<(String, Vec<u8>)> {
@@ -102,6 +103,7 @@ fn the_sdks_package_and_build_from_their_packages_alone() {
             "paddock-driver-sdk",
             "paddock-device-sdk",
             "paddock-hook-sdk",
+            "paddock-check-sdk",
         ] {
             cmd.args(["-p", p]);
         }
@@ -124,6 +126,7 @@ fn the_sdks_package_and_build_from_their_packages_alone() {
         "paddock-driver-sdk",
         "paddock-device-sdk",
         "paddock-hook-sdk",
+        "paddock-check-sdk",
     ] {
         assert!(
             stderr.contains(&format!("Verifying {sdk} v")),
