@@ -54,12 +54,14 @@
 //! services or variables of the task's namespace change, and applies each changed
 //! template's `change_mode`).
 //!
-//! Besides `env`, `nomadVar`, `nomadVarList`, `nomadService`, `nomadServices` and `index`,
-//! a template calls `toJSON`, `toJSONPretty`, `split`, `join`, `replaceAll`, `toUpper`,
-//! `toLower`, `trimSpace`, `trimPrefix`, `trimSuffix`, `base64Encode`, `base64Decode`,
-//! `file` (a file of the task or shared dir, 1 MiB at most), `timestamp` and `printf`
-//! (`%s %v %d %q`), with pipelines (`{{ .x | replaceAll "." "_" | toUpper }}`) and
-//! parenthesized calls; an unknown function is an error naming it.
+//! Besides `with`, `range` and `if`/`else if`/`else`, and `env`, `nomadVar`,
+//! `nomadVarList`, `nomadService`, `nomadServices` and `index`, a template calls `eq`, `ne`,
+//! `not`, `and`, `or`, `contains`, `hasPrefix`, `hasSuffix`, `toJSON`, `toJSONPretty`,
+//! `split`, `join`, `replaceAll`, `toUpper`, `toLower`, `trimSpace`, `trimPrefix`,
+//! `trimSuffix`, `base64Encode`, `base64Decode`, `file` (a file of the task or shared dir,
+//! 1 MiB at most), `timestamp` and `printf` (`%s %v %d %q`), with pipelines (`{{ .x |
+//! replaceAll "." "_" | toUpper }}`) and parenthesized calls; an unknown function is an
+//! error naming it.
 //!
 //! Nomad-native services come from the host `services` interface (contract 0.1.1, the
 //! `services` grant): `{{ range nomadService "web" }}{{ .Address }}:{{ .Port }}{{ end }}`,

@@ -71,6 +71,14 @@ pub const FUNCTIONS: &[(&str, usize)] = &[
     ("file", 1),
     ("timestamp", 0),
     ("printf", 1),
+    ("eq", 2),
+    ("ne", 2),
+    ("not", 1),
+    ("and", 1),
+    ("or", 1),
+    ("contains", 2),
+    ("hasPrefix", 2),
+    ("hasSuffix", 2),
 ];
 
 /// A parsed template.
@@ -83,6 +91,9 @@ pub enum Node {
     /// `{{ with expr }}body{{ else }}otherwise{{ end }}`: the body with the dot set to the
     /// value when it is not empty, else `otherwise`.
     With(Action, Expr, Vec<Node>, Vec<Node>),
+    /// `{{ if expr }}body{{ else if expr }}…{{ else }}otherwise{{ end }}`: the body when the
+    /// value is not empty (an `else if` is an `if` in the `else` branch).
+    If(Action, Expr, Vec<Node>, Vec<Node>),
     /// `{{ range [$k[, $v] :=] expr }}body{{ else }}otherwise{{ end }}`.
     Range(Action, Range, Vec<Node>, Vec<Node>),
 }
@@ -313,8 +324,10 @@ enum Parsed {
     Comment,
     Output(Expr),
     With(Expr),
+    If(Expr),
     Range(Range),
     Else,
+    ElseIf(Expr),
     End,
 }
 
@@ -327,6 +340,10 @@ fn parse_action(a: &Action) -> Result<Parsed, RenderError> {
         [Word::Ident(k)] if k == "else" => Ok(Parsed::Else),
         [Word::Ident(k)] if k == "end" => Ok(Parsed::End),
         [Word::Ident(k), rest @ ..] if k == "with" => Ok(Parsed::With(expr(a, rest)?)),
+        [Word::Ident(k), rest @ ..] if k == "if" => Ok(Parsed::If(expr(a, rest)?)),
+        [Word::Ident(k), Word::Ident(i), rest @ ..] if k == "else" && i == "if" => {
+            Ok(Parsed::ElseIf(expr(a, rest)?))
+        }
         [Word::Ident(k), rest @ ..] if k == "range" => {
             let bad = || {
                 a.error(format!(
@@ -430,7 +447,8 @@ fn call(a: &Action, name: &str, args: Vec<Expr>) -> Result<Expr, RenderError> {
     let want = function(name).unwrap_or(0);
     let ok = match name {
         "timestamp" => args.len() <= 1,
-        "printf" => !args.is_empty(),
+        "printf" | "and" | "or" => !args.is_empty(),
+        "eq" => args.len() >= 2,
         _ => args.len() == want,
     };
     if !ok {
@@ -582,7 +600,7 @@ fn service_query(q: &str) -> Option<(Option<String>, String)> {
 pub fn parse(text: &str, left: &str, right: &str) -> Result<Vec<Node>, RenderError> {
     let mut toks = tokens(text, left, right)?.into_iter();
     match block(&mut toks, None, 0)? {
-        (_, Close::Else(a) | Close::End(a)) => {
+        (_, Close::Else(a) | Close::End(a) | Close::ElseIf(a, _)) => {
             Err(a.error(format!("unexpected {{{{{}}}}}", a.text)))
         }
         (nodes, Close::Eof) => Ok(nodes),
@@ -592,6 +610,7 @@ pub fn parse(text: &str, left: &str, right: &str) -> Result<Vec<Node>, RenderErr
 /// What ends a block.
 enum Close {
     Else(Action),
+    ElseIf(Action, Expr),
     End(Action),
     /// The end of the text.
     Eof,
@@ -630,6 +649,11 @@ fn block(
             Parsed::Comment => {}
             Parsed::Output(e) => out.push(Node::Output(a, e)),
             Parsed::Else => return Ok((out, Close::Else(a))),
+            Parsed::ElseIf(e) => return Ok((out, Close::ElseIf(a, e))),
+            Parsed::If(e) => {
+                let (body, otherwise) = if_branches(toks, &a, depth + 1)?;
+                out.push(Node::If(a, e, body, otherwise));
+            }
             Parsed::End => return Ok((out, Close::End(a))),
             Parsed::With(e) => {
                 let (body, otherwise) = branches(toks, &a, depth + 1)?;
@@ -647,6 +671,36 @@ fn block(
     }
 }
 
+/// The body and `else` branch of an `if` opened by `opener`: an `else if` makes the `else`
+/// branch one nested `if`, which the same `end` closes.
+fn if_branches(
+    toks: &mut impl Iterator<Item = Token>,
+    opener: &Action,
+    depth: usize,
+) -> Result<(Vec<Node>, Vec<Node>), RenderError> {
+    let (body, close) = block(toks, Some(opener), depth)?;
+    match close {
+        Close::ElseIf(a, e) => {
+            if depth > MAX_NESTING {
+                return Err(a.error(format!("else-if chains nest more than {MAX_NESTING} deep")));
+            }
+            let (inner, otherwise) = if_branches(toks, &a, depth + 1)?;
+            Ok((body, vec![Node::If(a, e, inner, otherwise)]))
+        }
+        Close::Else(_) => {
+            let (otherwise, close) = block(toks, Some(opener), depth)?;
+            match close {
+                Close::Else(a) | Close::ElseIf(a, _) => Err(a.error(format!(
+                    "an {{{{else}}}} after the last {{{{else}}}} in {{{{{}}}}}",
+                    opener.text
+                ))),
+                _ => Ok((body, otherwise)),
+            }
+        }
+        _ => Ok((body, Vec::new())),
+    }
+}
+
 /// The body and `else` branch of a `with` or `range` opened by `opener`.
 fn branches(
     toks: &mut impl Iterator<Item = Token>,
@@ -654,12 +708,23 @@ fn branches(
     depth: usize,
 ) -> Result<(Vec<Node>, Vec<Node>), RenderError> {
     let (body, close) = block(toks, Some(opener), depth)?;
+    let close = match close {
+        Close::ElseIf(a, _) => {
+            return Err(a.error(format!(
+                "{{{{else if}}}} belongs to an {{{{if}}}}, not to {{{{{}}}}}",
+                opener.text
+            )));
+        }
+        c => c,
+    };
     let Close::Else(_) = close else {
         return Ok((body, Vec::new()));
     };
     let (otherwise, close) = block(toks, Some(opener), depth)?;
     match close {
-        Close::Else(a) => Err(a.error(format!("a second {{{{else}}}} in {{{{{}}}}}", opener.text))),
+        Close::Else(a) | Close::ElseIf(a, _) => {
+            Err(a.error(format!("a second {{{{else}}}} in {{{{{}}}}}", opener.text)))
+        }
         _ => Ok((body, otherwise)),
     }
 }

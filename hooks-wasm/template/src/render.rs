@@ -97,6 +97,8 @@ enum Value {
     Stubs(Vec<ServiceStub>),
     /// A list of strings (`.Tags`), printed as Go prints a slice: `[a b]`.
     Strs(Vec<String>),
+    /// What `eq`, `not`, `contains`, … answer.
+    Bool(bool),
 }
 
 impl Value {
@@ -111,6 +113,7 @@ impl Value {
             Value::Services(l) => !l.is_empty(),
             Value::Stubs(l) => !l.is_empty(),
             Value::Strs(l) => !l.is_empty(),
+            Value::Bool(b) => *b,
         }
     }
 
@@ -126,6 +129,7 @@ impl Value {
             Value::Stub(_) => "a service",
             Value::Stubs(_) => "a list of services",
             Value::Strs(_) => "a list of strings",
+            Value::Bool(_) => "a boolean",
         }
     }
 }
@@ -193,6 +197,14 @@ impl Eval<'_> {
                     let v = self.expr(a, e, dot)?;
                     if v.truthy() {
                         self.nodes(body, &v, out)?;
+                    } else {
+                        self.nodes(otherwise, dot, out)?;
+                    }
+                }
+                Node::If(a, e, body, otherwise) => {
+                    self.step(a, out)?;
+                    if self.expr(a, e, dot)?.truthy() {
+                        self.nodes(body, dot, out)?;
                     } else {
                         self.nodes(otherwise, dot, out)?;
                     }
@@ -422,6 +434,49 @@ impl Eval<'_> {
                 }
                 Value::Str(out)
             }
+            "eq" => {
+                let first = json(take());
+                Value::Bool((1..n).any(|_| json(take()) == first))
+            }
+            "ne" => Value::Bool(json(take()) != json(take())),
+            "not" => Value::Bool(!take().truthy()),
+            // Go's: the first empty argument, else the last (`and`); the first non-empty,
+            // else the last (`or`).
+            "and" | "or" => {
+                let want = name == "or";
+                let mut last = Value::Nothing;
+                for _ in 0..n {
+                    last = take();
+                    if last.truthy() == want {
+                        break;
+                    }
+                }
+                last
+            }
+            "contains" => {
+                let needle = text(take())?;
+                Value::Bool(match take() {
+                    Value::Strs(l) => l.contains(&needle),
+                    Value::Items(m) => m.contains_key(&needle),
+                    Value::Str(s) => s.contains(&needle),
+                    Value::Nothing => false,
+                    v => {
+                        return Err(a.error(format!(
+                            "contains looks in a string, a list of strings or a variable's items, found {} in {:?}",
+                            v.kind(),
+                            a.text
+                        )));
+                    }
+                })
+            }
+            "hasPrefix" => {
+                let p = text(take())?;
+                Value::Bool(text(take())?.starts_with(&p))
+            }
+            "hasSuffix" => {
+                let p = text(take())?;
+                Value::Bool(text(take())?.ends_with(&p))
+            }
             _ => return Err(a.error(format!("unknown function {name:?} in {:?}", a.text))),
         })
     }
@@ -507,6 +562,7 @@ fn json(v: Value) -> serde_json::Value {
         Value::Str(s) => s.into(),
         Value::Items(m) => json!(m),
         Value::Strs(l) => json!(l),
+        Value::Bool(b) => b.into(),
         Value::Meta(m) => json!({ "Namespace": m.namespace, "Path": m.path,
             "CreateIndex": m.create_index, "ModifyIndex": m.modify_index,
             "CreateTime": m.create_time, "ModifyTime": m.modify_time }),
@@ -624,6 +680,7 @@ fn print(a: &Action, v: Value) -> Result<String, RenderError> {
         Value::Nothing => Ok(String::new()),
         Value::Str(s) => Ok(s),
         Value::Strs(l) => Ok(format!("[{}]", l.join(" "))),
+        Value::Bool(b) => Ok(b.to_string()),
         v => Err(a.error(format!(
             "cannot print {} in {:?}: print its keys or fields (.key, .Path), or range over it",
             v.kind(),
@@ -1039,5 +1096,54 @@ mod tests {
         );
         assert!(r("{{ toUpper (env \"PORT\" }}").is_err());
         assert!(r("{{ join \",\" (nomadVar \"nomad/jobs/web\") }}").is_err());
+    }
+
+    #[test]
+    fn if_else_if_and_comparisons() {
+        let t = "{{ if eq (env \"PORT\") \"8080\" }}default{{ else if eq (env \"PORT\") \"80\" }}http{{ else }}other{{ end }}";
+        assert_eq!(r(t).unwrap(), "default");
+        assert_eq!(
+            r("{{ if ne (env \"PORT\") \"80\" }}not 80{{ end }}|{{ if not (env \"NOPE\") }}unset{{ end }}")
+                .unwrap(),
+            "not 80|unset"
+        );
+        assert_eq!(
+            r("{{ range nomadService \"db\" }}{{ if .Tags | contains \"primary\" }}{{ .Port }}{{ end }}{{ end }}")
+                .unwrap(),
+            "5432"
+        );
+        assert_eq!(
+            r("{{ with nomadVar \"nomad/jobs/web\" }}{{ if and (contains \"user\" .) (hasPrefix \"adm\" .user) }}ok{{ end }}{{ end }}")
+                .unwrap(),
+            "ok"
+        );
+        assert_eq!(
+            r("{{ or (env \"NOPE\") \"fallback\" }}").unwrap(),
+            "fallback"
+        );
+        assert_eq!(r("{{ eq \"a\" \"b\" \"a\" }}").unwrap(), "true");
+        assert_eq!(
+            r("{{ if hasSuffix \".com\" \"x.org\" }}y{{ else }}n{{ end }}").unwrap(),
+            "n"
+        );
+        // An else-if chain nests one `if` per link; one `end` closes it.
+        assert_eq!(
+            r("{{ if eq \"a\" \"b\" }}1{{ else if eq \"a\" \"c\" }}2{{ else if eq \"a\" \"a\" }}3{{ end }}")
+                .unwrap(),
+            "3"
+        );
+        assert!(
+            r("{{ with env \"PORT\" }}{{ else if eq . \"x\" }}{{ end }}")
+                .unwrap_err()
+                .message
+                .contains("belongs to an {{if}}")
+        );
+        assert!(r("{{ if eq \"a\" \"a\" }}x{{ else }}y{{ else }}z{{ end }}").is_err());
+        assert!(
+            r("{{ if eq \"a\" }}x{{ end }}")
+                .unwrap_err()
+                .message
+                .contains("eq takes 2")
+        );
     }
 }
