@@ -26,16 +26,16 @@ pub enum Expr {
     NomadVar(String),
     /// `nomadVarList ["prefix"]`: metadata of the variables the task may read.
     NomadVarList(String),
-    /// `nomadService "[tag.]name"` or `nomadService COUNT "key" "[tag.]name"`: the
+    /// `nomadService "[tag.]name"` or `nomadService COUNT KEY "[tag.]name"`: the
     /// registrations of a service in the task's namespace (those carrying `tag` only;
-    /// `COUNT` of them picked for `key`).
+    /// `COUNT` of them picked for `KEY`, a string or any value: `(env "NOMAD_ALLOC_ID")`).
     NomadService {
         /// The service's name.
         name: String,
         /// Only registrations with this tag.
         tag: Option<String>,
         /// How many to pick, for which key.
-        choose: Option<(u32, String)>,
+        choose: Option<(u32, Box<Expr>)>,
     },
     /// `nomadServices`: every service in the task's namespace, with its tags.
     NomadServices,
@@ -544,9 +544,13 @@ fn command(a: &Action, w: &[Word]) -> Result<Expr, RenderError> {
             };
             let (query, choose) = match args {
                 [Word::Str(q)] => (q, None),
-                [Word::Ident(n), Word::Str(k), Word::Str(q)] => {
+                [Word::Ident(n), key @ .., Word::Str(q)] if !key.is_empty() => {
                     let count = n.parse::<u32>().ok().filter(|c| *c > 0).ok_or_else(bad)?;
-                    (q, Some((count, k.clone())))
+                    let mut key = operands(a, key)?;
+                    if key.len() != 1 {
+                        return Err(bad());
+                    }
+                    (q, Some((count, Box::new(key.remove(0)))))
                 }
                 _ => return Err(bad()),
             };

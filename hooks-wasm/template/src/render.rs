@@ -276,6 +276,25 @@ impl Eval<'_> {
                 Err(e) => return Err(a.error(format!("nomadVarList {prefix:?}: {e}"))),
             },
             Expr::NomadService { name, tag, choose } => {
+                let choose = match choose {
+                    None => None,
+                    Some((n, key)) => match self.expr(a, key, dot)? {
+                        Value::Str(k) if !k.is_empty() => Some((*n, k)),
+                        Value::Str(_) | Value::Nothing => {
+                            return Err(a.error(format!(
+                                "nomadService {name:?}: the key to choose by is empty in {:?}",
+                                a.text
+                            )));
+                        }
+                        v => {
+                            return Err(a.error(format!(
+                                "nomadService {name:?}: the key to choose by is {}, not a string, in {:?}",
+                                v.kind(),
+                                a.text
+                            )));
+                        }
+                    },
+                };
                 match self.source.service(name, tag.as_deref(), choose.as_ref()) {
                     Ok(l) => Value::Services(l),
                     Err(e) => return Err(a.error(format!("nomadService {name:?}: {e}"))),
@@ -1007,6 +1026,17 @@ mod tests {
             r("{{ range $i, $s := nomadService 1 \"k\" \"db\" }}{{ $i }}={{ $s.Port }}{{ end }}")
                 .unwrap(),
             "0=5432"
+        );
+        assert_eq!(
+            r("{{ range nomadService 1 (env \"NOMAD_TASK_NAME\") \"db\" }}{{ .Port }}{{ end }}")
+                .unwrap(),
+            "5432"
+        );
+        assert!(
+            r("{{ range nomadService 1 (env \"NOPE\") \"db\" }}{{ end }}")
+                .unwrap_err()
+                .message
+                .contains("the key to choose by is empty")
         );
         assert_eq!(
             r("{{ range nomadService \"nope\" }}x{{ else }}none{{ end }}").unwrap(),

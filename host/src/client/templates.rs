@@ -89,9 +89,10 @@ impl Client {
         });
     }
 
-    /// Render again the templates `changed` touches, of every running task.
+    /// Render again the templates `changed` touches, of every running task (each task on
+    /// its own, one render at a time).
     async fn rerender(&self, changed: &Changed) {
-        let mut work = Vec::new();
+        let mut asked = 0usize;
         for runner in self.runners() {
             let namespace = runner
                 .shared()
@@ -104,14 +105,13 @@ impl Client {
                         .iter()
                         .any(|tm| changed.touches(&namespace, tm))
                 {
-                    let t = t.clone();
-                    work.push(async move { t.rerender_templates().await });
+                    t.rerender_soon();
+                    asked += 1;
                 }
             }
         }
-        if !work.is_empty() {
-            tracing::debug!(tasks = work.len(), "rendering templates again");
-            futures::future::join_all(work).await;
+        if asked > 0 {
+            tracing::debug!(tasks = asked, "rendering templates again");
         }
     }
 }

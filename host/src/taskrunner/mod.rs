@@ -81,6 +81,10 @@ pub struct TaskRunner {
     /// A restart was asked for (`Restart Signaled`): the running invocation is stopped and
     /// the task starts again at once, not counted against its restart policy.
     restart_requested: AtomicBool,
+    /// A render of the templates is running ([`templates`]), and another was asked for
+    /// meanwhile.
+    render_busy: AtomicBool,
+    render_again: AtomicBool,
     /// The requested restart counts as a failure (a check's `check_restart`).
     restart_as_failure: AtomicBool,
     restart_signal: tokio::sync::Notify,
@@ -156,6 +160,8 @@ impl TaskRunner {
             kill,
             last: std::sync::Mutex::new(None),
             restart_requested: AtomicBool::new(false),
+            render_busy: AtomicBool::new(false),
+            render_again: AtomicBool::new(false),
             restart_as_failure: AtomicBool::new(false),
             restart_signal: tokio::sync::Notify::new(),
             local: Arc::new(std::sync::Mutex::new(local)),

@@ -158,6 +158,31 @@ impl TaskRunner {
         }
     }
 
+    /// Render the templates again soon, on a task of its own: one render at a time per task
+    /// (a render waiting out its `splay` holds up no other task's), and a render asked for
+    /// while one runs is made once after it.
+    pub fn rerender_soon(self: &std::sync::Arc<Self>) {
+        use std::sync::atomic::Ordering::SeqCst;
+        self.render_again.store(true, SeqCst);
+        if self.render_busy.swap(true, SeqCst) {
+            return;
+        }
+        let me = self.clone();
+        tokio::spawn(async move {
+            loop {
+                while me.render_again.swap(false, SeqCst) {
+                    me.rerender_templates().await;
+                }
+                me.render_busy.store(false, SeqCst);
+                // A request between the last swap and the store above would wait for the
+                // next change: take it now, unless another render took over.
+                if !me.render_again.load(SeqCst) || me.render_busy.swap(true, SeqCst) {
+                    break;
+                }
+            }
+        });
+    }
+
     /// Whether the task runs with templates that are rendered again (`once` ones are not).
     pub fn has_live_templates(&self) -> bool {
         self.task.templates.iter().any(|t| !once(t))
