@@ -235,13 +235,9 @@ fn services(kept: &Kept, path: &str, out: &mut Vec<Unacted>) {
 }
 
 /// Fields of a task's templates, kept there as given, by key.
-// `Splay`, `Once`, `Uid` and `Gid` are acted on (`host/src/taskrunner/templates.rs`); a restart renders
+// `Splay`, `Once`, `Wait`, `Uid` and `Gid` are acted on (`host/src/taskrunner/templates.rs`); a restart renders
 // templates again whatever `RenderTemplates` says.
 const TEMPLATE: &[(&str, &str)] = &[
-    (
-        "Wait",
-        "not supported by this agent yet: a template renders again 100 ms after the first change of a burst",
-    ),
     ("VaultGrace", "no Vault here; ignored"),
     (
         "ChangeScript",

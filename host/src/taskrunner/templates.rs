@@ -5,7 +5,8 @@
 //! `signal` sends each distinct `change_signal`, `noop` does nothing, `script` is told in a
 //! task event (running a script in the task needs `alloc exec`). A random wait below the
 //! longest `splay` of the changed templates (Nomad's default 5 s) comes first, as Nomad's.
-//! Templates with `once = true` are rendered at start only.
+//! Templates with `once = true` are rendered at start only; a template's `wait { min }` lets
+//! changes settle that long before it renders again.
 //!
 //! The host reads each destination before and after the render beneath the allocation dir,
 //! never through a link (the task and the hook can write there), and gives each rendered
@@ -43,6 +44,17 @@ fn splay(t: &Template) -> Duration {
         Some(ns) => Duration::from_nanos(ns),
         None => DEFAULT_SPLAY,
     }
+}
+
+/// A template's `wait { min }`: how long changes settle before it renders again (the
+/// changes that come meanwhile are rendered together, so `max`, at least `min`, holds too).
+fn settle(t: &Template) -> Duration {
+    t.kept
+        .get("Wait")
+        .and_then(|w| w.get("Min"))
+        .and_then(serde_json::Value::as_u64)
+        .map(Duration::from_nanos)
+        .unwrap_or_default()
 }
 
 /// Whether a template is rendered at start only.
@@ -168,9 +180,25 @@ impl TaskRunner {
             return;
         }
         let me = self.clone();
+        let wait = self
+            .task
+            .templates
+            .iter()
+            .filter(|t| !once(t))
+            .map(settle)
+            .max()
+            .unwrap_or_default();
         tokio::spawn(async move {
             loop {
-                while me.render_again.swap(false, SeqCst) {
+                while me.render_again.load(SeqCst) {
+                    // `wait { min }`: what changes meanwhile is rendered with it.
+                    if !wait.is_zero() {
+                        tokio::select! {
+                            _ = tokio::time::sleep(wait) => {}
+                            _ = me.kill.cancelled() => {}
+                        }
+                    }
+                    me.render_again.store(false, SeqCst);
                     me.rerender_templates().await;
                 }
                 me.render_busy.store(false, SeqCst);
@@ -338,6 +366,12 @@ mod tests {
         .unwrap();
         assert_eq!(splay(&t), DEFAULT_SPLAY);
         assert!(!once(&t));
+        assert_eq!(settle(&t), Duration::ZERO);
+        t.kept.insert(
+            "Wait".into(),
+            serde_json::json!({ "Min": 2_000_000_000u64, "Max": 60_000_000_000u64 }),
+        );
+        assert_eq!(settle(&t), Duration::from_secs(2));
         t.kept.insert("Splay".into(), 0.into());
         t.kept.insert("Once".into(), true.into());
         assert_eq!(splay(&t), Duration::ZERO);

@@ -144,7 +144,6 @@ fn each_block_not_acted_on_is_named_with_its_path() {
             "Job.TaskGroups[0].Tasks[0].Actions",
             "Job.TaskGroups[0].Tasks[0].Artifacts",
             "Job.TaskGroups[0].Tasks[0].VolumeMounts",
-            "Job.TaskGroups[0].Tasks[0].Templates[0].Wait",
         ],
         "`AllAtOnce = false` asks for nothing, so it is not named; a service job's \
          `Update` is acted on (its groups' deployments)"
