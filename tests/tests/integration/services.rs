@@ -970,3 +970,73 @@ async fn https_checks_verify_the_certificate_unless_told_to_skip() {
         "{verified:#}"
     );
 }
+
+/// A check component is hot-swapped like any other: a job naming it is refused until its
+/// file lands in the watched folder, its checks run once it is loaded, and they fail naming
+/// it once it is removed — the agent never restarts.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_check_component_comes_and_goes_with_its_file() {
+    let dir = tempfile::tempdir().unwrap();
+    let config = r#"
+plugin "hostile-check" {
+  file = "fixture_hostile_check.wasm"
+  grant {
+    network {
+      hosts = ["127.0.0.1:*"]
+    }
+  }
+}
+"#;
+    let t = TestAgent::start(config, vec![dir.path().to_path_buf()]).await;
+    t.agent.watch_components().unwrap();
+    let second = 1_000_000_000u64;
+    let job = json!({ "ID": "swapped", "Type": "service", "TaskGroups": [{ "Name": "g",
+        "Networks": [{ "DynamicPorts": [{ "Label": "db" }] }],
+        "Services": [{ "Name": "swapped", "PortLabel": "db", "Provider": "nomad", "Checks": [
+            { "Name": "ping", "Type": "hostile-check", "Body": "target",
+              "Interval": second, "Timeout": second }] }],
+        "Tasks": [{ "Name": "t", "Driver": "raw_exec",
+            "Config": { "command": "python3", "args": ["-c", FAKE_REDIS] },
+            "Resources": { "CPU": 20, "MemoryMB": 32 } }] }] });
+    let (status, v) = t.post("/v1/jobs", json!({ "Job": job.clone() })).await;
+    assert_eq!(status, 400, "{v}");
+    assert!(v.to_string().contains("(loaded: redis-ping)"), "{v}");
+    // The file lands (a rename into place, as an operator's deploy does).
+    let fixture = guest_artifacts::FIXTURE_HOSTILE_CHECK;
+    let staged = dir.path().join(".staged");
+    std::fs::write(&staged, fixture.bytes).unwrap();
+    std::fs::rename(&staged, dir.path().join(fixture.file_name)).unwrap();
+    let deadline = Instant::now() + Duration::from_secs(30);
+    loop {
+        let (status, v) = t.post("/v1/jobs", json!({ "Job": job.clone() })).await;
+        if status == 200 {
+            break;
+        }
+        assert!(Instant::now() < deadline, "never loaded: {v}");
+        tokio::time::sleep(Duration::from_millis(200)).await;
+    }
+    let allocs = t
+        .wait_allocs("swapped", Duration::from_secs(30), |a| {
+            a.iter().any(|a| a["ClientStatus"] == "running")
+        })
+        .await;
+    let id = allocs[0]["ID"].as_str().unwrap().to_string();
+    let up = only_check(&t, &id, |r| r["Status"] == "success").await;
+    assert!(
+        up["Output"]
+            .as_str()
+            .unwrap()
+            .starts_with("connected to 127.0.0.1:"),
+        "{up:#}"
+    );
+    // The file goes: the component is unloaded, and its checks say so.
+    std::fs::remove_file(dir.path().join(fixture.file_name)).unwrap();
+    let gone = only_check(&t, &id, |r| r["Status"] == "failure").await;
+    assert!(
+        gone["Output"]
+            .as_str()
+            .unwrap()
+            .contains("check component \"hostile-check\" is not loaded"),
+        "{gone:#}"
+    );
+}
