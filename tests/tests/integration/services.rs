@@ -659,6 +659,25 @@ async fn templates_render_again_when_services_and_variables_change_and_act_on_ch
     assert_eq!(alloc["ClientStatus"], "running");
 }
 
+/// The id of the job's first allocation once one runs.
+async fn running_alloc(t: &TestAgent, job: &str) -> String {
+    let allocs = t
+        .wait_allocs(job, Duration::from_secs(30), |a| {
+            a.iter().any(|a| a["ClientStatus"] == "running")
+        })
+        .await;
+    allocs[0]["ID"].as_str().unwrap().to_string()
+}
+
+/// The result of the check named `name` in an allocation's check results.
+fn check_named(results: &Value, name: &str) -> Value {
+    results
+        .as_object()
+        .and_then(|m| m.values().find(|r| r["Check"] == name))
+        .cloned()
+        .unwrap_or_else(|| panic!("no check {name:?}: {results:#}"))
+}
+
 /// A Redis stand-in on the group port `db`: `+PONG` to every RESP command.
 const FAKE_REDIS: &str = r#"
 import os, socketserver
@@ -731,12 +750,7 @@ async fn a_check_component_probes_only_what_its_network_grant_allows() {
     // No network grant: every probe is the host's denial, naming the grant.
     grant_redis_ping(&t, None).await;
     t.register(job("redis-ping")).await;
-    let allocs = t
-        .wait_allocs("cache", Duration::from_secs(30), |a| {
-            a.iter().any(|a| a["ClientStatus"] == "running")
-        })
-        .await;
-    let id = allocs[0]["ID"].as_str().unwrap().to_string();
+    let id = running_alloc(&t, "cache").await;
     let denied = only_check(&t, &id, |r| r["Status"] == "failure").await;
     let out = denied["Output"].as_str().unwrap();
     assert!(
@@ -827,12 +841,7 @@ plugin "hostile-check" {
             "Config": { "command": "python3", "args": ["-c", SIZES] },
             "Resources": { "CPU": 20, "MemoryMB": 32 } }] }] });
     t.register(job).await;
-    let allocs = t
-        .wait_allocs("sizes", Duration::from_secs(30), |a| {
-            a.iter().any(|a| a["ClientStatus"] == "running")
-        })
-        .await;
-    let id = allocs[0]["ID"].as_str().unwrap().to_string();
+    let id = running_alloc(&t, "sizes").await;
     let results = until(&t, &format!("/v1/client/allocation/{id}/checks"), |v| {
         v.as_object().is_some_and(|m| {
             m.len() == 4
@@ -843,15 +852,7 @@ plugin "hostile-check" {
         })
     })
     .await;
-    let by_name = |n: &str| {
-        results
-            .as_object()
-            .unwrap()
-            .values()
-            .find(|r| r["Check"] == n)
-            .cloned()
-            .unwrap_or_else(|| panic!("{results:#}"))
-    };
+    let by_name = |n: &str| check_named(&results, n);
     assert_eq!(by_name("small")["Output"], "status 200, read 10 bytes");
     let big = by_name("big");
     assert_eq!(big["Status"], "failure", "{big:#}");
@@ -933,12 +934,7 @@ async fn https_checks_verify_the_certificate_unless_told_to_skip() {
         !v.to_string().contains("Protocol"),
         "an https check is acted on, not warned about: {v}"
     );
-    let allocs = t
-        .wait_allocs("tls", Duration::from_secs(30), |a| {
-            a.iter().any(|a| a["ClientStatus"] == "running")
-        })
-        .await;
-    let id = allocs[0]["ID"].as_str().unwrap().to_string();
+    let id = running_alloc(&t, "tls").await;
     let results = until(&t, &format!("/v1/client/allocation/{id}/checks"), |v| {
         v.as_object().is_some_and(|m| {
             m.len() == 2
@@ -948,15 +944,7 @@ async fn https_checks_verify_the_certificate_unless_told_to_skip() {
         })
     })
     .await;
-    let by_name = |n: &str| {
-        results
-            .as_object()
-            .unwrap()
-            .values()
-            .find(|r| r["Check"] == n)
-            .cloned()
-            .unwrap()
-    };
+    let by_name = |n: &str| check_named(&results, n);
     let skipped = by_name("skipped");
     assert_eq!(
         (skipped["Status"].as_str(), skipped["StatusCode"].as_u64()),
@@ -1015,12 +1003,7 @@ plugin "hostile-check" {
         assert!(Instant::now() < deadline, "never loaded: {v}");
         tokio::time::sleep(Duration::from_millis(200)).await;
     }
-    let allocs = t
-        .wait_allocs("swapped", Duration::from_secs(30), |a| {
-            a.iter().any(|a| a["ClientStatus"] == "running")
-        })
-        .await;
-    let id = allocs[0]["ID"].as_str().unwrap().to_string();
+    let id = running_alloc(&t, "swapped").await;
     let up = only_check(&t, &id, |r| r["Status"] == "success").await;
     assert!(
         up["Output"]
