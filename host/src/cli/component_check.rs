@@ -682,7 +682,15 @@ async fn check_check(
                     checks.probe(&c.name, &target("127.0.0.1", port), &config, timeout),
                 )
                 .await;
-            let connected = taken.load(std::sync::atomic::Ordering::SeqCst) > 0;
+            // The listener counts a connection on its own task: give it a moment to.
+            let mut connected = false;
+            for _ in 0..100 {
+                connected = taken.load(std::sync::atomic::Ordering::SeqCst) > 0;
+                if connected || answer.is_err() {
+                    break;
+                }
+                tokio::time::sleep(Duration::from_millis(10)).await;
+            }
             match answer {
                 Err(e @ CheckCallError::Denied { .. }) => r.warn(
                     "probe (listening)",
