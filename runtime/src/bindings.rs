@@ -6,17 +6,17 @@
 //! [`crate::types`], so only the host interfaces and the embedder's plugin clients (one
 //! per world) ever see a versioned type.
 
-/// Bindings of the `paddock:plugin@0.1` track, read from its newest minor (`0.1.1`): guests
+/// Bindings of the `paddock:plugin@0.1` track, read from its newest minor (`0.1.2`): guests
 /// built against any older minor of the track link against them through wasmtime's
-/// semver-aware name matching (`paddock:plugin/log@0.1.0` resolves to `@0.1.1`).
+/// semver-aware name matching (`paddock:plugin/log@0.1.0` resolves to `@0.1.2`).
 pub mod v0_1 {
     /// Contract version these bindings serve (the newest minor of the track).
-    pub const VERSION: &str = "0.1.1";
+    pub const VERSION: &str = "0.1.2";
 
     /// The `driver` world; it also generates every shared host interface.
     pub mod driver {
         wasmtime::component::bindgen!({
-            path: "../wit/0.1.1",
+            path: "../wit/0.1.2",
             world: "driver",
             imports: { default: async },
             exports: { default: async },
@@ -27,7 +27,7 @@ pub mod v0_1 {
     /// The `hook` world, reusing the driver world's shared interfaces.
     pub mod hook {
         wasmtime::component::bindgen!({
-            path: "../wit/0.1.1",
+            path: "../wit/0.1.2",
             world: "hook",
             imports: { default: async },
             exports: { default: async },
@@ -47,7 +47,7 @@ pub mod v0_1 {
     /// The `device-plugin` world, reusing the driver world's shared interfaces.
     pub mod device {
         wasmtime::component::bindgen!({
-            path: "../wit/0.1.1",
+            path: "../wit/0.1.2",
             world: "device-plugin",
             imports: { default: async },
             exports: { default: async },
@@ -62,10 +62,10 @@ pub mod v0_1 {
         });
     }
 
-    /// The `check` world (0.1.1), reusing the driver world's shared interfaces.
+    /// The `check` world (since 0.1.1), reusing the driver world's shared interfaces.
     pub mod check {
         wasmtime::component::bindgen!({
-            path: "../wit/0.1.1",
+            path: "../wit/0.1.2",
             world: "check",
             imports: { default: async },
             exports: { default: async },
@@ -83,9 +83,9 @@ pub mod v0_1 {
     pub use driver::paddock::plugin::{
         config, devices, env, events, info, log, process, task_logs, timer, types,
     };
-    /// Only hooks import `variables` and `services`, so the hook world's bindings generate
-    /// them.
-    pub use hook::paddock::plugin::{services, variables};
+    /// Only hooks import `variables`, `services` and `artifacts`, so the hook world's
+    /// bindings generate them.
+    pub use hook::paddock::plugin::{artifacts, services, variables};
 
     mod convert {
         //! `paddock:plugin@0.1` types ⇄ host types: records with the same fields.

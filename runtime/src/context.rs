@@ -96,6 +96,8 @@ pub struct TaskContext {
     /// Where the task's processes may run and write (`process`); `None`: a spawn in this
     /// call runs nowhere of a task's and writes no output.
     pub paths: Option<TaskPaths>,
+    /// The task's `artifact` blocks, interpolated (`artifacts`).
+    pub artifacts: Vec<crate::types::Artifact>,
 }
 
 /// Whether a call needs its own WASI context with the task's dirs preopened. Such a store

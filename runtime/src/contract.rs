@@ -60,6 +60,24 @@ pub const RELEASED: &[Release] = &[
             ),
         ],
     },
+    // 0.1.2: the `artifacts` host interface, imported by the `hook` world.
+    Release {
+        version: "0.1.2",
+        files: &[
+            (
+                "host.wit",
+                "cd37dc55a47262e3936713984f530f3715d93c3511e2ea0f7c200704009d9517",
+            ),
+            (
+                "plugins.wit",
+                "caa3987dfb22257343b734ea082d44c8a61962b714b9ababc12e0c7ade661917",
+            ),
+            (
+                "types.wit",
+                "4b074f76eca07b6b612e26829f2eeaffb905ad817d52ab21d47ea0f479b8bf0e",
+            ),
+        ],
+    },
 ];
 
 /// The versions this agent's bindings serve, newest of each track: a guest built against
@@ -223,10 +241,11 @@ mod tests {
     fn a_version_is_served_up_to_the_newest_of_its_track() {
         assert_eq!(served("0.1.0"), Ok(()));
         assert_eq!(served("0.1.1"), Ok(()));
+        assert_eq!(served("0.1.2"), Ok(()));
         assert_eq!(
-            served("0.1.2"),
+            served("0.1.3"),
             Err(Unserved::Newer {
-                served: "0.1.1".into()
+                served: "0.1.2".into()
             })
         );
         assert_eq!(served("0.2.0"), Err(Unserved::OtherTrack));

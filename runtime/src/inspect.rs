@@ -65,7 +65,8 @@ pub struct Inspection {
 }
 
 /// The grants a component importing `imports` can use: `env`, `devices`, `events`,
-/// `process`, `variables`; `task_dir` for WASI filesystem access. Without them those calls are denied.
+/// `process`, `variables`, `services`; `task_dir` for WASI filesystem access and `artifacts`;
+/// `network` for WASI sockets and HTTP. Without them those calls are denied.
 pub fn grants_used(imports: &[String]) -> Vec<&'static str> {
     let mut out = Vec::new();
     for (needle, grant) in [
@@ -74,7 +75,11 @@ pub fn grants_used(imports: &[String]) -> Vec<&'static str> {
         ("paddock:plugin/events@", "events"),
         ("paddock:plugin/process@", "process"),
         ("paddock:plugin/variables@", "variables"),
+        ("paddock:plugin/services@", "services"),
+        ("paddock:plugin/artifacts@", "task_dir"),
         ("wasi:filesystem/", "task_dir"),
+        ("wasi:sockets/", "network"),
+        ("wasi:http/", "network"),
     ] {
         if imports.iter().any(|i| i.starts_with(needle)) && !out.contains(&grant) {
             out.push(grant);
@@ -275,14 +280,14 @@ mod tests {
             InspectError::NewerThanServed {
                 needed: "0.1.4".into(),
                 item: "paddock:plugin/task-hook@0.1.4".into(),
-                served: "0.1.1".into(),
+                served: "0.1.2".into(),
             }
         );
         assert_eq!(
             err.to_string(),
             "needs paddock:plugin@0.1.4 (it uses paddock:plugin/task-hook@0.1.4), but this \
-             agent serves paddock:plugin up to 0.1.1: upgrade the agent, or build the \
-             component against 0.1.1"
+             agent serves paddock:plugin up to 0.1.2: upgrade the agent, or build the \
+             component against 0.1.2"
         );
         // A world of a served version importing one interface of a newer minor: the newest
         // of what it uses is named.
@@ -300,7 +305,7 @@ mod tests {
             InspectError::NewerThanServed {
                 needed: "0.1.7".into(),
                 item: "paddock:plugin/events@0.1.7".into(),
-                served: "0.1.1".into(),
+                served: "0.1.2".into(),
             }
         );
     }

@@ -44,6 +44,7 @@ pub mod loader;
 pub mod metrics;
 pub mod network;
 pub mod registry;
+pub mod safefs;
 pub mod store;
 pub mod types;
 

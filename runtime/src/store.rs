@@ -351,7 +351,7 @@ impl HasData for HasNoFunctions {
 
 /// Add WASI p2 and every Paddock host interface to `linker`. One linker serves all worlds:
 /// `device-plugin` imports a subset of what `driver` imports, `hook` a subset plus
-/// `variables` and `services`.
+/// `variables`, `services` and `artifacts`.
 pub fn add_to_linker(linker: &mut Linker<HostState>) -> wasmtime::Result<()> {
     wasmtime_wasi::p2::add_to_linker_async(linker)?;
     // `wasi:http`'s outgoing handler and types, every request under the `network` grant.
@@ -401,6 +401,9 @@ pub fn add_to_linker(linker: &mut Linker<HostState>) -> wasmtime::Result<()> {
             s.task.as_deref(),
             s.services.services.as_deref(),
         )
+    })?;
+    host_api::artifacts::add_to_linker(linker, |s| {
+        host_api::artifacts::Artifacts::new(&s.component, s.task.as_deref())
     })?;
     Ok(())
 }

@@ -391,6 +391,22 @@ pub struct ServiceRegistration {
     pub port: u16,
 }
 
+/// A task's `artifact` block as the `artifacts` interface hands it to a hook: its strings
+/// already interpolated in the task's environment.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct Artifact {
+    /// Where to fetch from.
+    pub source: String,
+    /// Where it goes, relative to the task dir.
+    pub destination: String,
+    /// `any`, `file` or `dir`.
+    pub mode: String,
+    /// Getter options, sorted by key.
+    pub options: Vec<(String, String)>,
+    /// Request headers, sorted by name.
+    pub headers: Vec<(String, String)>,
+}
+
 /// A service name with the union of its registrations' tags (`services.list`).
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct ServiceStub {

@@ -1,5 +1,5 @@
 //! SDK for Paddock service checks written as WebAssembly components: world `check` of the
-//! `paddock:plugin@0.1.1` contract (its WIT travels in this crate's `wit/`, a copy of the
+//! `paddock:plugin@0.1.2` contract (its WIT travels in this crate's `wit/`, a copy of the
 //! repo's `wit/`), which exports the `service-check` interface.
 //!
 //! A job's `check { type = "<name>" }` runs the check component of that name on the check's

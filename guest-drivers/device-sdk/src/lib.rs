@@ -1,5 +1,5 @@
 //! SDK for Paddock device plugins written as WebAssembly components (world `device-plugin`
-//! of the `paddock:plugin@0.1.1` contract (its WIT travels in this crate's `wit/`, a copy
+//! of the `paddock:plugin@0.1.2` contract (its WIT travels in this crate's `wit/`, a copy
 //! of the repo's `wit/`)).
 //!
 //! A device plugin is stateless: a call may run in a fresh instance or in one that served

@@ -22,6 +22,7 @@
 use std::cell::RefCell;
 use std::collections::BTreeMap;
 
+use crate::__bindings::paddock::plugin::artifacts::Artifact;
 use crate::__bindings::paddock::plugin::devices::Reservation;
 use crate::__bindings::paddock::plugin::process::{Command, Isolation, ProcessStatus};
 use crate::__bindings::paddock::plugin::services::{Choice, ServiceRegistration, ServiceStub};
@@ -59,6 +60,10 @@ pub struct FakeHost {
     pub variables: BTreeMap<String, StringMap>,
     /// Service registrations (`services.get`, `services.list`), in create order.
     pub services: Vec<ServiceRegistration>,
+    /// The task's artifacts (`artifacts.list`).
+    pub artifacts: Vec<Artifact>,
+    /// Modes set (`artifacts.set-mode`): path as the guest gave it, mode.
+    pub modes: Vec<(String, u32)>,
     /// What `process.isolation-support` answers.
     pub isolation: Result<(), HostError>,
     /// Processes by host id.
@@ -80,6 +85,8 @@ impl Default for FakeHost {
             reservations: Vec::new(),
             variables: BTreeMap::new(),
             services: Vec::new(),
+            artifacts: Vec::new(),
+            modes: Vec::new(),
             isolation: Err(HostError::Failed("no isolation in the fake host".into())),
             processes: BTreeMap::new(),
             logs: Vec::new(),
@@ -285,6 +292,28 @@ pub(crate) mod services {
                 })
                 .collect()
         }))
+    }
+}
+
+// The same signatures as the bindings' (documented in the WIT). `set-mode` records what
+// it was asked (the fake host touches no file), refusing what the host refuses by its text.
+#[allow(missing_docs)]
+pub(crate) mod artifacts {
+    use super::Artifact;
+    use crate::HostError;
+
+    pub fn list() -> Result<Vec<Artifact>, HostError> {
+        Ok(super::with(|h| h.artifacts.clone()))
+    }
+    pub fn set_mode(path: &str, mode: u32) -> Result<(), HostError> {
+        if mode > 0o777
+            || !(path.starts_with("/task/") || path.starts_with("/alloc/"))
+            || path.split('/').any(|p| p == "..")
+        {
+            return Err(HostError::Denied(format!("set-mode {path:?} {mode:o}")));
+        }
+        super::with(|h| h.modes.push((path.to_string(), mode)));
+        Ok(())
     }
 }
 

@@ -112,6 +112,13 @@ pub mod services {
     };
 }
 
+/// The `artifact` blocks of the task the current call is about, and file modes for what a
+/// hook wrote in its task dir, with the `task_dir` grant (contract 0.1.2).
+pub mod artifacts {
+    pub use super::imp::artifacts::{list, set_mode};
+    pub use crate::__bindings::paddock::plugin::artifacts::Artifact;
+}
+
 /// Task events, which reach the task's runner as events of type "Driver".
 pub mod events {
     pub use super::imp::events::emit;

@@ -1,5 +1,5 @@
 //! SDK for Paddock task drivers written as WebAssembly components: world `driver` of the
-//! `paddock:plugin@0.1.1` contract (its WIT travels in this crate's `wit/`, a copy of the
+//! `paddock:plugin@0.1.2` contract (its WIT travels in this crate's `wit/`, a copy of the
 //! repo's `wit/`), which exports the `task-driver` interface.
 //!
 //! A driver is stateless: a call may run in a fresh instance or in one that served earlier

@@ -1,5 +1,5 @@
 //! SDK for Paddock task-runner hooks written as WebAssembly components: world `hook` of the
-//! `paddock:plugin@0.1.1` contract (its WIT travels in this crate's `wit/`, a copy of the
+//! `paddock:plugin@0.1.2` contract (its WIT travels in this crate's `wit/`, a copy of the
 //! repo's `wit/`), which exports the `task-hook` interface.
 //!
 //! A hook is stateless: a call may run in a fresh instance or in one that served earlier
@@ -28,6 +28,7 @@ extern crate self as paddock_hook_sdk;
 
 pub mod config;
 pub mod host;
+pub mod paths;
 
 #[doc(hidden)]
 pub use paddock_guest_core::__wit_bindgen::rt as __rt;
@@ -43,7 +44,7 @@ pub use paddock_guest_core::fake;
 #[allow(missing_docs)]
 pub mod __bindings {
     paddock_guest_core::generate_world! {
-        imports: [log, config, env, devices, timer, variables, services],
+        imports: [log, config, env, devices, timer, variables, services, artifacts],
         options: {
             path: "wit",
             world: "hook",

@@ -8,6 +8,7 @@
 //! Every interface but `log`, `config`, `timer` and `task-logs` checks the calling
 //! component's grant and answers `denied` without it.
 
+pub mod artifacts;
 pub mod config;
 pub mod devices;
 pub mod env;

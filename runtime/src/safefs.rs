@@ -263,7 +263,11 @@ mod tests {
                 0o644,
             )
             .unwrap_err();
-        assert_eq!(e.raw_os_error(), Some(libc::ELOOP), "{e}");
+        assert_eq!(
+            e.raw_os_error(),
+            Some(rustix::io::Errno::LOOP.raw_os_error()),
+            "{e}"
+        );
         assert_eq!(
             std::fs::read_to_string(outside.join("secret")).unwrap(),
             "s"
