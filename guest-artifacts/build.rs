@@ -31,6 +31,7 @@ const ARTIFACTS: &[&str] = &[
     "env_inject_hook",
     "policy_hook",
     "template_hook",
+    "artifact_hook",
     "fixture_env_hook",
     "fixture_versioned_hook",
     "fixture_hostile_hook",

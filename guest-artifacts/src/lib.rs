@@ -57,6 +57,10 @@ artifact!(
     /// The `template` hook: renders a task's `template` blocks into its task dir.
     TEMPLATE_HOOK, "PADDOCK_GUEST_TEMPLATE_HOOK", "template_hook.wasm");
 artifact!(
+    /// The `artifact` hook: fetches a task's `artifact` blocks over http(s) into its task
+    /// dir, under the `network` and `task_dir` grants.
+    ARTIFACT_HOOK, "PADDOCK_GUEST_ARTIFACT_HOOK", "artifact_hook.wasm");
+artifact!(
     /// Test fixture: a driver built against an unsupported contract version (9.0.0).
     FIXTURE_FUTURE_VERSION, "PADDOCK_GUEST_FIXTURE_FUTURE_VERSION", "fixture_future_version.wasm");
 artifact!(
@@ -104,6 +108,7 @@ pub const BUILT_IN: &[Artifact] = &[
     ENV_INJECT_HOOK,
     POLICY_HOOK,
     TEMPLATE_HOOK,
+    ARTIFACT_HOOK,
     REDIS_PING_CHECK,
 ];
 

@@ -319,6 +319,8 @@ impl DriverApi for DriverService {
                 stdout: t.stdout_path.clone(),
                 stderr: t.stderr_path.clone(),
             }),
+            // Nomad's own artifact hook fetches a task's artifacts before the driver runs.
+            artifacts: Vec::new(),
         });
         self.route_task(&host, &t);
         let handle = match driver.start(cfg, Some(ctx)).await {

@@ -31,6 +31,7 @@ use serde::Deserialize;
 
 use crate::runtime::{ComponentSettings, Grants};
 
+pub mod artifact;
 pub mod gc;
 mod limits;
 
@@ -211,6 +212,8 @@ pub struct ClientConfig {
     /// (registered, each one named in the answer's `Warnings`; the default) or `error`
     /// (refused with a 400 naming them).
     pub unsupported_job_features: UnsupportedJobFeatures,
+    /// Nomad's artifact download options, handed to the `artifact` hook.
+    pub artifact: Option<artifact::ArtifactConfig>,
 }
 
 /// `client { unsupported_job_features }`.
@@ -504,7 +507,65 @@ impl AgentConfig {
             settings.sha256 = block.sha256.clone();
             out.insert(name.clone(), settings);
         }
+        self.artifact_settings(file, &mut out)?;
         Ok(out)
+    }
+
+    /// `client { artifact { … } }` into the `artifact` hook's settings: its config keys
+    /// (one also set in the plugin's own `config` block is an error naming both), and a
+    /// call deadline fit for downloads unless the plugin block sets one. Without the
+    /// client block, a plugin "artifact" block still gets that deadline.
+    fn artifact_settings(
+        &self,
+        file: &str,
+        out: &mut BTreeMap<String, ComponentSettings>,
+    ) -> Result<(), ConfigError> {
+        let err = |message: String| ConfigError {
+            file: file.to_string(),
+            message,
+        };
+        let given = self.client.artifact.clone();
+        if given.is_none() && !out.contains_key(crate::hookmanager::ARTIFACT_HOOK) {
+            return Ok(());
+        }
+        let (json, deadline) = given
+            .unwrap_or_default()
+            .plugin_config()
+            .map_err(|m| err(format!("client.artifact.{m}")))?;
+        let settings = out
+            .entry(crate::hookmanager::ARTIFACT_HOOK.to_string())
+            .or_insert_with(|| ComponentSettings {
+                config: serde_json::json!({}),
+                ..Default::default()
+            });
+        if settings.call_timeout.is_none() {
+            settings.call_timeout = Some(deadline);
+        }
+        if !settings.config.is_object() {
+            settings.config = serde_json::json!({});
+        }
+        let config = settings
+            .config
+            .as_object_mut()
+            .expect("made an object above");
+        for (k, v) in json {
+            if config.contains_key(&k) {
+                return Err(err(format!(
+                    "client.artifact sets {k:?}, and so does plugin \"artifact\".config: set it in one place"
+                )));
+            }
+            config.insert(k, v);
+        }
+        Ok(())
+    }
+
+    /// What the config sets that the agent does not act on, each named with why.
+    pub fn warnings(&self) -> Vec<String> {
+        self.client
+            .artifact
+            .as_ref()
+            .map(|a| a.warnings())
+            .unwrap_or_default()
     }
 }
 

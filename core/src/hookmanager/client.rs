@@ -121,10 +121,32 @@ impl HookManager {
         let answer = self
             .runtime
             .call_hook(&comp, ctx, "prestart", move |h, s| {
-                Box::pin(async move { h.paddock_plugin_task_hook().call_prestart(s, &req).await })
+                Box::pin(async move {
+                    // Denials of an earlier call on this store are not this one's.
+                    s.data().take_network_denials();
+                    let answer = h
+                        .paddock_plugin_task_hook()
+                        .call_prestart(&mut *s, &req)
+                        .await?;
+                    Ok((answer, s.data().take_network_denials()))
+                })
             })
             .await;
-        let resp = answer_of(name, answer)?;
+        // A hook that failed after the host refused it a connection or a request fails
+        // with the host's words (which name the grant), not only its own.
+        let (answer, denials) = match answer {
+            Ok((a, d)) => (Ok(a), d),
+            Err(e) => (Err(e), Vec::new()),
+        };
+        let resp = match (answer_of(name, answer), denials.last()) {
+            (Err(e @ (HookError::Failed { .. } | HookError::Refused { .. })), Some(denial)) => {
+                return Err(HookError::Denied {
+                    hook: name.to_string(),
+                    message: format!("was refused by the host: {denial} ({e})"),
+                });
+            }
+            (r, _) => r?,
+        };
         let denied = |message: String| HookError::Denied {
             hook: name.to_string(),
             message,

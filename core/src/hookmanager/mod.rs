@@ -3,8 +3,9 @@
 //!
 //! Which hooks a task gets comes from the agent config (`hook "<name>" { all_tasks = true }`
 //! or `drivers = [...]`) and from the job's meta (`paddock.hooks = "a,b"`); a task with
-//! `template` blocks also gets the `template` hook. They run after the built-in hooks, in
-//! `order`, then by name; hooks without a matching `hook` block come last.
+//! `artifact` blocks also gets the `artifact` hook, and one with `template` blocks the
+//! `template` hook. They run after the built-in hooks, in `order`, then by name; hooks
+//! without a matching `hook` block come last, by name, then `artifact`, then `template`.
 //!
 //! Files: this one (attachments), `client.rs` (the plugin client, the only code here that
 //! sees the bindings, with the host types it converts to).
@@ -33,6 +34,13 @@ fn ordered(attach: &BTreeMap<String, HookAttach>) -> Vec<(String, HookAttach)> {
 
 /// The hook that renders `template` blocks; attached to every task that has one.
 pub const TEMPLATE_HOOK: &str = "template";
+
+/// The hook that fetches `artifact` blocks; attached to every task that has one.
+pub const ARTIFACT_HOOK: &str = "artifact";
+
+/// The host interface a hook that fetches artifacts imports: its prestart is told as
+/// Nomad's artifact hook is (`Downloading Artifacts`, `Failed Artifact Download`).
+const ARTIFACTS_INTERFACE: &str = "paddock:plugin/artifacts@";
 
 /// The hook components and their configured attachments.
 pub struct HookManager {
@@ -82,14 +90,30 @@ impl HookManager {
         // Hooks a job asks for without a `hook` block run after the configured ones; so
         // does the template hook for a task with `template` blocks, as in Nomad.
         let mut asked = asked;
+        asked.sort();
+        // Artifacts before templates: a template may read a file an artifact brought.
+        if !task.artifacts.is_empty() {
+            asked.push(ARTIFACT_HOOK.to_string());
+        }
         if !task.templates.is_empty() {
             asked.push(TEMPLATE_HOOK.to_string());
         }
-        let mut extra: Vec<String> = asked.into_iter().filter(|n| !out.contains(n)).collect();
-        extra.sort();
-        extra.dedup();
+        let mut extra: Vec<String> = Vec::new();
+        for n in asked {
+            if !out.contains(&n) && !extra.contains(&n) {
+                extra.push(n);
+            }
+        }
         out.extend(extra);
         out
+    }
+
+    /// Whether the loaded hook `name` fetches artifacts (imports the `artifacts` interface).
+    pub fn fetches_artifacts(&self, name: &str) -> bool {
+        self.runtime
+            .registry
+            .get(crate::runtime::World::Hook, name)
+            .is_some_and(|c| c.imports.iter().any(|i| i.starts_with(ARTIFACTS_INTERFACE)))
     }
 }
 
@@ -161,7 +185,7 @@ mod tests {
         let (j, g, t) = task("mock", Some("zeta, asked,zeta"), true);
         assert_eq!(
             hooks.for_task(&j, &g, &t),
-            ["asked", "a-all", "b-all", "template", "zeta"]
+            ["asked", "a-all", "b-all", "zeta", "template"]
         );
     }
 }

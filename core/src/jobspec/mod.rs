@@ -322,6 +322,9 @@ pub struct Task {
     /// Templates, rendered by the `template` hook.
     #[serde(rename = "Templates", default)]
     pub templates: Vec<Template>,
+    /// Artifacts, fetched by the `artifact` hook before the task starts.
+    #[serde(rename = "Artifacts", default)]
+    pub artifacts: Vec<TaskArtifact>,
     /// Where a dispatched job's payload is written.
     #[serde(rename = "DispatchPayload", default)]
     pub dispatch_payload: Option<DispatchPayloadConfig>,
@@ -486,6 +489,31 @@ pub struct Template {
     #[serde(rename = "ErrMissingKey")]
     pub err_missing_key: bool,
     /// Nomad fields nothing here acts on (`Wait`, `Uid`, ...), as given.
+    #[serde(flatten, default)]
+    pub kept: Kept,
+}
+
+/// A task's `artifact` block (Nomad's TaskArtifact): what the `artifact` hook fetches into
+/// the task dir before the task starts.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct TaskArtifact {
+    /// Where from (`source`): an `http://` or `https://` URL; others are a third-party
+    /// hook's (the built-in one names them).
+    #[serde(rename = "GetterSource")]
+    pub getter_source: String,
+    /// Getter options (`checksum = "sha256:…"`, `archive = "false"`).
+    #[serde(rename = "GetterOptions", default)]
+    pub getter_options: BTreeMap<String, String>,
+    /// Request headers.
+    #[serde(rename = "GetterHeaders", default)]
+    pub getter_headers: BTreeMap<String, String>,
+    /// `any` (Nomad's default), `file` or `dir`.
+    #[serde(rename = "GetterMode")]
+    pub getter_mode: String,
+    /// Where it goes, relative to the task dir (`local/` by default).
+    #[serde(rename = "RelativeDest")]
+    pub relative_dest: String,
+    /// Nomad fields nothing here acts on (`GetterInsecure`, `Chown`), as given.
     #[serde(flatten, default)]
     pub kept: Kept,
 }

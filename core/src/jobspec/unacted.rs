@@ -96,10 +96,6 @@ const TASK: &[(&str, &str)] = &[
     ("Vault", "no Vault here: the task gets no Vault token"),
     ("Consul", "no Consul here; ignored"),
     (
-        "Artifacts",
-        "not supported by this agent yet: the task runs without them",
-    ),
-    (
         "VolumeMounts",
         "not supported by this agent yet: the task runs without them",
     ),
@@ -245,6 +241,18 @@ const TEMPLATE: &[(&str, &str)] = &[
     ),
 ];
 
+/// Fields of a task's artifacts, kept there as given, by key.
+const ARTIFACT: &[(&str, &str)] = &[
+    (
+        "GetterInsecure",
+        "not supported: the artifact hook always verifies TLS certificates",
+    ),
+    (
+        "Chown",
+        "not supported by this agent yet: the files belong to the agent's user",
+    ),
+];
+
 /// Nomad's defaults a client may send back unchanged, by key.
 const DEFAULTS: &[(&str, u64)] = &[("Splay", 5_000_000_000)];
 /// The same for text values: the node pool every job is in unless it says otherwise.
@@ -309,6 +317,9 @@ pub fn unacted(job: &Job) -> Vec<Unacted> {
                     .map(|&(_, k, why)| (k, why))
                     .collect();
                 from(&table, kept, &format!("{tp}.{part}"), &mut out);
+            }
+            for (i, a) in task.artifacts.iter().enumerate() {
+                from(ARTIFACT, &a.kept, &format!("{tp}.Artifacts[{i}]"), &mut out);
             }
             for (i, tmpl) in task.templates.iter().enumerate() {
                 from(

@@ -100,6 +100,11 @@ wire_enum!(
         HookFailed = "Task hook failed",
         /// A hook tells something about the task (Nomad's `TaskHookMessage`).
         HookMessage = "Task hook message",
+        /// The artifact hook is fetching the task's artifacts.
+        DownloadingArtifacts = "Downloading Artifacts",
+        /// An artifact could not be fetched, checked or unpacked (recoverable: the restart
+        /// policy applies).
+        ArtifactDownloadFailed = "Failed Artifact Download",
     }
 );
 
@@ -169,6 +174,9 @@ pub struct TaskEvent {
     pub validation_error: String,
     /// Setup error text.
     pub setup_error: String,
+    /// Why an artifact could not be fetched (`Failed Artifact Download`).
+    #[serde(default)]
+    pub download_error: String,
     /// Kill reason.
     pub kill_reason: String,
     /// Restart delay, ns (Restarting).
@@ -193,6 +201,7 @@ impl TaskEvent {
             driver_error: String::new(),
             validation_error: String::new(),
             setup_error: String::new(),
+            download_error: String::new(),
             kill_reason: String::new(),
             start_delay: 0,
             driver_message: String::new(),

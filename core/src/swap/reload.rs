@@ -21,6 +21,9 @@ impl Swapper {
         file: &str,
     ) -> Result<Vec<(String, Applied)>, ConfigError> {
         let settings = config.component_settings(file)?;
+        for w in config.warnings() {
+            tracing::warn!(file = %file, "{w}");
+        }
         let auto_revert = config.auto_revert(file)?;
         let mut out = Vec::new();
         {

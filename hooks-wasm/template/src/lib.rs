@@ -78,45 +78,16 @@ use paddock_hook_sdk::{
     Hook, HookError, PluginInfo, PrestartRequest, PrestartResponse, TaskInfo, Template,
 };
 
-/// Where the host preopens the task dir.
-const TASK_ROOT: &str = "/task";
-/// Where the host preopens the allocation's shared dir.
-const ALLOC_ROOT: &str = "/alloc";
+use paddock_hook_sdk::paths::TASK_ROOT;
 
-/// The path inside the sandbox for a job's `path`: relative to the task dir, or absolute
-/// under the task dir or the shared alloc dir. `..` is refused.
+/// The file inside the sandbox for a job's `path` ([`paddock_hook_sdk::paths::sandbox_path`]),
+/// which must name a file, not a folder.
 pub fn sandbox_path(path: &str, task_dir: &str, alloc_dir: &str) -> Result<String, String> {
-    let (root, rest) = if let Some(r) = under(path, task_dir) {
-        (TASK_ROOT, r)
-    } else if let Some(r) = under(path, alloc_dir) {
-        (ALLOC_ROOT, r)
-    } else if path.starts_with('/') {
-        return Err(format!(
-            "{path:?} is outside the task dir and the allocation dir"
-        ));
-    } else {
-        (TASK_ROOT, path)
-    };
-    let mut parts = Vec::new();
-    for p in rest.split('/') {
-        match p {
-            "" | "." => {}
-            ".." => return Err(format!("{path:?} climbs out with \"..\"")),
-            p => parts.push(p),
-        }
-    }
-    if parts.is_empty() || rest.ends_with('/') {
+    let inside = paddock_hook_sdk::paths::sandbox_path(path, task_dir, alloc_dir)?;
+    if path.ends_with('/') || inside == TASK_ROOT || inside == paddock_hook_sdk::paths::ALLOC_ROOT {
         return Err(format!("{path:?} names a directory, not a file"));
     }
-    Ok(format!("{root}/{}", parts.join("/")))
-}
-
-fn under<'a>(path: &'a str, dir: &str) -> Option<&'a str> {
-    if dir.is_empty() {
-        return None;
-    }
-    path.strip_prefix(dir.trim_end_matches('/'))
-        .and_then(|r| r.strip_prefix('/'))
+    Ok(inside)
 }
 
 /// One template rendered: its sandbox destination, text, and env when it is an env file.

@@ -185,6 +185,9 @@ async fn start_plugins(
     services: &Arc<crate::server::services::ServiceBook>,
     changes: &Arc<Changes>,
 ) -> anyhow::Result<(PluginHost, Arc<crate::swap::Swapper>)> {
+    for w in opts.config.warnings() {
+        tracing::warn!(file = %opts.config_file, "{w}");
+    }
     let plugins = PluginHost::build(PluginHostOptions {
         cache_dir: Some(
             opts.cache_dir

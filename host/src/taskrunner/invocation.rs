@@ -141,6 +141,8 @@ impl TaskRunner {
                 stdout: inv.logs.stdout.display().to_string(),
                 stderr: inv.logs.stderr.display().to_string(),
             }),
+            // Drivers do not import `artifacts`.
+            artifacts: Vec::new(),
         });
         let inv = Arc::new(inv);
         *self.last.lock().unwrap() = Some(inv.clone());

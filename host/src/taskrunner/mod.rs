@@ -258,6 +258,7 @@ impl TaskRunner {
         match kind {
             TaskEventType::FailedValidation => ev.validation_error = message,
             TaskEventType::SetupFailure => ev.setup_error = message,
+            TaskEventType::ArtifactDownloadFailed => ev.download_error = message,
             _ => ev.driver_error = message,
         }
         ev

@@ -6,6 +6,7 @@ mod harness;
 mod acl;
 mod api;
 mod api_gaps;
+mod artifacts;
 mod attacks;
 mod bad_input;
 mod cli;

@@ -38,6 +38,7 @@ job "web" {
       }
       artifact {
         source = "https://example.com/app.tar.gz"
+        chown  = true
       }
     }
   }
@@ -47,7 +48,7 @@ job "web" {
 const NAMED: &[&str] = &[
     "Job.TaskGroups[0].Services[0].Provider: no Consul here: registered with this agent's own service discovery",
     "Job.TaskGroups[0].Volumes: not supported by this agent yet",
-    "Job.TaskGroups[0].Tasks[0].Artifacts: not supported by this agent yet",
+    "Job.TaskGroups[0].Tasks[0].Artifacts[0].Chown: not supported by this agent yet",
 ];
 
 /// The HCL job as the agent's parse endpoint turns it into JSON (what `nomad job run`

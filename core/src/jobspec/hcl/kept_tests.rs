@@ -65,7 +65,7 @@ job "web" {
         source      = "https://example.com/app.tar.gz"
         destination = "local/app"
         options {
-          checksum = "sha256:abc"
+          checksum = "sha256:abababababababababababababababababababababababababababababababab"
         }
       }
       volume_mount {
@@ -109,7 +109,7 @@ fn web_json() -> serde_json::Value {
                 "Name": "server", "Driver": "raw_exec",
                 "Config": {"command": "/bin/sleep", "args": ["60"]},
                 "Artifacts": [{"GetterSource": "https://example.com/app.tar.gz",
-                    "RelativeDest": "local/app", "GetterOptions": {"checksum": "sha256:abc"}}],
+                    "RelativeDest": "local/app", "GetterOptions": {"checksum": "sha256:abababababababababababababababababababababababababababababababab"}}],
                 "VolumeMounts": [{"Volume": "data", "Destination": "/data"}],
                 "Templates": [{"EmbeddedTmpl": "x", "DestPath": "local/x",
                     "Wait": {"Min": 2_000_000_000u64, "Max": 10_000_000_000u64}}],
@@ -142,7 +142,6 @@ fn each_block_not_acted_on_is_named_with_its_path() {
             "Job.TaskGroups[0].Volumes",
             "Job.TaskGroups[0].Services[0].Provider",
             "Job.TaskGroups[0].Tasks[0].Actions",
-            "Job.TaskGroups[0].Tasks[0].Artifacts",
             "Job.TaskGroups[0].Tasks[0].VolumeMounts",
         ],
         "`AllAtOnce = false` asks for nothing, so it is not named; a service job's \

@@ -1,4 +1,4 @@
-//! A task and its `template` blocks.
+//! A task and its `template` and `artifact` blocks.
 
 use serde_json::{Map, Value};
 
@@ -13,7 +13,6 @@ const KEPT_TASK: &[&str] = &[
     "Services",
     "Vault",
     "Consul",
-    "Artifacts",
     "VolumeMounts",
     "CSIPluginConfig",
     "Identity",
@@ -60,6 +59,7 @@ pub(super) fn task_from_value(path: &str, v: &Value, group_restart: &RestartPoli
     let leader = o.boolean("Leader")?.unwrap_or(false);
     let shutdown_delay = o.uint("ShutdownDelay", u64::MAX)?.unwrap_or(0);
     let templates = templates_from(&mut o, path)?;
+    let artifacts = artifacts_from(&mut o, path)?;
     let dispatch_payload = dispatch_payload_from(o.object("DispatchPayload")?)?;
     let kept = o.kept(KEPT_TASK);
     o.finish(&[])?;
@@ -79,6 +79,7 @@ pub(super) fn task_from_value(path: &str, v: &Value, group_restart: &RestartPoli
         leader,
         shutdown_delay,
         templates,
+        artifacts,
         dispatch_payload,
         kept,
     })
@@ -268,6 +269,105 @@ fn templates_from(o: &mut Obj<'_>, path: &str) -> R<Vec<Template>> {
         });
     }
     Ok(out)
+}
+
+/// A task's `Artifacts`, with Nomad's defaults (`any`, `local/`) and its checks: a source,
+/// a known mode, a destination that stays in the allocation, a checksum of a known type
+/// and length.
+fn artifacts_from(o: &mut Obj<'_>, path: &str) -> R<Vec<TaskArtifact>> {
+    let mut out = Vec::new();
+    for (i, v) in o.array("Artifacts")?.into_iter().enumerate() {
+        let apath = format!("{path}.Artifacts[{i}]");
+        let mut a = Obj::new(apath.clone(), v)?;
+        let getter_source = a.required_string("GetterSource")?;
+        if getter_source.trim().is_empty() {
+            return Err(JobspecError::new(
+                format!("{apath}.GetterSource"),
+                "an artifact needs a source",
+            ));
+        }
+        let getter_options = a.string_map("GetterOptions")?;
+        let getter_headers = a.string_map("GetterHeaders")?;
+        let getter_mode = a
+            .string("GetterMode")?
+            .filter(|m| !m.is_empty())
+            .unwrap_or_else(|| "any".into());
+        if !matches!(getter_mode.as_str(), "any" | "file" | "dir") {
+            return Err(JobspecError::new(
+                format!("{apath}.GetterMode"),
+                format!("expected any, file or dir, found {getter_mode:?}"),
+            ));
+        }
+        let relative_dest = a
+            .string("RelativeDest")?
+            .filter(|d| !d.is_empty())
+            .unwrap_or_else(|| "local/".into());
+        if let Err(m) = artifact_destination(&relative_dest) {
+            return Err(JobspecError::new(format!("{apath}.RelativeDest"), m));
+        }
+        if let Some(c) = getter_options.get("checksum")
+            && let Err(m) = artifact_checksum(c)
+        {
+            return Err(JobspecError::new(
+                format!("{apath}.GetterOptions.checksum"),
+                m,
+            ));
+        }
+        let kept = a.kept(&["GetterInsecure", "Chown"]);
+        a.finish(&[])?;
+        out.push(TaskArtifact {
+            getter_source,
+            getter_options,
+            getter_headers,
+            getter_mode,
+            relative_dest,
+            kept,
+        });
+    }
+    Ok(out)
+}
+
+/// An artifact's destination: relative to the task dir (or under `${NOMAD_ALLOC_DIR}` or
+/// `${NOMAD_TASK_DIR}`, which interpolate into it), never climbing out with `..`.
+fn artifact_destination(dest: &str) -> Result<(), String> {
+    let rest = ["${NOMAD_TASK_DIR}", "${NOMAD_ALLOC_DIR}"]
+        .iter()
+        .find_map(|p| dest.strip_prefix(p))
+        .unwrap_or(dest);
+    if rest.starts_with('/') && rest.len() == dest.len() {
+        return Err(format!(
+            "{dest:?} is an absolute path: a destination is relative to the task dir"
+        ));
+    }
+    if rest.split('/').any(|p| p == "..") {
+        return Err(format!("{dest:?} climbs out of the task dir with \"..\""));
+    }
+    Ok(())
+}
+
+/// A `checksum` option: `type:hex` with a type Nomad's getter knows and its digest's length.
+pub(crate) fn artifact_checksum(c: &str) -> Result<(), String> {
+    let Some((kind, hex)) = c.split_once(':') else {
+        return Err(format!("expected \"<type>:<hex digest>\", found {c:?}"));
+    };
+    let len = match kind {
+        "md5" => 32,
+        "sha1" => 40,
+        "sha256" => 64,
+        "sha512" => 128,
+        other => {
+            return Err(format!(
+                "unknown checksum type {other:?} (md5, sha1, sha256 or sha512)"
+            ));
+        }
+    };
+    // `${…}` is interpolated at the client; only a literal digest is checked here.
+    if !hex.contains("${") && (hex.len() != len || !hex.bytes().all(|b| b.is_ascii_hexdigit())) {
+        return Err(format!(
+            "a {kind} checksum is {len} hex digits, found {hex:?}"
+        ));
+    }
+    Ok(())
 }
 
 /// A `RestartPolicy` object over `base` (the group's policy for a task, the job type's

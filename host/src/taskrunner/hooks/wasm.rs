@@ -2,7 +2,8 @@
 //! [`HookManager`] in every phase the `task-hook` interface has (prestart, poststart,
 //! exited, stop, update). Its prestart answer is persisted by the runner
 //! ([`TaskHook::persistent`]). A hook's failure names it; in prestart only its own plain
-//! failure may be retried.
+//! failure may be retried, except a hook that fetches artifacts (it imports `artifacts`),
+//! whose every failure is Nomad's recoverable `Failed Artifact Download`.
 
 use std::sync::Arc;
 
@@ -10,7 +11,9 @@ use futures::future::BoxFuture;
 
 use crate::drivermanager::types::TaskResources;
 use crate::hookmanager::{HookError, HookManager, HookTask};
+use crate::runtime::types::{Artifact, TaskEnv};
 use crate::runtime::{TaskContext, TaskFiles, WorkloadIdentity};
+use crate::structs::{TaskEvent, TaskEventType};
 use crate::taskrunner::interfaces::{
     ExitedRequest, HookFailure, HookResult, Invocation, PoststartRequest, PrestartRequest,
     PrestartResponse, StopRequest, TaskHook, TaskView, UpdateRequest,
@@ -54,14 +57,36 @@ pub fn hook_task(view: TaskView<'_>, inv: Option<&Invocation>) -> HookTask {
     }
 }
 
+/// The task's artifacts as a hook is handed them: every string interpolated in the task's
+/// environment (as Nomad's artifact hook does), maps sorted by key.
+fn artifacts(task: &crate::jobspec::Task, env: &TaskEnv) -> Vec<Artifact> {
+    let map = |m: &std::collections::BTreeMap<String, String>| {
+        m.iter()
+            .map(|(k, v)| (k.clone(), env.interpolate(v)))
+            .collect()
+    };
+    task.artifacts
+        .iter()
+        .map(|a| Artifact {
+            source: env.interpolate(&a.getter_source),
+            destination: env.interpolate(&a.relative_dest),
+            mode: a.getter_mode.clone(),
+            options: map(&a.getter_options),
+            headers: map(&a.getter_headers),
+        })
+        .collect()
+}
+
 /// What the hook's host calls see of the task: its environment so far, its devices, its
-/// directories (preopened with the `task_dir` grant) and its workload identity (which
-/// variables it may read).
+/// directories (preopened with the `task_dir` grant), its workload identity (which
+/// variables it may read) and its artifacts.
 fn context(view: TaskView<'_>, inv: Option<&Invocation>) -> Option<Arc<TaskContext>> {
     let inv = inv?;
     let job = &view.alloc.job;
+    let env = inv.env.build();
     Some(Arc::new(TaskContext {
-        env: inv.env.build(),
+        artifacts: artifacts(view.task, &env),
+        env,
         reservations: inv.reservations.clone(),
         files: Some(TaskFiles {
             task_dir: inv.dirs.task_dir.clone(),
@@ -98,6 +123,16 @@ impl TaskHook for WasmHook {
     ) -> BoxFuture<'a, HookResult<PrestartResponse>> {
         Box::pin(async move {
             let task = hook_task(req.view, Some(inv));
+            // A hook that fetches artifacts is told as Nomad's artifact hook: an event as it
+            // begins, and its failure is `Failed Artifact Download`, always recoverable.
+            let fetching =
+                !req.view.task.artifacts.is_empty() && self.hooks.fetches_artifacts(&self.name);
+            if fetching {
+                (req.emit)(TaskEvent::new(
+                    TaskEventType::DownloadingArtifacts,
+                    "Client is downloading artifacts",
+                ));
+            }
             let answer = self
                 .hooks
                 .prestart(
@@ -107,7 +142,14 @@ impl TaskHook for WasmHook {
                     &req.previous.data,
                 )
                 .await
-                .map_err(failure)?;
+                .map_err(|e| match fetching {
+                    true => HookFailure {
+                        message: e.to_string(),
+                        recoverable: true,
+                        kind: TaskEventType::ArtifactDownloadFailed,
+                    },
+                    false => failure(e),
+                })?;
             Ok(PrestartResponse {
                 env: answer.env,
                 state: answer.state,
