@@ -91,6 +91,45 @@ async fn links_a_hook_plants_are_never_followed_by_the_host() {
         task_log(&a, &id, "stderr").await.contains("sleep")
     })
     .await;
+
+    // `artifacts.set-mode` (contract 0.1.2), the host changing modes for a hook: through a
+    // link the hook planted, up with `..`, outside its two folders, or set-uid, the host
+    // refuses each and the victim keeps its mode.
+    let plant = serde_json::to_string(&[("/task/local/victim", "../../../../../victim")]).unwrap();
+    let chmod = serde_json::to_string(&[
+        ("/task/local/victim", "777"),
+        ("/task/../../../../victim", "777"),
+        ("/etc/shadow", "644"),
+        ("/task/local", "4777"),
+    ])
+    .unwrap();
+    let mut j = job(
+        "chmodder",
+        "raw_exec",
+        json!({ "command": "/usr/bin/sleep", "args": ["0"] }),
+    );
+    j["Meta"] = json!({ "paddock.hooks": "hostile-hook", "hostile.plant": plant,
+        "hostile.chmod": chmod });
+    a.post_job(j).await;
+    let al = finished(&a, "chmodder").await;
+    let said = super::events(&al);
+    assert!(
+        !said.contains("changed"),
+        "the host changed a mode:\n{said}"
+    );
+    for path in [
+        "/task/local/victim",
+        "/task/../../../../victim",
+        "/etc/shadow",
+        "/task/local",
+    ] {
+        assert!(
+            said.contains(&format!("{path}: HostError::Denied")),
+            "{path} not denied:\n{said}"
+        );
+    }
+    let mode = std::fs::metadata(&victim).unwrap().permissions().mode() & 0o7777;
+    assert_eq!(mode, 0o600, "the victim's mode changed");
 }
 
 /// The compile cache holds native code the agent loads without validation: a cache folder
