@@ -15,7 +15,7 @@
 //!   [`constraint`] (Nomad's constraint language), [`cron`], [`state`] (the state DB),
 //!   [`executor`] (the task executor and the process table), [`logmon`] (log files),
 //!   [`safefs`] (files in folders a task or a component can write, never through a link),
-//!   [`util`];
+//!   [`volumes`] (host volumes: placement and the mounts they become), [`util`];
 //! - [`runtime`]: the component runtime crate, which knows nothing of the agent.
 
 /// The component runtime (the `paddock-runtime` crate).
@@ -47,3 +47,4 @@ pub mod structs;
 pub mod swap;
 pub mod taskenv;
 pub mod util;
+pub mod volumes;

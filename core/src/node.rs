@@ -117,6 +117,7 @@ pub fn node_info(
         class,
         attributes,
         meta,
+        host_volumes: BTreeMap::new(),
     }
 }
 

@@ -318,6 +318,9 @@ impl DriverApi for DriverService {
                 alloc_dir: cfg.alloc_dir.clone(),
                 stdout: t.stdout_path.clone(),
                 stderr: t.stderr_path.clone(),
+                // Nomad's client made these of its own volumes and devices.
+                mounts: cfg.mounts.clone(),
+                devices: cfg.devices.clone(),
             }),
             // Nomad's own artifact hook fetches a task's artifacts before the driver runs.
             artifacts: Vec::new(),

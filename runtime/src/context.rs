@@ -80,6 +80,12 @@ pub struct TaskPaths {
     pub stdout: String,
     /// The base path of the task's stderr log.
     pub stderr: String,
+    /// Host folders and files the host binds into an isolated process of the task at
+    /// their task paths: its host volumes and its device reservations' mounts. The host's
+    /// (from the operator's config and the device plugins), never a driver's.
+    pub mounts: Vec<crate::types::Mount>,
+    /// Device nodes the host makes in an isolated process's `/dev`: its reservations'.
+    pub devices: Vec<crate::types::DeviceNode>,
 }
 
 /// The task a call is about, when there is one.

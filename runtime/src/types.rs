@@ -312,6 +312,9 @@ pub struct Isolation {
     pub denied_gids: crate::grants::IdRanges,
     /// Set by the host: the cgroup's `pids.max`; 0 for none.
     pub pids_max: u64,
+    /// Set by the host from the task's reservations: device nodes made in the chroot's
+    /// `/dev` (a task path under `/dev`, the host node's type and numbers).
+    pub device_nodes: Vec<DeviceNode>,
 }
 
 /// A process's state as the host sees it.

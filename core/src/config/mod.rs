@@ -214,6 +214,59 @@ pub struct ClientConfig {
     pub unsupported_job_features: UnsupportedJobFeatures,
     /// Nomad's artifact download options, handed to the `artifact` hook.
     pub artifact: Option<artifact::ArtifactConfig>,
+    /// Host volumes by name (`host_volume "data" { path, read_only }`), which a group's
+    /// `volume { type = "host", source = "data" }` asks for; re-read on reload.
+    pub host_volume: BTreeMap<String, HostVolumeConfig>,
+}
+
+/// A `client { host_volume "NAME" { … } }` block (Nomad's ClientHostVolumeConfig).
+#[derive(Debug, Clone, Default, PartialEq, Eq, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct HostVolumeConfig {
+    /// The host folder, an absolute path that must exist.
+    pub path: String,
+    /// Mounted read-only into every task, whatever the job asks.
+    pub read_only: bool,
+}
+
+impl ClientConfig {
+    /// The node's host volumes, checked: a name Nomad would take, an absolute path to a
+    /// folder that exists (Nomad's client refuses to start without it).
+    pub fn host_volumes(
+        &self,
+        file: &str,
+    ) -> Result<BTreeMap<String, crate::taskenv::HostVolume>, ConfigError> {
+        let mut out = BTreeMap::new();
+        for (name, v) in &self.host_volume {
+            let err = |message: String| ConfigError {
+                file: file.to_string(),
+                message: format!("client.host_volume {name:?}: {message}"),
+            };
+            if name.is_empty() || name.contains(|c: char| c.is_control() || c == '/' || c == '[') {
+                return Err(err(
+                    "a name without \"/\", \"[\" or control characters".into()
+                ));
+            }
+            let path = std::path::Path::new(&v.path);
+            if !path.is_absolute() {
+                return Err(err(format!("path {:?} must be an absolute path", v.path)));
+            }
+            if !path.is_dir() {
+                return Err(err(format!(
+                    "path {:?} is not a folder that exists",
+                    v.path
+                )));
+            }
+            out.insert(
+                name.clone(),
+                crate::taskenv::HostVolume {
+                    path: v.path.clone(),
+                    read_only: v.read_only,
+                },
+            );
+        }
+        Ok(out)
+    }
 }
 
 /// `client { unsupported_job_features }`.

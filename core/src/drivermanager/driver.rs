@@ -397,6 +397,8 @@ fn with_paths(task: Option<Arc<TaskContext>>, cfg: &TaskConfig) -> Arc<TaskConte
         alloc_dir: cfg.alloc_dir.clone(),
         stdout: cfg.stdout_path.clone(),
         stderr: cfg.stderr_path.clone(),
+        mounts: cfg.mounts.clone(),
+        devices: cfg.devices.clone(),
     });
     Arc::new(t)
 }

@@ -92,6 +92,8 @@ pub struct Prepared {
     /// (host source, mount point, read-only).
     binds: Vec<(CString, MountPoint, bool)>,
     dev: MountPoint,
+    /// Folders under `/dev` the reserved nodes go in, made after entering the chroot.
+    dev_dirs: Vec<CString>,
     /// Paths inside the chroot, made after entering it.
     dev_nodes: Vec<(CString, u32, u32)>,
     dev_links: Vec<(CString, CString)>,
@@ -278,6 +280,7 @@ pub fn prepare(
     for (name, major, minor) in DEV_NODES {
         dev_nodes.push((cstr(&Path::new("/dev").join(name))?, *major, *minor));
     }
+    let dev_dirs = reserved_nodes(iso, &mut dev_nodes)?;
     let mut dev_links = Vec::new();
     for (name, target) in [
         ("fd", "/proc/self/fd"),
@@ -307,6 +310,7 @@ pub fn prepare(
         root: cstr(&root_path)?,
         binds: binds_made,
         dev: mount_point(Path::new("dev"), true)?,
+        dev_dirs,
         dev_nodes,
         dev_links,
         proc_dir,
@@ -328,6 +332,56 @@ pub fn prepare(
     }
     p.cgroup = Some(cg);
     Ok(p)
+}
+
+/// The task's reserved device nodes (the host's, from its device reservations), added to
+/// `nodes` by their numbers on the host: each a character device at a plain path under
+/// `/dev`; the folders they need under `/dev`, parents first. A node already in the
+/// minimal set is left as it is.
+fn reserved_nodes(
+    iso: &Isolation,
+    nodes: &mut Vec<(CString, u32, u32)>,
+) -> Result<Vec<CString>, IsolateError> {
+    use std::os::unix::fs::{FileTypeExt, MetadataExt};
+    let mut dirs = Vec::new();
+    for d in &iso.device_nodes {
+        let rel = d
+            .task_path
+            .strip_prefix("/dev/")
+            .filter(|r| {
+                !r.is_empty() && r.split('/').all(|p| !p.is_empty() && p != "." && p != "..")
+            })
+            .ok_or_else(|| {
+                IsolateError::Invalid(format!(
+                    "device node {:?}: not a plain path under /dev",
+                    d.task_path
+                ))
+            })?;
+        let meta = std::fs::metadata(&d.host_path)
+            .map_err(step(format!("the reserved device node {}", d.host_path)))?;
+        if !meta.file_type().is_char_device() {
+            return Err(IsolateError::Invalid(format!(
+                "device node {:?}: not a character device",
+                d.host_path
+            )));
+        }
+        let path = cstr(Path::new(&d.task_path))?;
+        if nodes.iter().any(|(p, _, _)| *p == path) {
+            continue;
+        }
+        let mut parent = PathBuf::from("/dev");
+        let parts: Vec<&str> = rel.split('/').collect();
+        for p in &parts[..parts.len() - 1] {
+            parent.push(p);
+            let c = cstr(&parent)?;
+            if !dirs.contains(&c) {
+                dirs.push(c);
+            }
+        }
+        let rdev = meta.rdev();
+        nodes.push((path, rustix::fs::major(rdev), rustix::fs::minor(rdev)));
+    }
+    Ok(dirs)
 }
 
 /// The task's user owns what it writes to, as Nomad drops a chrooted task dir's
@@ -360,7 +414,11 @@ fn give_dirs(
         safefs::chown_in(task.fd(), &name, uid, gid)
             .map_err(chown(format!("chown {}/{n}", task.path().display())))?;
     }
-    for b in binds.iter().filter(|b| !b.read_only) {
+    // The alloc dir only: a writable host volume keeps its owner, as in Nomad.
+    for b in binds
+        .iter()
+        .filter(|b| !b.read_only && b.task_path == "/alloc")
+    {
         let dir = alloc
             .dir(Path::new(&b.host_path))
             .map_err(chown(format!("opening {}", b.host_path)))?;
@@ -454,6 +512,12 @@ impl Prepared {
         // Inside the chroot and its own mounts from here: what these paths name is the
         // task's own.
         let old = rustix::process::umask(Mode::empty());
+        for dir in &self.dev_dirs {
+            match rustix::fs::mkdirat(CWD, dir.as_c_str(), Mode::from_raw_mode(0o755)) {
+                Ok(()) | Err(rustix::io::Errno::EXIST) => {}
+                Err(e) => return Err(("creating /dev folders", e)),
+            }
+        }
         for (path, major, minor) in &self.dev_nodes {
             rustix::fs::mknodat(
                 CWD,

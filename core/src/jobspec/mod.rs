@@ -233,6 +233,9 @@ pub struct TaskGroup {
     #[serde(rename = "Update", default, skip_serializing_if = "Option::is_none")]
     pub update: Option<UpdateStrategy>,
     /// Its blocks nothing here acts on (services, volumes, ...), as given.
+    /// Volumes the group's tasks may mount, by the name they mount them with.
+    #[serde(rename = "Volumes", default)]
+    pub volumes: BTreeMap<String, VolumeRequest>,
     #[serde(flatten, default)]
     pub kept: Kept,
 }
@@ -325,6 +328,9 @@ pub struct Task {
     /// Artifacts, fetched by the `artifact` hook before the task starts.
     #[serde(rename = "Artifacts", default)]
     pub artifacts: Vec<TaskArtifact>,
+    /// The group's volumes this task mounts, and where.
+    #[serde(rename = "VolumeMounts", default)]
+    pub volume_mounts: Vec<VolumeMount>,
     /// Where a dispatched job's payload is written.
     #[serde(rename = "DispatchPayload", default)]
     pub dispatch_payload: Option<DispatchPayloadConfig>,
@@ -515,6 +521,53 @@ pub struct TaskArtifact {
     pub relative_dest: String,
     /// Nomad fields nothing here acts on (`GetterInsecure`, `Chown`), as given.
     #[serde(flatten, default)]
+    pub kept: Kept,
+}
+
+/// A group's `volume` block (Nomad's VolumeRequest): a host volume of the node by its
+/// `source` name (`type = "host"`), or a CSI volume, which this agent does not have.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+#[serde(default)]
+pub struct VolumeRequest {
+    /// The name tasks mount it by.
+    #[serde(rename = "Name")]
+    pub name: String,
+    /// `host` or `csi`.
+    #[serde(rename = "Type")]
+    pub volume_type: String,
+    /// The node's volume: a `client { host_volume "<source>" }` name.
+    #[serde(rename = "Source")]
+    pub source: String,
+    /// Every mount of it is read-only.
+    #[serde(rename = "ReadOnly")]
+    pub read_only: bool,
+    /// Each allocation gets the volume `<source>[<index>]`.
+    #[serde(rename = "PerAlloc")]
+    pub per_alloc: bool,
+    /// Nomad fields nothing here acts on (`AccessMode`, `AttachmentMode`, `Sticky`,
+    /// `MountOptions`), as given.
+    #[serde(flatten)]
+    pub kept: Kept,
+}
+
+/// A task's `volume_mount` block (Nomad's VolumeMount).
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+#[serde(default)]
+pub struct VolumeMount {
+    /// The group volume's name.
+    #[serde(rename = "Volume")]
+    pub volume: String,
+    /// Where the task sees it.
+    #[serde(rename = "Destination")]
+    pub destination: String,
+    /// This mount is read-only.
+    #[serde(rename = "ReadOnly")]
+    pub read_only: bool,
+    /// `private` (the only one made here), `host-to-task` or `bidirectional`.
+    #[serde(rename = "PropagationMode")]
+    pub propagation_mode: String,
+    /// Nomad fields nothing here acts on (`SELinuxLabel`), as given.
+    #[serde(flatten)]
     pub kept: Kept,
 }
 

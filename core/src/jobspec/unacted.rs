@@ -63,10 +63,6 @@ const GROUP: &[(&str, &str)] = &[
         "Scaling",
         "kept; no autoscaler acts on it (job scale does not need it)",
     ),
-    (
-        "Volumes",
-        "not supported by this agent yet: the group runs without them",
-    ),
     ("Consul", "no Consul here; ignored"),
     (
         "StopAfterClientDisconnect",
@@ -95,10 +91,6 @@ const TASK: &[(&str, &str)] = &[
     ("Affinities", ONE_NODE),
     ("Vault", "no Vault here: the task gets no Vault token"),
     ("Consul", "no Consul here; ignored"),
-    (
-        "VolumeMounts",
-        "not supported by this agent yet: the task runs without them",
-    ),
     ("CSIPluginConfig", "no CSI here; ignored"),
     (
         "Identity",
@@ -253,6 +245,54 @@ const ARTIFACT: &[(&str, &str)] = &[
     ),
 ];
 
+/// Fields of a group's volumes, kept there as given, by key.
+const VOLUME: &[(&str, &str)] = &[
+    (
+        "AccessMode",
+        "no effect: a static host volume is mounted as the volume and the mount say",
+    ),
+    (
+        "AttachmentMode",
+        "no effect: a static host volume is mounted as the volume and the mount say",
+    ),
+    ("MountOptions", "no CSI here; ignored"),
+    (
+        "Sticky",
+        "not supported: only dynamic host volumes are sticky, and this agent has none",
+    ),
+];
+
+/// Fields of a task's volume mounts, kept there as given, by key.
+const VOLUME_MOUNT: &[(&str, &str)] = &[("SELinuxLabel", "no SELinux relabelling here; ignored")];
+
+/// A group's volumes and its tasks' mounts the agent does not act on: a CSI volume (no CSI
+/// here: the mount is not made), fields of [`VOLUME`] and [`VOLUME_MOUNT`], a propagation
+/// other than `private`.
+fn volumes(group: &super::TaskGroup, gp: &str, out: &mut Vec<Unacted>) {
+    for (name, v) in &group.volumes {
+        let vp = format!("{gp}.Volumes[{name:?}]");
+        if v.volume_type == "csi" {
+            out.push(Unacted {
+                path: format!("{vp}.Type"),
+                why: "no CSI here: the group's tasks run without this volume",
+            });
+        }
+        from(VOLUME, &v.kept, &vp, out);
+    }
+    for (t, task) in group.tasks.iter().enumerate() {
+        for (i, m) in task.volume_mounts.iter().enumerate() {
+            let mp = format!("{gp}.Tasks[{t}].VolumeMounts[{i}]");
+            from(VOLUME_MOUNT, &m.kept, &mp, out);
+            if m.propagation_mode != "private" {
+                out.push(Unacted {
+                    path: format!("{mp}.PropagationMode"),
+                    why: "not supported by this agent yet: the mount is private",
+                });
+            }
+        }
+    }
+}
+
 /// Nomad's defaults a client may send back unchanged, by key.
 const DEFAULTS: &[(&str, u64)] = &[("Splay", 5_000_000_000)];
 /// The same for text values: the node pool every job is in unless it says otherwise.
@@ -302,6 +342,7 @@ pub fn unacted(job: &Job) -> Vec<Unacted> {
         let gp = format!("Job.TaskGroups[{g}]");
         from(GROUP, &group.kept, &gp, &mut out);
         services(&group.kept, &gp, &mut out);
+        volumes(group, &gp, &mut out);
         for (t, task) in group.tasks.iter().enumerate() {
             let tp = format!("{gp}.Tasks[{t}]");
             from(TASK, &task.kept, &tp, &mut out);

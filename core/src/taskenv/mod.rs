@@ -25,6 +25,18 @@ pub struct NodeInfo {
     pub attributes: BTreeMap<String, String>,
     /// Node meta.
     pub meta: BTreeMap<String, String>,
+    /// Host volumes by name (`client { host_volume }`).
+    pub host_volumes: BTreeMap<String, HostVolume>,
+}
+
+/// A host volume the node offers (Nomad's ClientHostVolumeConfig).
+#[derive(Debug, Clone, Default, PartialEq, Eq, serde::Serialize)]
+#[serde(rename_all = "PascalCase")]
+pub struct HostVolume {
+    /// The host folder.
+    pub path: String,
+    /// Whether every mount of it is read-only.
+    pub read_only: bool,
 }
 
 impl NodeInfo {

@@ -19,6 +19,9 @@
 //! Without a `process` grant the driver fingerprints as undetected. No shell is involved
 //! unless the job asks for one (`command = "/bin/sh"`, `args = ["-c", "..."]`).
 //!
+//! A task's mounts (host volumes) cannot be made without isolation: their host paths reach
+//! the task in its env instead ([`mount_env`]).
+//!
 //! Task config: `command` (string, required), `args` (list of strings). Stdout and stderr
 //! go to the task's rotated log files; stop sends the task's kill signal and SIGKILL after
 //! its kill timeout; stats come from the host. With the plugin's `user`, every task runs
@@ -36,6 +39,31 @@ use paddock_driver_sdk::{
     Capabilities, Driver, DriverError, Fingerprint, HostError, PluginInfo, ProcessTask,
     ResourceUsage, Stamp, TaskConfig, TaskHandle, TaskStatus, WaitStatus,
 };
+
+/// Where a task's mounts are, for a driver that cannot mount them (no mount namespace):
+/// `PADDOCK_VOLUME_<DESTINATION>` = the host path, the destination upper-cased with
+/// every character but letters and digits made `_` (`/data` → `PADDOCK_VOLUME_DATA`).
+/// Read-only cannot be enforced here; the task runs as its user.
+pub fn mount_env(mounts: &[paddock_driver_sdk::Mount]) -> Vec<(String, String)> {
+    mounts
+        .iter()
+        .map(|m| {
+            let key: String = m
+                .task_path
+                .trim_matches('/')
+                .chars()
+                .map(|c| {
+                    if c.is_ascii_alphanumeric() {
+                        c.to_ascii_uppercase()
+                    } else {
+                        '_'
+                    }
+                })
+                .collect();
+            (format!("PADDOCK_VOLUME_{key}"), m.host_path.clone())
+        })
+        .collect()
+}
 
 /// The raw_exec driver.
 pub struct RawExec;
@@ -86,10 +114,12 @@ impl Driver for RawExec {
                 )));
             }
         };
+        let mut env = cfg.env.clone();
+        env.extend(mount_env(&cfg.mounts));
         let cmd = process::Command {
             path: task.command,
             args: task.args,
-            env: cfg.env.clone(),
+            env,
             cwd: cfg.task_dir.clone(),
             stdout_path: cfg.stdout_path.clone(),
             stderr_path: cfg.stderr_path.clone(),

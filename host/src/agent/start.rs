@@ -303,6 +303,7 @@ fn node_info(
         class: opts.config.client.node_class.clone().unwrap_or_default(),
         attributes,
         meta: opts.config.client.meta.clone(),
+        host_volumes: opts.config.client.host_volumes(&opts.config_file)?,
     })
 }
 

@@ -145,7 +145,15 @@ impl Agent {
                 .node_events()
                 .first()
                 .map_or(0, |e| e.timestamp / 1_000_000_000),
-            host_volumes: BTreeMap::new(),
+            host_volumes: n
+                .host_volumes
+                .iter()
+                .map(|(name, v)| {
+                    let mut j = serde_json::to_value(v).unwrap_or_default();
+                    j["Name"] = name.clone().into();
+                    (name.clone(), j)
+                })
+                .collect(),
             host_networks: BTreeMap::new(),
             events: self.node_events(),
             status: "ready",
@@ -217,7 +225,15 @@ impl Agent {
         } else {
             crate::config::AgentConfig::load(path)?
         };
-        self.swapper.reload_config(&config, &self.config_file).await
+        // Checked before anything changes: a bad volume leaves the old config in place.
+        let volumes = config.client.host_volumes(&self.config_file)?;
+        let applied = self
+            .swapper
+            .reload_config(&config, &self.config_file)
+            .await?;
+        // Blocked jobs that wait for a volume place once the unblocker sees it.
+        self.client.set_host_volumes(volumes);
+        Ok(applied)
     }
 
     /// Each driver's health and attributes, by name.

@@ -69,6 +69,8 @@ pub struct Client {
     plugins: Plugins,
     /// The node, with the host's attributes (drivers' are added when asked).
     node: NodeInfo,
+    /// The node's host volumes, replaced by a config reload.
+    host_volumes: RwLock<BTreeMap<String, crate::taskenv::HostVolume>>,
     host_ip: String,
     resources: ClientConfig,
     work: tokio::runtime::Handle,
@@ -119,6 +121,7 @@ impl Client {
             db: p.db,
             changes: p.changes,
             plugins: p.plugins,
+            host_volumes: RwLock::new(p.node.host_volumes.clone()),
             node: p.node,
             host_ip: p.host_ip,
             resources: p.resources,
@@ -149,7 +152,14 @@ impl Client {
     pub fn node(&self) -> NodeInfo {
         let mut n = self.node.clone();
         n.attributes.extend(self.plugins.drivers.node_attributes());
+        n.host_volumes = self.host_volumes.read().unwrap().clone();
         n
+    }
+
+    /// Replace the node's host volumes (a config reload): placements from now on see them;
+    /// running tasks keep the folders they were given.
+    pub fn set_host_volumes(&self, volumes: BTreeMap<String, crate::taskenv::HostVolume>) {
+        *self.host_volumes.write().unwrap() = volumes;
     }
 
     /// The driver, device and hook managers.

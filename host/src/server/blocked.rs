@@ -1,7 +1,7 @@
 //! Blocked evaluations are retried when what stopped them changes, as Nomad's blocked-evals
 //! tracker unblocks them: an allocation ends and frees resources, a driver becomes healthy
 //! (a component providing it is loaded, or its fingerprint recovers), the node becomes
-//! eligible or its attributes change. What the node looked like when placement last
+//! eligible, its attributes change or a reload changes its host volumes. What the node looked like when placement last
 //! failed is kept as a [`Snapshot`]; a watcher compares it with the node now and
 //! evaluates the blocked jobs again (`queued-allocs`) only when it differs, so a job that
 //! still does not fit makes no new evaluations.
@@ -25,6 +25,7 @@ pub(super) struct Snapshot {
     healthy_drivers: Vec<String>,
     eligible: bool,
     keys: BTreeMap<String, String>,
+    host_volumes: BTreeMap<String, crate::taskenv::HostVolume>,
 }
 
 impl Server {
@@ -36,6 +37,7 @@ impl Server {
             healthy_drivers: self.client.healthy_drivers(),
             eligible: self.eligible(),
             keys: self.client.node().keys(),
+            host_volumes: self.client.node().host_volumes,
         }
     }
 

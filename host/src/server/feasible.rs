@@ -1,7 +1,7 @@
 //! Whether an allocation can be placed on this node, as Nomad's scheduler decides it for
 //! one node: first the feasibility checks that filter a node out (the task's driver is
 //! detected and healthy, the job's, group's and task's `constraint`s hold on the node's
-//! attributes), then the fit of its resources (CPU, memory, disk) in what the node has
+//! attributes, the node has the host volumes it mounts), then the fit of its resources (CPU, memory, disk) in what the node has
 //! left once every live allocation is counted. What does not pass is reported in Nomad's
 //! words: `missing drivers` or the constraint (`ConstraintFiltered`), or the exhausted
 //! dimension (`DimensionExhausted`: `cores`, `cpu`, `memory`, `disk`). A task asking for
@@ -72,6 +72,17 @@ pub fn filter(
         }
     }
     None
+}
+
+/// Why the allocation of `group` at `index` cannot run here for its host volumes: one the
+/// node lacks, or offers read-only to a group that writes — Nomad's `missing compatible
+/// host volumes`, naming the volume as `missing devices` names its request.
+pub fn volumes(group: &TaskGroup, node: &NodeInfo, index: u32) -> Option<Unplaced> {
+    let missing = crate::volumes::unmet(group, &node.host_volumes, index)?;
+    Some(Unplaced::Filtered(format!(
+        "{}: {missing:?}",
+        crate::volumes::MISSING
+    )))
 }
 
 #[cfg(test)]

@@ -217,7 +217,9 @@ fn place_missing(plan: &mut Plan, snap: &ClientSnapshot, ended: &[EndedAlloc]) {
             let why = if !snap.eligible {
                 Some(Unplaced::Ineligible)
             } else {
-                filtered.clone()
+                filtered
+                    .clone()
+                    .or_else(|| feasible::volumes(group, &snap.node, i))
             };
             if let Some(why) = why {
                 block(&group.name, why);
@@ -262,6 +264,10 @@ fn place_canaries(
         };
         if !snap.eligible {
             block(group_name, Unplaced::Ineligible);
+            continue;
+        }
+        if let Some(why) = feasible::volumes(group, &snap.node, *i) {
+            block(group_name, why);
             continue;
         }
         match place_one(&format!("Job.TaskGroups[{gi}]"), group, snap, left) {

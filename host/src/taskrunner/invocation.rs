@@ -123,7 +123,21 @@ impl TaskRunner {
             }
         }
 
-        let cfg = self.task_config(view, &inv, &env, config);
+        // The task's host volumes, as the node has them now (a reload may have taken one).
+        let volumes = crate::volumes::mounts(
+            view.group,
+            view.task,
+            &view.node.host_volumes,
+            view.alloc.index,
+        )
+        .map_err(|m| {
+            fail(
+                TaskEventType::SetupFailure,
+                format!("failed to mount host volumes: {m}"),
+            )
+        })?;
+        let mut cfg = self.task_config(view, &inv, &env, config);
+        cfg.mounts.extend(volumes);
         self.register_driver_events();
         let ctx = Arc::new(TaskContext {
             env,
@@ -140,6 +154,10 @@ impl TaskRunner {
                 alloc_dir: inv.dirs.alloc_dir.clone(),
                 stdout: inv.logs.stdout.display().to_string(),
                 stderr: inv.logs.stderr.display().to_string(),
+                // What the host binds into an isolated process of the task: its volumes
+                // and its reservations' mounts and device nodes.
+                mounts: cfg.mounts.clone(),
+                devices: cfg.devices.clone(),
             }),
             // Drivers do not import `artifacts`.
             artifacts: Vec::new(),

@@ -63,3 +63,4 @@ mod telemetry;
 mod ui;
 mod unacted;
 mod vars;
+mod volumes;

@@ -384,6 +384,9 @@ plugin "mock" {
   }
 }
 plugin "mock-device" {
+  grant {
+    read_paths = ["/dev"]
+  }
   config {
     devices = [{ vendor = "paddock", type = "mock", name = "mock-device", ids = ["mock-0"] }]
   }

@@ -19,7 +19,7 @@ job "web" {
       unlimited = true
     }
     volume "data" {
-      type   = "host"
+      type   = "csi"
       source = "data"
     }
     service {
@@ -47,7 +47,7 @@ job "web" {
 
 const NAMED: &[&str] = &[
     "Job.TaskGroups[0].Services[0].Provider: no Consul here: registered with this agent's own service discovery",
-    "Job.TaskGroups[0].Volumes: not supported by this agent yet",
+    "Job.TaskGroups[0].Volumes[\"data\"].Type: no CSI here",
     "Job.TaskGroups[0].Tasks[0].Artifacts[0].Chown: not supported by this agent yet",
 ];
 

@@ -139,10 +139,8 @@ fn each_block_not_acted_on_is_named_with_its_path() {
         paths,
         [
             "Job.TaskGroups[0].Spreads",
-            "Job.TaskGroups[0].Volumes",
             "Job.TaskGroups[0].Services[0].Provider",
             "Job.TaskGroups[0].Tasks[0].Actions",
-            "Job.TaskGroups[0].Tasks[0].VolumeMounts",
         ],
         "`AllAtOnce = false` asks for nothing, so it is not named; a service job's \
          `Update` is acted on (its groups' deployments)"

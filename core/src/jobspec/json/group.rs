@@ -1,6 +1,6 @@
 //! A task group and its `restart` and `network` blocks.
 
-use std::collections::BTreeSet;
+use std::collections::{BTreeMap, BTreeSet};
 
 use serde_json::Value;
 
@@ -18,7 +18,6 @@ const KEPT_GROUP: &[&str] = &[
     "Migrate",
     "Scaling",
     "Services",
-    "Volumes",
     "Consul",
     "StopAfterClientDisconnect",
     "MaxClientDisconnect",
@@ -56,6 +55,7 @@ pub(super) fn group_from_value(
     let ephemeral_disk = ephemeral_disk_from(o.object("EphemeralDisk")?)?;
     let shutdown_delay = o.uint("ShutdownDelay", u64::MAX)?;
     let networks = networks_from(&mut o, path)?;
+    let volumes = volumes_from(&mut o, path)?;
     let tasks_v = o.array("Tasks")?;
     if tasks_v.is_empty() {
         return Err(JobspecError::new(
@@ -81,6 +81,18 @@ pub(super) fn group_from_value(
                 format!("{path}.Tasks[{i}].Name"),
                 format!("duplicate task name {:?}", task.name),
             ));
+        }
+        for (j, m) in task.volume_mounts.iter().enumerate() {
+            if !volumes.contains_key(&m.volume) {
+                return Err(JobspecError::new(
+                    format!("{path}.Tasks[{i}].VolumeMounts[{j}].Volume"),
+                    format!(
+                        "the group has no volume {:?} (its volumes: {:?})",
+                        m.volume,
+                        volumes.keys().collect::<Vec<_>>()
+                    ),
+                ));
+            }
         }
         tasks.push(task);
     }
@@ -120,8 +132,63 @@ pub(super) fn group_from_value(
         networks,
         reschedule_policy,
         update,
+        volumes,
         kept,
     })
+}
+
+/// A group's `Volumes`, keyed by name: `host` (a `Source` required) or `csi`.
+fn volumes_from(o: &mut Obj<'_>, path: &str) -> R<BTreeMap<String, VolumeRequest>> {
+    let mut out = BTreeMap::new();
+    let vpath = format!("{path}.Volumes");
+    let map = match o.get("Volumes") {
+        None => return Ok(out),
+        Some(Value::Object(m)) => m,
+        Some(other) => {
+            return Err(JobspecError::new(
+                vpath,
+                format!("expected an object, found {}", super::obj::kind(other)),
+            ));
+        }
+    };
+    for (key, v) in map {
+        let at = format!("{vpath}[{key:?}]");
+        let mut r = Obj::new(at.clone(), v)?;
+        let name = r
+            .string("Name")?
+            .filter(|n| !n.is_empty())
+            .unwrap_or_else(|| key.clone());
+        let volume_type = r.string("Type")?.unwrap_or_default();
+        if !matches!(volume_type.as_str(), "host" | "csi") {
+            return Err(JobspecError::new(
+                format!("{at}.Type"),
+                format!("expected \"host\" or \"csi\", found {volume_type:?}"),
+            ));
+        }
+        let source = r.string("Source")?.unwrap_or_default();
+        if source.is_empty() {
+            return Err(JobspecError::new(
+                format!("{at}.Source"),
+                "a volume needs a source: the name of the node's volume",
+            ));
+        }
+        let read_only = r.boolean("ReadOnly")?.unwrap_or(false);
+        let per_alloc = r.boolean("PerAlloc")?.unwrap_or(false);
+        let kept = r.kept(&["AccessMode", "AttachmentMode", "MountOptions", "Sticky"]);
+        r.finish(&[])?;
+        out.insert(
+            key.clone(),
+            VolumeRequest {
+                name,
+                volume_type,
+                source,
+                read_only,
+                per_alloc,
+                kept,
+            },
+        );
+    }
+    Ok(out)
 }
 
 /// Nomad's default migrate strategy (`api.DefaultMigrateStrategy`): one at a time,

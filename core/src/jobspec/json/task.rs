@@ -13,7 +13,6 @@ const KEPT_TASK: &[&str] = &[
     "Services",
     "Vault",
     "Consul",
-    "VolumeMounts",
     "CSIPluginConfig",
     "Identity",
     "Identities",
@@ -60,6 +59,7 @@ pub(super) fn task_from_value(path: &str, v: &Value, group_restart: &RestartPoli
     let shutdown_delay = o.uint("ShutdownDelay", u64::MAX)?.unwrap_or(0);
     let templates = templates_from(&mut o, path)?;
     let artifacts = artifacts_from(&mut o, path)?;
+    let volume_mounts = volume_mounts_from(&mut o, path)?;
     let dispatch_payload = dispatch_payload_from(o.object("DispatchPayload")?)?;
     let kept = o.kept(KEPT_TASK);
     o.finish(&[])?;
@@ -80,6 +80,7 @@ pub(super) fn task_from_value(path: &str, v: &Value, group_restart: &RestartPoli
         shutdown_delay,
         templates,
         artifacts,
+        volume_mounts,
         dispatch_payload,
         kept,
     })
@@ -321,6 +322,50 @@ fn artifacts_from(o: &mut Obj<'_>, path: &str) -> R<Vec<TaskArtifact>> {
             getter_headers,
             getter_mode,
             relative_dest,
+            kept,
+        });
+    }
+    Ok(out)
+}
+
+/// A task's `VolumeMounts`: each names a group volume (checked with the group) and a
+/// destination without `..`.
+fn volume_mounts_from(o: &mut Obj<'_>, path: &str) -> R<Vec<VolumeMount>> {
+    let mut out = Vec::new();
+    for (i, v) in o.array("VolumeMounts")?.into_iter().enumerate() {
+        let mpath = format!("{path}.VolumeMounts[{i}]");
+        let mut m = Obj::new(mpath.clone(), v)?;
+        let volume = m.required_string("Volume")?;
+        let destination = m.required_string("Destination")?;
+        if destination.is_empty() || destination.split('/').any(|p| p == "..") {
+            return Err(JobspecError::new(
+                format!("{mpath}.Destination"),
+                format!("expected a path inside the task without \"..\", found {destination:?}"),
+            ));
+        }
+        let read_only = m.boolean("ReadOnly")?.unwrap_or(false);
+        let propagation_mode = m
+            .string("PropagationMode")?
+            .filter(|p| !p.is_empty())
+            .unwrap_or_else(|| "private".into());
+        if !matches!(
+            propagation_mode.as_str(),
+            "private" | "host-to-task" | "bidirectional"
+        ) {
+            return Err(JobspecError::new(
+                format!("{mpath}.PropagationMode"),
+                format!(
+                    "expected private, host-to-task or bidirectional, found {propagation_mode:?}"
+                ),
+            ));
+        }
+        let kept = m.kept(&["SELinuxLabel"]);
+        m.finish(&[])?;
+        out.push(VolumeMount {
+            volume,
+            destination,
+            read_only,
+            propagation_mode,
             kept,
         });
     }

@@ -149,6 +149,9 @@ pub fn isolation(
         task_path: "/alloc".into(),
         read_only: false,
     });
+    // The task's host volumes and reservation mounts: the host's own list, never the
+    // driver's (a driver may leave one out or make it read-only, not add or widen one).
+    allowed.extend(t.mounts.iter().cloned());
     if iso.binds.is_empty() {
         iso.binds = allowed;
     } else {
@@ -160,7 +163,7 @@ pub fn isolation(
             });
             if !ok {
                 return Err(HostError::Denied(format!(
-                    "isolation.binds: component {name:?} may not bind {:?} at {:?}{}: an isolated task's chroot holds the operator's chroot_env (plugin {name:?} {{ grant {{ chroot_env = [...] }} }}, read-only) and its alloc dir at /alloc",
+                    "isolation.binds: component {name:?} may not bind {:?} at {:?}{}: an isolated task's chroot holds the operator's chroot_env (plugin {name:?} {{ grant {{ chroot_env = [...] }} }}, read-only), its alloc dir at /alloc, and its host volumes and device mounts",
                     b.host_path,
                     b.task_path,
                     if b.read_only { "" } else { " writable" }
@@ -179,6 +182,7 @@ pub fn isolation(
     iso.denied_uids = grants.denied_uids();
     iso.denied_gids = grants.denied_gids();
     iso.pids_max = grants.pids_max.unwrap_or(crate::grants::DEFAULT_PIDS_MAX);
+    iso.device_nodes = t.devices.clone();
     Ok(iso)
 }
 
@@ -203,6 +207,7 @@ mod tests {
             alloc_dir: "/data/alloc/a1/alloc".into(),
             stdout: "/data/alloc/a1/alloc/logs/web.stdout".into(),
             stderr: "/data/alloc/a1/alloc/logs/web.stderr".into(),
+            ..Default::default()
         }
     }
 
@@ -374,5 +379,69 @@ mod tests {
         .unwrap();
         assert_eq!(iso.binds, [subset]);
         denied(isolation(&c, None, base()), "only in a call about a task");
+    }
+
+    #[test]
+    fn a_task_s_volumes_and_device_nodes_are_the_host_s_list_never_the_driver_s() {
+        let c = component(Grants {
+            isolation: true,
+            ..Default::default()
+        });
+        let volume = Mount {
+            host_path: "/srv/volumes/data".into(),
+            task_path: "/data".into(),
+            read_only: true,
+        };
+        let node = crate::types::DeviceNode {
+            task_path: "/dev/mock-0".into(),
+            host_path: "/dev/null".into(),
+            permissions: "rw".into(),
+        };
+        let p = TaskPaths {
+            mounts: vec![volume.clone()],
+            devices: vec![node.clone()],
+            ..paths()
+        };
+        let base = || Isolation {
+            no_new_privs: true,
+            ..Default::default()
+        };
+        // Nothing asked: the operator's chroot_env, the alloc dir and the task's volume,
+        // and the device nodes set by the host.
+        let iso = isolation(&c, Some(&p), base()).unwrap();
+        assert!(iso.binds.contains(&volume), "{:?}", iso.binds);
+        assert_eq!(iso.device_nodes, [node.clone()]);
+        // A driver asking for the volume writable, or for another host folder at its
+        // destination, or naming device nodes of its own: the host's list stands.
+        for bad in [
+            Mount {
+                read_only: false,
+                ..volume.clone()
+            },
+            Mount {
+                host_path: "/etc".into(),
+                ..volume.clone()
+            },
+        ] {
+            denied(
+                isolation(
+                    &c,
+                    Some(&p),
+                    Isolation {
+                        binds: vec![bad],
+                        ..base()
+                    },
+                ),
+                "may not bind",
+            );
+        }
+        let asked = Isolation {
+            device_nodes: vec![crate::types::DeviceNode {
+                host_path: "/dev/mem".into(),
+                ..node.clone()
+            }],
+            ..base()
+        };
+        assert_eq!(isolation(&c, Some(&p), asked).unwrap().device_nodes, [node]);
     }
 }
