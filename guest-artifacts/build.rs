@@ -14,7 +14,7 @@ const TARGET: &str = "wasm32-wasip2";
 const WORKSPACE_MANIFEST: &str = "guest-drivers/Cargo.toml";
 
 /// The folders holding guest crates; a change to any source in them rebuilds the guests.
-const GUEST_DIRS: &[&str] = &["guest-drivers", "hooks-wasm", "checks-wasm"];
+const GUEST_DIRS: &[&str] = &["guest-drivers", "hooks-wasm", "checks-wasm", "secrets-wasm"];
 
 /// The crate file stem of every `.wasm` this crate exposes.
 const ARTIFACTS: &[&str] = &[
@@ -37,6 +37,7 @@ const ARTIFACTS: &[&str] = &[
     "fixture_hostile_hook",
     "redis_ping_check",
     "fixture_hostile_check",
+    "nomad_secrets",
 ];
 
 /// The SDK crates whose sources `sources.rs` carries, for the projects `agent component new`

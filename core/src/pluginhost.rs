@@ -56,6 +56,8 @@ pub struct PluginHost {
     pub hooks: Arc<HookManager>,
     /// Check components (services' custom checks).
     pub checks: Arc<crate::checkcomponents::CheckComponents>,
+    /// Secret providers (tasks' `secret` blocks).
+    pub secrets: Arc<crate::secretproviders::SecretProviders>,
     /// The node's recent events, raised by the driver and device managers.
     pub node_events: Arc<NodeEvents>,
 }
@@ -86,6 +88,7 @@ impl PluginHost {
         let devices = DeviceManager::new(runtime.clone(), node_events.clone(), opts.db);
         let hooks = HookManager::new(runtime.clone(), &opts.hooks);
         let checks = crate::checkcomponents::CheckComponents::new(runtime.clone());
+        let secrets = crate::secretproviders::SecretProviders::new(runtime.clone());
         Ok(Self {
             runtime,
             services,
@@ -93,6 +96,7 @@ impl PluginHost {
             devices,
             hooks,
             checks,
+            secrets,
             node_events,
         })
     }

@@ -98,6 +98,11 @@ artifact!(
     /// listens or sends where its check's `Body` says.
     FIXTURE_HOSTILE_CHECK, "PADDOCK_GUEST_FIXTURE_HOSTILE_CHECK", "fixture_hostile_check.wasm");
 
+artifact!(
+    /// The `nomad` secret provider: a Nomad Variable's items for a task's `secret` block,
+    /// under the `variables` grant.
+    NOMAD_SECRETS, "PADDOCK_GUEST_NOMAD_SECRETS", "nomad_secrets.wasm");
+
 /// The components built into the agent binary.
 pub const BUILT_IN: &[Artifact] = &[
     MOCK_DRIVER,
@@ -110,6 +115,7 @@ pub const BUILT_IN: &[Artifact] = &[
     TEMPLATE_HOOK,
     ARTIFACT_HOOK,
     REDIS_PING_CHECK,
+    NOMAD_SECRETS,
 ];
 
 /// The prefix of the build stamp a guest reads with `paddock_guest_core::stamp::Stamp`.

@@ -267,6 +267,7 @@ pub fn task_env(t: &pb::TaskConfig) -> TaskEnv {
     TaskEnv {
         env: t.env.iter().map(|(k, v)| (k.clone(), v.clone())).collect(),
         node: Arc::new(node),
+        secrets: Default::default(),
     }
 }
 

@@ -80,6 +80,26 @@ pub mod v0_1 {
         });
     }
 
+    /// The `secret-provider` world (since 0.1.2), reusing the driver world's shared
+    /// interfaces and the hook world's `variables`.
+    pub mod secret {
+        wasmtime::component::bindgen!({
+            path: "../wit/0.1.2",
+            world: "secret-provider",
+            imports: { default: async },
+            exports: { default: async },
+            additional_derives: [PartialEq, serde::Serialize, serde::Deserialize],
+            with: {
+                "paddock:plugin/types": super::driver::paddock::plugin::types,
+                "paddock:plugin/info": super::driver::paddock::plugin::info,
+                "paddock:plugin/log": super::driver::paddock::plugin::log,
+                "paddock:plugin/config": super::driver::paddock::plugin::config,
+                "paddock:plugin/timer": super::driver::paddock::plugin::timer,
+                "paddock:plugin/variables": super::hook::paddock::plugin::variables,
+            },
+        });
+    }
+
     pub use driver::paddock::plugin::{
         config, devices, env, events, info, log, process, task_logs, timer, types,
     };

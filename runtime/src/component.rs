@@ -191,4 +191,5 @@ pub(crate) enum WorldPre {
     Hook(v0_1::hook::HookPre<HostState>),
     Device(v0_1::device::DevicePluginPre<HostState>),
     Check(v0_1::check::CheckPre<HostState>),
+    Secret(v0_1::secret::SecretProviderPre<HostState>),
 }

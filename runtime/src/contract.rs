@@ -70,7 +70,7 @@ pub const RELEASED: &[Release] = &[
             ),
             (
                 "plugins.wit",
-                "caa3987dfb22257343b734ea082d44c8a61962b714b9ababc12e0c7ade661917",
+                "db32d6614d67eaf9397cb2c3785cb59261e9a6f89e66d9be5dba61f2758a2c7c",
             ),
             (
                 "types.wit",

@@ -19,6 +19,8 @@ pub enum World {
     DevicePlugin,
     /// A custom service check (contract 0.1.1).
     Check,
+    /// A secret provider (contract 0.1.2).
+    SecretProvider,
 }
 
 impl World {
@@ -29,6 +31,7 @@ impl World {
             World::Hook => "hook",
             World::DevicePlugin => "device-plugin",
             World::Check => "check",
+            World::SecretProvider => "secret-provider",
         }
     }
 
@@ -38,6 +41,7 @@ impl World {
             "task-hook" => Some(World::Hook),
             "device" => Some(World::DevicePlugin),
             "service-check" => Some(World::Check),
+            "secret-source" => Some(World::SecretProvider),
             _ => None,
         }
     }

@@ -373,6 +373,9 @@ impl Runtime {
                 WorldPre::Device(v0_1::device::DevicePluginPre::new(pre).map_err(link_err)?)
             }
             World::Check => WorldPre::Check(v0_1::check::CheckPre::new(pre).map_err(link_err)?),
+            World::SecretProvider => {
+                WorldPre::Secret(v0_1::secret::SecretProviderPre::new(pre).map_err(link_err)?)
+            }
         })
     }
 }

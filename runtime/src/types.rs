@@ -47,6 +47,9 @@ pub struct TaskEnv {
     /// Node keys: `node.unique.id`, `node.datacenter`, `attr.<name>`, `meta.<name>`, ...
     /// Shared: every copy of a task's env names the same node.
     pub node: std::sync::Arc<BTreeMap<String, String>>,
+    /// The task's secrets as `${secret.NAME.KEY}` names them (`secret.NAME.KEY`): for
+    /// interpolation only, never the environment itself, and never stored.
+    pub secrets: std::sync::Arc<BTreeMap<String, String>>,
 }
 
 impl TaskEnv {
@@ -80,7 +83,11 @@ impl TaskEnv {
             match end {
                 Some(e) if key_ok(&after[..e]) => {
                     let key = &after[..e];
-                    match self.node.get(key).or_else(|| self.env.get(key)) {
+                    let found = match key.strip_prefix("secret.") {
+                        Some(_) => self.secrets.get(key),
+                        None => self.node.get(key).or_else(|| self.env.get(key)),
+                    };
+                    match found {
                         Some(v) => out.push_str(v),
                         None => out.push_str(&rest[start..start + 3 + e]),
                     }
@@ -202,6 +209,27 @@ pub struct Reservation {
     pub mounts: Vec<Mount>,
     /// Device nodes.
     pub devices: Vec<DeviceNode>,
+    /// Host paths of `mounts` and `devices` outside the plugin's `read_paths` grant: the
+    /// host binds or makes none of them for an isolated task (they stay in the task
+    /// config, for a driver's information).
+    #[serde(default)]
+    pub ungranted: Vec<String>,
+}
+
+impl Reservation {
+    /// The mounts the host may bind: those inside the plugin's grant.
+    pub fn granted_mounts(&self) -> impl Iterator<Item = &Mount> {
+        self.mounts
+            .iter()
+            .filter(|m| !self.ungranted.contains(&m.host_path))
+    }
+
+    /// The device nodes the host may make: those inside the plugin's grant.
+    pub fn granted_devices(&self) -> impl Iterator<Item = &DeviceNode> {
+        self.devices
+            .iter()
+            .filter(|d| !self.ungranted.contains(&d.host_path))
+    }
 }
 
 /// How a task or process ended (Nomad's ExitResult).

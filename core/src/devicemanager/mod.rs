@@ -139,13 +139,11 @@ impl DeviceManager {
                 .reserve(d.device_ids.clone())
                 .await
                 .map_err(|e| match e {
-                    PluginCallError::Plugin(message) | PluginCallError::Denied(message) => {
-                        ReserveError::Refused {
-                            plugin: name.clone(),
-                            ids: d.device_ids.clone(),
-                            message,
-                        }
-                    }
+                    PluginCallError::Plugin(message) => ReserveError::Refused {
+                        plugin: name.clone(),
+                        ids: d.device_ids.clone(),
+                        message,
+                    },
                     PluginCallError::Component(e) => ReserveError::Component(e),
                 })?;
             out.push(r);

@@ -22,9 +22,6 @@ pub enum PluginCallError {
     /// The component failed (trap, memory, deadline), or is no longer loaded.
     #[error(transparent)]
     Component(#[from] CallError),
-    /// The reservation names a host path outside the plugin's `read_paths` grant.
-    #[error("{0}")]
-    Denied(String),
 }
 
 /// Whether `path` (a plain absolute path) lies in one of `granted` folders.
@@ -81,19 +78,16 @@ impl DevicePlugin {
         // The host makes these nodes in an isolated task's /dev and binds these mounts
         // into its chroot: only what the operator let the plugin see.
         let granted = &self.comp.grants().read_paths;
-        let outside = r
+        let ungranted: Vec<String> = r
             .devices
             .iter()
             .map(|d| &d.host_path)
             .chain(r.mounts.iter().map(|m| &m.host_path))
-            .find(|p| !within(p, granted));
-        if let Some(p) = outside {
-            return Err(PluginCallError::Denied(format!(
-                "device plugin {:?} reserved the host path {p:?}, outside its `read_paths` grant {granted:?} (plugin {:?} {{ grant {{ read_paths = [...] }} }})",
-                self.comp.name, self.comp.name
-            )));
-        }
+            .filter(|p| !within(p, granted))
+            .cloned()
+            .collect();
         Ok(Reservation {
+            ungranted,
             env: bounds::pairs(r.env),
             mounts: r
                 .mounts

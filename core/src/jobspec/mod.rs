@@ -331,6 +331,9 @@ pub struct Task {
     /// The group's volumes this task mounts, and where.
     #[serde(rename = "VolumeMounts", default)]
     pub volume_mounts: Vec<VolumeMount>,
+    /// Secrets fetched by provider components before the task starts.
+    #[serde(rename = "Secrets", default)]
+    pub secrets: Vec<TaskSecret>,
     /// Where a dispatched job's payload is written.
     #[serde(rename = "DispatchPayload", default)]
     pub dispatch_payload: Option<DispatchPayloadConfig>,
@@ -522,6 +525,44 @@ pub struct TaskArtifact {
     /// Nomad fields nothing here acts on (`GetterInsecure`, `Chown`), as given.
     #[serde(flatten, default)]
     pub kept: Kept,
+}
+
+/// A task's `secret "NAME"` block (Nomad 1.11's Secret): the items a provider component
+/// fetches from `path` are `${secret.NAME.KEY}` in the task's interpolation.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+#[serde(default)]
+pub struct TaskSecret {
+    /// The name interpolation uses.
+    #[serde(rename = "Name")]
+    pub name: String,
+    /// The secret provider component's name (`nomad`: the built-in one, Nomad Variables).
+    #[serde(rename = "Provider")]
+    pub provider: String,
+    /// Where the provider finds it (a variable's path for `nomad`).
+    #[serde(rename = "Path")]
+    pub path: String,
+    /// The provider's options, as given.
+    #[serde(rename = "Config")]
+    pub config: serde_json::Map<String, serde_json::Value>,
+    /// Nomad fields nothing here acts on (`Env`, for Nomad's external plugins), as given.
+    #[serde(flatten)]
+    pub kept: Kept,
+}
+
+impl TaskSecret {
+    /// The config as a provider gets it: text values as they are, others as JSON.
+    pub fn config_text(&self) -> BTreeMap<String, String> {
+        self.config
+            .iter()
+            .map(|(k, v)| {
+                let text = match v {
+                    serde_json::Value::String(s) => s.clone(),
+                    other => other.to_string(),
+                };
+                (k.clone(), text)
+            })
+            .collect()
+    }
 }
 
 /// A group's `volume` block (Nomad's VolumeRequest): a host volume of the node by its

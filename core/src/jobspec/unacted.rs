@@ -107,10 +107,6 @@ const TASK: &[(&str, &str)] = &[
         "Schedule",
         "not supported by this agent yet: the task runs whatever the schedule",
     ),
-    (
-        "Secrets",
-        "not supported by this agent yet: the task runs without them",
-    ),
 ];
 
 /// Fields of a task's smaller blocks, kept there as given, by block and key.
@@ -245,6 +241,12 @@ const ARTIFACT: &[(&str, &str)] = &[
     ),
 ];
 
+/// Fields of a task's secrets, kept there as given, by key.
+const SECRET: &[(&str, &str)] = &[(
+    "Env",
+    "not acted on: a provider component is given its config, not an environment",
+)];
+
 /// Fields of a group's volumes, kept there as given, by key.
 const VOLUME: &[(&str, &str)] = &[
     (
@@ -358,6 +360,9 @@ pub fn unacted(job: &Job) -> Vec<Unacted> {
                     .map(|&(_, k, why)| (k, why))
                     .collect();
                 from(&table, kept, &format!("{tp}.{part}"), &mut out);
+            }
+            for (i, s) in task.secrets.iter().enumerate() {
+                from(SECRET, &s.kept, &format!("{tp}.Secrets[{i}]"), &mut out);
             }
             for (i, a) in task.artifacts.iter().enumerate() {
                 from(ARTIFACT, &a.kept, &format!("{tp}.Artifacts[{i}]"), &mut out);

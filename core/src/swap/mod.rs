@@ -369,7 +369,7 @@ impl Swapper {
         match new.world {
             World::Driver => self.drivers.fingerprint_all().await,
             World::DevicePlugin => self.devices.fingerprint_all().await,
-            World::Hook | World::Check => {}
+            World::Hook | World::Check | World::SecretProvider => {}
         }
         self.time_first_call(new.clone(), seen);
         self.warn_if_replacing_built_in(&new);

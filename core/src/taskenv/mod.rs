@@ -113,6 +113,9 @@ pub struct EnvBuilder {
     base: TaskEnv,
     device_env: Vec<(String, String)>,
     hook_env: Vec<(String, String)>,
+    /// The task's `env` entries that name a secret, as written: interpolated again once
+    /// the secrets are known.
+    secret_env: Vec<(String, String)>,
 }
 
 impl EnvBuilder {
@@ -122,7 +125,27 @@ impl EnvBuilder {
             base: base(r),
             device_env: Vec::new(),
             hook_env: Vec::new(),
+            secret_env: r
+                .task
+                .env
+                .iter()
+                .filter(|(_, v)| v.contains("${secret."))
+                .map(|(k, v)| (k.clone(), v.clone()))
+                .collect(),
         }
+    }
+
+    /// The task's secrets (the `secrets` hook's), by `secret.NAME.KEY`.
+    pub fn set_secrets(&mut self, secrets: BTreeMap<String, String>) {
+        self.base.secrets = std::sync::Arc::new(secrets);
+    }
+
+    /// The values of the task's secrets, longest first: what events must not show.
+    pub fn secret_values(&self) -> Vec<String> {
+        let mut v: Vec<String> = self.base.secrets.values().cloned().collect();
+        v.sort_by_key(|s| std::cmp::Reverse(s.len()));
+        v.dedup();
+        v
     }
 
     /// The env of the task's device reservations (the `devices` hook's).
@@ -139,6 +162,10 @@ impl EnvBuilder {
     /// against what came before it.
     pub fn build(&self) -> TaskEnv {
         let mut te = self.base.clone();
+        for (k, v) in &self.secret_env {
+            let v = te.interpolate(v);
+            te.env.insert(k.clone(), v);
+        }
         for (k, v) in self.device_env.iter().chain(&self.hook_env) {
             let v = te.interpolate(v);
             te.env.insert(k.clone(), v);
@@ -246,6 +273,7 @@ fn base(r: EnvRequest<'_>) -> TaskEnv {
     let mut te = TaskEnv {
         env,
         node: std::sync::Arc::new(node.keys()),
+        secrets: Default::default(),
     };
     for (k, v) in &meta {
         let v = te.interpolate(v);

@@ -42,6 +42,7 @@ impl Agent {
             devices,
             hooks,
             checks,
+            secrets,
             node_events,
             ..
         } = plugins;
@@ -50,6 +51,7 @@ impl Agent {
             drivers,
             devices,
             hooks,
+            secrets,
         };
         let client = Arc::new(new_client(
             &opts, &data_dir, &db, &changes, plugins, checks,

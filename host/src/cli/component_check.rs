@@ -148,6 +148,7 @@ pub async fn run(file: &std::path::Path, args: CheckArgs) -> anyhow::Result<i32>
         World::Hook => check_hook(&mut report, &host.hooks, &c).await,
         World::DevicePlugin => check_device(&mut report, &host.runtime, &c.name).await,
         World::Check => check_check(&mut report, &host.checks, &c).await,
+        World::SecretProvider => check_secret(&mut report, &host.secrets, &c).await,
     }
     if let Some((op, took)) = &report.slowest {
         let limit = c.limits().call_timeout;
@@ -634,6 +635,41 @@ async fn pong_listener() -> std::io::Result<(u16, Arc<std::sync::atomic::AtomicU
         }
     });
     Ok((port, taken))
+}
+
+/// A secret provider asked for a path nothing holds, on behalf of a task: any answer but
+/// a failing component passes (a provider may need config this check cannot know).
+async fn check_secret(
+    r: &mut Report,
+    secrets: &crate::secretproviders::SecretProviders,
+    c: &LoadedComponent,
+) {
+    use crate::secretproviders::SecretError;
+    let ctx = std::sync::Arc::new(crate::runtime::TaskContext {
+        workload: Some(crate::runtime::WorkloadIdentity {
+            namespace: "default".into(),
+            job_id: "check".into(),
+            group: "g".into(),
+            task: "one".into(),
+        }),
+        ..Default::default()
+    });
+    let config = Default::default();
+    let fetch = secrets.fetch(
+        &c.name,
+        "check",
+        "nomad/jobs/check/nothing-here",
+        &config,
+        ctx,
+    );
+    match r.timed("fetch", fetch).await {
+        Ok(items) => r.pass(
+            "fetch (nothing there)",
+            format!("answered {} items", items.len()),
+        ),
+        Err(e @ SecretError::Component { .. }) => r.fail("fetch (nothing there)", e.to_string()),
+        Err(e) => r.pass("fetch (nothing there)", format!("answered: {e}")),
+    }
 }
 
 async fn check_check(

@@ -31,6 +31,7 @@ pub fn interpolate(data: &[u8]) {
     let te = TaskEnv {
         env,
         node: Arc::new(node),
+        secrets: Default::default(),
     };
     let out = te.interpolate(s);
     assert_eq!(out, model(&te, s), "interpolating {s:?}");
@@ -57,7 +58,12 @@ fn model(te: &TaskEnv, s: &str) -> String {
                         .chars()
                         .all(|c| c.is_ascii_alphanumeric() || "_-.".contains(c));
                 if valid {
-                    match te.node.get(&key).or_else(|| te.env.get(&key)) {
+                    let found = if key.starts_with("secret.") {
+                        te.secrets.get(&key)
+                    } else {
+                        te.node.get(&key).or_else(|| te.env.get(&key))
+                    };
+                    match found {
                         Some(v) => out.push_str(v),
                         None => out.extend(&chars[i..i + 3 + n]),
                     }

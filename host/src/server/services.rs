@@ -112,12 +112,44 @@ impl ServiceHost for ServiceBook {
 }
 
 impl Server {
+    /// Every `secret` block names a loaded secret provider component, or the job is
+    /// refused naming the field and what is loaded (a task would fail at every start).
+    fn secret_providers_known(
+        &self,
+        job: &crate::jobspec::Job,
+    ) -> Result<(), crate::jobspec::JobspecError> {
+        let mut loaded: Option<Vec<String>> = None;
+        for (gi, g) in job.task_groups.iter().enumerate() {
+            for (ti, t) in g.tasks.iter().enumerate() {
+                for (si, s) in t.secrets.iter().enumerate() {
+                    let names = loaded.get_or_insert_with(|| self.client.plugins().secrets.names());
+                    if !names.contains(&s.provider) {
+                        return Err(crate::jobspec::JobspecError::new(
+                            format!("Job.TaskGroups[{gi}].Tasks[{ti}].Secrets[{si}].Provider"),
+                            format!(
+                                "no secret provider {:?} is loaded (loaded: {})",
+                                s.provider,
+                                if names.is_empty() {
+                                    "none".to_string()
+                                } else {
+                                    names.join(", ")
+                                }
+                            ),
+                        ));
+                    }
+                }
+            }
+        }
+        Ok(())
+    }
+
     /// Every check of `job` whose `type` names a check component names one that is loaded:
     /// else the error names the check's `Type` field and what is loaded.
     pub(super) fn check_components_known(
         &self,
         job: &crate::jobspec::Job,
     ) -> Result<(), crate::jobspec::JobspecError> {
+        self.secret_providers_known(job)?;
         use crate::structs::service::{CheckKind, ServiceSpec};
         let mut loaded: Option<Vec<String>> = None;
         for (gi, g) in job.task_groups.iter().enumerate() {

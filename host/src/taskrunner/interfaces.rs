@@ -80,6 +80,8 @@ pub struct Plugins {
     pub devices: Arc<DeviceManager>,
     /// WASM hooks and the tasks they attach to.
     pub hooks: Arc<HookManager>,
+    /// Secret provider components, for tasks' `secret` blocks.
+    pub secrets: Arc<crate::secretproviders::SecretProviders>,
 }
 
 /// Everything a task runner is given (Nomad's task runner `Config`).

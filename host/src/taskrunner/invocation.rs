@@ -137,7 +137,18 @@ impl TaskRunner {
             )
         })?;
         let mut cfg = self.task_config(view, &inv, &env, config);
-        cfg.mounts.extend(volumes);
+        cfg.mounts.extend(volumes.iter().cloned());
+        // What the host binds and makes for an isolated process: the volumes, and what the
+        // reservations hold inside their plugins' grants.
+        let binds: Vec<_> = volumes
+            .into_iter()
+            .chain(inv.reservations.iter().flat_map(|r| r.granted_mounts().cloned()))
+            .collect();
+        let nodes: Vec<_> = inv
+            .reservations
+            .iter()
+            .flat_map(|r| r.granted_devices().cloned())
+            .collect();
         self.register_driver_events();
         let ctx = Arc::new(TaskContext {
             env,
@@ -156,8 +167,8 @@ impl TaskRunner {
                 stderr: inv.logs.stderr.display().to_string(),
                 // What the host binds into an isolated process of the task: its volumes
                 // and its reservations' mounts and device nodes.
-                mounts: cfg.mounts.clone(),
-                devices: cfg.devices.clone(),
+                mounts: binds,
+                devices: nodes,
             }),
             // Drivers do not import `artifacts`.
             artifacts: Vec::new(),
@@ -316,6 +327,7 @@ impl TaskRunner {
     fn register_driver_events(&self) {
         let handler = self.handler.clone();
         let task_name = self.task.name.clone();
+        let secrets = self.secret_values.clone();
         self.drivers.register_event_handler(
             &self.alloc_id,
             &self.task.name,
@@ -324,7 +336,7 @@ impl TaskRunner {
                 let mut te = TaskEvent::new(TaskEventType::Driver, ev.message.clone());
                 te.driver_message = ev.message;
                 te.details = ev.details.into_iter().collect();
-                handler.event(&task_name, te);
+                handler.event(&task_name, super::redact(&secrets, te));
             }),
         );
     }

@@ -78,6 +78,9 @@ pub struct TaskRunner {
     kill: CancellationToken,
     /// The latest start, for the poststart, exited, update and stop phases.
     last: std::sync::Mutex<Option<Arc<Invocation>>>,
+    /// The values of the task's secrets (longest first): task events show `<redacted>` in
+    /// their place. Set by each invocation's prestart.
+    secret_values: Arc<std::sync::RwLock<Vec<String>>>,
     /// A restart was asked for (`Restart Signaled`): the running invocation is stopped and
     /// the task starts again at once, not counted against its restart policy.
     restart_requested: AtomicBool,
@@ -159,6 +162,7 @@ impl TaskRunner {
             hooks,
             kill,
             last: std::sync::Mutex::new(None),
+            secret_values: Arc::default(),
             restart_requested: AtomicBool::new(false),
             render_busy: AtomicBool::new(false),
             render_again: AtomicBool::new(false),
@@ -250,7 +254,8 @@ impl TaskRunner {
     }
 
     fn event(&self, ev: TaskEvent) {
-        self.handler.event(&self.task.name, ev);
+        self.handler
+            .event(&self.task.name, redact(&self.secret_values, ev));
     }
 
     fn failure(kind: TaskEventType, message: String) -> TaskEvent {
@@ -416,3 +421,36 @@ impl TaskRunner {
 
 #[cfg(test)]
 pub(crate) mod tests;
+
+/// `ev` with every secret value in `secrets` replaced by `<redacted>`: a task event never
+/// shows a secret, whatever message carried it (a command line a driver could not run, a
+/// hook's or a driver's words).
+pub(crate) fn redact(secrets: &std::sync::RwLock<Vec<String>>, mut ev: TaskEvent) -> TaskEvent {
+    let values = secrets.read().unwrap();
+    if values.is_empty() {
+        return ev;
+    }
+    let scrub = |s: &mut String| {
+        for v in values.iter().filter(|v| !v.is_empty()) {
+            if s.contains(v.as_str()) {
+                *s = s.replace(v.as_str(), "<redacted>");
+            }
+        }
+    };
+    for s in [
+        &mut ev.message,
+        &mut ev.display_message,
+        &mut ev.driver_error,
+        &mut ev.validation_error,
+        &mut ev.setup_error,
+        &mut ev.download_error,
+        &mut ev.kill_reason,
+        &mut ev.driver_message,
+    ] {
+        scrub(s);
+    }
+    for v in ev.details.values_mut() {
+        scrub(v);
+    }
+    ev
+}

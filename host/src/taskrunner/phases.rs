@@ -40,6 +40,8 @@ impl TaskRunner {
             let resp = hook.prestart(&req, inv).await.map_err(|f| {
                 RunEnd::Failed(Box::new(Self::failure(f.kind, f.message)), f.recoverable)
             })?;
+            // What the secrets hook fetched: from here on, events do not show it.
+            *self.secret_values.write().unwrap() = inv.env.secret_values();
             if hook.persistent() {
                 self.set_hook_state(
                     name,

@@ -82,6 +82,7 @@ pub(crate) async fn plugins() -> Plugins {
         drivers: host.drivers,
         devices: host.devices,
         hooks: host.hooks,
+        secrets: host.secrets,
     }
 }
 

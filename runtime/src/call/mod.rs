@@ -80,6 +80,12 @@ impl Runtime {
                 })
                 .await
             }
+            WorldPre::Secret(_) => {
+                self.call_secret(comp, None, "info", |c, s| {
+                    Box::pin(c.paddock_plugin_secret_source().call_info(s))
+                })
+                .await
+            }
         }
     }
 
@@ -156,6 +162,25 @@ impl Runtime {
             + Send,
     {
         self.call_world(comp, None, op, f).await
+    }
+
+    /// Call a secret provider about `task` (see [`Runtime::call_driver`]).
+    pub async fn call_secret<R, F>(
+        &self,
+        comp: &LoadedComponent,
+        task: Option<Arc<TaskContext>>,
+        op: &'static str,
+        f: F,
+    ) -> Result<R, CallError>
+    where
+        R: Send,
+        F: for<'a> FnOnce(
+                &'a v0_1::secret::SecretProvider,
+                &'a mut Store<HostState>,
+            ) -> BoxFuture<'a, wasmtime::Result<R>>
+            + Send,
+    {
+        self.call_world(comp, task, op, f).await
     }
 
     /// One call into a component of world `W`: its store (warm, or fresh and instantiated

@@ -14,6 +14,7 @@ pub(crate) enum Instance {
     Hook(v0_1::hook::Hook),
     Device(v0_1::device::DevicePlugin),
     Check(v0_1::check::Check),
+    Secret(v0_1::secret::SecretProvider),
 }
 
 /// The bindings of one world: how [`crate::Runtime`]'s generic call path reaches them.
@@ -74,3 +75,8 @@ world_instance!(
     Device
 );
 world_instance!(v0_1::check::Check, v0_1::check::CheckPre<HostState>, Check);
+world_instance!(
+    v0_1::secret::SecretProvider,
+    v0_1::secret::SecretProviderPre<HostState>,
+    Secret
+);

@@ -14,9 +14,6 @@ use crate::harness::TestAgent;
 /// Two GPU groups: `t4` (16 GiB, listed first) and `a100` (40 GiB).
 const GPUS: &str = r#"
 plugin "mock-device" {
-  grant {
-    read_paths = ["/dev"]
-  }
   config {
     devices = [
       { vendor = "acme", type = "gpu", name = "t4", ids = ["t0", "t1"],
@@ -219,9 +216,6 @@ async fn bad_device_rules_are_a_400_naming_the_field() {
 async fn class_of(ids: &str, memory_mib: u32, serial: &str) -> String {
     let config = format!(
         r#"plugin "mock-device" {{
-  grant {{
-    read_paths = ["/dev"]
-  }}
   config {{
     devices = [{{ vendor = "acme", type = "gpu", name = "a100", ids = [{ids}],
       attributes = {{ memory_mib = {memory_mib}, "unique.serial" = "{serial}" }} }}]

@@ -51,6 +51,7 @@ mod restore;
 mod runtime;
 mod sdk;
 mod search;
+mod secrets;
 mod services;
 mod shutdown;
 mod soak;

@@ -384,9 +384,6 @@ plugin "mock" {
   }
 }
 plugin "mock-device" {
-  grant {
-    read_paths = ["/dev"]
-  }
   config {
     devices = [{ vendor = "paddock", type = "mock", name = "mock-device", ids = ["mock-0"] }]
   }

@@ -7,13 +7,15 @@ use std::process::Command;
 
 use crate::harness::repo_root as root;
 
-/// The SDK crates (the core every SDK shares, driver, device plugin, hook, check), by folder.
-const SDKS: [&str; 5] = [
+/// The SDK crates (the core every SDK shares, driver, device plugin, hook, check, secret
+/// provider), by folder.
+const SDKS: [&str; 6] = [
     "guest-drivers/guest-core",
     "guest-drivers/sdk",
     "guest-drivers/device-sdk",
     "hooks-wasm/sdk",
     "checks-wasm/sdk",
+    "secrets-wasm/sdk",
 ];
 
 fn wit_files(dir: &Path) -> Vec<(String, Vec<u8>)> {

@@ -20,7 +20,6 @@ const KEPT_TASK: &[&str] = &[
     "ScalingPolicies",
     "Kind",
     "Schedule",
-    "Secrets",
 ];
 
 pub(super) fn task_from_value(path: &str, v: &Value, group_restart: &RestartPolicy) -> R<Task> {
@@ -60,6 +59,7 @@ pub(super) fn task_from_value(path: &str, v: &Value, group_restart: &RestartPoli
     let templates = templates_from(&mut o, path)?;
     let artifacts = artifacts_from(&mut o, path)?;
     let volume_mounts = volume_mounts_from(&mut o, path)?;
+    let secrets = secrets_from(&mut o, path)?;
     let dispatch_payload = dispatch_payload_from(o.object("DispatchPayload")?)?;
     let kept = o.kept(KEPT_TASK);
     o.finish(&[])?;
@@ -81,6 +81,7 @@ pub(super) fn task_from_value(path: &str, v: &Value, group_restart: &RestartPoli
         templates,
         artifacts,
         volume_mounts,
+        secrets,
         dispatch_payload,
         kept,
     })
@@ -366,6 +367,70 @@ fn volume_mounts_from(o: &mut Obj<'_>, path: &str) -> R<Vec<VolumeMount>> {
             destination,
             read_only,
             propagation_mode,
+            kept,
+        });
+    }
+    Ok(out)
+}
+
+/// A task's `Secrets`: a name fit for `${secret.NAME.KEY}` (letters, digits, `_`, `-`),
+/// once each, a provider and a path.
+fn secrets_from(o: &mut Obj<'_>, path: &str) -> R<Vec<TaskSecret>> {
+    let mut out: Vec<TaskSecret> = Vec::new();
+    for (i, v) in o.array("Secrets")?.into_iter().enumerate() {
+        let spath = format!("{path}.Secrets[{i}]");
+        let mut s = Obj::new(spath.clone(), v)?;
+        let name = s.required_string("Name")?;
+        if name.is_empty()
+            || !name
+                .chars()
+                .all(|c| c.is_ascii_alphanumeric() || c == '_' || c == '-')
+        {
+            return Err(JobspecError::new(
+                format!("{spath}.Name"),
+                format!(
+                    "expected letters, digits, \"_\" or \"-\" (it is read as ${{secret.NAME.KEY}}), found {name:?}"
+                ),
+            ));
+        }
+        if out.iter().any(|o| o.name == name) {
+            return Err(JobspecError::new(
+                format!("{spath}.Name"),
+                format!("a second secret named {name:?}"),
+            ));
+        }
+        let provider = s.required_string("Provider")?;
+        let spath_path = s.required_string("Path")?;
+        if provider.is_empty() || spath_path.is_empty() {
+            return Err(JobspecError::new(
+                format!(
+                    "{spath}.{}",
+                    if provider.is_empty() {
+                        "Provider"
+                    } else {
+                        "Path"
+                    }
+                ),
+                "a secret needs a provider and a path",
+            ));
+        }
+        let config = match s.get("Config") {
+            None => serde_json::Map::new(),
+            Some(Value::Object(m)) => m.clone(),
+            Some(other) => {
+                return Err(JobspecError::new(
+                    format!("{spath}.Config"),
+                    format!("expected an object, found {}", kind(other)),
+                ));
+            }
+        };
+        let kept = s.kept(&["Env"]);
+        s.finish(&[])?;
+        out.push(TaskSecret {
+            name,
+            provider,
+            path: spath_path,
+            config,
             kept,
         });
     }

@@ -80,7 +80,7 @@ fn artifacts(task: &crate::jobspec::Task, env: &TaskEnv) -> Vec<Artifact> {
 /// What the hook's host calls see of the task: its environment so far, its devices, its
 /// directories (preopened with the `task_dir` grant), its workload identity (which
 /// variables it may read) and its artifacts.
-fn context(view: TaskView<'_>, inv: Option<&Invocation>) -> Option<Arc<TaskContext>> {
+pub(crate) fn context(view: TaskView<'_>, inv: Option<&Invocation>) -> Option<Arc<TaskContext>> {
     let inv = inv?;
     let job = &view.alloc.job;
     let env = inv.env.build();
