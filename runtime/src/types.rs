@@ -53,9 +53,13 @@ pub struct TaskEnv {
 }
 
 impl TaskEnv {
-    /// One variable.
+    /// One variable; `secret.NAME.KEY` is the task's secret (a template's `{{ env
+    /// "secret.db.password" }}`), which is no variable of the environment.
     pub fn get(&self, key: &str) -> Option<&str> {
-        self.env.get(key).map(String::as_str)
+        match key.strip_prefix("secret.") {
+            Some(_) => self.secrets.get(key).map(String::as_str),
+            None => self.env.get(key).map(String::as_str),
+        }
     }
 
     /// All variables, sorted by key.

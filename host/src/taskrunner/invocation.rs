@@ -142,7 +142,11 @@ impl TaskRunner {
         // reservations hold inside their plugins' grants.
         let binds: Vec<_> = volumes
             .into_iter()
-            .chain(inv.reservations.iter().flat_map(|r| r.granted_mounts().cloned()))
+            .chain(
+                inv.reservations
+                    .iter()
+                    .flat_map(|r| r.granted_mounts().cloned()),
+            )
             .collect();
         let nodes: Vec<_> = inv
             .reservations

@@ -1,7 +1,7 @@
 //! `secret` blocks through the built-in `nomad` secret provider (a WebAssembly component
 //! reading Nomad Variables on the task's behalf), against a real agent process: the secret
-//! reaches the task's env through `${secret.NAME.KEY}` and is not in its events, the API
-//! or the agent's log.
+//! reaches the task's env through `${secret.NAME.KEY}` and its templates through `{{ env
+//! "secret.NAME.KEY" }}`, and is not in its events, the API or the agent's log.
 
 use serde_json::{Value, json};
 
@@ -57,19 +57,27 @@ async fn a_secret_reaches_the_task_and_nothing_else() {
             .unwrap();
         String::from_utf8(out.stdout).unwrap()[..64].to_string()
     };
+    // A template reads it too (`{{ env "secret.db.password" }}`), into the secrets dir.
     let check = format!(
-        "test \"$(printf %s \"$DB_PASS\" | sha256sum | cut -c1-64)\" = {digest} && echo match || echo mismatch"
+        "test \"$(printf %s \"$DB_PASS\" | sha256sum | cut -c1-64)\" = {digest} && echo match || echo mismatch; \
+         test \"$(sha256sum < secrets/pw | cut -c1-64)\" = {digest} && echo template-match || echo template-mismatch"
     );
-    a.post_job(job(
+    let mut first = job(
         "shared",
         json!({ "DB_PASS": "${secret.db.password}" }),
         "/bin/sh",
         &["-c", &check],
-    ))
-    .await;
+    );
+    first["TaskGroups"][0]["Tasks"][0]["Templates"] = json!([{
+        "EmbeddedTmpl": "{{ env \"secret.db.password\" }}", "DestPath": "secrets/pw" }]);
+    a.post_job(first).await;
     let ok = finished(&a, "shared").await;
     let id = ok["ID"].as_str().unwrap().to_string();
-    assert_eq!(a.stdout(&id, "t").await, "match\n", "{ok:#}");
+    assert_eq!(
+        a.stdout(&id, "t").await,
+        "match\ntemplate-match\n",
+        "{ok:#}"
+    );
 
     // A command line holding the secret that fails to start: the event shows `<redacted>`.
     a.post_job(job(

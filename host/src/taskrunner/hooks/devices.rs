@@ -49,8 +49,7 @@ impl TaskHook for DevicesHook {
                 self.devices.reserve(&assigned.devices).await.map_err(|e| {
                     HookFailure::setup(format!("failed to reserve devices: {e}"), true)
                 })?;
-            let ungranted: Vec<&String> =
-                reservations.iter().flat_map(|r| &r.ungranted).collect();
+            let ungranted: Vec<&String> = reservations.iter().flat_map(|r| &r.ungranted).collect();
             if !ungranted.is_empty() {
                 (req.emit)(crate::structs::TaskEvent::new(
                     crate::structs::TaskEventType::HookMessage,
