@@ -56,7 +56,7 @@
 //!
 //! Besides `with`, `range` and `if`/`else if`/`else`, and `env`, `nomadVar`,
 //! `nomadVarList`, `nomadService`, `nomadServices` and `index`, a template calls `eq`, `ne`,
-//! `not`, `and`, `or`, `contains`, `hasPrefix`, `hasSuffix`, `toJSON`, `toJSONPretty`,
+//! `lt`, `le`, `gt`, `ge`, `not`, `and`, `or`, `contains`, `hasPrefix`, `hasSuffix`, `toJSON`, `toJSONPretty`,
 //! `split`, `join`, `replaceAll`, `toUpper`, `toLower`, `trimSpace`, `trimPrefix`,
 //! `trimSuffix`, `base64Encode`, `base64Decode`, `file` (a file of the task or shared dir,
 //! 1 MiB at most), `timestamp` and `printf` (`%s %v %d %q`), with pipelines (`{{ .x |

@@ -458,6 +458,20 @@ impl Eval<'_> {
                 Value::Bool((1..n).any(|_| json(take()) == first))
             }
             "ne" => Value::Bool(json(take()) != json(take())),
+            // Numbers as numbers when both are (a variable's items are text), else text.
+            "lt" | "le" | "gt" | "ge" => {
+                let (x, y) = (text(take())?, text(take())?);
+                let order = match (x.trim().parse::<f64>(), y.trim().parse::<f64>()) {
+                    (Ok(p), Ok(q)) => p.partial_cmp(&q).unwrap_or(std::cmp::Ordering::Equal),
+                    _ => x.cmp(&y),
+                };
+                Value::Bool(match name {
+                    "lt" => order.is_lt(),
+                    "le" => order.is_le(),
+                    "gt" => order.is_gt(),
+                    _ => order.is_ge(),
+                })
+            }
             "not" => Value::Bool(!take().truthy()),
             // Go's: the first empty argument, else the last (`and`); the first non-empty,
             // else the last (`or`).
@@ -1107,6 +1121,12 @@ mod tests {
         assert_eq!(
             r("{{ range nomadService \"web\" }}{{ toJSON . }}{{ end }}").unwrap(),
             r#"{"Address":"10.0.0.9","AllocID":"","Datacenter":"","ID":"c","JobID":"","Namespace":"default","NodeID":"","Port":8080,"ServiceName":"web","Tags":[]}"#
+        );
+        // Numbers compare as numbers, other text as text.
+        assert_eq!(
+            r("{{ if lt \"9\" \"10\" }}num{{ end }} {{ if gt \"b\" \"a\" }}text{{ end }} {{ ge \"2\" \"2\" }} {{ le \"3\" \"2.5\" }}")
+                .unwrap(),
+            "num text true false"
         );
         // Errors name what is wrong.
         let e = r("{{ sprig_nope \"x\" }}").unwrap_err();
