@@ -48,6 +48,7 @@ const SDK_CRATES: &[(&str, &str)] = &[
     ("guest-drivers/device-sdk", "paddock-device-sdk"),
     ("hooks-wasm/sdk", "paddock-hook-sdk"),
     ("checks-wasm/sdk", "paddock-check-sdk"),
+    ("secrets-wasm/sdk", "paddock-secret-sdk"),
 ];
 
 fn main() {

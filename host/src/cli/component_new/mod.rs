@@ -22,6 +22,8 @@ pub enum World {
     DevicePlugin,
     /// A service check (`paddock:plugin/check`, contract 0.1.1; Rust only).
     Check,
+    /// A secret provider (`paddock:plugin/secret-provider`, contract 0.1.2; Rust only).
+    SecretProvider,
 }
 
 /// The language a new plugin is written in.
@@ -87,6 +89,15 @@ fn world_text(world: World) -> WorldText {
                   network { hosts = [\"127.0.0.1:*\"] } } }`, and give a job's\nservice \
                   `check { type = \"__NAME__\" interval = \"5s\" timeout = \"2s\" }`.",
             state: "each probe connects afresh",
+        },
+        World::SecretProvider => WorldText {
+            wit: "secret-provider",
+            text: "secret provider",
+            sdk: "paddock-secret-sdk",
+            run: "Run it: put the `.wasm` in a folder, start `agent run --dev --components \
+                  FOLDER`, and give a job's\ntask `secret \"db\" { provider = \"__NAME__\", \
+                  path = \"nomad/jobs/<job>\" }`; its items are `${secret.db.KEY}`.",
+            state: "each fetch reads the store afresh",
         },
     }
 }
@@ -177,6 +188,7 @@ fn rust_project(world: World, name: &str) -> anyhow::Result<Vec<(String, String)
         World::Hook => include_str!("templates/rust_hook.rs.tmpl"),
         World::DevicePlugin => include_str!("templates/rust_device.rs.tmpl"),
         World::Check => include_str!("templates/rust_check.rs.tmpl"),
+        World::SecretProvider => include_str!("templates/rust_secret.rs.tmpl"),
     };
     let sdk = world_text(world).sdk;
     let vendored = ["paddock-guest-core", sdk];
@@ -212,10 +224,13 @@ fn rust_project(world: World, name: &str) -> anyhow::Result<Vec<(String, String)
 /// A Python or JavaScript project: the plugin, the contract's WIT, the build and test
 /// scripts, the tool's pinned version.
 fn other_project(world: World, lang: Lang, name: &str) -> anyhow::Result<Vec<(String, String)>> {
-    if world == World::Check {
+    if matches!(world, World::Check | World::SecretProvider) {
+        let w = world_text(world);
         bail!(
-            "a check component is templated in Rust only (--lang rust); its WIT is the world \
-             `check` of paddock:plugin@{}",
+            "a {} is templated in Rust only (--lang rust); its WIT is the world `{}` of \
+             paddock:plugin@{}",
+            w.text,
+            w.wit,
             crate::runtime::contract::SERVED[0]
         );
     }
@@ -226,7 +241,9 @@ fn other_project(world: World, lang: Lang, name: &str) -> anyhow::Result<Vec<(St
             match world {
                 World::Driver => include_str!("templates/py_driver.py.tmpl"),
                 World::Hook => include_str!("templates/py_hook.py.tmpl"),
-                World::DevicePlugin | World::Check => include_str!("templates/py_device.py.tmpl"),
+                World::DevicePlugin | World::Check | World::SecretProvider => {
+                    include_str!("templates/py_device.py.tmpl")
+                }
             },
             "pip install -r requirements.txt   # componentize-py",
             "Python",
@@ -236,7 +253,9 @@ fn other_project(world: World, lang: Lang, name: &str) -> anyhow::Result<Vec<(St
             match world {
                 World::Driver => include_str!("templates/js_driver.js.tmpl"),
                 World::Hook => include_str!("templates/js_hook.js.tmpl"),
-                World::DevicePlugin | World::Check => include_str!("templates/js_device.js.tmpl"),
+                World::DevicePlugin | World::Check | World::SecretProvider => {
+                    include_str!("templates/js_device.js.tmpl")
+                }
             },
             "npm install    # componentize-js",
             "JavaScript",
