@@ -5,6 +5,9 @@
 
 use serde::Deserialize;
 
+/// The name of the built-in hook these options are for.
+pub const HOOK: &str = "artifact";
+
 /// A size: bytes as a number, or Nomad's text (`"100GB"`, `"512MiB"`).
 #[derive(Debug, Clone, PartialEq, Deserialize)]
 #[serde(untagged)]

@@ -578,7 +578,7 @@ impl AgentConfig {
             message,
         };
         let given = self.client.artifact.clone();
-        if given.is_none() && !out.contains_key(crate::hookmanager::ARTIFACT_HOOK) {
+        if given.is_none() && !out.contains_key(artifact::HOOK) {
             return Ok(());
         }
         let (json, deadline) = given
@@ -586,7 +586,7 @@ impl AgentConfig {
             .plugin_config()
             .map_err(|m| err(format!("client.artifact.{m}")))?;
         let settings = out
-            .entry(crate::hookmanager::ARTIFACT_HOOK.to_string())
+            .entry(artifact::HOOK.to_string())
             .or_insert_with(|| ComponentSettings {
                 config: serde_json::json!({}),
                 ..Default::default()

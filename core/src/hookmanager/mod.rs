@@ -36,7 +36,7 @@ fn ordered(attach: &BTreeMap<String, HookAttach>) -> Vec<(String, HookAttach)> {
 pub const TEMPLATE_HOOK: &str = "template";
 
 /// The hook that fetches `artifact` blocks; attached to every task that has one.
-pub const ARTIFACT_HOOK: &str = "artifact";
+pub const ARTIFACT_HOOK: &str = crate::config::artifact::HOOK;
 
 /// The host interface a hook that fetches artifacts imports: its prestart is told as
 /// Nomad's artifact hook is (`Downloading Artifacts`, `Failed Artifact Download`).

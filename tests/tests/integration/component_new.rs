@@ -204,13 +204,17 @@ async fn python_and_js_projects_of_every_world_build_and_pass_check() {
             // A Python hook and a JS driver run the whole contract in `polyglot::` (the
             // examples); theirs are built here and read for their world and contract, without
             // a second 10 s compile of an interpreter-sized component.
-            if (lang, world) == ("python", "hook") || (lang, world) == ("js", "driver") {
-                let out = Command::new(dir.join("build.sh"))
+            // The project's own scripts, with the tools the test found.
+            let script = |file: &str| {
+                Command::new(dir.join(file))
                     .env("PATH", &path)
                     .env("PYTHON", &python)
                     .env("PYTHONPATH", &deps)
                     .output()
-                    .unwrap();
+                    .unwrap()
+            };
+            if (lang, world) == ("python", "hook") || (lang, world) == ("js", "driver") {
+                let out = script("build.sh");
                 assert!(
                     out.status.success(),
                     "{name}'s build.sh failed:\n{}",
@@ -227,12 +231,7 @@ async fn python_and_js_projects_of_every_world_build_and_pass_check() {
                 );
                 continue;
             }
-            let out = Command::new(dir.join("test.sh"))
-                .env("PATH", &path)
-                .env("PYTHON", &python)
-                .env("PYTHONPATH", &deps)
-                .output()
-                .unwrap();
+            let out = script("test.sh");
             let report = text(&out);
             assert!(out.status.success(), "{name}'s test.sh failed:\n{report}");
             assert!(
