@@ -84,14 +84,14 @@ impl Client {
                     }
                 }
                 let Some(client) = weak.upgrade() else { return };
-                client.rerender(&changed).await;
+                client.rerender(&changed);
             }
         });
     }
 
     /// Render again the templates `changed` touches, of every running task (each task on
     /// its own, one render at a time).
-    async fn rerender(&self, changed: &Changed) {
+    fn rerender(&self, changed: &Changed) {
         let mut asked = 0usize;
         for runner in self.runners() {
             let namespace = runner
