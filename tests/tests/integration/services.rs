@@ -427,7 +427,9 @@ async fn checks_pass_turn_critical_and_check_restart_restarts_the_task() {
 }
 
 /// A Python HTTP server on the group's `http` port: with `MODE=late` it answers 500 for
-/// its first three seconds and 200 after; with `MODE=never` always 500.
+/// its first three seconds and 200 after; with `MODE=never` always 500. The healthy deadline
+/// (9 s) leaves room for a slow Python start on a loaded machine: with 6 s, a start that
+/// took over 2 s failed a `late` deployment that should pass.
 const LATE: &str = r#"
 import http.server, os, time
 start, mode = time.time(), os.environ["MODE"]
@@ -447,7 +449,7 @@ fn judged_job(mode: &str, canary: u32) -> Value {
         "RestartPolicy": { "Attempts": 0, "Mode": "fail" },
         "ReschedulePolicy": { "Attempts": 0, "Unlimited": false },
         "Update": { "MaxParallel": 1, "Canary": canary, "AutoRevert": true, "HealthCheck": "checks",
-            "MinHealthyTime": second, "HealthyDeadline": 6 * second, "ProgressDeadline": 20 * second },
+            "MinHealthyTime": second, "HealthyDeadline": 9 * second, "ProgressDeadline": 20 * second },
         "Networks": [{ "DynamicPorts": [{ "Label": "http" }] }],
         "Services": [{ "Name": "judged", "PortLabel": "http", "Provider": "nomad", "Checks": [
             { "Name": "ready", "Type": "http", "Path": "/", "Interval": second, "Timeout": second }] }],
