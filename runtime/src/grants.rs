@@ -153,6 +153,15 @@ pub fn is_loader_variable(key: &str) -> bool {
 }
 
 impl Grants {
+    /// Whether the host may act for this component on the host path `path` (a device
+    /// node or mount a device plugin reserved): it lies in one of the `read_paths` folders,
+    /// by its text, absolute and without `..`.
+    pub fn reads(&self, path: &str) -> bool {
+        self.read_paths
+            .iter()
+            .any(|dir| crate::host_api::process::checks::within(path, dir))
+    }
+
     /// Everything: what `--dev` gives the built-in components.
     pub fn all() -> Self {
         Self {
@@ -362,6 +371,32 @@ fn resolve_pattern(pattern: &str) -> String {
 
 #[cfg(test)]
 mod tests {
+
+    #[test]
+    fn a_reserved_host_path_must_lie_in_the_read_paths_grant() {
+        let g = Grants {
+            read_paths: vec!["/dev".into(), "/sys/class/drm/".into()],
+            ..Default::default()
+        };
+        for ok in [
+            "/dev/null",
+            "/dev/dri/renderD128",
+            "/sys/class/drm/card0",
+            "/dev",
+        ] {
+            assert!(g.reads(ok), "{ok}");
+        }
+        for bad in [
+            "/devil",
+            "/dev/../etc/shadow",
+            "/etc/shadow",
+            "dev/null",
+            "/sys/class/drmx",
+        ] {
+            assert!(!g.reads(bad), "{bad}");
+        }
+        assert!(!Grants::default().reads("/dev/null"), "no grant, nothing");
+    }
     use super::*;
 
     #[test]

@@ -59,7 +59,7 @@ fn plain_absolute(path: &str) -> Option<PathBuf> {
 }
 
 /// Whether `path` is `dir` or below it, by their text (both absolute, without `..`).
-fn within(path: &str, dir: &str) -> bool {
+pub(crate) fn within(path: &str, dir: &str) -> bool {
     match (plain_absolute(path), plain_absolute(dir)) {
         (Some(p), Some(d)) => p.starts_with(d),
         _ => false,
