@@ -39,6 +39,7 @@ pub mod logmon;
 pub mod node;
 pub mod pluginbook;
 pub mod pluginhost;
+pub mod remote;
 pub mod secretproviders;
 /// Files in folders a task or a component can write, never through a link (the runtime's,
 /// which opens them for host interfaces too).

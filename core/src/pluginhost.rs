@@ -46,6 +46,14 @@ pub struct PluginHostOptions {
     pub hooks: BTreeMap<String, HookAttach>,
 }
 
+/// The plugin blocks that name a source, and where what they pull is kept.
+#[derive(Default)]
+pub struct RemoteSources {
+    /// The pull cache (`<data_dir>/cache/pulled`, next to the compile cache).
+    pub cache: Option<PathBuf>,
+    pub specs: BTreeMap<String, crate::remote::RemoteSpec>,
+}
+
 /// The runtime and the plugin managers over it.
 pub struct PluginHost {
     pub runtime: Arc<Runtime>,
@@ -147,6 +155,7 @@ impl PluginHost {
         changes: Arc<crate::changes::Changes>,
         dirs: Vec<PathBuf>,
         auto_revert: BTreeMap<String, crate::config::AutoRevert>,
+        remote: RemoteSources,
     ) -> std::io::Result<Arc<crate::swap::Swapper>> {
         crate::swap::Swapper::start(crate::swap::SwapperParts {
             runtime: self.runtime.clone(),
@@ -157,6 +166,8 @@ impl PluginHost {
             changes,
             dirs,
             auto_revert,
+            pull_cache: remote.cache,
+            remotes: remote.specs,
         })
         .await
     }

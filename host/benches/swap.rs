@@ -129,6 +129,8 @@ fn main() {
             changes: Arc::new(Changes::default()),
             dirs: vec![dir.clone()],
             auto_revert: BTreeMap::new(),
+            pull_cache: None,
+            remotes: BTreeMap::new(),
         })
         .await
         .unwrap();

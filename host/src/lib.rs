@@ -37,7 +37,7 @@ pub use paddock_runtime as runtime;
 pub use paddock_core::{
     changes, checkcomponents, config, constraint, cron, devicemanager, drivermanager, evals,
     events, executor, filter, hookmanager, hoststats, jobspec, logmon, node, pluginbook,
-    pluginhost, safefs, secretproviders, state, structs, swap, taskenv, util, volumes,
+    pluginhost, remote, safefs, secretproviders, state, structs, swap, taskenv, util, volumes,
 };
 
 pub mod acl;

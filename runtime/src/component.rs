@@ -25,6 +25,9 @@ pub enum ComponentSource {
     BuiltIn(String),
     /// A file.
     File(PathBuf),
+    /// Pulled for the plugin block `name` from `reference` (the source resolved to its
+    /// digest, `oci://REGISTRY/REPO@sha256:…`, or the address), verified by the embedder.
+    Remote { name: String, reference: String },
 }
 
 impl std::fmt::Display for ComponentSource {
@@ -32,6 +35,7 @@ impl std::fmt::Display for ComponentSource {
         match self {
             ComponentSource::BuiltIn(n) => write!(f, "built-in {n}"),
             ComponentSource::File(p) => write!(f, "{}", p.display()),
+            ComponentSource::Remote { reference, .. } => write!(f, "{reference}"),
         }
     }
 }
@@ -54,6 +58,9 @@ pub struct ComponentSettings {
     pub file: Option<String>,
     /// The sha256 the component's bytes must have to get these settings.
     pub sha256: Option<String>,
+    /// The remote source these settings belong to (the plugin block's `source`): only a
+    /// component pulled from it gets them, never a file.
+    pub source: Option<String>,
     /// The `config` block, as JSON.
     pub config: serde_json::Value,
 }
@@ -77,6 +84,9 @@ pub struct LoadedComponent {
     pub cache: CacheOutcome,
     /// What it imports, and so which grants it can use ([`crate::inspect::grants_used`]).
     pub imports: Vec<String>,
+    /// The grants it declares it needs ([`crate::inspect::GRANTS_SECTION`]); never more
+    /// than the operator's are given.
+    pub declared_grants: Option<crate::grants::Grants>,
     /// Time to compile or deserialize and pre-link.
     pub load_time: Duration,
     /// Calls and failures of this version.

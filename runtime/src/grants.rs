@@ -264,6 +264,77 @@ impl Grants {
     }
 
     /// Names of granted capabilities, for display.
+    /// What `self` asks for that `other` does not give, one line each (`+ network
+    /// api.example.com:443`, `+ task_dir`): how a new version's declared grants are
+    /// compared with the running version's. A path is within `other` when it is one of its
+    /// paths or under one; any other entry counts when it is not literally in `other`
+    /// (a glob is not reasoned about); a changed isolation setting counts as `~ field`.
+    pub fn beyond(&self, other: &Grants) -> Vec<String> {
+        let mut out = Vec::new();
+        for (mine, theirs, name) in [
+            (self.env, other.env, "env"),
+            (self.devices, other.devices, "devices"),
+            (self.events, other.events, "events"),
+            (self.task_dir, other.task_dir, "task_dir"),
+            (self.variables, other.variables, "variables"),
+            (self.services, other.services, "services"),
+            (self.isolation, other.isolation, "isolation"),
+        ] {
+            if mine && !theirs {
+                out.push(format!("+ {name}"));
+            }
+        }
+        let list = |out: &mut Vec<String>, mine: &[String], theirs: &[String], name: &str| {
+            for m in mine {
+                if !theirs.contains(m) {
+                    out.push(format!("+ {name} {m}"));
+                }
+            }
+        };
+        list(&mut out, &self.process, &other.process, "process");
+        list(&mut out, &self.loader_env, &other.loader_env, "loader_env");
+        for p in &self.read_paths {
+            let within = other.read_paths.iter().any(|o| {
+                let o = o.trim_end_matches('/');
+                p == o || p.starts_with(&format!("{o}/")) || o.is_empty()
+            });
+            if !within {
+                out.push(format!("+ read_paths {p}"));
+            }
+        }
+        match (&self.network, &other.network) {
+            (Some(n), None) => {
+                out.push(format!("+ network {}", n.hosts.join(",")));
+            }
+            (Some(n), Some(o)) => {
+                for h in &n.hosts {
+                    if !o.hosts.contains(h) {
+                        out.push(format!("+ network {h}"));
+                    }
+                }
+                if n.max_response_bytes.is_none() && o.max_response_bytes.is_some()
+                    || n.max_response_bytes > o.max_response_bytes && o.max_response_bytes.is_some()
+                {
+                    out.push("~ network.max_response_bytes".into());
+                }
+            }
+            _ => {}
+        }
+        if self.chroot_env != other.chroot_env {
+            out.push("~ chroot_env".into());
+        }
+        if self.denied_host_uids != other.denied_host_uids {
+            out.push("~ denied_host_uids".into());
+        }
+        if self.denied_host_gids != other.denied_host_gids {
+            out.push("~ denied_host_gids".into());
+        }
+        if self.pids_max != other.pids_max {
+            out.push("~ pids_max".into());
+        }
+        out
+    }
+
     pub fn summary(&self) -> Vec<String> {
         let mut v = vec!["log".to_string(), "config".into(), "timer".into()];
         if self.env {
@@ -371,6 +442,30 @@ fn resolve_pattern(pattern: &str) -> String {
 
 #[cfg(test)]
 mod tests {
+
+    #[test]
+    fn a_declaration_beyond_another_names_each_new_need() {
+        let old: Grants = serde_json::from_str(
+            r#"{"task_dir": true, "read_paths": ["/sys"], "network": {"hosts": ["a.example.com:443"]}}"#,
+        )
+        .unwrap();
+        let same: Grants =
+            serde_json::from_str(r#"{"read_paths": ["/sys/class"], "task_dir": true}"#).unwrap();
+        assert!(same.beyond(&old).is_empty(), "{:?}", same.beyond(&old));
+        let wider: Grants = serde_json::from_str(
+            r#"{"task_dir": true, "env": true, "read_paths": ["/dev"], "network": {"hosts": ["a.example.com:443", "b.example.com:443"]}}"#,
+        )
+        .unwrap();
+        assert_eq!(
+            wider.beyond(&old),
+            vec!["+ env", "+ read_paths /dev", "+ network b.example.com:443"]
+        );
+        assert_eq!(
+            Grants::default().beyond(&old),
+            Vec::<String>::new(),
+            "asking less is never more"
+        );
+    }
 
     #[test]
     fn a_reserved_host_path_must_lie_in_the_read_paths_grant() {

@@ -66,7 +66,16 @@ pub struct Inspection {
     /// What it imports (interfaces it uses; unused ones are left out when it is built),
     /// e.g. `paddock:plugin/process@0.1.0`, `wasi:cli/stdout@0.2.6`.
     pub imports: Vec<String>,
+    /// The grants it declares it needs (its [`GRANTS_SECTION`] custom section), if any.
+    pub declared_grants: Option<crate::grants::Grants>,
 }
+
+/// The custom section in which a component declares the grants it needs: the JSON of a
+/// grant block (`{"network": {"hosts": ["api.example.com:443"]}, "task_dir": true}`), at
+/// the component's top level or in one of its core modules (where a guest's
+/// `#[link_section]` puts it). A declaration never grants anything: the operator's grants
+/// bound what runs; it is what a new version is compared with before it replaces one.
+pub const GRANTS_SECTION: &str = "paddock:grants";
 
 /// The grants a component importing `imports` can use: `env`, `devices`, `events`,
 /// `process`, `variables`, `services`; `task_dir` for WASI filesystem access and `artifacts`;
@@ -106,6 +115,9 @@ pub enum InspectError {
     /// Fails validation.
     #[error("invalid component: {0}")]
     Invalid(String),
+    /// Its grants declaration does not read.
+    #[error("its {GRANTS_SECTION} custom section is not a grant block's JSON: {0}")]
+    Declaration(String),
     /// Exports no Paddock world.
     #[error("exports no Paddock world (driver, hook or device-plugin); its exports are [{}]", .0.join(", "))]
     UnknownWorld(Vec<String>),
@@ -164,9 +176,18 @@ pub fn inspect_with(bytes: &[u8], validate: bool) -> Result<Inspection, InspectE
     let mut exports = Vec::new();
     let mut imports = Vec::new();
     let mut depth = 0usize;
+    let mut declared = None;
     for payload in Parser::new(0).parse_all(bytes) {
         match payload.map_err(|e| InspectError::Invalid(e.to_string()))? {
             Payload::Version { .. } => depth += 1,
+            Payload::CustomSection(c) if c.name() == GRANTS_SECTION => {
+                if declared.is_some() {
+                    return Err(InspectError::Declaration("it holds more than one".into()));
+                }
+                let g: crate::grants::Grants = serde_json::from_slice(c.data())
+                    .map_err(|e| InspectError::Declaration(e.to_string()))?;
+                declared = Some(g);
+            }
             Payload::End(_) => depth = depth.saturating_sub(1),
             Payload::ComponentImportSection(reader) if depth == 1 => {
                 for import in reader {
@@ -235,6 +256,7 @@ pub fn inspect_with(bytes: &[u8], validate: bool) -> Result<Inspection, InspectE
         world,
         version: version.to_string(),
         imports,
+        declared_grants: declared,
     })
 }
 

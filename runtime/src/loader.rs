@@ -129,6 +129,7 @@ impl Runtime {
                 .file_name()
                 .map(|f| f.to_string_lossy().into_owned())
                 .unwrap_or_default(),
+            ComponentSource::Remote { name, .. } => name.clone(),
         };
         let probe_ctx = Arc::new(ComponentContext {
             name: probe_name,
@@ -141,6 +142,7 @@ impl Runtime {
             world: inspection.world,
             contract_version: inspection.version.clone(),
             imports: inspection.imports.clone(),
+            declared_grants: inspection.declared_grants.clone(),
             plugin_version: String::new(),
             sha256: sha,
             source: source.clone(),
@@ -205,6 +207,7 @@ impl Runtime {
             world: c.world,
             contract_version: c.contract_version.clone(),
             imports: c.imports.clone(),
+            declared_grants: c.declared_grants.clone(),
             plugin_version: c.plugin_version.clone(),
             sha256: c.sha256.clone(),
             source: c.source.clone(),
@@ -293,6 +296,11 @@ impl Runtime {
             .file_name()
             .map(|f| f.to_string_lossy().into_owned())
             .unwrap_or_default();
+        if let Some(source) = settings.as_ref().and_then(|s| s.source.clone()) {
+            return Err(format!(
+                "what {source} brings (plugin {name:?} names a source)"
+            ));
+        }
         let (file, pin) = settings.map(|s| (s.file, s.sha256)).unwrap_or_default();
         let file_ok = match &file {
             Some(f) if f.contains('/') => {

@@ -34,6 +34,7 @@ use crate::runtime::{ComponentSettings, Grants};
 pub mod artifact;
 pub mod gc;
 mod limits;
+pub mod remote;
 
 pub use limits::{AgentLimits, HttpLimits};
 
@@ -358,6 +359,24 @@ pub struct PluginBlock {
     pub config: Option<hcl::Value>,
     /// When a new version of the component is rolled back to the one it replaced.
     pub auto_revert: AutoRevertBlock,
+    /// Where the component is pulled from instead of a components folder:
+    /// `oci://REGISTRY/REPO:TAG`, `oci://REGISTRY/REPO@sha256:…`, `https://…/x.wasm`,
+    /// `file:///…` (then `sha256` pins the manifest digest, or the bytes' for https and
+    /// file). See [`remote`].
+    pub source: Option<String>,
+    /// The key its signature must verify under.
+    pub verify: Option<remote::VerifyBlock>,
+    /// Plain HTTP to a registry off the loopback.
+    pub insecure: Option<bool>,
+    /// More CA certificates (PEM) for the source.
+    pub ca_file: Option<String>,
+    /// Largest component pulled (default "128MiB").
+    pub max_size: Option<artifact::Size>,
+    /// How often a tag is resolved again (off by default).
+    pub poll_interval: Option<String>,
+    /// "never", "same-grants" (default) or "always": when a version declaring more grants
+    /// than the running one goes in without `agent component approve`.
+    pub auto_approve: Option<String>,
 }
 
 /// A plugin's `auto_revert` block (Nomad's deployment `auto_revert`, for component
@@ -449,6 +468,7 @@ impl Limits {
             config,
             file: None,
             sha256: None,
+            source: None,
         })
     }
 }
@@ -548,6 +568,7 @@ impl AgentConfig {
                 )));
             }
             if let Some(h) = &block.sha256
+                && block.source.is_none()
                 && (h.len() != 64 || !h.chars().all(|c| c.is_ascii_hexdigit()))
             {
                 return Err(err(format!("sha256: {h:?} is not 64 hex digits")));
@@ -557,7 +578,13 @@ impl AgentConfig {
                 .settings(block.grant.clone(), config)
                 .map_err(err)?;
             settings.file = block.file.clone();
-            settings.sha256 = block.sha256.clone();
+            // With a source, `sha256` pins what is pulled (the manifest digest): the
+            // settings go to what that source brings, never to a file.
+            if block.source.is_some() {
+                settings.source = block.source.clone();
+            } else {
+                settings.sha256 = block.sha256.clone();
+            }
             out.insert(name.clone(), settings);
         }
         self.artifact_settings(file, &mut out)?;
@@ -614,11 +641,16 @@ impl AgentConfig {
 
     /// What the config sets that the agent does not act on, each named with why.
     pub fn warnings(&self) -> Vec<String> {
-        self.client
+        let mut out = self
+            .client
             .artifact
             .as_ref()
             .map(|a| a.warnings())
-            .unwrap_or_default()
+            .unwrap_or_default();
+        for (name, block) in &self.plugin {
+            out.extend(remote::warnings(name, block));
+        }
+        out
     }
 }
 

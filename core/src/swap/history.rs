@@ -34,6 +34,9 @@ pub enum Kind {
     Removed,
     /// A driver version kept for its running tasks was let go once the last one ended.
     Drained,
+    /// A pulled version declaring more grants waits for `agent component approve`.
+    #[serde(rename = "pending-approval")]
+    Pending,
 }
 
 impl Kind {
@@ -45,6 +48,7 @@ impl Kind {
             Kind::Refused => "ComponentRefused",
             Kind::Reverted => "ComponentReverted",
             Kind::Removed | Kind::Drained => "ComponentUnloaded",
+            Kind::Pending => "ComponentPendingApproval",
         }
     }
 
@@ -56,6 +60,7 @@ impl Kind {
             Kind::Refused => "refused",
             Kind::Reverted => "reverted",
             Kind::Removed | Kind::Drained => "unloaded",
+            Kind::Pending => "pending approval",
         }
     }
 }
@@ -85,6 +90,8 @@ pub struct SwapEvent {
 pub enum Subject {
     Component(World, String),
     File(PathBuf),
+    /// A plugin block's remote source, by the block's name.
+    Source(String),
 }
 
 /// The history of every component and refused file.

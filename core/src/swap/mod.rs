@@ -25,11 +25,13 @@
 
 mod history;
 mod reload;
+mod remote;
 mod revert;
 mod view;
 pub mod watch;
 
 pub use history::{Kind as SwapEventKind, SwapEvent};
+pub use remote::{PendingView, RemoteState};
 pub use view::{ComponentHistory, ComponentState, ComponentStatus, PreviousVersion};
 
 use history::{History, Kind, Subject};
@@ -86,6 +88,9 @@ pub enum Applied {
     },
     /// Refused; the running version (if any) stays.
     Refused(String),
+    /// Pulled and verified, but held for `agent component approve` (the plugin block's
+    /// name): it declares more grants than the running version.
+    Pending(String),
     /// The file is gone: its component was unloaded (or a built-in took over again).
     Removed(Option<String>),
 }
@@ -127,6 +132,8 @@ pub struct Swapper {
     previous: Mutex<BTreeMap<(World, String), PreviousVersion>>,
     /// What happened to each component and refused file, newest first.
     history: History,
+    /// Plugin blocks' remote sources, what their pulls brought, versions held for approval.
+    remotes: remote::Remotes,
     /// Hot-swap counters.
     pub metrics: SwapMetrics,
 }
@@ -141,6 +148,10 @@ pub struct SwapperParts {
     pub changes: Arc<Changes>,
     pub dirs: Vec<PathBuf>,
     pub auto_revert: BTreeMap<String, AutoRevert>,
+    /// Where pulled components are kept (`None`: sources are refused).
+    pub pull_cache: Option<PathBuf>,
+    /// The plugin blocks that name a source.
+    pub remotes: BTreeMap<String, crate::remote::RemoteSpec>,
 }
 
 impl Swapper {
@@ -161,7 +172,12 @@ impl Swapper {
                 }
             }
         }
+        let cache = match &parts.pull_cache {
+            Some(dir) => Some(crate::remote::cache::Cache::open(dir)?),
+            None => None,
+        };
         let s = Arc::new(Self {
+            remotes: remote::Remotes::new(cache, parts.remotes),
             runtime: parts.runtime,
             drivers: parts.drivers,
             devices: parts.devices,
@@ -211,6 +227,8 @@ impl Swapper {
                 }
             }
         }
+        s.pull_all("pulled at start").await;
+        s.start_pollers();
         Ok(s)
     }
 
@@ -246,6 +264,19 @@ impl Swapper {
         for (path, r) in self.files.lock().unwrap().iter() {
             if let FileState::Refused(reason) = &r.state {
                 out.push(format!("component {} refused: {reason}", path.display()));
+            }
+        }
+        for (name, r) in self.remotes.state.lock().unwrap().iter() {
+            if !r.refused.is_empty() {
+                let what = if r.refused_reference.is_empty() {
+                    &r.source
+                } else {
+                    &r.refused_reference
+                };
+                out.push(format!(
+                    "component {name} from {what} refused: {}",
+                    r.refused
+                ));
             }
         }
         out
@@ -404,16 +435,22 @@ impl Swapper {
         let Some(cur) = self.runtime.registry.by_file(path) else {
             return Applied::Removed(None);
         };
+        self.unload(&cur, "file deleted").await
+    }
+
+    /// Unload `cur` (its file deleted, its source removed), or let the built-in of its name
+    /// take over again. A driver's running tasks stay on their versions until they end.
+    async fn unload(self: &Arc<Self>, cur: &Arc<LoadedComponent>, why: &str) -> Applied {
         let key = (cur.world, cur.name.clone());
         if let Some(a) = self.builtins.get(&key) {
             let source = ComponentSource::BuiltIn(a.file_name.to_string());
             match self.runtime.prepare(source, Arc::from(a.bytes)).await {
                 Ok(b) => {
-                    self.remember(Kind::Removed, &cur, None, "file deleted");
+                    self.remember(Kind::Removed, cur, None, why);
                     self.install(
                         b,
                         Instant::now(),
-                        "file deleted: the built-in version serves again",
+                        &format!("{why}: the built-in version serves again"),
                     )
                     .await;
                     return Applied::Removed(Some(cur.name.clone()));
@@ -427,8 +464,8 @@ impl Swapper {
             self.devices.fingerprint_all().await;
         }
         let tasks = self.drivers.bindings().versions_in_use(&cur.name);
-        tracing::info!(name = %cur.name, world = %cur.world, file = %path.display(), running_tasks = tasks.values().sum::<usize>(), "component unloaded: its file was deleted");
-        self.tell(Kind::Removed, &cur, None, "file deleted");
+        tracing::info!(name = %cur.name, world = %cur.world, source = %cur.source, running_tasks = tasks.values().sum::<usize>(), "component unloaded: {why}");
+        self.tell(Kind::Removed, cur, None, why);
         Applied::Removed(Some(cur.name.clone()))
     }
 

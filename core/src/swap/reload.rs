@@ -25,6 +25,7 @@ impl Swapper {
             tracing::warn!(file = %file, "{w}");
         }
         let auto_revert = config.auto_revert(file)?;
+        let remotes = config.remote_sources(file)?;
         let mut out = Vec::new();
         {
             let _one_at_a_time = self.lock.lock().await;
@@ -61,6 +62,12 @@ impl Swapper {
             let applied = self.apply_file(&path, Instant::now()).await;
             out.push((path.display().to_string(), applied));
         }
+        out.extend(
+            self.reload_remotes(remotes)
+                .await
+                .into_iter()
+                .filter(|(_, a)| *a != Applied::Unchanged),
+        );
         tracing::info!(file, changed = out.len(), "config reloaded");
         Ok(out)
     }

@@ -24,8 +24,11 @@ pub enum ComponentState {
     Active,
     /// A driver version a newer one replaced, kept for the tasks that stay on it.
     Draining,
-    /// A file that was refused.
+    /// A file, or a pull, that was refused.
     Refused,
+    /// A pulled version held for `agent component approve`.
+    #[serde(rename = "pending-approval")]
+    PendingApproval,
 }
 
 /// The version a component's current version replaced.
@@ -132,6 +135,17 @@ pub struct ComponentStatus {
     /// first: loaded, swapped, refused, reverted, removed, drained. Empty on draining
     /// versions (their component's current version has it).
     pub history: Vec<SwapEvent>,
+    /// For a pulled component: what it was pulled as (`oci://REGISTRY/REPO@sha256:…`, or
+    /// the address); empty otherwise.
+    pub reference: String,
+    /// For a pulled component: its manifest digest (the bytes' for https and file).
+    pub digest: String,
+    /// For a pulled component verified by a key: `key <file> (sha256:<fingerprint>)`.
+    pub signer: String,
+    /// The grants it declares it needs (its `paddock:grants` section), if it declares any.
+    pub declared_grants: Option<crate::runtime::Grants>,
+    /// For a version pending approval: what it declares beyond the running version.
+    pub grants_diff: Vec<String>,
 }
 
 impl ComponentStatus {
@@ -154,7 +168,7 @@ impl ComponentStatus {
             replaces_built_in: false,
             file: match &c.source {
                 crate::runtime::ComponentSource::File(p) => Some(p.clone()),
-                crate::runtime::ComponentSource::BuiltIn(_) => None,
+                _ => None,
             },
             loaded_at: c.loaded_at,
             compile_cache: Some(c.cache),
@@ -171,6 +185,14 @@ impl ComponentStatus {
             grants_used: grants_used(&c.imports),
             previous: None,
             history: Vec::new(),
+            reference: match &c.source {
+                crate::runtime::ComponentSource::Remote { reference, .. } => reference.clone(),
+                _ => String::new(),
+            },
+            digest: String::new(),
+            signer: String::new(),
+            declared_grants: c.declared_grants.clone(),
+            grants_diff: Vec::new(),
         }
     }
 }
@@ -180,6 +202,7 @@ impl Swapper {
     /// draining versions, then refused files.
     pub fn status(&self) -> Vec<ComponentStatus> {
         let previous = self.previous.lock().unwrap().clone();
+        let remotes = self.remote_states();
         let mut history = self.history.snapshot();
         let mut out = Vec::new();
         for c in self.runtime.registry.list() {
@@ -218,6 +241,12 @@ impl Swapper {
             active.history = history
                 .remove(&Subject::Component(c.world, c.name.clone()))
                 .unwrap_or_default();
+            if let crate::runtime::ComponentSource::Remote { name, .. } = &c.source
+                && let Some(r) = remotes.get(name)
+            {
+                active.digest = r.digest.clone();
+                active.signer = r.signer.clone();
+            }
             out.push(active);
             for (_, (v, mut tasks)) in by_version {
                 tasks.sort();
@@ -240,6 +269,43 @@ impl Swapper {
                     .unwrap_or_default();
                 out.push(ComponentStatus::refused(path, &r.sha256, reason, history));
             }
+        }
+        for (name, r) in &remotes {
+            if r.refused.is_empty() {
+                continue;
+            }
+            let source = if r.refused_reference.is_empty() {
+                r.source.clone()
+            } else {
+                r.refused_reference.clone()
+            };
+            let mut s = ComponentStatus::refused(
+                std::path::Path::new(""),
+                "",
+                &r.refused,
+                history
+                    .get(&Subject::Source(name.clone()))
+                    .cloned()
+                    .unwrap_or_default(),
+            );
+            s.name = name.clone();
+            s.file = None;
+            s.source = source.clone();
+            s.reference = source;
+            out.push(s);
+        }
+        for p in self.remotes.pending.lock().unwrap().values() {
+            let mut s = ComponentStatus::of(
+                &p.component,
+                ComponentState::PendingApproval,
+                String::new(),
+                Vec::new(),
+            );
+            s.reference = p.pulled.reference.clone();
+            s.digest = p.pulled.digest.clone();
+            s.signer = p.pulled.signer.clone().unwrap_or_default();
+            s.grants_diff = p.diff.clone();
+            out.push(s);
         }
         out
     }
@@ -342,6 +408,11 @@ impl ComponentStatus {
             grants_used: Vec::new(),
             previous: None,
             history,
+            reference: String::new(),
+            digest: String::new(),
+            signer: String::new(),
+            declared_grants: None,
+            grants_diff: Vec::new(),
         }
     }
 }

@@ -231,6 +231,10 @@ async fn start_plugins(
             changes.clone(),
             dirs,
             opts.config.auto_revert(&opts.config_file)?,
+            crate::pluginhost::RemoteSources {
+                cache: Some(data_dir.join("cache").join("pulled")),
+                specs: opts.config.remote_sources(&opts.config_file)?,
+            },
         )
         .await
         .context("reading a components folder")?;

@@ -214,6 +214,16 @@ impl Agent {
         self.swapper.rescan().await
     }
 
+    /// Pull the plugin block `name`'s source now (`POST /v1/components/pull`).
+    pub async fn pull_component(&self, name: &str) -> Result<crate::swap::Applied, String> {
+        self.swapper.pull(name, "pulled on request").await
+    }
+
+    /// Install the version of `name` held for approval (`POST /v1/components/approve`).
+    pub async fn approve_component(&self, name: &str) -> Result<crate::swap::Applied, String> {
+        self.swapper.approve(name).await
+    }
+
     /// Re-read the config file and apply its `plugin` and `hook` blocks (SIGHUP, `POST
     /// /v1/agent/reload`); a config that does not parse changes nothing.
     pub async fn reload_config(

@@ -5,7 +5,8 @@
 //! components no longer loaded), `POST /v1/components/reload` (look at the components
 //! folders now, for setups where file events are not delivered) and `POST
 //! /v1/agent/reload` (re-read the config file's `plugin` and `hook` blocks, as SIGHUP
-//! does).
+//! does), `POST /v1/components/pull` (pull a plugin block's source now: `{"Name": …}`) and
+//! `POST /v1/components/approve` (let in the version held for approval: `{"Name": …}`).
 
 use axum::extract::State;
 use axum::response::Response;
@@ -29,6 +30,57 @@ pub(super) fn routes() -> Routes {
         .on("POST PUT", "/v1/agent/reload", reload, |_| {
             Need::Agent(Level::Write)
         })
+        .on("POST PUT", "/v1/components/pull", pull, |_| {
+            Need::Agent(Level::Write)
+        })
+        .on("POST PUT", "/v1/components/approve", approve, |_| {
+            Need::Agent(Level::Write)
+        })
+}
+
+/// The body of `pull` and `approve`.
+#[derive(serde::Deserialize)]
+struct NameBody {
+    #[serde(rename = "Name")]
+    name: String,
+}
+
+fn name_of(body: &[u8]) -> Result<String, ApiError> {
+    let b: NameBody = serde_json::from_slice(body).map_err(|e| {
+        ApiError::bad_request(format!(
+            "the body must be {{\"Name\": \"<plugin block>\"}}: {e}"
+        ))
+    })?;
+    if b.name.is_empty() {
+        return Err(ApiError::bad_request("Name: empty"));
+    }
+    Ok(b.name)
+}
+
+/// `POST /v1/components/pull`: pull the plugin block's source now and apply it.
+async fn pull(
+    State(agent): State<AppState>,
+    body: axum::body::Bytes,
+) -> Result<Response, ApiError> {
+    let name = name_of(&body)?;
+    let a = agent
+        .pull_component(&name)
+        .await
+        .map_err(ApiError::not_found)?;
+    Ok(with_index(agent.index(), &applied(name, a)))
+}
+
+/// `POST /v1/components/approve`: install the version held for approval.
+async fn approve(
+    State(agent): State<AppState>,
+    body: axum::body::Bytes,
+) -> Result<Response, ApiError> {
+    let name = name_of(&body)?;
+    let a = agent
+        .approve_component(&name)
+        .await
+        .map_err(ApiError::not_found)?;
+    Ok(with_index(agent.index(), &applied(name, a)))
 }
 
 async fn components(State(agent): State<AppState>) -> Response {
@@ -56,6 +108,12 @@ fn applied(what: String, a: Applied) -> serde_json::Value {
             format!("{name}: {moved} task(s) moved, {pinned} left on the old version"),
         ),
         Applied::Refused(r) => ("refused", r),
+        Applied::Pending(n) => (
+            "pending-approval",
+            format!(
+                "{n}: it declares more grants than the running version; see `agent component status {n}`, then `agent component approve {n}`"
+            ),
+        ),
         Applied::Removed(n) => ("unloaded", n.unwrap_or_default()),
     };
     json!({ "Target": what, "Outcome": outcome, "Detail": detail })

@@ -1,4 +1,5 @@
-//! `agent component list|status|reload|inspect|validate|call`.
+//! `agent component list|status|reload|inspect|validate|call` (and `pull|approve|push|sign|keygen`
+//! in `component_oci.rs`).
 
 use std::path::PathBuf;
 use std::sync::Arc;
@@ -26,6 +27,60 @@ pub enum ComponentCommand {
         json: bool,
         /// The component's name.
         name: String,
+    },
+    /// Pull a plugin block's source now (a tag is resolved again) and apply what it brings:
+    /// verified, it is swapped in (or held for approval); refused, the running version
+    /// stays. Exit code 1 when refused.
+    Pull {
+        #[command(flatten)]
+        api: ApiArgs,
+        /// The plugin block's name.
+        name: String,
+    },
+    /// Let in the version of a pulled component held for approval (it declares more
+    /// grants than the running version: `component status NAME` shows the difference).
+    Approve {
+        #[command(flatten)]
+        api: ApiArgs,
+        /// The plugin block's name.
+        name: String,
+    },
+    /// Push a built component to an OCI registry in the wasm artifact layout
+    /// (`application/vnd.wasm.config.v0+json` config, one `application/wasm` layer) and print
+    /// its digest. A registry on the loopback is reached over plain HTTP; credentials come
+    /// from the docker credentials file.
+    Push {
+        /// The `.wasm` file.
+        file: PathBuf,
+        /// Where: oci://REGISTRY/REPOSITORY:TAG.
+        target: String,
+        /// Plain HTTP to a registry off the loopback.
+        #[arg(long)]
+        insecure: bool,
+        /// More CA certificates (PEM) to trust.
+        #[arg(long)]
+        ca_file: Option<PathBuf>,
+    },
+    /// Sign a pushed component with a key, as `cosign sign --key` does (the signature goes
+    /// to the tag sha256-<digest>.sig of the same repository).
+    Sign {
+        /// The signing key: unencrypted PKCS#8 PEM (`component keygen`, or openssl).
+        #[arg(long)]
+        key: PathBuf,
+        /// What to sign: oci://REGISTRY/REPOSITORY:TAG or …@sha256:….
+        target: String,
+        /// Plain HTTP to a registry off the loopback.
+        #[arg(long)]
+        insecure: bool,
+        /// More CA certificates (PEM) to trust.
+        #[arg(long)]
+        ca_file: Option<PathBuf>,
+    },
+    /// Make an ECDSA P-256 key pair for signing: NAME.key (secret) and NAME.pub (for a plugin
+    /// block's verify { key = "NAME.pub" }).
+    Keygen {
+        /// The files' name, without extension.
+        name: PathBuf,
     },
     /// Look at the components folders now and apply what changed (for setups where file
     /// events are not delivered).
@@ -177,6 +232,25 @@ pub(super) async fn run(cmd: ComponentCommand) -> anyhow::Result<i32> {
             Ok(0)
         }
         ComponentCommand::Validate { file } => validate(&file).await,
+        ComponentCommand::Pull { api, name } => {
+            super::component_oci::ask(&api, "/v1/components/pull", &name).await
+        }
+        ComponentCommand::Approve { api, name } => {
+            super::component_oci::ask(&api, "/v1/components/approve", &name).await
+        }
+        ComponentCommand::Push {
+            file,
+            target,
+            insecure,
+            ca_file,
+        } => super::component_oci::push(&file, &target, insecure, ca_file.as_deref()).await,
+        ComponentCommand::Sign {
+            key,
+            target,
+            insecure,
+            ca_file,
+        } => super::component_oci::sign(&key, &target, insecure, ca_file.as_deref()).await,
+        ComponentCommand::Keygen { name } => super::component_oci::keygen(&name),
     }
 }
 
@@ -226,7 +300,7 @@ async fn status(api: &ApiArgs, json: bool, name: &str) -> anyhow::Result<i32> {
         .filter(|c| c["Name"] == name)
         .collect();
     if versions.is_empty() {
-        anyhow::bail!("no component {name:?} is loaded (see `component list`)");
+        anyhow::bail!("no component {name:?} is loaded, pending or refused (see `component list`)");
     }
     if json {
         super::print_json(&serde_json::json!(versions));
@@ -241,8 +315,24 @@ async fn status(api: &ApiArgs, json: bool, name: &str) -> anyhow::Result<i32> {
             ("Version", "PluginVersion"),
             ("Contract", "ContractVersion"),
             ("Source", "Source"),
+            ("Reference", "Reference"),
+            ("Digest", "Digest"),
+            ("Signer", "Signer"),
+            ("Reason", "Reason"),
         ] {
-            println!("  {label:<10} = {}", s(key));
+            if !s(key).is_empty() || !matches!(key, "Reference" | "Digest" | "Signer" | "Reason") {
+                println!("  {label:<10} = {}", s(key));
+            }
+        }
+        if let Some(g) = c["DeclaredGrants"].as_object() {
+            println!(
+                "  {:<10} = {}",
+                "Declares",
+                serde_json::Value::Object(g.clone())
+            );
+        }
+        for d in c["GrantsDiff"].as_array().cloned().unwrap_or_default() {
+            println!("  {:<10} {}", "", d.as_str().unwrap_or_default());
         }
         println!(
             "  {:<10} = {} ({} errors)",

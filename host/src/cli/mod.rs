@@ -11,6 +11,7 @@ mod component;
 mod component_call;
 mod component_check;
 mod component_new;
+mod component_oci;
 mod deployment;
 mod eval;
 pub mod job;

@@ -427,6 +427,12 @@ impl AgentProcess {
     }
 
     pub async fn start(&mut self) {
+        self.spawn();
+        self.wait_up().await;
+    }
+
+    /// Start the agent process without waiting for its API.
+    pub fn spawn(&mut self) {
         if !self.args.iter().any(|a| a == "--config") {
             // The node offers the data dir's free space as disk, 300 MB per group by
             // default: tests placing 20 tasks would depend on the machine's free disk.
@@ -459,6 +465,10 @@ impl AgentProcess {
             .spawn()
             .unwrap();
         self.child = Some(child);
+    }
+
+    /// Wait for the agent's API to answer (two minutes at most).
+    pub async fn wait_up(&mut self) {
         let deadline = Instant::now() + Duration::from_secs(120);
         loop {
             if let Ok(r) = self.http.get(self.url("/v1/agent/health")).send().await

@@ -41,6 +41,7 @@ mod node;
 mod nomad_plugin;
 mod nomad_plugin_go;
 mod nomad_plugin_python;
+mod oci;
 mod outage;
 mod placement;
 mod polyglot;

@@ -1,0 +1,478 @@
+//! Components from an OCI registry: a real registry (Debian's `docker-registry`, the CNCF
+//! distribution server) on loopback, components published and signed by an independent
+//! client (Python `oras`, signatures made by `openssl` over cosign's simple-signing
+//! payload), an agent that has never seen the driver on disk pulling, verifying, refusing,
+//! swapping, holding for approval, and starting again from its cache with the registry down.
+
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Stdio};
+use std::time::{Duration, Instant};
+
+use serde_json::{Value, json};
+
+use crate::harness::{AgentProcess, agent_bin, python_with, repo_root};
+
+/// A registry on a free loopback port, its storage in `dir`.
+struct Registry {
+    child: Child,
+    port: u16,
+    storage: PathBuf,
+}
+
+impl Registry {
+    fn start(dir: &Path) -> Self {
+        let bin = ["/usr/bin/docker-registry", "/usr/local/bin/docker-registry"]
+            .into_iter()
+            .find(|p| Path::new(p).exists())
+            .expect(
+                "the registry tests need Debian's docker-registry package (the CNCF distribution \
+                 server): apt-get install docker-registry (.ci/run installs it)",
+            );
+        let port = std::net::TcpListener::bind(("127.0.0.1", 0))
+            .unwrap()
+            .local_addr()
+            .unwrap()
+            .port();
+        let storage = dir.join("registry");
+        let config = dir.join("registry.yml");
+        std::fs::write(
+            &config,
+            format!(
+                "version: 0.1\nlog:\n  level: warn\nstorage:\n  filesystem:\n    rootdirectory: {}\n  \
+                 delete:\n    enabled: true\nhttp:\n  addr: 127.0.0.1:{port}\n",
+                storage.display()
+            ),
+        )
+        .unwrap();
+        let log = std::fs::File::create(dir.join("registry.log")).unwrap();
+        let child = Command::new(bin)
+            .arg("serve")
+            .arg(&config)
+            .stdin(Stdio::null())
+            .stdout(log.try_clone().unwrap())
+            .stderr(log)
+            .spawn()
+            .unwrap();
+        let deadline = Instant::now() + Duration::from_secs(20);
+        while std::net::TcpStream::connect(("127.0.0.1", port)).is_err() {
+            assert!(Instant::now() < deadline, "the registry did not start");
+            std::thread::sleep(Duration::from_millis(20));
+        }
+        Self {
+            child,
+            port,
+            storage,
+        }
+    }
+
+    fn host(&self) -> String {
+        format!("127.0.0.1:{}", self.port)
+    }
+
+    /// The file a blob's bytes are kept in.
+    fn blob_file(&self, digest: &str) -> PathBuf {
+        let hex = digest.trim_start_matches("sha256:");
+        self.storage
+            .join("docker/registry/v2/blobs/sha256")
+            .join(&hex[..2])
+            .join(hex)
+            .join("data")
+    }
+
+    fn stop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+impl Drop for Registry {
+    fn drop(&mut self) {
+        self.stop();
+    }
+}
+
+/// The independent publisher (`tests/python/oci/publish.py`).
+struct Publisher {
+    python: String,
+    path: PathBuf,
+    registry: String,
+}
+
+impl Publisher {
+    async fn new(registry: String) -> Self {
+        let dir = repo_root().join("tests/python/oci");
+        let (python, path) = python_with("oras", &dir.join("requirements.txt"), "python-oci").await;
+        Self {
+            python,
+            path,
+            registry,
+        }
+    }
+
+    fn run(&self, args: &[&str]) -> String {
+        let out = Command::new(&self.python)
+            .arg(repo_root().join("tests/python/oci/publish.py"))
+            .args(args)
+            .env("PYTHONPATH", &self.path)
+            .output()
+            .unwrap();
+        assert!(
+            out.status.success(),
+            "publish.py {args:?}: {}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        String::from_utf8(out.stdout).unwrap().trim().to_string()
+    }
+
+    /// Push `bytes` to `repo:tag`; the manifest digest.
+    fn push(&self, dir: &Path, target: &str, bytes: &[u8]) -> String {
+        let file = dir.join(format!("{}.wasm", target.replace(['/', ':'], "_")));
+        std::fs::write(&file, bytes).unwrap();
+        let d = self.run(&["push", &self.registry, target, file.to_str().unwrap()]);
+        assert!(d.starts_with("sha256:"), "{d}");
+        d
+    }
+
+    fn sign(&self, repo: &str, digest: &str, key: &Path) {
+        self.run(&["sign", &self.registry, repo, digest, key.to_str().unwrap()]);
+    }
+}
+
+/// An EC P-256 key pair made by openssl: (private PKCS#8, public SPKI).
+fn openssl_key(dir: &Path, name: &str) -> (PathBuf, PathBuf) {
+    let key = dir.join(format!("{name}.pem"));
+    let public = dir.join(format!("{name}.pub"));
+    let ok = Command::new("openssl")
+        .args([
+            "genpkey",
+            "-algorithm",
+            "EC",
+            "-pkeyopt",
+            "ec_paramgen_curve:P-256",
+            "-out",
+        ])
+        .arg(&key)
+        .status()
+        .unwrap()
+        .success()
+        && Command::new("openssl")
+            .args(["pkey", "-pubout", "-in"])
+            .arg(&key)
+            .arg("-out")
+            .arg(&public)
+            .status()
+            .unwrap()
+            .success();
+    assert!(ok, "openssl could not make a key");
+    (key, public)
+}
+
+/// `bytes` with a custom section `name` appended at the top level (a component may hold
+/// custom sections anywhere): a new version of the same code, or one declaring grants.
+fn with_section(bytes: &[u8], name: &str, data: &[u8]) -> Vec<u8> {
+    fn leb(mut n: usize, out: &mut Vec<u8>) {
+        loop {
+            let b = (n & 0x7f) as u8;
+            n >>= 7;
+            if n == 0 {
+                out.push(b);
+                return;
+            }
+            out.push(b | 0x80);
+        }
+    }
+    let mut payload = Vec::new();
+    leb(name.len(), &mut payload);
+    payload.extend_from_slice(name.as_bytes());
+    payload.extend_from_slice(data);
+    let mut out = bytes.to_vec();
+    out.push(0);
+    leb(payload.len(), &mut out);
+    out.extend(payload);
+    out
+}
+
+/// The `sleeper` entries of `/v1/components`.
+async fn sleeper_versions(agent: &AgentProcess) -> Vec<Value> {
+    agent.get("/v1/components").await["Components"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|c| c["Name"] == "sleeper")
+        .cloned()
+        .collect()
+}
+
+async fn active_digest(agent: &AgentProcess) -> String {
+    sleeper_versions(agent)
+        .await
+        .iter()
+        .find(|c| c["State"] == "active")
+        .map(|c| c["Digest"].as_str().unwrap().to_string())
+        .unwrap_or_default()
+}
+
+/// `agent component pull sleeper`: its exit code and output.
+fn cli(agent: &AgentProcess, args: &[&str]) -> (i32, String) {
+    let out = Command::new(agent_bin())
+        .args(["component"])
+        .args(args)
+        .args(["--address", &agent.url("")])
+        .output()
+        .unwrap();
+    (
+        out.status.code().unwrap_or(-1),
+        format!(
+            "{}{}",
+            String::from_utf8_lossy(&out.stdout),
+            String::from_utf8_lossy(&out.stderr)
+        ),
+    )
+}
+
+/// Pull now and expect a refusal whose reason holds `words`; the refusal is in
+/// `/v1/components` and a node event, and `digest` still serves.
+async fn refused(agent: &AgentProcess, words: &str, digest: &str) {
+    let (code, out) = cli(agent, &["pull", "sleeper"]);
+    assert_eq!(code, 1, "{out}");
+    assert!(out.contains("refused") && out.contains(words), "{out}");
+    let v = sleeper_versions(agent).await;
+    assert!(
+        v.iter()
+            .any(|c| c["State"] == "refused" && c["Reason"].as_str().unwrap().contains(words)),
+        "{v:#?}"
+    );
+    assert_eq!(active_digest(agent).await, digest, "{v:#?}");
+    let node = agent.get("/v1/node/self").await;
+    assert!(
+        node["Events"].as_array().unwrap().iter().any(|e| {
+            let m = e["Message"].as_str().unwrap();
+            e["Subsystem"] == "Component" && m.contains("refused") && m.contains(words)
+        }),
+        "{:#}",
+        node["Events"]
+    );
+}
+
+async fn wait_for(what: &str, mut ok: impl AsyncFnMut() -> bool) {
+    let deadline = Instant::now() + Duration::from_secs(30);
+    while !ok().await {
+        assert!(Instant::now() < deadline, "timed out waiting for {what}");
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_signed_component_is_pulled_verified_swapped_held_and_run_from_the_cache() {
+    let dir = tempfile::tempdir().unwrap();
+    let d = dir.path();
+    let mut registry = Registry::start(d);
+    let publisher = Publisher::new(registry.host()).await;
+    let (trusted, trusted_pub) = openssl_key(d, "trusted");
+    let (stranger, _) = openssl_key(d, "stranger");
+    let v1 = guest_artifacts::SLEEPER_DRIVER.bytes.to_vec();
+    let repo = "acme/sleeper";
+    let d1 = publisher.push(d, &format!("{repo}:stable"), &v1);
+    publisher.sign(repo, &d1, &trusted);
+
+    let config = |extra: &str| {
+        format!(
+            "plugin \"sleeper\" {{\n  source = \"oci://{}/{repo}:stable\"\n  verify {{\n    key = \"{}\"\n  }}\n  poll_interval = \"1s\"\n{extra}}}\n",
+            registry.host(),
+            trusted_pub.display()
+        )
+    };
+    let cfg = d.join("agent.hcl");
+    std::fs::write(&cfg, config("")).unwrap();
+    let mut agent = AgentProcess::new(d);
+    agent.args = vec!["--config".into(), cfg.display().to_string()];
+    agent.start().await;
+
+    // Never on disk, pulled, verified: the view names the reference, digest and signer.
+    let v = sleeper_versions(&agent).await;
+    let active = v
+        .iter()
+        .find(|c| c["State"] == "active")
+        .unwrap_or_else(|| panic!("{v:#?}\n{}", agent.log()));
+    assert_eq!(active["Digest"], d1.as_str());
+    assert_eq!(
+        active["Reference"],
+        format!("oci://{}/{repo}@{d1}", registry.host()).as_str()
+    );
+    let fingerprint = {
+        let der = Command::new("openssl")
+            .args(["pkey", "-pubin", "-outform", "DER", "-in"])
+            .arg(&trusted_pub)
+            .output()
+            .unwrap()
+            .stdout;
+        paddock::runtime::cache::sha256_hex(&der)
+    };
+    assert!(
+        active["Signer"].as_str().unwrap().contains(&fingerprint),
+        "{active:#}"
+    );
+    assert_eq!(active["DeclaredGrants"], Value::Null);
+
+    // A task on it keeps running through every refusal below.
+    agent
+        .post_job(
+            json!({ "ID": "nap", "Type": "service", "TaskGroups": [{ "Name": "g", "Count": 1,
+            "Tasks": [{ "Name": "t", "Driver": "sleeper", "Config": { "seconds": 600 } }] }] }),
+        )
+        .await;
+    agent
+        .wait_allocs("nap", |a| a.len() == 1 && a[0]["ClientStatus"] == "running")
+        .await;
+
+    // An unsigned new version behind the tag (the poller sees it too, and refuses it).
+    let v2 = with_section(&v1, "build", b"2");
+    let d2 = publisher.push(d, &format!("{repo}:stable"), &v2);
+    refused(&agent, "no signature", &d1).await;
+    // Signed, but by a key the operator did not name.
+    publisher.sign(repo, &d2, &stranger);
+    refused(&agent, "does not verify under the key", &d1).await;
+    // Signed by the right key, then its layer changed in the registry's storage.
+    let v3 = with_section(&v1, "build", b"3");
+    let d3 = publisher.push(d, &format!("{repo}:stable"), &v3);
+    publisher.sign(repo, &d3, &trusted);
+    let layer = paddock::runtime::cache::sha256_hex(&v3);
+    let file = registry.blob_file(&layer);
+    let mut tampered = std::fs::read(&file).unwrap();
+    let at = tampered.len() - 1;
+    tampered[at] ^= 0xff;
+    std::fs::write(&file, &tampered).unwrap();
+    refused(&agent, "does not match its digest", &d1).await;
+
+    // Pinned to another digest: the reloaded config says so, and what the tag holds is
+    // refused.
+    let other = "ab".repeat(32);
+    std::fs::write(&cfg, config(&format!("  sha256 = \"{other}\"\n"))).unwrap();
+    let reload = async || {
+        let r = agent
+            .http
+            .post(agent.url("/v1/agent/reload"))
+            .send()
+            .await
+            .unwrap();
+        assert!(r.status().is_success(), "{}", r.text().await.unwrap());
+    };
+    reload().await;
+    refused(&agent, &format!("pins sha256:{other}"), &d1).await;
+    std::fs::write(&cfg, config("")).unwrap();
+    reload().await;
+    let alloc = agent.wait_allocs("nap", |a| a.len() == 1).await.remove(0);
+    assert_eq!(alloc["ClientStatus"], "running", "{alloc:#}");
+
+    // A new tag with the same (no) declared grants, signed: the poller swaps it in.
+    let v4 = with_section(&v1, "build", b"4");
+    let d4 = publisher.push(d, &format!("{repo}:stable"), &v4);
+    publisher.sign(repo, &d4, &trusted);
+    let started = Instant::now();
+    wait_for("the polled tag to swap in", async || {
+        active_digest(&agent).await == d4
+    })
+    .await;
+    let swapped_in = started.elapsed();
+    assert!(swapped_in < Duration::from_secs(10), "{swapped_in:?}");
+
+    // Declaring more grants: held for approval with the difference, until approved.
+    let grants = br#"{"network": {"hosts": ["api.example.com:443"]}}"#;
+    let v5 = with_section(&with_section(&v1, "build", b"5"), "paddock:grants", grants);
+    let d5 = publisher.push(d, &format!("{repo}:stable"), &v5);
+    publisher.sign(repo, &d5, &trusted);
+    wait_for("the wider version to be held", async || {
+        sleeper_versions(&agent)
+            .await
+            .iter()
+            .any(|c| c["State"] == "pending-approval" && c["Digest"] == d5.as_str())
+    })
+    .await;
+    let pending = sleeper_versions(&agent).await;
+    let held = pending
+        .iter()
+        .find(|c| c["State"] == "pending-approval")
+        .unwrap();
+    assert_eq!(
+        held["GrantsDiff"],
+        json!(["+ network api.example.com:443"]),
+        "{held:#}"
+    );
+    assert_eq!(active_digest(&agent).await, d4);
+    let (_, status) = cli(&agent, &["status", "sleeper"]);
+    assert!(
+        status.contains("pending-approval") && status.contains("+ network api.example.com:443"),
+        "{status}"
+    );
+    let node = agent.get("/v1/node/self").await;
+    assert!(
+        node["Events"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .any(|e| e["Message"].as_str().unwrap().contains("pending approval")),
+        "{:#}",
+        node["Events"]
+    );
+    let (code, out) = cli(&agent, &["approve", "sleeper"]);
+    assert_eq!(code, 0, "{out}");
+    assert_eq!(active_digest(&agent).await, d5);
+    let active = sleeper_versions(&agent).await;
+    let active = active.iter().find(|c| c["State"] == "active").unwrap();
+    assert_eq!(
+        active["DeclaredGrants"]["network"]["hosts"],
+        json!(["api.example.com:443"])
+    );
+    // The declaration granted nothing: the operator's grants (none) are what it runs with.
+    assert!(
+        !active["Grants"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .any(|g| g.as_str().unwrap().starts_with("network")),
+        "{active:#}"
+    );
+
+    // kill -9 at moments through pulls of a new version, then the registry goes down: the
+    // agent starts from its cache, which holds a whole, verified version.
+    let v6 = with_section(
+        &with_section(&v1, "build", &[6; 4096]),
+        "paddock:grants",
+        grants,
+    );
+    let d6 = publisher.push(d, &format!("{repo}:stable"), &v6);
+    publisher.sign(repo, &d6, &trusted);
+    for delay_ms in [150u64, 400, 700, 1000, 1500] {
+        agent.kill9();
+        agent.spawn();
+        tokio::time::sleep(Duration::from_millis(delay_ms)).await;
+    }
+    agent.kill9();
+    let cache = d.join("data/cache/pulled");
+    registry.stop();
+    agent.start().await;
+    let v = sleeper_versions(&agent).await;
+    let active = v
+        .iter()
+        .find(|c| c["State"] == "active")
+        .unwrap_or_else(|| panic!("{v:#?}\n{}", agent.log()));
+    let digest = active["Digest"].as_str().unwrap();
+    assert!(digest == d5 || digest == d6, "{active:#}");
+    assert!(
+        agent.log().contains("running the cached version"),
+        "{}",
+        agent.log()
+    );
+    assert_eq!(std::fs::read_dir(cache.join("tmp")).unwrap().count(), 0);
+    for r in std::fs::read_dir(cache.join("refs")).unwrap() {
+        let r: Value = serde_json::from_slice(&std::fs::read(r.unwrap().path()).unwrap()).unwrap();
+        let blob = r["Blob"].as_str().unwrap();
+        let bytes = std::fs::read(cache.join("blobs/sha256").join(&blob[7..])).unwrap();
+        assert_eq!(
+            format!("sha256:{}", paddock::runtime::cache::sha256_hex(&bytes)),
+            blob
+        );
+    }
+    let alloc = agent.wait_allocs("nap", |a| a.len() == 1).await.remove(0);
+    assert_eq!(alloc["ClientStatus"], "running", "{alloc:#}");
+}
