@@ -6,6 +6,7 @@
 use std::path::PathBuf;
 
 use paddock_core::config::Limits;
+use paddock_core::remote::{RemoteSpec, Source};
 use paddock_core::runtime::{ComponentSettings, Grants};
 use serde::Deserialize;
 
@@ -23,8 +24,13 @@ pub const DEFAULT_DRIVER: &str = "raw_exec";
 pub struct PluginConfig {
     /// The driver component to expose (a built-in or one in `components`).
     pub driver: Option<String>,
-    /// Folders of third-party components.
+    /// Folders of third-party components, and at most one source of the driver
+    /// (`oci://REGISTRY/REPO:TAG`, `oci://…@sha256:…`, `https://…`, `file:///…`), pulled and
+    /// verified as an agent's plugin block `source` is.
     pub components: Vec<PathBuf>,
+    /// The cosign public key (PEM, ECDSA P-256) the driver pulled from a `components`
+    /// source must be signed by.
+    pub verify_key: Option<PathBuf>,
     /// The driver component's file, when its name is not `<driver>.wasm` (its settings
     /// and grants go to that file only).
     pub driver_file: Option<String>,
@@ -80,9 +86,67 @@ impl PluginConfig {
             .limits
             .settings(self.grant.clone(), config)
             .map_err(ConfigError)?;
-        s.file = self.driver_file.clone();
-        s.sha256 = self.driver_sha256.clone();
+        match self.remote_spec()? {
+            // Only what the source brings gets the driver's settings, never a file.
+            Some(spec) => s.source = Some(spec.source.to_string()),
+            None => {
+                s.file = self.driver_file.clone();
+                s.sha256 = self.driver_sha256.clone();
+            }
+        }
         Ok(s)
+    }
+
+    /// The driver's source, when `components` names one: the driver's name is the name its
+    /// component must report; `driver_sha256` pins the manifest digest (the bytes' for
+    /// https and file); `verify_key` is the key its signature must verify under.
+    pub fn remote_spec(&self) -> Result<Option<RemoteSpec>, ConfigError> {
+        let sources: Vec<&str> = self
+            .components
+            .iter()
+            .filter_map(|p| p.to_str())
+            .filter(|s| s.contains("://"))
+            .collect();
+        let text = match sources.as_slice() {
+            [] => {
+                if self.verify_key.is_some() {
+                    return Err(ConfigError(
+                        "verify_key: applies to a driver pulled from a `components` source (oci://…); none is given".into(),
+                    ));
+                }
+                return Ok(None);
+            }
+            [one] => *one,
+            _ => {
+                return Err(ConfigError(format!(
+                    "components: at most one source, the driver's; found {}",
+                    sources.join(", ")
+                )));
+            }
+        };
+        let source = Source::parse(text).map_err(|e| ConfigError(format!("components: {e}")))?;
+        let pin = match &self.driver_sha256 {
+            None => None,
+            Some(p) => Some(
+                RemoteSpec::normalize_pin(p)
+                    .map_err(|e| ConfigError(format!("driver_sha256: {e}")))?,
+            ),
+        };
+        if let Some(k) = &self.verify_key {
+            paddock_core::remote::read_key(k)
+                .map_err(|e| ConfigError(format!("verify_key: {e}")))?;
+        }
+        Ok(Some(RemoteSpec {
+            name: self.driver().to_string(),
+            source,
+            pin,
+            key: self.verify_key.clone(),
+            insecure: false,
+            ca_file: None,
+            max_size: paddock_core::remote::DEFAULT_MAX_SIZE,
+            poll_interval: None,
+            auto_approve: paddock_core::remote::AutoApprove::Always,
+        }))
     }
 }
 

@@ -25,6 +25,42 @@ pub const BUILT_IN_DRIVERS: &[(&str, guest_artifacts::Artifact)] = &[
     ("exec", guest_artifacts::EXEC_DRIVER),
 ];
 
+/// Pull the driver from `spec`'s source (the cache in `data_dir` when the source cannot be
+/// reached), verified as an agent verifies a plugin block's source, and load it.
+async fn pull_driver(
+    plugins: &PluginHost,
+    spec: &paddock_core::remote::RemoteSpec,
+    data_dir: &std::path::Path,
+) -> Result<(), HostError> {
+    let err = |m: String| HostError::Components(format!("{}: {m}", spec.source));
+    let cache = paddock_core::remote::cache::Cache::open(&data_dir.join("cache").join("pulled"))
+        .map_err(|e| err(format!("the pull cache: {e}")))?;
+    let pulled = paddock_core::remote::fetch(spec, &cache)
+        .await
+        .map_err(|e| err(format!("refused: {e}")))?;
+    let source = paddock_core::runtime::ComponentSource::Remote {
+        name: spec.name.clone(),
+        reference: pulled.reference.clone(),
+    };
+    let c = plugins
+        .runtime
+        .prepare(source, Arc::from(pulled.bytes.as_slice()))
+        .await
+        .map_err(|r| err(format!("refused: {}", r.error)))?;
+    if c.name != spec.name {
+        return Err(err(format!(
+            "refused: it reports the name {:?}, but the plugin's driver is {:?}",
+            c.name, spec.name
+        )));
+    }
+    plugins.runtime.registry.install(c);
+    if let Err(e) = cache.store(spec, &pulled) {
+        tracing::warn!(source = %spec.source, error = %e, "the pulled driver could not be cached");
+    }
+    tracing::info!(source = %spec.source, reference = %pulled.reference, signer = pulled.signer.as_deref().unwrap_or("none"), "driver pulled");
+    Ok(())
+}
+
 /// Why the host could not be built or a task's processes cannot be run.
 #[derive(Debug, thiserror::Error)]
 pub enum HostError {
@@ -34,7 +70,7 @@ pub enum HostError {
     Config(#[from] crate::config::ConfigError),
     #[error("component runtime: {0}")]
     Runtime(String),
-    #[error("components folder: {0}")]
+    #[error("components: {0}")]
     Components(String),
     #[error(
         "no driver component named {name:?} is built in or loaded (drivers: {loaded}); set `driver` \
@@ -84,11 +120,18 @@ impl Host {
                 .await
                 .map_err(|r| HostError::Components(r.to_string()))?;
         }
-        for dir in &config.components {
+        for dir in config
+            .components
+            .iter()
+            .filter(|p| !p.to_str().is_some_and(|s| s.contains("://")))
+        {
             plugins
                 .load_folder(dir)
                 .await
                 .map_err(|e| HostError::Components(format!("{}: {e}", dir.display())))?;
+        }
+        if let Some(spec) = config.remote_spec()? {
+            pull_driver(&plugins, &spec, &data_dir).await?;
         }
         let PluginHost {
             runtime,

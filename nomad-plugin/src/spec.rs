@@ -95,6 +95,7 @@ pub const PLUGIN_CONFIG_KEYS: &[&str] = &[
     "grant",
     "limits",
     "task_config_fields",
+    "verify_key",
 ];
 
 /// The plugin's own config: which driver component to expose, where third-party components
@@ -109,6 +110,7 @@ pub fn plugin_config() -> Spec {
         ("components", attr("components", "list(string)")),
         ("driver_file", attr("driver_file", "string")),
         ("driver_sha256", attr("driver_sha256", "string")),
+        ("verify_key", attr("verify_key", "string")),
         ("data_dir", attr("data_dir", "string")),
         (
             "task_config_fields",

@@ -59,6 +59,8 @@ use __bindings::exports::paddock::plugin::service_check as wit;
 
 pub use __bindings::paddock::plugin::types::FieldError;
 pub use paddock_guest_core::{LogLevel, PluginInfo};
+/// Declares the grants the component needs (its `paddock:grants` section).
+pub use paddock_guest_core::declare_grants;
 pub use wit::{CheckError, CheckResult, CheckStatus, CheckTarget};
 
 /// A service check. Functions take no `self`: nothing is kept between calls.

@@ -62,6 +62,8 @@ use __bindings::exports::paddock::plugin::device as wit;
 
 pub use __bindings::paddock::plugin::types::Attribute;
 pub use paddock_guest_core::{DeviceNode, LogLevel, Mount, PluginInfo, StringMap};
+/// Declares the grants the component needs (its `paddock:grants` section).
+pub use paddock_guest_core::declare_grants;
 pub use wit::{
     ContainerReservation, DeviceError, DeviceGroup, DeviceInstance, GroupStats, InstanceStats,
     StatValue,

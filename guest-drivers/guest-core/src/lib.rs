@@ -23,6 +23,34 @@ mod types;
 #[doc(hidden)]
 pub use wit_bindgen as __wit_bindgen;
 
+/// Declares the grants this component needs, as a grant block's JSON, in its
+/// `paddock:grants` custom section: what an agent compares a new version with before it
+/// replaces a running one (a version that declares more waits for the operator's
+/// approval). It grants nothing: the operator's grants are what the component runs with.
+/// Use it once per component:
+///
+/// ```ignore
+/// paddock_driver_sdk::declare_grants!(r#"{"network": {"hosts": ["api.example.com:443"]}}"#);
+/// ```
+#[macro_export]
+macro_rules! declare_grants {
+    ($json:literal) => {
+        #[doc(hidden)]
+        #[cfg_attr(target_arch = "wasm32", unsafe(link_section = "paddock:grants"))]
+        #[used]
+        static __PADDOCK_DECLARED_GRANTS: [u8; $json.len()] = {
+            let text = $json.as_bytes();
+            let mut out = [0u8; $json.len()];
+            let mut i = 0;
+            while i < text.len() {
+                out[i] = text[i];
+                i += 1;
+            }
+            out
+        };
+    };
+}
+
 /// Bindings of the host interfaces; use [`host`] and the re-exports at the crate root instead.
 ///
 /// The world is written here rather than in `/wit` because it is a detail of the SDKs, not

@@ -79,6 +79,8 @@ pub use paddock_guest_core::{
     DeviceNode, ExitResult, HostError, LogConfig, LogLevel, Mount, PluginInfo, ResourceUsage,
     StringMap,
 };
+/// Declares the grants the component needs (its `paddock:grants` section).
+pub use paddock_guest_core::declare_grants;
 pub use wit::{
     DriverCapabilities as Capabilities, DriverError, DriverFingerprint as Fingerprint, Failure,
     FsIsolation, Health, TaskState, TaskStatus, WaitStatus, WakeOn,

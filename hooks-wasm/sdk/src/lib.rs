@@ -64,6 +64,8 @@ pub use paddock_guest_core::stamp::Stamp;
 pub use paddock_guest_core::{
     DeviceNode, ExitResult, HostError, LogLevel, Mount, PluginInfo, StringMap,
 };
+/// Declares the grants the component needs (its `paddock:grants` section).
+pub use paddock_guest_core::declare_grants;
 pub use wit::{HookError, PrestartRequest, PrestartResponse, TaskInfo, Template};
 
 impl Default for PrestartResponse {

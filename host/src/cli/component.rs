@@ -76,6 +76,19 @@ pub enum ComponentCommand {
         #[arg(long)]
         ca_file: Option<PathBuf>,
     },
+    /// Declare the grants a built component needs (a grant block's JSON, e.g.
+    /// '{"network": {"hosts": ["api.example.com:443"]}}') in its `paddock:grants` section:
+    /// an agent holds a new version that declares more than the running one for approval.
+    /// It grants nothing. Rust plugins declare with the SDK's `declare_grants!` instead.
+    Declare {
+        /// The `.wasm` file (rewritten unless --output is given).
+        file: PathBuf,
+        /// The declaration.
+        json: String,
+        /// Write the declared component here instead.
+        #[arg(long, short)]
+        output: Option<PathBuf>,
+    },
     /// Make an ECDSA P-256 key pair for signing: NAME.key (secret) and NAME.pub (for a plugin
     /// block's verify { key = "NAME.pub" }).
     Keygen {
@@ -251,6 +264,9 @@ pub(super) async fn run(cmd: ComponentCommand) -> anyhow::Result<i32> {
             ca_file,
         } => super::component_oci::sign(&key, &target, insecure, ca_file.as_deref()).await,
         ComponentCommand::Keygen { name } => super::component_oci::keygen(&name),
+        ComponentCommand::Declare { file, json, output } => {
+            super::component_oci::declare(&file, &json, output.as_deref())
+        }
     }
 }
 

@@ -116,3 +116,62 @@ pub(super) fn keygen(name: &Path) -> anyhow::Result<i32> {
     println!("key {}", key.public().fingerprint());
     Ok(0)
 }
+
+/// `component declare FILE JSON [-o OUT]`: add the grants declaration (a grant block's
+/// JSON) to a built component as its top-level `paddock:grants` custom section, for
+/// components built without a Rust SDK.
+pub(super) fn declare(file: &Path, json: &str, out: Option<&Path>) -> anyhow::Result<i32> {
+    let grants: crate::runtime::Grants = serde_json::from_str(json)
+        .map_err(|e| anyhow::anyhow!("the declaration is not a grant block's JSON: {e}"))?;
+    grants
+        .validate()
+        .map_err(|e| anyhow::anyhow!("the declaration: {e}"))?;
+    let bytes = std::fs::read(file).map_err(|e| anyhow::anyhow!("{}: {e}", file.display()))?;
+    let inspection = crate::runtime::inspect::inspect(&bytes)
+        .map_err(|e| anyhow::anyhow!("{}: {e}", file.display()))?;
+    if let Some(g) = inspection.declared_grants {
+        anyhow::bail!(
+            "{} already declares {}: declare once, where it is built",
+            file.display(),
+            serde_json::to_string(&g)?
+        );
+    }
+    let canonical = serde_json::to_vec(&serde_json::from_str::<serde_json::Value>(json)?)?;
+    let mut payload = Vec::new();
+    leb128(crate::runtime::inspect::GRANTS_SECTION.len(), &mut payload);
+    payload.extend_from_slice(crate::runtime::inspect::GRANTS_SECTION.as_bytes());
+    payload.extend_from_slice(&canonical);
+    let mut out_bytes = bytes;
+    out_bytes.push(0); // a custom section
+    leb128(payload.len(), &mut out_bytes);
+    out_bytes.extend(payload);
+    // Read back: what was written is what an agent reads.
+    let back = crate::runtime::inspect::inspect(&out_bytes)
+        .map_err(|e| anyhow::anyhow!("the declared component does not read back: {e}"))?;
+    anyhow::ensure!(
+        back.declared_grants.as_ref() == Some(&grants),
+        "the declaration does not read back"
+    );
+    let dest = out.unwrap_or(file);
+    let tmp = dest.with_extension("wasm.part");
+    std::fs::write(&tmp, &out_bytes)?;
+    std::fs::rename(&tmp, dest)?;
+    println!(
+        "{} declares {}",
+        dest.display(),
+        grants.summary().join(", ")
+    );
+    Ok(0)
+}
+
+fn leb128(mut n: usize, out: &mut Vec<u8>) {
+    loop {
+        let b = (n & 0x7f) as u8;
+        n >>= 7;
+        if n == 0 {
+            out.push(b);
+            return;
+        }
+        out.push(b | 0x80);
+    }
+}

@@ -157,7 +157,8 @@ fn component(c: &crate::swap::ComponentStatus, m: &Calls) -> Markup {
             @if !c.reason.is_empty() { p.error { (c.reason) } }
             dl.facts {
                 @if refused {
-                    dt { "SHA-256" } dd { (sha(&c.sha256)) }
+                    @if !c.sha256.is_empty() { dt { "SHA-256" } dd { (sha(&c.sha256)) } }
+                    @if !c.reference.is_empty() { dt { "Reference" } dd { (c.reference) } }
                 } @else {
                     dt { "World" } dd { (c.world) }
                     dt { "Version" } dd { (c.plugin_version) " (contract " (c.contract_version) ")" }
@@ -168,6 +169,18 @@ fn component(c: &crate::swap::ComponentStatus, m: &Calls) -> Markup {
                         dt { "Previous version" } dd { (sha(&c.previous_sha256)) }
                     }
                     dt { "Source" } dd { (c.source) }
+                    @if !c.digest.is_empty() { dt { "Digest" } dd.digest { (c.digest) } }
+                    @if !c.signer.is_empty() { dt { "Signed by" } dd.signer { (c.signer) } }
+                    @if let Some(g) = &c.declared_grants {
+                        dt { "Declares" } dd.declared { @if g.summary().len() == 3 { "no grants" } @else { (g.summary()[3..].join(", ")) } }
+                    }
+                    @if c.state == crate::swap::ComponentState::PendingApproval {
+                        dt { "Waits for approval" } dd.pending {
+                            @if c.grants_diff.is_empty() { "a new version (auto_approve = \"never\")" }
+                            @else { ul.grants-diff { @for d in &c.grants_diff { li { code { (d) } } } } }
+                            "Let it in with " code { "agent component approve " (c.name) } "."
+                        }
+                    }
                     dt { "Loaded" } dd { (when(c.loaded_at)) " in " (format!("{:.1}", c.load_millis)) " ms" }
                     dt { "Grants" } dd { @if c.grants.is_empty() { "none" } @else { (c.grants.join(", ")) } }
                     dt { "Limits" } dd {

@@ -64,6 +64,8 @@ use __bindings::exports::paddock::plugin::secret_source as wit;
 
 pub use __bindings::paddock::plugin::types::FieldError;
 pub use paddock_guest_core::{HostError, LogLevel, PluginInfo, StringMap};
+/// Declares the grants the component needs (its `paddock:grants` section).
+pub use paddock_guest_core::declare_grants;
 pub use wit::SecretError;
 
 /// A secret provider. Functions take no `self`: nothing is kept between calls.

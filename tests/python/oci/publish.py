@@ -2,8 +2,9 @@
 the `oras` Python client and signs with `openssl`, so that a mistake mirrored by Paddock's own
 pusher and puller shows.
 
-    publish.py push REGISTRY REPO:TAG FILE            -> prints the manifest digest
-    publish.py sign REGISTRY REPO DIGEST KEY.pem      -> signs DIGEST (cosign's simple signing)
+    publish.py push REGISTRY REPO:TAG FILE [LAYER-MEDIA-TYPE] -> prints the manifest digest
+    publish.py sign REGISTRY REPO DIGEST KEY.pem [AS-DIGEST]  -> signs DIGEST (cosign's simple
+        signing); with AS-DIGEST, pushes that signature under AS-DIGEST's tag (a replay)
     publish.py verify REGISTRY REPO DIGEST PUB.pem    -> checks a signature someone else made
     publish.py manifest REGISTRY REPO:TAG             -> prints the manifest JSON
 """
@@ -29,7 +30,7 @@ def client(registry):
     return oras.client.OrasClient(hostname=registry, insecure=True, tls_verify=False)
 
 
-def push(registry, target, path):
+def push(registry, target, path, media_type=WASM_LAYER):
     with tempfile.TemporaryDirectory() as d:
         os.chdir(d)
         name = "component.wasm"
@@ -47,14 +48,14 @@ def push(registry, target, path):
             )
         r = client(registry).push(
             target=f"{registry}/{target}",
-            files=[f"{name}:{WASM_LAYER}"],
+            files=[f"{name}:{media_type}"],
             manifest_config=f"config.json:{WASM_CONFIG}",
             quiet=True,
         )
         print(r.headers["Docker-Content-Digest"])
 
 
-def sign(registry, repo, digest, key):
+def sign(registry, repo, digest, key, as_digest=None):
     payload = json.dumps(
         {
             "critical": {
@@ -78,7 +79,7 @@ def sign(registry, repo, digest, key):
             sig = base64.b64encode(f.read()).decode()
         with open("annotations.json", "w") as f:
             json.dump({"payload.json": {SIG_ANNOTATION: sig}}, f)
-        tag = digest.replace(":", "-", 1) + ".sig"
+        tag = (as_digest or digest).replace(":", "-", 1) + ".sig"
         client(registry).push(
             target=f"{registry}/{repo}:{tag}",
             files=[f"payload.json:{SIG_LAYER}"],

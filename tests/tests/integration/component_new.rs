@@ -96,6 +96,14 @@ fn rust_projects_of_every_world_build_offline_test_and_pass_check() {
             "wasm32-wasip2/release/{}.wasm",
             name.replace('-', "_")
         ));
+        // The SDK's `declare_grants!` survives the toolchain into the component.
+        let declared = paddock::runtime::inspect::inspect(&std::fs::read(&wasm).unwrap())
+            .unwrap()
+            .declared_grants;
+        assert!(declared.is_some(), "{name} declares no grants");
+        if world == "secret-provider" {
+            assert!(declared.unwrap().variables, "{name}");
+        }
         let wasm = wasm.to_str().unwrap();
         let out = agent(&dir, &["component", "validate", wasm]);
         assert!(out.status.success(), "{}", text(&out));

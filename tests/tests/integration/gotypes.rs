@@ -83,7 +83,19 @@ job "parsed" {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn every_endpoint_decodes_as_nomads_go_client_decodes_it() {
-    let t = TestAgent::start("", vec![]).await;
+    // A driver pulled from a file source whose every new version waits for approval, so
+    // that `components/pull` and `components/approve` have something to do.
+    let sources = tempfile::tempdir().unwrap();
+    let sleeper = sources.path().join("sleeper.wasm");
+    std::fs::write(&sleeper, guest_artifacts::SLEEPER_DRIVER.bytes).unwrap();
+    let t = TestAgent::start(
+        &format!(
+            "plugin \"sleeper\" {{\n  source = \"file://{}\"\n  auto_approve = \"never\"\n}}\n",
+            sleeper.display()
+        ),
+        vec![],
+    )
+    .await;
     let mut c = GoCheck::new(&t);
     let events = watch_events(&mut c).await;
 
@@ -137,6 +149,28 @@ async fn every_endpoint_decodes_as_nomads_go_client_decodes_it() {
     wait_stdout(&t, &web_id).await;
 
     reads(&mut c, &t).await;
+    // A new version behind the file source each time, held (auto_approve = "never"), then
+    // let in.
+    for m in ["POST", "PUT"] {
+        let build =
+            crate::oci::with_section(guest_artifacts::SLEEPER_DRIVER.bytes, "build", m.as_bytes());
+        std::fs::write(&sleeper, build).unwrap();
+        let name = json!({ "Name": "sleeper" });
+        let held = c
+            .json::<Value>(req(m, "/v1/components/pull").body(name.clone()))
+            .await;
+        assert_eq!(
+            held.map(|(v, _)| v["Outcome"].clone()),
+            Some(json!("pending-approval"))
+        );
+        let approved = c
+            .json::<Value>(req(m, "/v1/components/approve").body(name))
+            .await;
+        assert_eq!(
+            approved.map(|(v, _)| v["Outcome"].clone()),
+            Some(json!("replaced"))
+        );
+    }
     // The device job's stats carry its device's (Nomad's DeviceStats).
     c.json::<go::AllocResourceUsage>(
         req("GET", "/v1/client/allocation/{id}/stats").arg(dev[0]["ID"].as_str().unwrap()),

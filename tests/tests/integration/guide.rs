@@ -3,7 +3,7 @@
 //! fails. `file P`: the block is the whole of `P`; `excerpt P`: it appears in `P` as it is
 //! (both for sources the guest build or `component new`'s test compiles); `agent-config`:
 //! the agent's config parser takes it; `run`: its commands are run by a test, as a reader
-//! would, with `agent` on `PATH`; `contract-table`: the table is the driver contract's table
+//! would, with `agent` on `PATH` and a registry on loopback at `$REGISTRY`; `contract-table`: the table is the driver contract's table
 //! in the WIT docs, row for row.
 
 use std::process::Command;
@@ -182,11 +182,15 @@ fn the_guides_commands_run_as_written() {
     let work = repo_root().join("target/guide-run");
     let _ = std::fs::remove_dir_all(&work);
     let path = crate::harness::path_with_agent(&work);
+    // The publishing chapter pushes to a registry: a real one, on loopback.
+    let registry_dir = tempfile::tempdir().unwrap();
+    let registry = crate::oci::Registry::start(registry_dir.path());
     for b in blocks(&guide()).iter().filter(|b| b.test == "run") {
         let out = Command::new("bash")
             .args(["-euo", "pipefail", "-c", &b.text])
             .current_dir(&work)
             .env("PATH", &path)
+            .env("REGISTRY", registry.host())
             .env_remove("CARGO_TARGET_DIR")
             // A cache of compiled dependencies shared with the other generated projects;
             // the commands' own paths (`target/…/my_driver.wasm`) are unchanged.

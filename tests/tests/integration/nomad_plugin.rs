@@ -538,3 +538,66 @@ async fn raw_exec_writes_into_nomads_fifos_and_outlives_the_plugin() {
     assert!(e.message().contains("driver_state"), "{}", e.message());
     let _ = p.shutdown(Duration::from_secs(2)).await;
 }
+
+/// The plugin pulls its driver from a registry named in `components`, verified under
+/// `verify_key`: a driver it has never seen on disk fingerprints healthy; signed by another
+/// key, or reporting another name, it is refused naming the source; with the registry
+/// gone, the cache in the data dir serves.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_driver_pulled_from_a_registry_is_verified_before_it_runs() {
+    use crate::oci::{Publisher, Registry, openssl_key};
+    let dir = tempfile::tempdir().unwrap();
+    let d = dir.path();
+    let mut registry = Registry::start(d);
+    let publisher = Publisher::new(registry.host()).await;
+    let (key, public) = openssl_key(d, "publisher");
+    let (_, stranger) = openssl_key(d, "stranger");
+    let digest = publisher.push(d, "acme/sleeper:1", guest_artifacts::SLEEPER_DRIVER.bytes);
+    publisher.sign("acme/sleeper", &digest, &key);
+    let source = format!("oci://{}/acme/sleeper:1", registry.host());
+    let config = |key: &std::path::Path, driver: &str| {
+        json!({"driver": driver, "components": [source], "verify_key": key,
+               "data_dir": d.join("data"), "task_config_fields": ["seconds"]})
+    };
+
+    let p = launch().await;
+    let e = p
+        .set_config(&config(&stranger, "sleeper"))
+        .await
+        .unwrap_err();
+    assert!(
+        e.message().contains(&source) && e.message().contains("does not verify"),
+        "{}",
+        e.message()
+    );
+    let e = p.set_config(&config(&public, "mock")).await.unwrap_err();
+    assert!(
+        e.message().contains("reports the name \"sleeper\""),
+        "{}",
+        e.message()
+    );
+    p.set_config(&config(&public, "sleeper")).await.unwrap();
+    let mut fp = p
+        .driver()
+        .fingerprint(pb::FingerprintRequest {})
+        .await
+        .unwrap()
+        .into_inner();
+    let first = tokio::time::timeout(Duration::from_secs(10), fp.message())
+        .await
+        .unwrap()
+        .unwrap()
+        .unwrap();
+    assert_eq!(
+        first.health,
+        pb::fingerprint_response::HealthState::Healthy as i32,
+        "{first:?}"
+    );
+    assert!(p.shutdown(Duration::from_secs(2)).await.success());
+
+    // Nomad starts the plugin again with the registry down: the cache serves.
+    registry.stop();
+    let p = launch().await;
+    p.set_config(&config(&public, "sleeper")).await.unwrap();
+    assert!(p.shutdown(Duration::from_secs(2)).await.success());
+}

@@ -13,14 +13,14 @@ use serde_json::{Value, json};
 use crate::harness::{AgentProcess, agent_bin, python_with, repo_root};
 
 /// A registry on a free loopback port, its storage in `dir`.
-struct Registry {
+pub(crate) struct Registry {
     child: Child,
     port: u16,
     storage: PathBuf,
 }
 
 impl Registry {
-    fn start(dir: &Path) -> Self {
+    pub(crate) fn start(dir: &Path) -> Self {
         let bin = ["/usr/bin/docker-registry", "/usr/local/bin/docker-registry"]
             .into_iter()
             .find(|p| Path::new(p).exists())
@@ -65,12 +65,12 @@ impl Registry {
         }
     }
 
-    fn host(&self) -> String {
+    pub(crate) fn host(&self) -> String {
         format!("127.0.0.1:{}", self.port)
     }
 
     /// The file a blob's bytes are kept in.
-    fn blob_file(&self, digest: &str) -> PathBuf {
+    pub(crate) fn blob_file(&self, digest: &str) -> PathBuf {
         let hex = digest.trim_start_matches("sha256:");
         self.storage
             .join("docker/registry/v2/blobs/sha256")
@@ -79,7 +79,7 @@ impl Registry {
             .join("data")
     }
 
-    fn stop(&mut self) {
+    pub(crate) fn stop(&mut self) {
         let _ = self.child.kill();
         let _ = self.child.wait();
     }
@@ -92,14 +92,14 @@ impl Drop for Registry {
 }
 
 /// The independent publisher (`tests/python/oci/publish.py`).
-struct Publisher {
+pub(crate) struct Publisher {
     python: String,
     path: PathBuf,
-    registry: String,
+    pub(crate) registry: String,
 }
 
 impl Publisher {
-    async fn new(registry: String) -> Self {
+    pub(crate) async fn new(registry: String) -> Self {
         let dir = repo_root().join("tests/python/oci");
         let (python, path) = python_with("oras", &dir.join("requirements.txt"), "python-oci").await;
         Self {
@@ -109,7 +109,7 @@ impl Publisher {
         }
     }
 
-    fn run(&self, args: &[&str]) -> String {
+    pub(crate) fn run(&self, args: &[&str]) -> String {
         let out = Command::new(&self.python)
             .arg(repo_root().join("tests/python/oci/publish.py"))
             .args(args)
@@ -125,7 +125,7 @@ impl Publisher {
     }
 
     /// Push `bytes` to `repo:tag`; the manifest digest.
-    fn push(&self, dir: &Path, target: &str, bytes: &[u8]) -> String {
+    pub(crate) fn push(&self, dir: &Path, target: &str, bytes: &[u8]) -> String {
         let file = dir.join(format!("{}.wasm", target.replace(['/', ':'], "_")));
         std::fs::write(&file, bytes).unwrap();
         let d = self.run(&["push", &self.registry, target, file.to_str().unwrap()]);
@@ -133,13 +133,13 @@ impl Publisher {
         d
     }
 
-    fn sign(&self, repo: &str, digest: &str, key: &Path) {
+    pub(crate) fn sign(&self, repo: &str, digest: &str, key: &Path) {
         self.run(&["sign", &self.registry, repo, digest, key.to_str().unwrap()]);
     }
 }
 
 /// An EC P-256 key pair made by openssl: (private PKCS#8, public SPKI).
-fn openssl_key(dir: &Path, name: &str) -> (PathBuf, PathBuf) {
+pub(crate) fn openssl_key(dir: &Path, name: &str) -> (PathBuf, PathBuf) {
     let key = dir.join(format!("{name}.pem"));
     let public = dir.join(format!("{name}.pub"));
     let ok = Command::new("openssl")
@@ -169,7 +169,7 @@ fn openssl_key(dir: &Path, name: &str) -> (PathBuf, PathBuf) {
 
 /// `bytes` with a custom section `name` appended at the top level (a component may hold
 /// custom sections anywhere): a new version of the same code, or one declaring grants.
-fn with_section(bytes: &[u8], name: &str, data: &[u8]) -> Vec<u8> {
+pub(crate) fn with_section(bytes: &[u8], name: &str, data: &[u8]) -> Vec<u8> {
     fn leb(mut n: usize, out: &mut Vec<u8>) {
         loop {
             let b = (n & 0x7f) as u8;

@@ -329,6 +329,20 @@ pub(super) fn table(alloc: &str, eval: &str, node: &str) -> Vec<Row> {
             &[AGENT_R],
         ),
         row(
+            "POST",
+            "/v1/components/pull",
+            Some(json!({ "Name": "nothing-pulled" })),
+            &[AGENT_W],
+            &[AGENT_R],
+        ),
+        row(
+            "POST",
+            "/v1/components/approve",
+            Some(json!({ "Name": "nothing-held" })),
+            &[AGENT_W],
+            &[AGENT_R],
+        ),
+        row(
             "GET",
             "/v1/operator/raft/configuration",
             None,

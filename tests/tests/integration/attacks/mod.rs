@@ -14,13 +14,17 @@
 //! - [`components`]: names, sizes, memory, events, logs, wake-ups, the breaker — holes 9,
 //!   11, 12, 13 and the low ones;
 //! - [`api`]: names and ids a job gives, variables, the event stream, connections — holes 5
-//!   and 10 and the API client's.
+//!   and 10 and the API client's;
+//! - [`registry`]: what a registry a plugin block names serves (another name, past the size
+//!   limit, not a component, a replayed signature), a file taking a pulled plugin's name, a
+//!   cache altered on disk.
 
 mod api;
 mod components;
 mod files;
 mod network;
 mod process;
+mod registry;
 
 use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
