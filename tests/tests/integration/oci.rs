@@ -332,16 +332,17 @@ async fn a_signed_component_is_pulled_verified_swapped_held_and_run_from_the_cac
     // Signed, but by a key the operator did not name.
     publisher.sign(repo, &d2, &stranger);
     refused(&agent, "does not verify under the key", &d1).await;
-    // Signed by the right key, then its layer changed in the registry's storage.
+    // Signed by the right key, its layer changed in the registry's storage (before the
+    // signature goes up: the poller must never see it whole and signed).
     let v3 = with_section(&v1, "build", b"3");
     let d3 = publisher.push(d, &format!("{repo}:stable"), &v3);
-    publisher.sign(repo, &d3, &trusted);
     let layer = paddock::runtime::cache::sha256_hex(&v3);
     let file = registry.blob_file(&layer);
     let mut tampered = std::fs::read(&file).unwrap();
     let at = tampered.len() - 1;
     tampered[at] ^= 0xff;
     std::fs::write(&file, &tampered).unwrap();
+    publisher.sign(repo, &d3, &trusted);
     refused(&agent, "does not match its digest", &d1).await;
 
     // Pinned to another digest: the reloaded config says so, and what the tag holds is
