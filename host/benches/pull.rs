@@ -34,7 +34,11 @@ fn build(n: u32) -> Vec<u8> {
     let pad = SIZE - out.len() - 1 - 3 - 1 - name.len();
     let len = 1 + name.len() + pad;
     out.push(0);
-    out.extend([(len & 0x7f) as u8 | 0x80, ((len >> 7) & 0x7f) as u8 | 0x80, (len >> 14) as u8]);
+    out.extend([
+        (len & 0x7f) as u8 | 0x80,
+        ((len >> 7) & 0x7f) as u8 | 0x80,
+        (len >> 14) as u8,
+    ]);
     out.push(name.len() as u8);
     out.extend(name);
     let mut body = vec![0u8; pad];

@@ -263,7 +263,6 @@ impl Grants {
         })
     }
 
-    /// Names of granted capabilities, for display.
     /// What `self` asks for that `other` does not give, one line each (`+ network
     /// api.example.com:443`, `+ task_dir`): how a new version's declared grants are
     /// compared with the running version's. A path is within `other` when it is one of its
@@ -335,6 +334,18 @@ impl Grants {
         out
     }
 
+    /// [`Self::summary`] without what every component has (`log`, `config`, `timer`), as
+    /// one line: `"no grants"` when that is all.
+    pub fn extra(&self) -> String {
+        let v = self.summary();
+        if v.len() <= 3 {
+            "no grants".into()
+        } else {
+            v[3..].join(", ")
+        }
+    }
+
+    /// Names of granted capabilities, for display.
     pub fn summary(&self) -> Vec<String> {
         let mut v = vec!["log".to_string(), "config".into(), "timer".into()];
         if self.env {

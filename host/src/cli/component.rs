@@ -470,6 +470,7 @@ async fn inspect(api: &ApiArgs, json: bool, target: &str) -> anyhow::Result<i32>
             "Name": c.name, "World": c.world, "ContractVersion": c.contract_version,
             "PluginVersion": c.plugin_version, "SHA256": c.sha256, "Source": c.source.to_string(),
             "Imports": c.imports, "GrantsUsed": crate::runtime::inspect::grants_used(&c.imports),
+            "DeclaredGrants": c.declared_grants,
         })
     } else {
         let list = api.get("/v1/components").await?;
@@ -513,6 +514,14 @@ async fn inspect(api: &ApiArgs, json: bool, target: &str) -> anyhow::Result<i32>
             .unwrap_or_default()
     };
     println!("{:<12} = {}", "Grants used", list("GrantsUsed"));
+    match serde_json::from_value::<Option<crate::runtime::Grants>>(v["DeclaredGrants"].clone()) {
+        Ok(Some(g)) => println!(
+            "{:<12} = {}",
+            "Declares",
+            super::component_oci::declared(&g)
+        ),
+        _ => println!("{:<12} = (no paddock:grants section)", "Declares"),
+    }
     if v.get("Grants").is_some() {
         println!("{:<12} = {}", "Granted", list("Grants"));
         println!("{:<12} = {} MiB", "Memory cap", s("MemoryMB"));

@@ -172,7 +172,7 @@ fn component(c: &crate::swap::ComponentStatus, m: &Calls) -> Markup {
                     @if !c.digest.is_empty() { dt { "Digest" } dd.digest { (c.digest) } }
                     @if !c.signer.is_empty() { dt { "Signed by" } dd.signer { (c.signer) } }
                     @if let Some(g) = &c.declared_grants {
-                        dt { "Declares" } dd.declared { @if g.summary().len() == 3 { "no grants" } @else { (g.summary()[3..].join(", ")) } }
+                        dt { "Declares" } dd.declared { (g.extra()) }
                     }
                     @if c.state == crate::swap::ComponentState::PendingApproval {
                         dt { "Waits for approval" } dd.pending {

@@ -234,3 +234,45 @@ async fn the_components_page_shows_the_previous_version_and_swaps_refusals_rever
     let g = section(&body, r#"data-unloaded="versioned""#);
     assert!(g.contains(r#"<li data-swap-event="removed">"#), "{g}");
 }
+
+/// A pulled component's new version that declares more grants waits for approval: the page
+/// shows where the running one came from, what the held one declares and the difference,
+/// as `GET /v1/components` does.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_version_held_for_approval_shows_the_grants_it_asks_for() {
+    let dir = tempfile::tempdir().unwrap();
+    let file = dir.path().join("sleeper.wasm");
+    std::fs::write(&file, guest_artifacts::SLEEPER_DRIVER.bytes).unwrap();
+    let t = TestAgent::start(
+        &format!(
+            "plugin \"sleeper\" {{\n  source = \"file://{}\"\n}}\n",
+            file.display()
+        ),
+        vec![],
+    )
+    .await;
+    let wider = crate::oci::with_section(
+        guest_artifacts::SLEEPER_DRIVER.bytes,
+        "paddock:grants",
+        br#"{"read_paths": ["/etc"]}"#,
+    );
+    std::fs::write(&file, wider).unwrap();
+    let (status, v) = t
+        .post("/v1/components/pull", json!({ "Name": "sleeper" }))
+        .await;
+    assert_eq!(
+        (status, v["Outcome"].as_str()),
+        (200, Some("pending-approval")),
+        "{v}"
+    );
+    let (_, _, body) = page(&t, "/ui/components", &[]).await;
+    let held = section(&body, r#"data-state="pending-approval""#);
+    assert!(held.contains("<code>+ read_paths /etc</code>"), "{held}");
+    assert!(held.contains("agent component approve sleeper"), "{held}");
+    assert!(held.contains("read_paths(/etc)"), "{held}");
+    let active = section(&body, r#"data-state="active" aria-label="sleeper""#);
+    assert!(
+        active.contains(&escaped(&format!("file://{}", file.display()))),
+        "{active}"
+    );
+}
