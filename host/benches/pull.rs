@@ -14,6 +14,8 @@
 //! Run: `cargo bench -p paddock --bench pull` (prints medians and p99; quote those and the
 //! ratios). `PULL_BENCH_ROUNDS` sets the rounds (default 20).
 
+#![allow(clippy::print_stdout)] // a benchmark prints its figures
+
 use std::collections::BTreeMap;
 use std::path::PathBuf;
 use std::process::{Command, Stdio};

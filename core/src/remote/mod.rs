@@ -270,7 +270,7 @@ pub async fn fetch(spec: &RemoteSpec, cache: &cache::Cache) -> Result<Pulled, Pu
     let pulled = match &spec.source {
         Source::Oci(_) => oci::pull(spec).await,
         Source::Https(url) => https(spec, url).await,
-        Source::File(path) => file(spec, path),
+        Source::File(path) => file(spec, path).await,
     };
     match pulled {
         Ok(p) => Ok(p),
@@ -354,42 +354,23 @@ async fn https(spec: &RemoteSpec, url: &str) -> Result<Pulled, PullError> {
         bytes.extend_from_slice(&chunk);
         check_size(spec, bytes.len() as u64)?;
     }
-    let digest = format!("sha256:{}", crate::runtime::cache::sha256_hex(&bytes));
-    check_pin(spec, &digest)?;
-    let mut evidence = Evidence::default();
-    let signer = match &spec.key {
-        None => None,
-        Some(path) => {
-            let key = read_key(path)?;
-            let sig_url = format!("{url}.sig");
-            let sig = match get(sig_url.clone()).await {
-                Err(PullError::NotFound(_)) => {
-                    return Err(PullError::Unsigned(format!("{sig_url} does not exist")));
-                }
-                r => r?,
-            };
-            let text = sig
-                .text()
-                .await
-                .map_err(|e| PullError::Unreachable(format!("{sig_url}: {e}")))?;
-            cosign::verify_blob(&key, &bytes, &text)
-                .map_err(|e| PullError::BadSignature(format!("{sig_url}: {e}")))?;
-            evidence.signature = text.trim().to_string();
-            Some(signer_name(path, &key))
-        }
-    };
-    Ok(Pulled {
-        bytes,
-        reference: url.to_string(),
-        digest,
-        signer,
-        from_cache: false,
-        evidence,
+    let sig_url = format!("{url}.sig");
+    signed_blob(spec, bytes, url.to_string(), &sig_url.clone(), async || {
+        let sig = match get(sig_url.clone()).await {
+            Err(PullError::NotFound(_)) => {
+                return Err(PullError::Unsigned(format!("{sig_url} does not exist")));
+            }
+            r => r?,
+        };
+        sig.text()
+            .await
+            .map_err(|e| PullError::Unreachable(format!("{sig_url}: {e}")))
     })
+    .await
 }
 
 /// A `file://` source: the file, and with a key `<file>.sig` beside it.
-fn file(spec: &RemoteSpec, path: &Path) -> Result<Pulled, PullError> {
+async fn file(spec: &RemoteSpec, path: &Path) -> Result<Pulled, PullError> {
     let meta = std::fs::metadata(path).map_err(|e| match e.kind() {
         std::io::ErrorKind::NotFound => PullError::NotFound(path.display().to_string()),
         _ => PullError::Other(format!("{}: {e}", path.display())),
@@ -398,25 +379,48 @@ fn file(spec: &RemoteSpec, path: &Path) -> Result<Pulled, PullError> {
     let bytes =
         std::fs::read(path).map_err(|e| PullError::Other(format!("{}: {e}", path.display())))?;
     check_size(spec, bytes.len() as u64)?;
+    let sig_path = PathBuf::from(format!("{}.sig", path.display()));
+    let place = sig_path.display().to_string();
+    signed_blob(
+        spec,
+        bytes,
+        format!("file://{}", path.display()),
+        &place,
+        async || {
+            std::fs::read_to_string(&sig_path)
+                .map_err(|e| PullError::Unsigned(format!("{}: {e}", sig_path.display())))
+        },
+    )
+    .await
+}
+
+/// What an https or file source brought: its digest checked against the pin and, with a
+/// key, its `cosign sign-blob` signature (read by `signature`, found at `place`) verified
+/// over its bytes.
+async fn signed_blob(
+    spec: &RemoteSpec,
+    bytes: Vec<u8>,
+    reference: String,
+    place: &str,
+    signature: impl AsyncFnOnce() -> Result<String, PullError>,
+) -> Result<Pulled, PullError> {
     let digest = format!("sha256:{}", crate::runtime::cache::sha256_hex(&bytes));
     check_pin(spec, &digest)?;
     let mut evidence = Evidence::default();
     let signer = match &spec.key {
         None => None,
-        Some(key_path) => {
-            let key = read_key(key_path)?;
-            let sig_path = PathBuf::from(format!("{}.sig", path.display()));
-            let text = std::fs::read_to_string(&sig_path)
-                .map_err(|e| PullError::Unsigned(format!("{}: {e}", sig_path.display())))?;
+        Some(path) => {
+            let key = read_key(path)?;
+            let text = signature().await?;
             cosign::verify_blob(&key, &bytes, &text)
-                .map_err(|e| PullError::BadSignature(format!("{}: {e}", sig_path.display())))?;
+                .map_err(|e| PullError::BadSignature(format!("{place}: {e}")))?;
             evidence.signature = text.trim().to_string();
-            Some(signer_name(key_path, &key))
+            Some(signer_name(path, &key))
         }
     };
     Ok(Pulled {
         bytes,
-        reference: format!("file://{}", path.display()),
+        reference,
         digest,
         signer,
         from_cache: false,

@@ -488,18 +488,13 @@ impl Swapper {
             format!("Component {} refused: {reason}", path.display()),
             details,
         );
-        let index = self.changes.bump();
         let payload = json!({ "File": path, "Reason": reason });
-        self.changes.events.publish(|| crate::events::Event {
-            topic: "Component",
-            event_type: "ComponentRefused",
-            key: path.display().to_string(),
-            namespace: String::new(),
-            filter_keys: Vec::new(),
-            index,
-            payload: crate::events::Payload::Component(Box::new(payload)),
-            line: Default::default(),
-        });
+        self.publish(
+            "ComponentRefused",
+            path.display().to_string(),
+            Vec::new(),
+            payload,
+        );
         Applied::Refused(reason.to_string())
     }
 
@@ -553,18 +548,34 @@ impl Swapper {
             format!("Component {} {verb}: {why}", c.name),
             details,
         );
-        let index = self.changes.bump();
         let payload = json!({
             "Name": c.name, "World": c.world.as_str(), "SHA256": c.sha256,
             "PreviousSHA256": old.map(|o| o.sha256.clone()).unwrap_or_default(),
             "Source": c.source.to_string(), "Reason": why,
         });
+        self.publish(
+            event_type,
+            c.name.clone(),
+            vec![c.world.as_str().to_string()],
+            payload,
+        );
+    }
+
+    /// A `Component` event on the event stream (and a change of the index).
+    fn publish(
+        &self,
+        event_type: &'static str,
+        key: String,
+        filter_keys: Vec<String>,
+        payload: serde_json::Value,
+    ) {
+        let index = self.changes.bump();
         self.changes.events.publish(|| crate::events::Event {
             topic: "Component",
             event_type,
-            key: c.name.clone(),
+            key,
             namespace: String::new(),
-            filter_keys: vec![c.world.as_str().to_string()],
+            filter_keys,
             index,
             payload: crate::events::Payload::Component(Box::new(payload)),
             line: Default::default(),

@@ -170,19 +170,17 @@ impl Swapper {
     /// Pull the plugin block `name`'s source now (`agent component pull`); `Err` when no
     /// plugin block of that name names a source.
     pub async fn pull(self: &Arc<Self>, name: &str, why: &str) -> Result<Applied, String> {
-        let spec = self
-            .remotes
-            .specs
-            .read()
-            .unwrap()
-            .get(name)
-            .cloned()
-            .ok_or_else(|| {
-                format!("no plugin block named {name:?} has a source (plugin {name:?} {{ source = \"oci://…\" }})")
-            })?;
+        let spec = self.spec(name).ok_or_else(|| {
+            format!("no plugin block named {name:?} has a source (plugin {name:?} {{ source = \"oci://…\" }})")
+        })?;
         let seen = Instant::now();
         let result = self.fetch(&spec).await;
         Ok(self.apply_pulled(&spec, result, seen, why).await)
+    }
+
+    /// The plugin block `name`'s source, if it names one.
+    fn spec(&self, name: &str) -> Option<RemoteSpec> {
+        self.remotes.specs.read().unwrap().get(name).cloned()
     }
 
     /// The version now serving the plugin block `name`, when a pull brought it.
@@ -353,21 +351,16 @@ impl Swapper {
             ),
             details,
         );
-        let index = self.changes.bump();
         let payload = json!({
             "Name": spec.name, "Source": pulled.reference, "Digest": pulled.digest,
             "GrantsDiff": diff, "Reason": what,
         });
-        self.changes.events.publish(|| crate::events::Event {
-            topic: "Component",
-            event_type: "ComponentPendingApproval",
-            key: spec.name.clone(),
-            namespace: String::new(),
-            filter_keys: vec![new.world.as_str().to_string()],
-            index,
-            payload: crate::events::Payload::Component(Box::new(payload)),
-            line: Default::default(),
-        });
+        self.publish(
+            "ComponentPendingApproval",
+            spec.name.clone(),
+            vec![new.world.as_str().to_string()],
+            payload,
+        );
         self.history.record(
             Subject::Component(new.world, new.name.clone()),
             SwapEvent {
@@ -402,12 +395,7 @@ impl Swapper {
             .remove(name)
             .ok_or_else(|| format!("no version of {name:?} is pending approval"))?;
         let spec = self
-            .remotes
-            .specs
-            .read()
-            .unwrap()
-            .get(name)
-            .cloned()
+            .spec(name)
             .ok_or_else(|| format!("plugin {name:?} no longer names a source"))?;
         // Its settings may have changed while it waited.
         let new = self.runtime.reconfigured(&p.component);
@@ -470,18 +458,13 @@ impl Swapper {
             format!("Component {reference} refused: {reason}"),
             details,
         );
-        let index = self.changes.bump();
         let payload = json!({ "Name": spec.name, "Source": reference, "Reason": reason });
-        self.changes.events.publish(|| crate::events::Event {
-            topic: "Component",
-            event_type: "ComponentRefused",
-            key: reference.to_string(),
-            namespace: String::new(),
-            filter_keys: Vec::new(),
-            index,
-            payload: crate::events::Payload::Component(Box::new(payload)),
-            line: Default::default(),
-        });
+        self.publish(
+            "ComponentRefused",
+            reference.to_string(),
+            Vec::new(),
+            payload,
+        );
         Applied::Refused(reason.to_string())
     }
 

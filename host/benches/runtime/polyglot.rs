@@ -132,7 +132,7 @@ async fn memory_per_instance(bytes: &[u8], world: World) -> u64 {
                 let p = h.paddock_plugin_task_hook();
                 p.call_info(&mut store).await.expect("info");
             }
-            World::DevicePlugin | World::Check => return 0,
+            World::DevicePlugin | World::Check | World::SecretProvider => return 0,
         }
         live.push(store);
     }
@@ -224,7 +224,7 @@ pub fn polyglot(c: &mut Criterion) {
                     })
                 });
             }
-            World::DevicePlugin | World::Check => {}
+            World::DevicePlugin | World::Check | World::SecretProvider => {}
         }
         let per = tokio.block_on(memory_per_instance(&bytes, c.world));
         eprintln!(
