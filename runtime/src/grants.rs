@@ -2,6 +2,8 @@
 //! (`plugin "<name>" { grant { ... } }`). `log`, `config` and `timer` are always available;
 //! every other host interface checks its grant and answers `denied` when it is missing.
 
+use std::path::{Component, Path, PathBuf};
+
 use serde::{Deserialize, Serialize};
 
 /// What the operator allows one component to do.
@@ -157,9 +159,7 @@ impl Grants {
     /// node or mount a device plugin reserved): it lies in one of the `read_paths` folders,
     /// by its text, absolute and without `..`.
     pub fn reads(&self, path: &str) -> bool {
-        self.read_paths
-            .iter()
-            .any(|dir| crate::host_api::process::checks::within(path, dir))
+        self.read_paths.iter().any(|dir| within(path, dir))
     }
 
     /// Everything: what `--dev` gives the built-in components.
@@ -449,6 +449,33 @@ fn resolve_pattern(pattern: &str) -> String {
         out.push_str(part);
     }
     out
+}
+
+// The path rules by text, below the grants and the process checks that use them.
+
+/// `path` with `.` parts dropped, if it is absolute and has no `..` part.
+pub(crate) fn plain_absolute(path: &str) -> Option<PathBuf> {
+    let p = Path::new(path);
+    if !p.is_absolute() {
+        return None;
+    }
+    let mut out = PathBuf::from("/");
+    for c in p.components() {
+        match c {
+            Component::Normal(n) => out.push(n),
+            Component::RootDir | Component::CurDir => {}
+            Component::ParentDir | Component::Prefix(_) => return None,
+        }
+    }
+    Some(out)
+}
+
+/// Whether `path` is `dir` or below it, by their text (both absolute, without `..`).
+pub(crate) fn within(path: &str, dir: &str) -> bool {
+    match (plain_absolute(path), plain_absolute(dir)) {
+        (Some(p), Some(d)) => p.starts_with(d),
+        _ => false,
+    }
 }
 
 #[cfg(test)]

@@ -14,9 +14,8 @@
 //! Each refusal is `denied` (the guest asked for more than it may) or `invalid` (the
 //! request cannot mean anything), naming the field.
 
-use std::path::{Component, Path, PathBuf};
-
 use crate::context::{ComponentContext, TaskPaths};
+use crate::grants::{plain_absolute, within};
 use crate::types::{Command, HostError, Isolation, Mount};
 
 /// The component may set every variable in `env`: no loader or interpreter variable its
@@ -39,31 +38,6 @@ pub fn environment(
         }
     }
     Ok(())
-}
-
-/// `path` with `.` parts dropped, if it is absolute and has no `..` part.
-fn plain_absolute(path: &str) -> Option<PathBuf> {
-    let p = Path::new(path);
-    if !p.is_absolute() {
-        return None;
-    }
-    let mut out = PathBuf::from("/");
-    for c in p.components() {
-        match c {
-            Component::Normal(n) => out.push(n),
-            Component::RootDir | Component::CurDir => {}
-            Component::ParentDir | Component::Prefix(_) => return None,
-        }
-    }
-    Some(out)
-}
-
-/// Whether `path` is `dir` or below it, by their text (both absolute, without `..`).
-pub(crate) fn within(path: &str, dir: &str) -> bool {
-    match (plain_absolute(path), plain_absolute(dir)) {
-        (Some(p), Some(d)) => p.starts_with(d),
-        _ => false,
-    }
 }
 
 /// Where the process runs and writes: checked against the task's own places, and the
