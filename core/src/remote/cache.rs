@@ -231,3 +231,78 @@ impl Cache {
         })
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use base64::Engine as _;
+
+    use super::*;
+    use crate::remote::cosign::SigningKey;
+    use crate::remote::{AutoApprove, DEFAULT_MAX_SIZE};
+
+    /// A signed `file://` source in `dir`, its key's public half written beside it.
+    fn signed_source(dir: &Path, bytes: &[u8], key: &SigningKey, name: &str) -> RemoteSpec {
+        let file = dir.join(format!("{name}.wasm"));
+        std::fs::write(&file, bytes).unwrap();
+        let sig = base64::engine::general_purpose::STANDARD.encode(key.sign(bytes).unwrap());
+        std::fs::write(dir.join(format!("{name}.wasm.sig")), sig).unwrap();
+        let public = dir.join(format!("{name}.pub"));
+        std::fs::write(&public, key.public().to_pem()).unwrap();
+        RemoteSpec {
+            name: name.into(),
+            source: Source::File(file),
+            pin: None,
+            key: Some(public),
+            insecure: false,
+            ca_file: None,
+            max_size: DEFAULT_MAX_SIZE,
+            poll_interval: None,
+            auto_approve: AutoApprove::default(),
+        }
+    }
+
+    #[tokio::test]
+    async fn what_is_read_back_is_verified_again_and_a_torn_write_is_cleared() {
+        let dir = tempfile::tempdir().unwrap();
+        let d = dir.path();
+        let (_, key) = SigningKey::generate().unwrap();
+        let spec = signed_source(d, b"\0asm component bytes", &key, "drv");
+        let pulled = crate::remote::fetch(&spec, &Cache::open(&d.join("c")).unwrap())
+            .await
+            .unwrap();
+        assert!(pulled.signer.is_some() && !pulled.from_cache);
+        // A write cut short before its rename: only `tmp/` holds it, and opening clears it.
+        std::fs::write(d.join("c/tmp/.tmpHALF"), b"half").unwrap();
+        let cache = Cache::open(&d.join("c")).unwrap();
+        assert_eq!(std::fs::read_dir(d.join("c/tmp")).unwrap().count(), 0);
+        assert!(cache.load(&spec).is_none(), "nothing let in yet");
+        cache.store(&spec, &pulled).unwrap();
+        let back = cache.load(&spec).unwrap();
+        assert!(back.from_cache);
+        assert_eq!(
+            (back.digest.as_str(), &back.bytes),
+            (pulled.digest.as_str(), &pulled.bytes)
+        );
+
+        // Another key configured now: the cached version is not signed by it.
+        let (_, other) = SigningKey::generate().unwrap();
+        std::fs::write(spec.key.as_ref().unwrap(), other.public().to_pem()).unwrap();
+        assert!(cache.load(&spec).is_none());
+        std::fs::write(spec.key.as_ref().unwrap(), key.public().to_pem()).unwrap();
+        // A pin to other bytes, or another source: not this version.
+        let pinned = RemoteSpec {
+            pin: Some(format!("sha256:{}", "ab".repeat(32))),
+            ..spec.clone()
+        };
+        assert!(cache.load(&pinned).is_none());
+        let moved = RemoteSpec {
+            source: Source::File(d.join("elsewhere.wasm")),
+            ..spec.clone()
+        };
+        assert!(cache.load(&moved).is_none());
+        // The blob changed on disk.
+        let blob = cache.blob_path(&pulled.digest).unwrap();
+        std::fs::write(&blob, b"\0asm component bytez").unwrap();
+        assert!(cache.load(&spec).is_none());
+    }
+}

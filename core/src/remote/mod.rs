@@ -268,7 +268,7 @@ pub async fn fetch(spec: &RemoteSpec, cache: &cache::Cache) -> Result<Pulled, Pu
         return Ok(p);
     }
     let pulled = match &spec.source {
-        Source::Oci(_) => oci::pull(spec).await,
+        Source::Oci(_) => oci::pull(spec, Some(cache)).await,
         Source::Https(url) => https(spec, url).await,
         Source::File(path) => file(spec, path).await,
     };

@@ -241,8 +241,13 @@ fn check_size_i64(size: i64, limit: u64) -> Result<(), PullError> {
     Ok(())
 }
 
-/// Resolve, check and fetch `spec`'s component.
-pub async fn pull(spec: &RemoteSpec) -> Result<Pulled, PullError> {
+/// Resolve, check and fetch `spec`'s component. When the manifest is the one `cache` holds
+/// for the name (a tag polled again, unchanged), the cached version is the answer,
+/// verified again offline: one request, not four.
+pub async fn pull(
+    spec: &RemoteSpec,
+    cache: Option<&super::cache::Cache>,
+) -> Result<Pulled, PullError> {
     let super::Source::Oci(text) = &spec.source else {
         return Err(PullError::Other("not an oci:// source".into()));
     };
@@ -273,6 +278,11 @@ pub async fn pull(spec: &RemoteSpec) -> Result<Pulled, PullError> {
     }
     check_pin(spec, &digest)?;
     let layer = component_layer(&raw, spec.max_size)?;
+    if let Some(cached) = cache.and_then(|c| c.load(spec))
+        && cached.digest == digest
+    {
+        return Ok(cached);
+    }
     let mut evidence = Evidence {
         manifest: base64::engine::general_purpose::STANDARD.encode(&raw),
         ..Default::default()

@@ -47,7 +47,8 @@ pub struct RemoteState {
     pub digest: String,
     /// Who signed it (`key <file> (sha256:…)`), empty when no key was asked for.
     pub signer: String,
-    /// It came from the pull cache (the source could not be reached, or is fixed).
+    /// It came from the pull cache (the source could not be reached, its digest is fixed,
+    /// or its manifest is the one cached).
     pub from_cache: bool,
     /// When it was pulled, ns.
     pub pulled_at: u64,

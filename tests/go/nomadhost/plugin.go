@@ -87,6 +87,7 @@ var (
 		"data_dir":           cty.String,
 		"components":         cty.List(cty.String),
 		"task_config_fields": cty.List(cty.String),
+		"verify_key":         cty.String,
 		"component_config":   cty.DynamicPseudoType,
 		"grant":              grantType,
 		"limits":             limitsType,
@@ -102,6 +103,7 @@ func mockConfig(dataDir string) ([]byte, error) {
 		"data_dir":           cty.StringVal(dataDir),
 		"components":         cty.NullVal(cty.List(cty.String)),
 		"task_config_fields": cty.NullVal(cty.List(cty.String)),
+		"verify_key":         cty.NullVal(cty.String),
 		"component_config":   cty.NullVal(cty.DynamicPseudoType),
 		"grant": cty.ObjectVal(map[string]cty.Value{
 			"env":              cty.NullVal(cty.Bool),

@@ -54,6 +54,7 @@ PLUGIN_SCHEMA = {
     "limits": {a: None for a in ("call_timeout", "instance_reuse", "max_concurrent_calls",
                                  "memory_mb")},
     "task_config_fields": None,
+    "verify_key": None,
 }
 
 

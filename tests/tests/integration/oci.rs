@@ -345,6 +345,31 @@ async fn a_signed_component_is_pulled_verified_swapped_held_and_run_from_the_cac
     publisher.sign(repo, &d3, &trusted);
     refused(&agent, "does not match its digest", &d1).await;
 
+    // Each refusal is a ComponentRefused event keyed by the reference it was refused for.
+    let url = agent.url("/v1/event/stream?topic=Component&index=0");
+    let events = crate::harness::stream_events(&url, |e| {
+        e.iter().any(|e| {
+            e["Type"] == "ComponentRefused"
+                && e["Payload"]["Component"]["Reason"]
+                    .as_str()
+                    .is_some_and(|r| r.contains("does not match its digest"))
+        })
+    })
+    .await;
+    let refusals: Vec<&Value> = events
+        .iter()
+        .filter(|e| e["Type"] == "ComponentRefused")
+        .collect();
+    assert!(
+        refusals.iter().any(|e| {
+            let reason = e["Payload"]["Component"]["Reason"].as_str().unwrap();
+            e["Key"] == format!("oci://{}/{repo}:stable", registry.host()).as_str()
+                && reason.contains("does not verify")
+                && reason.contains(&d2.replace(':', "-"))
+        }),
+        "{refusals:#?}"
+    );
+
     // Pinned to another digest: the reloaded config says so, and what the tag holds is
     // refused.
     let other = "ab".repeat(32);

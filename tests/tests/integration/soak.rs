@@ -1,6 +1,6 @@
-//! A short soak in CI: 80 seconds of the soak bench's mix (tests/soak/) against the debug
-//! agent, with a restart about every 24 seconds (two `kill -9` for each SIGTERM) and a
-//! full check every 15; every invariant must hold after every restart and at the end. Without injected state DB faults:
+//! A short soak in CI: 56 seconds of the soak bench's mix (tests/soak/) against the debug
+//! agent, with a restart about every 16 seconds (two `kill -9` for each SIGTERM) and a
+//! full check every 12; every invariant must hold after every restart and at the end. Without injected state DB faults:
 //! an 8-minute soak with them (faults 1 in 50) still saw a raw_exec service short of its
 //! Count at one check, not yet traced, and a CI run must not fail by chance; the faults'
 //! known effects have deterministic tests (`outage::`, `disk_full::`), and the bench runs
@@ -15,11 +15,11 @@ mod tool;
 async fn a_short_soak_keeps_every_invariant() {
     let dir = tempfile::tempdir().unwrap();
     let opts = tool::Options {
-        duration: Duration::from_secs(80),
+        duration: Duration::from_secs(56),
         seed: 7,
         agent_bin: crate::harness::agent_bin(),
-        kill_every: Duration::from_secs(24),
-        check_every: Duration::from_secs(15),
+        kill_every: Duration::from_secs(16),
+        check_every: Duration::from_secs(12),
         fault_one_in: 0,
         max_jobs: 25,
         hook: |b| {
