@@ -7,6 +7,7 @@ pusher and puller shows.
         signing); with AS-DIGEST, pushes that signature under AS-DIGEST's tag (a replay)
     publish.py verify REGISTRY REPO DIGEST PUB.pem    -> checks a signature someone else made
     publish.py manifest REGISTRY REPO:TAG             -> prints the manifest JSON
+    publish.py digest REGISTRY REPO:TAG               -> prints the digest the registry serves
 """
 
 import base64
@@ -139,5 +140,9 @@ if __name__ == "__main__":
         m, digest, raw = manifest(*args)
         assert digest == "sha256:" + hashlib.sha256(raw).hexdigest(), (digest, raw)
         print(json.dumps(m))
+    elif cmd == "digest":
+        m, digest, raw = manifest(*args)
+        assert digest == "sha256:" + hashlib.sha256(raw).hexdigest(), (digest, raw)
+        print(digest)
     else:
         sys.exit(f"unknown command {cmd}")

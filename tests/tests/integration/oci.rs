@@ -275,6 +275,60 @@ async fn a_signed_component_is_pulled_verified_swapped_held_and_run_from_the_cac
     let d1 = publisher.push(d, &format!("{repo}:stable"), &v1);
     publisher.sign(repo, &d1, &trusted);
 
+    // Our own pusher and signer, read back by the independent client and openssl: the
+    // layout, the digest the registry computed, and a signature openssl verifies.
+    let ours = format!("oci://{}/acme/ours:1", registry.host());
+    let run = |args: &[&str]| {
+        let out = Command::new(agent_bin()).args(args).output().unwrap();
+        assert!(
+            out.status.success(),
+            "{args:?}: {}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        String::from_utf8(out.stdout).unwrap()
+    };
+    let wasm = d.join("ours.wasm");
+    std::fs::write(&wasm, &v1).unwrap();
+    let pushed = run(&["component", "push", wasm.to_str().unwrap(), &ours]);
+    let ours_digest = pushed
+        .lines()
+        .find_map(|l| l.strip_prefix("digest: "))
+        .unwrap_or_else(|| panic!("{pushed}"))
+        .to_string();
+    run(&[
+        "component",
+        "sign",
+        "--key",
+        trusted.to_str().unwrap(),
+        &ours,
+    ]);
+    let manifest: Value =
+        serde_json::from_str(&publisher.run(&["manifest", &registry.host(), "acme/ours:1"]))
+            .unwrap();
+    assert_eq!(
+        publisher.run(&["digest", &registry.host(), "acme/ours:1"]),
+        ours_digest
+    );
+    assert_eq!(
+        manifest["config"]["mediaType"],
+        "application/vnd.wasm.config.v0+json"
+    );
+    assert_eq!(manifest["layers"][0]["mediaType"], "application/wasm");
+    assert_eq!(
+        manifest["layers"][0]["digest"],
+        format!("sha256:{}", paddock::runtime::cache::sha256_hex(&v1)).as_str()
+    );
+    assert_eq!(
+        publisher.run(&[
+            "verify",
+            &registry.host(),
+            "acme/ours",
+            &ours_digest,
+            trusted_pub.to_str().unwrap()
+        ]),
+        "verified"
+    );
+
     let config = |extra: &str| {
         format!(
             "plugin \"sleeper\" {{\n  source = \"oci://{}/{repo}:stable\"\n  verify {{\n    key = \"{}\"\n  }}\n  poll_interval = \"1s\"\n{extra}}}\n",
