@@ -241,11 +241,16 @@ impl Swapper {
             active.history = history
                 .remove(&Subject::Component(c.world, c.name.clone()))
                 .unwrap_or_default();
+            // What the latest pull that brought these bytes says (a pull of the same bytes
+            // from another source changes the reference, not the component).
             if let crate::runtime::ComponentSource::Remote { name, .. } = &c.source
                 && let Some(r) = remotes.get(name)
             {
                 active.digest = r.digest.clone();
                 active.signer = r.signer.clone();
+                if !r.reference.is_empty() {
+                    active.reference = r.reference.clone();
+                }
             }
             out.push(active);
             for (_, (v, mut tasks)) in by_version {

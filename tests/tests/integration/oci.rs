@@ -15,12 +15,21 @@ use crate::harness::{AgentProcess, agent_bin, python_with, repo_root};
 /// A registry on a free loopback port, its storage in `dir`.
 pub(crate) struct Registry {
     child: Child,
-    port: u16,
+    addr: String,
     storage: PathBuf,
 }
 
 impl Registry {
     pub(crate) fn start(dir: &Path) -> Self {
+        Self::start_at(dir, std::net::Ipv4Addr::LOCALHOST, None)
+    }
+
+    /// A registry listening on `ip`, over TLS with `tls` (certificate, key) when given.
+    pub(crate) fn start_at(
+        dir: &Path,
+        ip: std::net::Ipv4Addr,
+        tls: Option<(&Path, &Path)>,
+    ) -> Self {
         let bin = ["/usr/bin/docker-registry", "/usr/local/bin/docker-registry"]
             .into_iter()
             .find(|p| Path::new(p).exists())
@@ -28,18 +37,28 @@ impl Registry {
                 "the registry tests need Debian's docker-registry package (the CNCF distribution \
                  server): apt-get install docker-registry (.ci/run installs it)",
             );
-        let port = std::net::TcpListener::bind(("127.0.0.1", 0))
+        std::fs::create_dir_all(dir).unwrap();
+        let port = std::net::TcpListener::bind((ip, 0))
             .unwrap()
             .local_addr()
             .unwrap()
             .port();
         let storage = dir.join("registry");
         let config = dir.join("registry.yml");
+        let tls = tls
+            .map(|(c, k)| {
+                format!(
+                    "  tls:\n    certificate: {}\n    key: {}\n",
+                    c.display(),
+                    k.display()
+                )
+            })
+            .unwrap_or_default();
         std::fs::write(
             &config,
             format!(
                 "version: 0.1\nlog:\n  level: warn\nstorage:\n  filesystem:\n    rootdirectory: {}\n  \
-                 delete:\n    enabled: true\nhttp:\n  addr: 127.0.0.1:{port}\n",
+                 delete:\n    enabled: true\nhttp:\n  addr: {ip}:{port}\n{tls}",
                 storage.display()
             ),
         )
@@ -54,19 +73,19 @@ impl Registry {
             .spawn()
             .unwrap();
         let deadline = Instant::now() + Duration::from_secs(20);
-        while std::net::TcpStream::connect(("127.0.0.1", port)).is_err() {
+        while std::net::TcpStream::connect((ip, port)).is_err() {
             assert!(Instant::now() < deadline, "the registry did not start");
             std::thread::sleep(Duration::from_millis(20));
         }
         Self {
             child,
-            port,
+            addr: format!("{ip}:{port}"),
             storage,
         }
     }
 
     pub(crate) fn host(&self) -> String {
-        format!("127.0.0.1:{}", self.port)
+        self.addr.clone()
     }
 
     /// The file a blob's bytes are kept in.
@@ -555,4 +574,183 @@ async fn a_signed_component_is_pulled_verified_swapped_held_and_run_from_the_cac
     }
     let alloc = agent.wait_allocs("nap", |a| a.len() == 1).await.remove(0);
     assert_eq!(alloc["ClientStatus"], "running", "{alloc:#}");
+}
+
+/// This machine's first address that is not on the loopback (a registry there needs TLS).
+fn routable_ipv4() -> std::net::Ipv4Addr {
+    let s = std::net::UdpSocket::bind("0.0.0.0:0").unwrap();
+    // No packet is sent: connecting a UDP socket only picks the route and the source address.
+    s.connect("192.0.2.1:9")
+        .or_else(|_| s.connect("10.255.255.255:9"))
+        .expect("the registry TLS test needs an address off the loopback (a route to 192.0.2.1 or 10.0.0.0/8)");
+    match s.local_addr().unwrap().ip() {
+        std::net::IpAddr::V4(ip) if !ip.is_loopback() && !ip.is_unspecified() => ip,
+        other => panic!("the registry TLS test needs an address off the loopback, found {other}"),
+    }
+}
+
+/// A registry off the loopback: HTTPS unless the plugin block says `insecure = true`; a
+/// certificate the web's roots do not know is trusted only through `ca_file`. Pushed by our
+/// own CLI with `--ca-file` and `--insecure`.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_registry_off_the_loopback_needs_tls_or_insecure_and_a_ca_file_is_trusted() {
+    let dir = tempfile::tempdir().unwrap();
+    let d = dir.path();
+    let ip = routable_ipv4();
+    // A private CA and the registry's certificate signed by it (rustls, as browsers, takes
+    // no CA certificate as a server's own).
+    let (ca, cert, key) = (d.join("ca.pem"), d.join("cert.pem"), d.join("key.pem"));
+    let openssl = |args: &[&str]| {
+        let out = Command::new("openssl")
+            .current_dir(d)
+            .args(args)
+            .output()
+            .unwrap();
+        assert!(
+            out.status.success(),
+            "openssl {args:?}: {}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+    };
+    let ec = [
+        "-newkey",
+        "ec",
+        "-pkeyopt",
+        "ec_paramgen_curve:P-256",
+        "-nodes",
+    ];
+    openssl(
+        &[
+            &["req", "-x509"][..],
+            &ec,
+            &[
+                "-days",
+                "1",
+                "-subj",
+                "/CN=paddock-test-ca",
+                "-keyout",
+                "ca.key",
+                "-out",
+                "ca.pem",
+            ],
+        ]
+        .concat(),
+    );
+    openssl(
+        &[
+            &["req"][..],
+            &ec,
+            &[
+                "-subj",
+                "/CN=registry",
+                "-keyout",
+                "key.pem",
+                "-out",
+                "cert.csr",
+            ],
+        ]
+        .concat(),
+    );
+    std::fs::write(
+        d.join("ext.cnf"),
+        format!("subjectAltName=IP:{ip}\nbasicConstraints=critical,CA:FALSE\nextendedKeyUsage=serverAuth\n"),
+    )
+    .unwrap();
+    openssl(&[
+        "x509",
+        "-req",
+        "-in",
+        "cert.csr",
+        "-CA",
+        "ca.pem",
+        "-CAkey",
+        "ca.key",
+        "-CAcreateserial",
+        "-days",
+        "1",
+        "-extfile",
+        "ext.cnf",
+        "-out",
+        "cert.pem",
+    ]);
+    let tls = Registry::start_at(&d.join("tls"), ip, Some((&cert, &key)));
+    let plain = Registry::start_at(&d.join("plain"), ip, None);
+    let bytes = guest_artifacts::SLEEPER_DRIVER.bytes;
+    let wasm = d.join("sleeper.wasm");
+    std::fs::write(&wasm, bytes).unwrap();
+    let push = |args: &[&str]| {
+        let out = Command::new(agent_bin())
+            .args(["component", "push", wasm.to_str().unwrap()])
+            .args(args)
+            .output()
+            .unwrap();
+        (
+            out.status.success(),
+            String::from_utf8_lossy(&out.stderr).into_owned(),
+        )
+    };
+    let tls_ref = format!("oci://{}/acme/sleeper:1", tls.host());
+    let plain_ref = format!("oci://{}/acme/sleeper:1", plain.host());
+    // Our pusher holds itself to the same rules.
+    let (ok, err) = push(&[&tls_ref]);
+    assert!(
+        !ok && err.contains("pushing to"),
+        "an unknown certificate was trusted: {err}"
+    );
+    assert!(push(&[&tls_ref, "--ca-file", ca.to_str().unwrap()]).0);
+    assert!(push(&[&plain_ref, "--insecure"]).0);
+
+    let cfg = d.join("agent.hcl");
+    let write = |source: &str, extra: &str| {
+        std::fs::write(
+            &cfg,
+            format!("plugin \"sleeper\" {{\n  source = \"{source}\"\n{extra}}}\n"),
+        )
+        .unwrap()
+    };
+    write(&tls_ref, "");
+    let mut agent = AgentProcess::new(d);
+    agent.args = vec!["--config".into(), cfg.display().to_string()];
+    agent.start().await;
+    let reload_and_pull = async |source: &str, extra: &str| {
+        write(source, extra);
+        let r = agent
+            .http
+            .post(agent.url("/v1/agent/reload"))
+            .send()
+            .await
+            .unwrap();
+        assert!(r.status().is_success(), "{}", r.text().await.unwrap());
+        let (_, out) = cli(&agent, &["pull", "sleeper"]);
+        out
+    };
+    // Not trusted without the CA file: refused; with it, loaded.
+    let v = sleeper_versions(&agent).await;
+    assert!(
+        v.iter().any(|c| c["State"] == "refused"
+            && c["Reason"].as_str().unwrap().contains("cannot reach it")),
+        "{v:#?}"
+    );
+    let out = reload_and_pull(&tls_ref, &format!("  ca_file = \"{}\"\n", ca.display())).await;
+    assert!(out.contains("unchanged") || out.contains("loaded"), "{out}");
+    assert_eq!(
+        active_digest(&agent).await.is_empty(),
+        false,
+        "{:#?}",
+        sleeper_versions(&agent).await
+    );
+    // Plain HTTP off the loopback only when the block says so.
+    let out = reload_and_pull(&plain_ref, "").await;
+    assert!(out.contains("refused"), "{out}");
+    let out = reload_and_pull(&plain_ref, "  insecure = true\n").await;
+    assert!(!out.contains("refused"), "{out}");
+    let active = sleeper_versions(&agent).await;
+    let active = active.iter().find(|c| c["State"] == "active").unwrap();
+    assert!(
+        active["Reference"]
+            .as_str()
+            .unwrap()
+            .starts_with(&format!("oci://{}/", plain.host())),
+        "{active:#}"
+    );
 }
