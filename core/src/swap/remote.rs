@@ -235,19 +235,28 @@ impl Swapper {
             }
             _ => None,
         };
+        // The running version's declaration and the host interfaces it imports.
         let baseline = match (&current, &last_approved) {
-            (Some(c), _) => Some(c.declared_grants.clone().unwrap_or_default()),
-            (None, Some(p)) => Some(
-                crate::runtime::inspect::inspect(&p.bytes)
-                    .ok()
-                    .and_then(|i| i.declared_grants)
-                    .unwrap_or_default(),
-            ),
+            (Some(c), _) => Some((
+                c.declared_grants.clone().unwrap_or_default(),
+                c.imports.clone(),
+            )),
+            (None, Some(p)) => crate::runtime::inspect::inspect(&p.bytes)
+                .ok()
+                .map(|i| (i.declared_grants.unwrap_or_default(), i.imports)),
             (None, None) => None,
         };
-        if let Some(running) = baseline {
+        if let Some((running, running_imports)) = baseline {
             let declared = new.declared_grants.clone().unwrap_or_default();
-            let diff = declared.beyond(&running);
+            let mut diff = declared.beyond(&running);
+            // A host interface the running version did not import is a new power too,
+            // declared or not (the operator's grants still decide whether it is usable).
+            let before = crate::runtime::inspect::grants_used(&running_imports);
+            for g in crate::runtime::inspect::grants_used(&new.imports) {
+                if !before.contains(&g) {
+                    diff.push(format!("+ imports what the {g} grant allows"));
+                }
+            }
             let hold = match spec.auto_approve {
                 AutoApprove::Always => false,
                 AutoApprove::SameGrants => !diff.is_empty(),
