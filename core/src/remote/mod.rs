@@ -268,7 +268,15 @@ pub async fn fetch(spec: &RemoteSpec, cache: &cache::Cache) -> Result<Pulled, Pu
         return Ok(p);
     }
     let pulled = match &spec.source {
-        Source::Oci(_) => oci::pull(spec, Some(cache)).await,
+        // A manifest that is the one cached (a tag polled again, unchanged): the cached
+        // version, verified again offline — one request, not four.
+        Source::Oci(_) => match oci::resolve(spec).await {
+            Ok(r) => match cache.load(spec).filter(|c| c.digest == r.digest) {
+                Some(cached) => Ok(cached),
+                None => oci::fetch(spec, r).await,
+            },
+            Err(e) => Err(e),
+        },
         Source::Https(url) => https(spec, url).await,
         Source::File(path) => file(spec, path).await,
     };

@@ -241,13 +241,21 @@ fn check_size_i64(size: i64, limit: u64) -> Result<(), PullError> {
     Ok(())
 }
 
-/// Resolve, check and fetch `spec`'s component. When the manifest is the one `cache` holds
-/// for the name (a tag polled again, unchanged), the cached version is the answer,
-/// verified again offline: one request, not four.
-pub async fn pull(
-    spec: &RemoteSpec,
-    cache: Option<&super::cache::Cache>,
-) -> Result<Pulled, PullError> {
+/// A manifest resolved and checked (digest, pin, layout), before its signature and layer
+/// are fetched.
+pub struct Resolved {
+    client: Client,
+    auth: RegistryAuth,
+    reference: Reference,
+    raw: Vec<u8>,
+    layer: OciDescriptor,
+    /// The manifest's digest, `sha256:<hex>`.
+    pub digest: String,
+}
+
+/// Resolve `spec`'s reference to its manifest and check it: its digest against the
+/// reference's and the pin, its layout, the layer's declared size.
+pub async fn resolve(spec: &RemoteSpec) -> Result<Resolved, PullError> {
     let super::Source::Oci(text) = &spec.source else {
         return Err(PullError::Other("not an oci:// source".into()));
     };
@@ -278,11 +286,26 @@ pub async fn pull(
     }
     check_pin(spec, &digest)?;
     let layer = component_layer(&raw, spec.max_size)?;
-    if let Some(cached) = cache.and_then(|c| c.load(spec))
-        && cached.digest == digest
-    {
-        return Ok(cached);
-    }
+    Ok(Resolved {
+        client,
+        auth,
+        reference,
+        raw,
+        layer,
+        digest,
+    })
+}
+
+/// Fetch what `r` resolved to: with a key, its signature first, then the layer.
+pub async fn fetch(spec: &RemoteSpec, r: Resolved) -> Result<Pulled, PullError> {
+    let Resolved {
+        client,
+        auth,
+        reference,
+        raw,
+        layer,
+        digest,
+    } = r;
     let mut evidence = Evidence {
         manifest: base64::engine::general_purpose::STANDARD.encode(&raw),
         ..Default::default()

@@ -515,11 +515,7 @@ async fn inspect(api: &ApiArgs, json: bool, target: &str) -> anyhow::Result<i32>
     };
     println!("{:<12} = {}", "Grants used", list("GrantsUsed"));
     match serde_json::from_value::<Option<crate::runtime::Grants>>(v["DeclaredGrants"].clone()) {
-        Ok(Some(g)) => println!(
-            "{:<12} = {}",
-            "Declares",
-            super::component_oci::declared(&g)
-        ),
+        Ok(Some(g)) => println!("{:<12} = {}", "Declares", g.extra()),
         _ => println!("{:<12} = (no paddock:grants section)", "Declares"),
     }
     if v.get("Grants").is_some() {

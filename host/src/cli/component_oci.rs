@@ -57,7 +57,7 @@ pub(super) async fn push(
         bytes.len()
     );
     if let Some(g) = &inspection.declared_grants {
-        println!("declares: {}", declared(g));
+        println!("declares: {}", g.extra());
     }
     println!("digest: {digest}");
     let r = crate::remote::oci::reference(target(to)?).map_err(|e| anyhow::anyhow!("{e}"))?;
@@ -174,9 +174,4 @@ fn leb128(mut n: usize, out: &mut Vec<u8>) {
         }
         out.push(b | 0x80);
     }
-}
-
-/// What a declaration asks for beyond what every component has.
-pub(super) fn declared(g: &crate::runtime::Grants) -> String {
-    g.extra()
 }

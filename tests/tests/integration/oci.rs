@@ -222,13 +222,30 @@ async fn sleeper_versions(agent: &AgentProcess) -> Vec<Value> {
         .collect()
 }
 
-async fn active_digest(agent: &AgentProcess) -> String {
+/// The active `sleeper` entry, if one is.
+async fn active_entry(agent: &AgentProcess) -> Option<Value> {
     sleeper_versions(agent)
         .await
-        .iter()
+        .into_iter()
         .find(|c| c["State"] == "active")
+}
+
+async fn active_digest(agent: &AgentProcess) -> String {
+    active_entry(agent)
+        .await
         .map(|c| c["Digest"].as_str().unwrap().to_string())
         .unwrap_or_default()
+}
+
+/// `POST /v1/agent/reload`, which must succeed.
+async fn reload(agent: &AgentProcess) {
+    let r = agent
+        .http
+        .post(agent.url("/v1/agent/reload"))
+        .send()
+        .await
+        .unwrap();
+    assert!(r.status().is_success(), "{}", r.text().await.unwrap());
 }
 
 /// `agent component pull sleeper`: its exit code and output.
@@ -362,11 +379,9 @@ async fn a_signed_component_is_pulled_verified_swapped_held_and_run_from_the_cac
     agent.start().await;
 
     // Never on disk, pulled, verified: the view names the reference, digest and signer.
-    let v = sleeper_versions(&agent).await;
-    let active = v
-        .iter()
-        .find(|c| c["State"] == "active")
-        .unwrap_or_else(|| panic!("{v:#?}\n{}", agent.log()));
+    let active = active_entry(&agent)
+        .await
+        .unwrap_or_else(|| panic!("no active sleeper:\n{}", agent.log()));
     assert_eq!(active["Digest"], d1.as_str());
     assert_eq!(
         active["Reference"],
@@ -447,19 +462,10 @@ async fn a_signed_component_is_pulled_verified_swapped_held_and_run_from_the_cac
     // refused.
     let other = "ab".repeat(32);
     std::fs::write(&cfg, config(&format!("  sha256 = \"{other}\"\n"))).unwrap();
-    let reload = async || {
-        let r = agent
-            .http
-            .post(agent.url("/v1/agent/reload"))
-            .send()
-            .await
-            .unwrap();
-        assert!(r.status().is_success(), "{}", r.text().await.unwrap());
-    };
-    reload().await;
+    reload(&agent).await;
     refused(&agent, &format!("pins sha256:{other}"), &d1).await;
     std::fs::write(&cfg, config("")).unwrap();
-    reload().await;
+    reload(&agent).await;
     let alloc = agent.wait_allocs("nap", |a| a.len() == 1).await.remove(0);
     assert_eq!(alloc["ClientStatus"], "running", "{alloc:#}");
 
@@ -516,8 +522,7 @@ async fn a_signed_component_is_pulled_verified_swapped_held_and_run_from_the_cac
     let (code, out) = cli(&agent, &["approve", "sleeper"]);
     assert_eq!(code, 0, "{out}");
     assert_eq!(active_digest(&agent).await, d5);
-    let active = sleeper_versions(&agent).await;
-    let active = active.iter().find(|c| c["State"] == "active").unwrap();
+    let active = active_entry(&agent).await.unwrap();
     assert_eq!(
         active["DeclaredGrants"]["network"]["hosts"],
         json!(["api.example.com:443"])
@@ -550,11 +555,9 @@ async fn a_signed_component_is_pulled_verified_swapped_held_and_run_from_the_cac
     let cache = d.join("data/cache/pulled");
     registry.stop();
     agent.start().await;
-    let v = sleeper_versions(&agent).await;
-    let active = v
-        .iter()
-        .find(|c| c["State"] == "active")
-        .unwrap_or_else(|| panic!("{v:#?}\n{}", agent.log()));
+    let active = active_entry(&agent)
+        .await
+        .unwrap_or_else(|| panic!("no active sleeper:\n{}", agent.log()));
     let digest = active["Digest"].as_str().unwrap();
     assert!(digest == d5 || digest == d6, "{active:#}");
     assert!(
@@ -714,13 +717,7 @@ async fn a_registry_off_the_loopback_needs_tls_or_insecure_and_a_ca_file_is_trus
     agent.start().await;
     let reload_and_pull = async |source: &str, extra: &str| {
         write(source, extra);
-        let r = agent
-            .http
-            .post(agent.url("/v1/agent/reload"))
-            .send()
-            .await
-            .unwrap();
-        assert!(r.status().is_success(), "{}", r.text().await.unwrap());
+        reload(&agent).await;
         let (_, out) = cli(&agent, &["pull", "sleeper"]);
         out
     };
@@ -744,8 +741,7 @@ async fn a_registry_off_the_loopback_needs_tls_or_insecure_and_a_ca_file_is_trus
     assert!(out.contains("refused"), "{out}");
     let out = reload_and_pull(&plain_ref, "  insecure = true\n").await;
     assert!(!out.contains("refused"), "{out}");
-    let active = sleeper_versions(&agent).await;
-    let active = active.iter().find(|c| c["State"] == "active").unwrap();
+    let active = active_entry(&agent).await.unwrap();
     assert!(
         active["Reference"]
             .as_str()
