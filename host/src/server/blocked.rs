@@ -41,9 +41,12 @@ impl Server {
         }
     }
 
-    /// Placement of some job just failed: remember the node as it was.
-    pub(super) fn placement_failed(&self) {
-        *self.blocked_at.lock().unwrap() = Some(self.placement_snapshot());
+    /// Placement of some job just failed: remember the node as it was when that job was
+    /// planned (`seen`, taken before planning). Not the node now: a driver that became
+    /// healthy while the plan ran would be in a snapshot taken now, and the unblocker would
+    /// never see the change the blocked job waits for.
+    pub(super) fn placement_failed(&self, seen: Snapshot) {
+        *self.blocked_at.lock().unwrap() = Some(seen);
     }
 
     /// Watch for changes that may let blocked jobs place, and evaluate them again.

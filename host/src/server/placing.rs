@@ -128,6 +128,9 @@ pub(super) struct Placing {
     /// Told once the placed allocations are in the client's table (the API's answer to a
     /// registration waits for it).
     pub in_table: Option<std::sync::mpsc::Sender<()>>,
+    /// The node as placement saw it before planning: what a blocked placement waits to
+    /// see change.
+    pub seen: super::blocked::Snapshot,
     pub _guard: PlanGuard,
 }
 
@@ -150,6 +153,7 @@ impl Placing {
             stopped,
             deployment,
             in_table,
+            seen,
             _guard,
         } = self;
         let mut joined = move_kept(agent, &job, &eval_id, &update, deployment.as_ref());
@@ -208,7 +212,7 @@ impl Placing {
         agent.evaluate_done(&job, trigger, &eval_id, index, Ok(&blocked));
         agent.deployment_joined(deployment.as_ref().map(|d| d.id.as_str()), joined);
         if !blocked.is_empty() {
-            agent.placement_failed();
+            agent.placement_failed(seen);
         }
         start(agent, runners);
         tracing::info!(job = %job.id, namespace = %job.namespace, version = job.state.version, placed = ids.len(), kept, stopped, "job registered");

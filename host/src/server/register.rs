@@ -210,8 +210,11 @@ impl Server {
         if let Some(w) = warning {
             tracing::warn!(job = %key.1, namespace = %key.0, "{w}");
         }
+        // The node as this plan sees it, taken first: a change while it plans is one the
+        // unblocker sees, so a job blocked by what just changed is evaluated again.
+        let seen = self.placement_snapshot();
         let plan = self.plan(job)?;
-        let (mut r, placing, written) = self.apply(plan, None, guard, submission)?;
+        let (mut r, placing, written) = self.apply(plan, seen, None, guard, submission)?;
         r.warnings = warnings;
         Ok((r, placing, written, (key, existing)))
     }
@@ -223,6 +226,7 @@ impl Server {
     fn apply(
         self: &Arc<Self>,
         plan: Plan,
+        seen: super::blocked::Snapshot,
         trigger: Option<Trigger>,
         guard: PlanGuard,
         submission: Option<JobSubmission>,
@@ -295,6 +299,7 @@ impl Server {
             started,
             deployment,
             in_table: None,
+            seen,
             _guard: guard,
         };
         Ok((registered, Some(placing), job_written))
@@ -369,8 +374,9 @@ impl Server {
                 "can't evaluate parameterized job",
             )));
         }
+        let seen = self.placement_snapshot();
         let plan = self.plan_with(job, true)?;
-        let (mut r, placing, job_written) = self.apply(plan, Some(trigger), guard, None)?;
+        let (mut r, placing, job_written) = self.apply(plan, seen, Some(trigger), guard, None)?;
         if let Some(p) = placing {
             r.allocs = p.run(self)?;
         }
