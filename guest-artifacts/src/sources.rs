@@ -17,11 +17,11 @@ pub struct SdkFile {
 /// `paddock-device-sdk`, `paddock-hook-sdk`): manifest, `src/` and `wit/`.
 pub const SDK_FILES: &[SdkFile] = include!(concat!(env!("OUT_DIR"), "/sdk_sources.rs"));
 
-/// The contract's WIT files, `(file name, text)`: package `paddock:plugin@0.1.2`, the newest served.
+/// The contract's WIT files, `(file name, text)`: package `paddock:plugin@0.1.3`, the newest served.
 pub const WIT: &[(&str, &str)] = &[
-    ("host.wit", include_str!("../../wit/0.1.2/host.wit")),
-    ("plugins.wit", include_str!("../../wit/0.1.2/plugins.wit")),
-    ("types.wit", include_str!("../../wit/0.1.2/types.wit")),
+    ("host.wit", include_str!("../../wit/0.1.3/host.wit")),
+    ("plugins.wit", include_str!("../../wit/0.1.3/plugins.wit")),
+    ("types.wit", include_str!("../../wit/0.1.3/types.wit")),
 ];
 
 /// The guest workspace's root manifest: the versions its members inherit.

@@ -6,17 +6,17 @@
 //! [`crate::types`], so only the host interfaces and the embedder's plugin clients (one
 //! per world) ever see a versioned type.
 
-/// Bindings of the `paddock:plugin@0.1` track, read from its newest minor (`0.1.2`): guests
+/// Bindings of the `paddock:plugin@0.1` track, read from its newest minor (`0.1.3`): guests
 /// built against any older minor of the track link against them through wasmtime's
-/// semver-aware name matching (`paddock:plugin/log@0.1.0` resolves to `@0.1.2`).
+/// semver-aware name matching (`paddock:plugin/log@0.1.0` resolves to `@0.1.3`).
 pub mod v0_1 {
     /// Contract version these bindings serve (the newest minor of the track).
-    pub const VERSION: &str = "0.1.2";
+    pub const VERSION: &str = "0.1.3";
 
     /// The `driver` world; it also generates every shared host interface.
     pub mod driver {
         wasmtime::component::bindgen!({
-            path: "../wit/0.1.2",
+            path: "../wit/0.1.3",
             world: "driver",
             imports: { default: async },
             exports: { default: async },
@@ -27,7 +27,7 @@ pub mod v0_1 {
     /// The `hook` world, reusing the driver world's shared interfaces.
     pub mod hook {
         wasmtime::component::bindgen!({
-            path: "../wit/0.1.2",
+            path: "../wit/0.1.3",
             world: "hook",
             imports: { default: async },
             exports: { default: async },
@@ -47,7 +47,7 @@ pub mod v0_1 {
     /// The `device-plugin` world, reusing the driver world's shared interfaces.
     pub mod device {
         wasmtime::component::bindgen!({
-            path: "../wit/0.1.2",
+            path: "../wit/0.1.3",
             world: "device-plugin",
             imports: { default: async },
             exports: { default: async },
@@ -65,7 +65,7 @@ pub mod v0_1 {
     /// The `check` world (since 0.1.1), reusing the driver world's shared interfaces.
     pub mod check {
         wasmtime::component::bindgen!({
-            path: "../wit/0.1.2",
+            path: "../wit/0.1.3",
             world: "check",
             imports: { default: async },
             exports: { default: async },
@@ -84,7 +84,7 @@ pub mod v0_1 {
     /// interfaces and the hook world's `variables`.
     pub mod secret {
         wasmtime::component::bindgen!({
-            path: "../wit/0.1.2",
+            path: "../wit/0.1.3",
             world: "secret-provider",
             imports: { default: async },
             exports: { default: async },
@@ -96,6 +96,34 @@ pub mod v0_1 {
                 "paddock:plugin/config": super::driver::paddock::plugin::config,
                 "paddock:plugin/timer": super::driver::paddock::plugin::timer,
                 "paddock:plugin/variables": super::hook::paddock::plugin::variables,
+            },
+        });
+    }
+
+    /// The `task-exec` export of the `exec-driver` world (since 0.1.3), alone: a driver
+    /// exports it or not, so the host looks it up apart from the `driver` world's exports
+    /// (which every driver has), and a driver without it keeps loading. `task-driver` is
+    /// in this world only because `task-exec` uses its `driver-error`; its bindings here
+    /// go unused but for that type.
+    pub mod exec {
+        wasmtime::component::bindgen!({
+            path: "../wit/0.1.3",
+            inline: "
+                package paddock:host-exec;
+                world exec {
+                    import paddock:plugin/types@0.1.3;
+                    import paddock:plugin/process@0.1.3;
+                    export paddock:plugin/task-driver@0.1.3;
+                    export paddock:plugin/task-exec@0.1.3;
+                }
+            ",
+            world: "exec",
+            imports: { default: async },
+            exports: { default: async },
+            additional_derives: [PartialEq, serde::Serialize, serde::Deserialize],
+            with: {
+                "paddock:plugin/types": super::driver::paddock::plugin::types,
+                "paddock:plugin/process": super::driver::paddock::plugin::process,
             },
         });
     }
@@ -190,6 +218,27 @@ pub mod v0_1 {
             types::ServiceStub,
             [name, namespace, tags]
         );
+
+        /// `task-exec` uses the `task-driver` interface's error, which its bindings bind
+        /// again: the same variant, as the driver world's type.
+        impl From<super::exec::exports::paddock::plugin::task_driver::DriverError>
+            for super::driver::exports::paddock::plugin::task_driver::DriverError
+        {
+            fn from(e: super::exec::exports::paddock::plugin::task_driver::DriverError) -> Self {
+                use super::driver::exports::paddock::plugin::task_driver as to;
+                use super::exec::exports::paddock::plugin::task_driver as from;
+                match e {
+                    from::DriverError::InvalidConfig(f) => Self::InvalidConfig(f),
+                    from::DriverError::NotSupported(m) => Self::NotSupported(m),
+                    from::DriverError::TaskNotFound(m) => Self::TaskNotFound(m),
+                    from::DriverError::Denied(m) => Self::Denied(m),
+                    from::DriverError::Failed(f) => Self::Failed(to::Failure {
+                        message: f.message,
+                        recoverable: f.recoverable,
+                    }),
+                }
+            }
+        }
 
         impl From<types::Reservation> for devices::Reservation {
             fn from(r: types::Reservation) -> Self {

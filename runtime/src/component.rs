@@ -194,10 +194,18 @@ impl std::fmt::Debug for LoadedComponent {
     }
 }
 
+/// A driver pre-linked: the `driver` world, and `task-exec` when it exports it (the
+/// `exec-driver` world, since 0.1.3).
+#[derive(Clone)]
+pub(crate) struct DriverLinked {
+    pub(crate) pre: v0_1::driver::DriverPre<HostState>,
+    pub(crate) exec: Option<v0_1::exec::exports::paddock::plugin::task_exec::GuestIndices>,
+}
+
 /// A component pre-linked as the world it exports, in the bindings of its contract version.
 #[derive(Clone)]
 pub(crate) enum WorldPre {
-    Driver(v0_1::driver::DriverPre<HostState>),
+    Driver(DriverLinked),
     Hook(v0_1::hook::HookPre<HostState>),
     Device(v0_1::device::DevicePluginPre<HostState>),
     Check(v0_1::check::CheckPre<HostState>),

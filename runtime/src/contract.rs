@@ -78,6 +78,24 @@ pub const RELEASED: &[Release] = &[
             ),
         ],
     },
+    // 0.1.3: the `task-exec` interface (`alloc exec`), exported by the `exec-driver` world.
+    Release {
+        version: "0.1.3",
+        files: &[
+            (
+                "host.wit",
+                "82646c249525c93c146011007f60ed8340a34bce101109530a96e2d627a43e48",
+            ),
+            (
+                "plugins.wit",
+                "ad8c86c42f41ce8e3780736d6505249d83d7a892aaaf8fab3e045ecc92c49fd3",
+            ),
+            (
+                "types.wit",
+                "47c447a1635bd33b8c97321560ad9720c457526c816817a12949d221bbab4eed",
+            ),
+        ],
+    },
 ];
 
 /// The versions this agent's bindings serve, newest of each track: a guest built against
@@ -242,10 +260,11 @@ mod tests {
         assert_eq!(served("0.1.0"), Ok(()));
         assert_eq!(served("0.1.1"), Ok(()));
         assert_eq!(served("0.1.2"), Ok(()));
+        assert_eq!(served("0.1.3"), Ok(()));
         assert_eq!(
-            served("0.1.3"),
+            served("0.1.4"),
             Err(Unserved::Newer {
-                served: "0.1.2".into()
+                served: "0.1.3".into()
             })
         );
         assert_eq!(served("0.2.0"), Err(Unserved::OtherTrack));

@@ -306,14 +306,14 @@ mod tests {
             InspectError::NewerThanServed {
                 needed: "0.1.4".into(),
                 item: "paddock:plugin/task-hook@0.1.4".into(),
-                served: "0.1.2".into(),
+                served: "0.1.3".into(),
             }
         );
         assert_eq!(
             err.to_string(),
             "needs paddock:plugin@0.1.4 (it uses paddock:plugin/task-hook@0.1.4), but this \
-             agent serves paddock:plugin up to 0.1.2: upgrade the agent, or build the \
-             component against 0.1.2"
+             agent serves paddock:plugin up to 0.1.3: upgrade the agent, or build the \
+             component against 0.1.3"
         );
         // A world of a served version importing one interface of a newer minor: the newest
         // of what it uses is named.
@@ -331,7 +331,7 @@ mod tests {
             InspectError::NewerThanServed {
                 needed: "0.1.7".into(),
                 item: "paddock:plugin/events@0.1.7".into(),
-                served: "0.1.2".into(),
+                served: "0.1.3".into(),
             }
         );
     }

@@ -375,7 +375,20 @@ impl Runtime {
         };
         let pre = self.linker.instantiate_pre(component).map_err(link_err)?;
         Ok(match inspection.world {
-            World::Driver => WorldPre::Driver(v0_1::driver::DriverPre::new(pre).map_err(link_err)?),
+            World::Driver => {
+                // `task-exec` is optional: looked up only when the component exports it,
+                // and then it must link like the rest.
+                let exec = exports_exec(component)
+                    .then(|| {
+                        v0_1::exec::exports::paddock::plugin::task_exec::GuestIndices::new(&pre)
+                    })
+                    .transpose()
+                    .map_err(link_err)?;
+                WorldPre::Driver(crate::component::DriverLinked {
+                    pre: v0_1::driver::DriverPre::new(pre).map_err(link_err)?,
+                    exec,
+                })
+            }
             World::Hook => WorldPre::Hook(v0_1::hook::HookPre::new(pre).map_err(link_err)?),
             World::DevicePlugin => {
                 WorldPre::Device(v0_1::device::DevicePluginPre::new(pre).map_err(link_err)?)
@@ -386,4 +399,12 @@ impl Runtime {
             }
         })
     }
+}
+
+/// Whether `component` exports the `task-exec` interface (the `exec-driver` world).
+fn exports_exec(component: &Component) -> bool {
+    component
+        .component_type()
+        .exports(component.engine())
+        .any(|(name, _)| name.starts_with("paddock:plugin/task-exec@"))
 }

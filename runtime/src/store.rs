@@ -141,6 +141,18 @@ pub struct HostState {
     http_hooks: crate::network::HttpHooks,
 }
 
+/// The `process` view of a store's current call (its component, its task, the host), for
+/// what the host does after a guest answered: `alloc exec`'s plan is carried out through
+/// it with the same checks as the guest's own `process` calls.
+pub fn process_view(store: &Store<HostState>) -> host_api::process::Process<'_> {
+    let s = store.data();
+    host_api::process::Process::new(
+        &s.component,
+        s.task.as_deref(),
+        s.services.processes.as_deref(),
+    )
+}
+
 impl wasmtime_wasi_http::WasiHttpView for HostState {
     fn http(&mut self) -> wasmtime_wasi_http::WasiHttpCtxView<'_> {
         wasmtime_wasi_http::WasiHttpCtxView {

@@ -493,3 +493,102 @@ mod tests {
         assert_eq!(e.interpolate("$${A}"), "$1");
     }
 }
+
+/// What `alloc exec` asks of a task (the `task-exec` contract's `exec-request`).
+#[derive(Debug, Clone, PartialEq, Eq, Default)]
+pub struct ExecRequest {
+    /// The command and its arguments, never empty.
+    pub command: Vec<String>,
+    /// A pseudo-terminal was asked for.
+    pub tty: bool,
+    /// The task's environment, as its start was given it.
+    pub env: Vec<(String, String)>,
+    /// The task's directory on the host.
+    pub task_dir: String,
+    /// The user the task runs as, as its start was given it.
+    pub user: String,
+}
+
+/// A command to run for `alloc exec`, checked by the host against the driver's grants.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ExecCommand {
+    /// What to run (its path resolved; output paths and logs cleared: the session gets
+    /// the output).
+    pub cmd: Command,
+    /// Run inside this running isolated process of the driver's (its namespaces, root,
+    /// cgroup and user, read from the process itself); `None` for a plain host process.
+    pub join: Option<u64>,
+    /// Give it a pseudo-terminal.
+    pub tty: bool,
+    /// The task's dir (the host's path; a joined command's root): a joined command's
+    /// `path` and `cwd` inside it are taken relative to it.
+    pub task_dir: String,
+}
+
+/// What a driver-answered exec session says back (the contract's `exec-output`).
+#[derive(Debug, Clone, PartialEq, Eq, Default)]
+pub struct ExecOutput {
+    /// Bytes for the caller's stdout.
+    pub stdout: Vec<u8>,
+    /// Bytes for the caller's stderr.
+    pub stderr: Vec<u8>,
+    /// What the driver keeps between inputs.
+    pub state: Vec<u8>,
+    /// The session ended with this exit code.
+    pub exited: Option<i32>,
+}
+
+/// An input to an exec session.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum ExecInput {
+    /// Bytes for its stdin.
+    Stdin(Vec<u8>),
+    /// The caller closed its stdin.
+    StdinClosed,
+    /// The caller's terminal changed size.
+    Resize {
+        /// Rows.
+        rows: u16,
+        /// Columns.
+        cols: u16,
+    },
+}
+
+/// What the host does with a process run for `alloc exec` besides its stdio.
+pub trait ExecControl: Send + Sync {
+    /// The terminal's new size (a session without a terminal refuses).
+    fn resize(&self, rows: u16, cols: u16) -> Result<(), HostError>;
+    /// End it (SIGKILL), as when the caller goes away.
+    fn kill(&self);
+    /// How it exited, once it has.
+    fn wait(&self) -> futures::future::BoxFuture<'_, ExitResult>;
+}
+
+/// A process run for `alloc exec`: its stdio and its control.
+pub struct ExecProcess {
+    /// Its stdin (the terminal's input side, with a tty).
+    pub stdin: std::pin::Pin<Box<dyn tokio::io::AsyncWrite + Send>>,
+    /// Its stdout (the terminal's output, with a tty: stderr included).
+    pub stdout: std::pin::Pin<Box<dyn tokio::io::AsyncRead + Send>>,
+    /// Its stderr; `None` with a tty.
+    pub stderr: Option<std::pin::Pin<Box<dyn tokio::io::AsyncRead + Send>>>,
+    /// Resize, kill, wait.
+    pub control: Box<dyn ExecControl>,
+}
+
+impl std::fmt::Debug for ExecProcess {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("ExecProcess")
+            .field("stderr", &self.stderr.is_some())
+            .finish_non_exhaustive()
+    }
+}
+
+/// How an exec started: a host process, or a session the driver answers itself.
+#[derive(Debug)]
+pub enum ExecStarted {
+    /// A host process whose stdio the caller streams.
+    Process(ExecProcess),
+    /// The driver's first output; the next come from `exec-step`.
+    Session(ExecOutput),
+}

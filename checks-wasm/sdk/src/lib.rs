@@ -1,5 +1,5 @@
 //! SDK for Paddock service checks written as WebAssembly components: world `check` of the
-//! `paddock:plugin@0.1.2` contract (its WIT travels in this crate's `wit/`, a copy of the
+//! `paddock:plugin@0.1.3` contract (its WIT travels in this crate's `wit/`, a copy of the
 //! repo's `wit/`), which exports the `service-check` interface.
 //!
 //! A job's `check { type = "<name>" }` runs the check component of that name on the check's
@@ -58,9 +58,9 @@ pub mod __bindings {
 use __bindings::exports::paddock::plugin::service_check as wit;
 
 pub use __bindings::paddock::plugin::types::FieldError;
-pub use paddock_guest_core::{LogLevel, PluginInfo};
 /// Declares the grants the component needs (its `paddock:grants` section).
 pub use paddock_guest_core::declare_grants;
+pub use paddock_guest_core::{LogLevel, PluginInfo};
 pub use wit::{CheckError, CheckResult, CheckStatus, CheckTarget};
 
 /// A service check. Functions take no `self`: nothing is kept between calls.

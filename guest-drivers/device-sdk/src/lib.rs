@@ -1,5 +1,5 @@
 //! SDK for Paddock device plugins written as WebAssembly components (world `device-plugin`
-//! of the `paddock:plugin@0.1.2` contract (its WIT travels in this crate's `wit/`, a copy
+//! of the `paddock:plugin@0.1.3` contract (its WIT travels in this crate's `wit/`, a copy
 //! of the repo's `wit/`)).
 //!
 //! A device plugin is stateless: a call may run in a fresh instance or in one that served
@@ -61,9 +61,9 @@ pub mod __bindings {
 use __bindings::exports::paddock::plugin::device as wit;
 
 pub use __bindings::paddock::plugin::types::Attribute;
-pub use paddock_guest_core::{DeviceNode, LogLevel, Mount, PluginInfo, StringMap};
 /// Declares the grants the component needs (its `paddock:grants` section).
 pub use paddock_guest_core::declare_grants;
+pub use paddock_guest_core::{DeviceNode, LogLevel, Mount, PluginInfo, StringMap};
 pub use wit::{
     ContainerReservation, DeviceError, DeviceGroup, DeviceInstance, GroupStats, InstanceStats,
     StatValue,

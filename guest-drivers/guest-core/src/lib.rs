@@ -1,5 +1,5 @@
 //! The part of Paddock's guest SDKs that does not depend on the world: the host imports of
-//! the `paddock:plugin@0.1.2` contract (its WIT travels in this crate's `wit/`, a copy of
+//! the `paddock:plugin@0.1.3` contract (its WIT travels in this crate's `wit/`, a copy of
 //! the repo's `wit/`) (`log`, `config`, `env`, `devices`, `process`, `timer`, `events`,
 //! `task-logs`, `variables`, `services`), the contract types they use, and the [`PluginInfo`] every
 //! world's export returns.
@@ -65,19 +65,19 @@ pub mod __bindings {
             package paddock:guest-core;
 
             world host-imports {
-                import paddock:plugin/log@0.1.2;
-                import paddock:plugin/config@0.1.2;
-                import paddock:plugin/env@0.1.2;
-                import paddock:plugin/devices@0.1.2;
-                import paddock:plugin/process@0.1.2;
-                import paddock:plugin/timer@0.1.2;
-                import paddock:plugin/events@0.1.2;
-                import paddock:plugin/task-logs@0.1.2;
-                import paddock:plugin/variables@0.1.2;
-                import paddock:plugin/services@0.1.2;
-                import paddock:plugin/artifacts@0.1.2;
+                import paddock:plugin/log@0.1.3;
+                import paddock:plugin/config@0.1.3;
+                import paddock:plugin/env@0.1.3;
+                import paddock:plugin/devices@0.1.3;
+                import paddock:plugin/process@0.1.3;
+                import paddock:plugin/timer@0.1.3;
+                import paddock:plugin/events@0.1.3;
+                import paddock:plugin/task-logs@0.1.3;
+                import paddock:plugin/variables@0.1.3;
+                import paddock:plugin/services@0.1.3;
+                import paddock:plugin/artifacts@0.1.3;
                 // Not a host interface, only a type every world's export returns.
-                import paddock:plugin/info@0.1.2;
+                import paddock:plugin/info@0.1.3;
             }
         ",
         world: "host-imports",
@@ -122,57 +122,57 @@ macro_rules! generate_world {
     // the crate name, not `$crate`: wit-bindgen re-parses them as text.
     (@with [log $($rest:ident)*] [$($with:tt)*] $options:tt) => {
         $crate::generate_world!(@with [$($rest)*] [$($with)*
-            "paddock:plugin/log@0.1.2": ::paddock_guest_core::__bindings::paddock::plugin::log,
+            "paddock:plugin/log@0.1.3": ::paddock_guest_core::__bindings::paddock::plugin::log,
         ] $options);
     };
     (@with [config $($rest:ident)*] [$($with:tt)*] $options:tt) => {
         $crate::generate_world!(@with [$($rest)*] [$($with)*
-            "paddock:plugin/config@0.1.2": ::paddock_guest_core::__bindings::paddock::plugin::config,
+            "paddock:plugin/config@0.1.3": ::paddock_guest_core::__bindings::paddock::plugin::config,
         ] $options);
     };
     (@with [env $($rest:ident)*] [$($with:tt)*] $options:tt) => {
         $crate::generate_world!(@with [$($rest)*] [$($with)*
-            "paddock:plugin/env@0.1.2": ::paddock_guest_core::__bindings::paddock::plugin::env,
+            "paddock:plugin/env@0.1.3": ::paddock_guest_core::__bindings::paddock::plugin::env,
         ] $options);
     };
     (@with [devices $($rest:ident)*] [$($with:tt)*] $options:tt) => {
         $crate::generate_world!(@with [$($rest)*] [$($with)*
-            "paddock:plugin/devices@0.1.2": ::paddock_guest_core::__bindings::paddock::plugin::devices,
+            "paddock:plugin/devices@0.1.3": ::paddock_guest_core::__bindings::paddock::plugin::devices,
         ] $options);
     };
     (@with [process $($rest:ident)*] [$($with:tt)*] $options:tt) => {
         $crate::generate_world!(@with [$($rest)*] [$($with)*
-            "paddock:plugin/process@0.1.2": ::paddock_guest_core::__bindings::paddock::plugin::process,
+            "paddock:plugin/process@0.1.3": ::paddock_guest_core::__bindings::paddock::plugin::process,
         ] $options);
     };
     (@with [timer $($rest:ident)*] [$($with:tt)*] $options:tt) => {
         $crate::generate_world!(@with [$($rest)*] [$($with)*
-            "paddock:plugin/timer@0.1.2": ::paddock_guest_core::__bindings::paddock::plugin::timer,
+            "paddock:plugin/timer@0.1.3": ::paddock_guest_core::__bindings::paddock::plugin::timer,
         ] $options);
     };
     (@with [events $($rest:ident)*] [$($with:tt)*] $options:tt) => {
         $crate::generate_world!(@with [$($rest)*] [$($with)*
-            "paddock:plugin/events@0.1.2": ::paddock_guest_core::__bindings::paddock::plugin::events,
+            "paddock:plugin/events@0.1.3": ::paddock_guest_core::__bindings::paddock::plugin::events,
         ] $options);
     };
     (@with [task_logs $($rest:ident)*] [$($with:tt)*] $options:tt) => {
         $crate::generate_world!(@with [$($rest)*] [$($with)*
-            "paddock:plugin/task-logs@0.1.2": ::paddock_guest_core::__bindings::paddock::plugin::task_logs,
+            "paddock:plugin/task-logs@0.1.3": ::paddock_guest_core::__bindings::paddock::plugin::task_logs,
         ] $options);
     };
     (@with [variables $($rest:ident)*] [$($with:tt)*] $options:tt) => {
         $crate::generate_world!(@with [$($rest)*] [$($with)*
-            "paddock:plugin/variables@0.1.2": ::paddock_guest_core::__bindings::paddock::plugin::variables,
+            "paddock:plugin/variables@0.1.3": ::paddock_guest_core::__bindings::paddock::plugin::variables,
         ] $options);
     };
     (@with [services $($rest:ident)*] [$($with:tt)*] $options:tt) => {
         $crate::generate_world!(@with [$($rest)*] [$($with)*
-            "paddock:plugin/services@0.1.2": ::paddock_guest_core::__bindings::paddock::plugin::services,
+            "paddock:plugin/services@0.1.3": ::paddock_guest_core::__bindings::paddock::plugin::services,
         ] $options);
     };
     (@with [artifacts $($rest:ident)*] [$($with:tt)*] $options:tt) => {
         $crate::generate_world!(@with [$($rest)*] [$($with)*
-            "paddock:plugin/artifacts@0.1.2": ::paddock_guest_core::__bindings::paddock::plugin::artifacts,
+            "paddock:plugin/artifacts@0.1.3": ::paddock_guest_core::__bindings::paddock::plugin::artifacts,
         ] $options);
     };
     (@with [$unknown:ident $($rest:ident)*] $with:tt $options:tt) => {
@@ -184,16 +184,16 @@ macro_rules! generate_world {
         $crate::__wit_bindgen::generate!({
             with: {
                 $($with)*
-                "paddock:plugin/info@0.1.2": ::paddock_guest_core::__bindings::paddock::plugin::info,
+                "paddock:plugin/info@0.1.3": ::paddock_guest_core::__bindings::paddock::plugin::info,
                 // Every type the host interfaces use, so that there is one of each.
-                "paddock:plugin/types@0.1.2/string-map": ::paddock_guest_core::StringMap,
-                "paddock:plugin/types@0.1.2/log-level": ::paddock_guest_core::LogLevel,
-                "paddock:plugin/types@0.1.2/host-error": ::paddock_guest_core::HostError,
-                "paddock:plugin/types@0.1.2/log-config": ::paddock_guest_core::LogConfig,
-                "paddock:plugin/types@0.1.2/mount": ::paddock_guest_core::Mount,
-                "paddock:plugin/types@0.1.2/device-node": ::paddock_guest_core::DeviceNode,
-                "paddock:plugin/types@0.1.2/exit-result": ::paddock_guest_core::ExitResult,
-                "paddock:plugin/types@0.1.2/resource-usage": ::paddock_guest_core::ResourceUsage,
+                "paddock:plugin/types@0.1.3/string-map": ::paddock_guest_core::StringMap,
+                "paddock:plugin/types@0.1.3/log-level": ::paddock_guest_core::LogLevel,
+                "paddock:plugin/types@0.1.3/host-error": ::paddock_guest_core::HostError,
+                "paddock:plugin/types@0.1.3/log-config": ::paddock_guest_core::LogConfig,
+                "paddock:plugin/types@0.1.3/mount": ::paddock_guest_core::Mount,
+                "paddock:plugin/types@0.1.3/device-node": ::paddock_guest_core::DeviceNode,
+                "paddock:plugin/types@0.1.3/exit-result": ::paddock_guest_core::ExitResult,
+                "paddock:plugin/types@0.1.3/resource-usage": ::paddock_guest_core::ResourceUsage,
             },
             $($option)*
         });

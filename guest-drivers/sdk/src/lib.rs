@@ -1,6 +1,7 @@
-//! SDK for Paddock task drivers written as WebAssembly components: world `driver` of the
-//! `paddock:plugin@0.1.2` contract (its WIT travels in this crate's `wit/`, a copy of the
-//! repo's `wit/`), which exports the `task-driver` interface.
+//! SDK for Paddock task drivers written as WebAssembly components: world `exec-driver` of
+//! the `paddock:plugin@0.1.3` contract (its WIT travels in this crate's `wit/`, a copy of the
+//! repo's `wit/`), which exports the `task-driver` interface and `task-exec` (`alloc exec`;
+//! not supported unless the driver implements [`Driver::exec_task`]).
 //!
 //! A driver is stateless: a call may run in a fresh instance or in one that served earlier
 //! calls (the host keeps warm instances), so it keeps nothing between calls; whatever it
@@ -60,7 +61,7 @@ pub mod __bindings {
         imports: [log, config, env, devices, process, timer, events, task_logs],
         options: {
             path: "wit",
-            world: "driver",
+            world: "exec-driver",
             pub_export_macro: true,
             export_macro_name: "__export_driver_world",
             default_bindings_module: "paddock_driver_sdk::__bindings",
@@ -71,20 +72,23 @@ pub mod __bindings {
 }
 
 use __bindings::exports::paddock::plugin::task_driver as wit;
+use __bindings::exports::paddock::plugin::task_exec as wit_exec;
 
 pub use __bindings::paddock::plugin::types::{
     Attribute, FieldError, TaskConfig, TaskHandle, TaskResources,
 };
+/// Declares the grants the component needs (its `paddock:grants` section).
+pub use paddock_guest_core::declare_grants;
 pub use paddock_guest_core::{
     DeviceNode, ExitResult, HostError, LogConfig, LogLevel, Mount, PluginInfo, ResourceUsage,
     StringMap,
 };
-/// Declares the grants the component needs (its `paddock:grants` section).
-pub use paddock_guest_core::declare_grants;
 pub use wit::{
     DriverCapabilities as Capabilities, DriverError, DriverFingerprint as Fingerprint, Failure,
     FsIsolation, Health, TaskState, TaskStatus, WaitStatus, WakeOn,
 };
+/// `alloc exec`'s types (contract 0.1.3): what was asked, how the host should run it.
+pub use wit_exec::{ExecInput, ExecOutput, ExecPlan, ExecRequest, JoinedCommand, WindowSize};
 
 /// A task driver (Nomad's DriverPlugin). Functions take no `self`: nothing is kept between
 /// calls, and per-task state travels in the [`TaskHandle`].
@@ -149,6 +153,23 @@ pub trait Driver {
     fn stats(_handle: TaskHandle) -> Result<ResourceUsage, DriverError> {
         Err(DriverError::not_supported("stats"))
     }
+    /// How to run a command inside the running task (`alloc exec`): joined into one of its
+    /// isolated processes, as a new host process, or a session the driver answers itself
+    /// (see [`ExecPlan`]; [`ProcessTask::exec_joined`] and [`ProcessTask::exec_spawned`]
+    /// build the first two). Unsupported by default; a driver that implements it says
+    /// `exec: true` in [`Driver::capabilities`].
+    fn exec_task(_handle: TaskHandle, _req: ExecRequest) -> Result<ExecPlan, DriverError> {
+        Err(DriverError::not_supported("exec"))
+    }
+    /// The next step of a session the driver answers itself ([`ExecPlan::Session`]):
+    /// `state` is what its last [`ExecOutput`] said. Unsupported by default.
+    fn exec_step(
+        _handle: TaskHandle,
+        _state: Vec<u8>,
+        _input: ExecInput,
+    ) -> Result<ExecOutput, DriverError> {
+        Err(DriverError::not_supported("exec"))
+    }
 }
 
 /// Adapts a [`Driver`] to the generated bindings; used by [`export_driver!`].
@@ -198,7 +219,21 @@ impl<T: Driver> wit::Guest for __Export<T> {
     }
 }
 
-/// Exports a [`Driver`] implementation as the component's `task-driver` interface. Use it once,
+impl<T: Driver> wit_exec::Guest for __Export<T> {
+    fn exec_task(handle: TaskHandle, req: ExecRequest) -> Result<ExecPlan, DriverError> {
+        T::exec_task(handle, req)
+    }
+    fn exec_step(
+        handle: TaskHandle,
+        state: Vec<u8>,
+        input: ExecInput,
+    ) -> Result<ExecOutput, DriverError> {
+        T::exec_step(handle, state, input)
+    }
+}
+
+/// Exports a [`Driver`] implementation as the component's `task-driver` and `task-exec`
+/// interfaces (the `exec-driver` world). Use it once,
 /// in the driver's cdylib crate: `export_driver!(MyDriver);`.
 #[macro_export]
 macro_rules! export_driver {

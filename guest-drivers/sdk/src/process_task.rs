@@ -18,9 +18,21 @@ use serde::{Deserialize, Serialize};
 
 use crate::host::{process, timer};
 use crate::{
-    DriverError, FieldError, HostError, ResourceUsage, TaskHandle, TaskState, TaskStatus,
-    WaitStatus,
+    DriverError, ExecPlan, ExecRequest, FieldError, HostError, JoinedCommand, ResourceUsage,
+    TaskHandle, TaskState, TaskStatus, WaitStatus,
 };
+
+/// An exec request's `argv` as a program and its arguments; an empty one is refused.
+fn split_command(command: Vec<String>) -> Result<(String, Vec<String>), DriverError> {
+    let mut it = command.into_iter();
+    match it.next() {
+        Some(p) if !p.is_empty() => Ok((p, it.collect())),
+        _ => Err(DriverError::InvalidConfig(vec![FieldError::new(
+            "command",
+            "an exec needs a command to run",
+        )])),
+    }
+}
 
 /// The `command` (required, not empty) and `args` (a list of strings) of a process task's
 /// config object, every bad field added to `errors` (an empty command when it is bad).
@@ -174,6 +186,55 @@ impl ProcessTask {
         let s: Self = handle.state()?;
         process::signal(s.process, signal).map_err(|e| not_found(&handle, e))?;
         Ok(handle)
+    }
+
+    /// `exec-task` for a task whose process is isolated (`exec`): run the request's
+    /// command joined into the task's process (its namespaces, root, cgroup and user, which
+    /// the host reads from the process), in the task dir with `env` (the task's, as the
+    /// driver gave it to the task).
+    pub fn exec_joined(
+        handle: &TaskHandle,
+        req: ExecRequest,
+        env: Vec<(String, String)>,
+    ) -> Result<ExecPlan, DriverError> {
+        let s: Self = handle.state()?;
+        let (path, args) = split_command(req.command)?;
+        Ok(ExecPlan::Join(JoinedCommand {
+            process: s.process,
+            command: process::Command {
+                path,
+                args,
+                env,
+                cwd: req.task_dir,
+                stdout_path: String::new(),
+                stderr_path: String::new(),
+                logs: None,
+                user: String::new(),
+            },
+        }))
+    }
+
+    /// `exec-task` for a task that is a plain host process (`raw_exec`): run the request's
+    /// command as a new process in the task dir, with `env` and as `user` (what the task's
+    /// own process got); the host checks it as it checks `process.spawn`.
+    pub fn exec_spawned(
+        handle: &TaskHandle,
+        req: ExecRequest,
+        env: Vec<(String, String)>,
+        user: String,
+    ) -> Result<ExecPlan, DriverError> {
+        let _: Self = handle.state()?;
+        let (path, args) = split_command(req.command)?;
+        Ok(ExecPlan::Spawn(process::Command {
+            path,
+            args,
+            env,
+            cwd: req.task_dir,
+            stdout_path: String::new(),
+            stderr_path: String::new(),
+            logs: None,
+            user,
+        }))
     }
 
     /// `stats`: the process's usage as the host measures it.

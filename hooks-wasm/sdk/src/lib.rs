@@ -1,5 +1,5 @@
 //! SDK for Paddock task-runner hooks written as WebAssembly components: world `hook` of the
-//! `paddock:plugin@0.1.2` contract (its WIT travels in this crate's `wit/`, a copy of the
+//! `paddock:plugin@0.1.3` contract (its WIT travels in this crate's `wit/`, a copy of the
 //! repo's `wit/`), which exports the `task-hook` interface.
 //!
 //! A hook is stateless: a call may run in a fresh instance or in one that served earlier
@@ -60,12 +60,12 @@ pub mod __bindings {
 use __bindings::exports::paddock::plugin::task_hook as wit;
 
 pub use __bindings::paddock::plugin::types::{FieldError, TaskResources};
+/// Declares the grants the component needs (its `paddock:grants` section).
+pub use paddock_guest_core::declare_grants;
 pub use paddock_guest_core::stamp::Stamp;
 pub use paddock_guest_core::{
     DeviceNode, ExitResult, HostError, LogLevel, Mount, PluginInfo, StringMap,
 };
-/// Declares the grants the component needs (its `paddock:grants` section).
-pub use paddock_guest_core::declare_grants;
 pub use wit::{HookError, PrestartRequest, PrestartResponse, TaskInfo, Template};
 
 impl Default for PrestartResponse {

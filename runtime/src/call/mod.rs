@@ -20,6 +20,7 @@ use wasmtime::Store;
 
 use outcome::wrong_world;
 pub use outcome::{CallError, CallFailure};
+pub use world::DriverInstance;
 use world::Instance;
 use world::WorldInstance;
 
@@ -101,7 +102,7 @@ impl Runtime {
     where
         R: Send,
         F: for<'a> FnOnce(
-                &'a v0_1::driver::Driver,
+                &'a DriverInstance,
                 &'a mut Store<HostState>,
             ) -> BoxFuture<'a, wasmtime::Result<R>>
             + Send,

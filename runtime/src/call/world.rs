@@ -10,7 +10,7 @@ use crate::store::HostState;
 
 /// A live instance of one of the worlds, kept with its store between calls.
 pub(crate) enum Instance {
-    Driver(v0_1::driver::Driver),
+    Driver(DriverInstance),
     Hook(v0_1::hook::Hook),
     Device(v0_1::device::DevicePlugin),
     Check(v0_1::check::Check),
@@ -63,11 +63,62 @@ macro_rules! world_instance {
     };
 }
 
-world_instance!(
-    v0_1::driver::Driver,
-    v0_1::driver::DriverPre<HostState>,
-    Driver
-);
+/// A driver's instance: its `driver` world, and its `task-exec` when it exports one.
+pub struct DriverInstance {
+    pub(crate) driver: v0_1::driver::Driver,
+    pub(crate) exec: Option<v0_1::exec::exports::paddock::plugin::task_exec::Guest>,
+}
+
+impl DriverInstance {
+    /// Its `task-exec`, when the driver exports one.
+    pub fn exec(&self) -> Option<&v0_1::exec::exports::paddock::plugin::task_exec::Guest> {
+        self.exec.as_ref()
+    }
+}
+
+impl std::ops::Deref for DriverInstance {
+    type Target = v0_1::driver::Driver;
+    fn deref(&self) -> &Self::Target {
+        &self.driver
+    }
+}
+
+impl WorldInstance for DriverInstance {
+    type Pre = crate::component::DriverLinked;
+    fn pre(p: &WorldPre) -> Option<&Self::Pre> {
+        match p {
+            WorldPre::Driver(pre) => Some(pre),
+            _ => None,
+        }
+    }
+    fn instantiate<'a>(
+        pre: &'a Self::Pre,
+        store: &'a mut Store<HostState>,
+    ) -> BoxFuture<'a, wasmtime::Result<Self>> {
+        Box::pin(async move {
+            let instance = pre
+                .pre
+                .instance_pre()
+                .instantiate_async(&mut *store)
+                .await?;
+            let driver = v0_1::driver::Driver::new(&mut *store, &instance)?;
+            let exec = match &pre.exec {
+                Some(indices) => Some(indices.load(&mut *store, &instance)?),
+                None => None,
+            };
+            Ok(DriverInstance { driver, exec })
+        })
+    }
+    fn into_instance(self) -> Instance {
+        Instance::Driver(self)
+    }
+    fn of_instance(i: &Instance) -> Option<&Self> {
+        match i {
+            Instance::Driver(x) => Some(x),
+            _ => None,
+        }
+    }
+}
 world_instance!(v0_1::hook::Hook, v0_1::hook::HookPre<HostState>, Hook);
 world_instance!(
     v0_1::device::DevicePlugin,

@@ -1,5 +1,5 @@
 //! SDK for Paddock secret providers written as WebAssembly components: world
-//! `secret-provider` of the `paddock:plugin@0.1.2` contract (its WIT travels in this crate's
+//! `secret-provider` of the `paddock:plugin@0.1.3` contract (its WIT travels in this crate's
 //! `wit/`, a copy of the repo's `wit/`), which exports the `secret-source` interface.
 //!
 //! A job's `secret "db" { provider = "<name>", path = "…", config { … } }` asks the provider
@@ -63,9 +63,9 @@ pub mod __bindings {
 use __bindings::exports::paddock::plugin::secret_source as wit;
 
 pub use __bindings::paddock::plugin::types::FieldError;
-pub use paddock_guest_core::{HostError, LogLevel, PluginInfo, StringMap};
 /// Declares the grants the component needs (its `paddock:grants` section).
 pub use paddock_guest_core::declare_grants;
+pub use paddock_guest_core::{HostError, LogLevel, PluginInfo, StringMap};
 pub use wit::SecretError;
 
 /// A secret provider. Functions take no `self`: nothing is kept between calls.

@@ -16,12 +16,18 @@ use std::time::Duration;
 use futures::future::BoxFuture;
 use wasmtime::component::{HasData, Linker};
 
+use crate::bindings::v0_1::exec::exports::paddock::plugin::task_exec::{
+    ExecOutput as ExecWitOutput, ExecPlan as ExecWitPlan,
+};
 use crate::bindings::v0_1::process::{
     self as wit, Command as WitCommand, Host, Isolation as WitIsolation, ProcessStatus as WitStatus,
 };
 use crate::bindings::v0_1::types::{HostError as WitHostError, ResourceUsage as WitUsage};
 use crate::context::{ComponentContext, TaskContext, TaskPaths};
-use crate::types::{Command, HostError, Isolation, ProcessStatus, ResourceUsage};
+use crate::types::{
+    Command, ExecCommand, ExecOutput, ExecProcess, ExecStarted, HostError, Isolation,
+    ProcessStatus, ResourceUsage,
+};
 
 /// Runs processes for drivers. `owner` is the calling component: a process is reachable
 /// only by the component that started it (`not-found` otherwise). Calls other than `spawn`
@@ -59,6 +65,49 @@ pub trait ProcessHost: Send + Sync {
             "this host cannot isolate processes".into(),
         ))
     }
+    /// Start a process for `alloc exec` (checked: its command against the grant, a
+    /// joined process among `owner`'s isolated ones); its stdio is the caller's. A host
+    /// that cannot keeps this default, which refuses.
+    fn exec<'a>(
+        &'a self,
+        _owner: &'a str,
+        _cmd: ExecCommand,
+    ) -> BoxFuture<'a, Result<ExecProcess, HostError>> {
+        Box::pin(async {
+            Err(HostError::Failed(
+                "this host cannot run commands in tasks".into(),
+            ))
+        })
+    }
+}
+
+/// The most a driver-answered exec session's `state` may hold.
+pub const EXEC_STATE_MAX: usize = 64 << 10;
+/// The most one output of a driver-answered exec session may carry (stdout and stderr).
+pub const EXEC_OUTPUT_MAX: usize = 1 << 20;
+
+/// A driver-answered session's output, checked against the bounds above (a driver that
+/// says more is refused, naming the field: its output is not cut, which would lose bytes
+/// silently).
+pub fn exec_output(o: ExecWitOutput) -> Result<ExecOutput, HostError> {
+    if o.state.len() > EXEC_STATE_MAX {
+        return Err(HostError::Invalid(format!(
+            "exec-output.state holds {} bytes, more than the {EXEC_STATE_MAX} a session may keep",
+            o.state.len()
+        )));
+    }
+    if o.stdout.len() + o.stderr.len() > EXEC_OUTPUT_MAX {
+        return Err(HostError::Invalid(format!(
+            "exec-output.stdout and .stderr hold {} bytes, more than the {EXEC_OUTPUT_MAX} one output may carry",
+            o.stdout.len() + o.stderr.len()
+        )));
+    }
+    Ok(ExecOutput {
+        stdout: o.stdout,
+        stderr: o.stderr,
+        state: o.state,
+        exited: o.exited,
+    })
 }
 
 /// The `process` view: the calling component (for its grant), the task the call is about
@@ -158,6 +207,53 @@ impl<'a> Process<'a> {
             )));
         }
         Ok(host)
+    }
+}
+
+impl Process<'_> {
+    /// Carry out a driver's `task-exec` plan for `alloc exec`: a joined command needs the
+    /// `process` and `isolation` grants and reaches only the driver's own processes (the
+    /// host's check); a spawned one is checked as `process.spawn` checks a command; both
+    /// lose their output paths and logs (the caller gets the output), a joined one its
+    /// user too (the process's own is used). A session's first output is bounded.
+    pub async fn exec(&self, plan: ExecWitPlan, tty: bool) -> Result<ExecStarted, HostError> {
+        let quiet = |mut c: WitCommand| {
+            c.stdout_path.clear();
+            c.stderr_path.clear();
+            c.logs = None;
+            c
+        };
+        let (host, cmd, join) = match plan {
+            ExecWitPlan::Session(o) => return exec_output(o).map(ExecStarted::Session),
+            ExecWitPlan::Spawn(c) => {
+                let host = self.granted("task-exec.spawn")?;
+                (host, self.allowed(quiet(c), false)?, None)
+            }
+            ExecWitPlan::Join(j) => {
+                let host = self.isolating("task-exec.join")?;
+                let mut c = quiet(j.command);
+                c.user.clear();
+                (host, self.allowed(c, true)?, Some(j.process))
+            }
+        };
+        let task_dir = self.task.map(|t| t.task_dir.clone()).unwrap_or_default();
+        if task_dir.is_empty() {
+            return Err(HostError::Invalid(
+                "alloc exec: the call names no task dir to run the command in".into(),
+            ));
+        }
+        let started = host
+            .exec(
+                &self.component.name,
+                ExecCommand {
+                    cmd,
+                    join,
+                    tty,
+                    task_dir,
+                },
+            )
+            .await?;
+        Ok(ExecStarted::Process(started))
     }
 }
 
