@@ -13,7 +13,11 @@ use super::types::{
     ResourceUsage, TaskConfig, TaskHandle, TaskState, TaskStatus, WaitStatus, WakeOn,
 };
 use crate::runtime::bindings::v0_1::driver::exports::paddock::plugin::task_driver as wit;
+use crate::runtime::bindings::v0_1::exec::exports::paddock::plugin::task_exec::{
+    ExecInput as ExecWitInput, ExecRequest as ExecWitRequest, WindowSize as ExecWitSize,
+};
 use crate::runtime::bindings::v0_1::types as wit_types;
+use crate::runtime::types::{ExecInput, ExecOutput, ExecStarted};
 use crate::runtime::{
     CallError, CallFailure, LoadedComponent, Runtime, TaskContext, World, bounds,
 };
@@ -377,6 +381,110 @@ fn driver_error(e: wit::DriverError) -> DriverCallError {
             recoverable: f.recoverable,
         }),
     })
+}
+
+impl Driver {
+    /// Run `command` in the running task of `handle` (`alloc exec`), the task's own
+    /// environment, dir and user taken from `cfg` (the config its invocation started
+    /// with): the driver's `task-exec` says how, and the host carries that out with the
+    /// checks of `process` (a driver without `task-exec` is refused, naming it).
+    pub async fn exec_task(
+        &self,
+        handle: TaskHandle,
+        cfg: &TaskConfig,
+        command: Vec<String>,
+        tty: bool,
+    ) -> Result<ExecStarted, DriverCallError> {
+        if self.native.is_some() {
+            return Err(DriverCallError::Driver(DriverError::NotSupported(format!(
+                "driver {:?} cannot run commands in its tasks",
+                self.name
+            ))));
+        }
+        let task = Some(with_paths(None, cfg));
+        let req = ExecWitRequest {
+            command,
+            tty,
+            env: cfg.env.clone(),
+            task_dir: cfg.task_dir.clone(),
+            user: cfg.user.clone(),
+        };
+        let handle = wit_handle(handle);
+        let name = self.name.clone();
+        let r = driver_call!(self, task, "exec-task", |d, s| async move {
+            let Some(exec) = d.exec() else {
+                return Ok(Err(DriverError::NotSupported(format!(
+                    "driver {name:?} does not run commands in its tasks (it exports no task-exec, contract 0.1.3)"
+                ))));
+            };
+            match exec.call_exec_task(&mut *s, &handle, &req).await? {
+                Err(e) => Ok(Err(driver_error_of(e.into()))),
+                Ok(plan) => Ok(crate::runtime::store::process_view(s)
+                    .exec(plan, tty)
+                    .await
+                    .map_err(|e| host_refusal(&name, e))),
+            }
+        })?;
+        r.map_err(DriverCallError::Driver)
+    }
+
+    /// The next step of a session the driver answers itself (an `exec-task` plan of
+    /// `session`): `state` is what its last output said.
+    pub async fn exec_step(
+        &self,
+        handle: TaskHandle,
+        state: Vec<u8>,
+        input: ExecInput,
+    ) -> Result<ExecOutput, DriverCallError> {
+        let handle = wit_handle(handle);
+        let input = match input {
+            ExecInput::Stdin(b) => ExecWitInput::Stdin(b),
+            ExecInput::StdinClosed => ExecWitInput::StdinClosed,
+            ExecInput::Resize { rows, cols } => ExecWitInput::Resize(ExecWitSize { rows, cols }),
+        };
+        let name = self.name.clone();
+        let r = driver_call!(self, None, "exec-step", |d, s| async move {
+            let Some(exec) = d.exec() else {
+                return Ok(Err(DriverError::NotSupported(format!(
+                    "driver {name:?} exports no task-exec"
+                ))));
+            };
+            Ok(
+                match exec
+                    .call_exec_step(&mut *s, &handle, &state, &input)
+                    .await?
+                {
+                    Err(e) => Err(driver_error_of(e.into())),
+                    Ok(o) => crate::runtime::host_api::process::exec_output(o)
+                        .map_err(|e| host_refusal(&name, e)),
+                },
+            )
+        })?;
+        r.map_err(DriverCallError::Driver)
+    }
+}
+
+/// What the host refused of a driver's exec plan, as the driver's failure (named).
+fn host_refusal(driver: &str, e: crate::runtime::types::HostError) -> DriverError {
+    use crate::runtime::types::HostError;
+    match e {
+        HostError::Denied(m) => DriverError::Denied(m),
+        HostError::NotFound(m) => DriverError::TaskNotFound(m),
+        HostError::Invalid(m) | HostError::Failed(m) => DriverError::Failed(Failure {
+            message: format!("driver {driver:?}: {m}"),
+            recoverable: false,
+        }),
+    }
+}
+
+fn driver_error_of(e: wit::DriverError) -> DriverError {
+    match driver_error(e) {
+        DriverCallError::Driver(e) => e,
+        other => DriverError::Failed(Failure {
+            message: other.to_string(),
+            recoverable: false,
+        }),
+    }
 }
 
 /// The call's task context with the task's own places (what its processes are checked

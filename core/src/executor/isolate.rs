@@ -301,10 +301,7 @@ pub fn prepare(
         None
     };
     give_dirs(&task, &alloc, &binds, uid, gid)?;
-    let last_cap = std::fs::read_to_string("/proc/sys/kernel/cap_last_cap")
-        .ok()
-        .and_then(|s| s.trim().parse().ok())
-        .unwrap_or(40);
+    let last_cap = last_cap();
     let mut p = Prepared {
         flags,
         root: cstr(&root_path)?,
@@ -534,54 +531,75 @@ impl Prepared {
                 .map_err(fail("linking /dev/fd"))?;
         }
         rustix::process::chdir(self.cwd.as_c_str()).map_err(fail("chdir"))?;
-        // No capability can come back: not through exec, not to a uid 0 the operator
-        // allowed (the bounding set is empty), not as an ambient one.
-        for cap in 0..=self.last_cap {
-            // SAFETY: prctl with integer arguments on this (child) process.
-            if unsafe { libc::prctl(libc::PR_CAPBSET_DROP, cap as libc::c_ulong, 0, 0, 0) } < 0 {
-                return Err((
-                    "dropping capabilities",
-                    rustix::io::Errno::from_raw_os_error(errno()),
-                ));
-            }
-        }
-        // SAFETY: as above.
-        unsafe {
-            libc::prctl(
-                libc::PR_CAP_AMBIENT,
-                libc::PR_CAP_AMBIENT_CLEAR_ALL as libc::c_ulong,
-                0,
-                0,
-                0,
-            );
-        }
-        rustix::thread::set_thread_groups(&[]).map_err(fail("dropping groups"))?;
-        rustix::thread::set_thread_res_gid(
-            rustix::fs::Gid::from_raw(self.gid),
-            rustix::fs::Gid::from_raw(self.gid),
-            rustix::fs::Gid::from_raw(self.gid),
-        )
-        .map_err(fail("setgid"))?;
-        // The child has one thread, so the thread's ids are the process's.
-        rustix::thread::set_thread_res_uid(
-            rustix::fs::Uid::from_raw(self.uid),
-            rustix::fs::Uid::from_raw(self.uid),
-            rustix::fs::Uid::from_raw(self.uid),
-        )
-        .map_err(fail("setuid"))?;
-        // Whatever the uid, nothing is kept: effective, permitted and inheritable empty.
-        let header = libc_cap_header();
-        let data = [CapData::default(); 2];
-        // SAFETY: capset with a valid header and two zeroed data records (version 3).
-        if unsafe { libc::syscall(libc::SYS_capset, &header, data.as_ptr()) } < 0 {
+        drop_to(self.uid, self.gid, self.last_cap)
+    }
+}
+
+/// Become `uid`:`gid` with no supplementary groups, no capability (none kept, none in the
+/// bounding set up to `last_cap`, none ambient) and no_new_privs: the last step before a
+/// confined process execs (an isolated task's, and an `alloc exec` into one). Syscalls
+/// only; an error names the step.
+pub(super) fn drop_to(
+    uid: u32,
+    gid: u32,
+    last_cap: u32,
+) -> Result<(), (&'static str, rustix::io::Errno)> {
+    let fail = |what: &'static str| move |e: rustix::io::Errno| (what, e);
+    // No capability can come back: not through exec, not to a uid 0 the operator
+    // allowed (the bounding set is empty), not as an ambient one.
+    for cap in 0..=last_cap {
+        // SAFETY: prctl with integer arguments on this (child) process.
+        if unsafe { libc::prctl(libc::PR_CAPBSET_DROP, cap as libc::c_ulong, 0, 0, 0) } < 0 {
             return Err((
-                "clearing capabilities",
+                "dropping capabilities",
                 rustix::io::Errno::from_raw_os_error(errno()),
             ));
         }
-        rustix::thread::set_no_new_privs(true).map_err(fail("no_new_privs"))?;
-        Ok(())
     }
+    // SAFETY: as above.
+    unsafe {
+        libc::prctl(
+            libc::PR_CAP_AMBIENT,
+            libc::PR_CAP_AMBIENT_CLEAR_ALL as libc::c_ulong,
+            0,
+            0,
+            0,
+        );
+    }
+    rustix::thread::set_thread_groups(&[]).map_err(fail("dropping groups"))?;
+    rustix::thread::set_thread_res_gid(
+        rustix::fs::Gid::from_raw(gid),
+        rustix::fs::Gid::from_raw(gid),
+        rustix::fs::Gid::from_raw(gid),
+    )
+    .map_err(fail("setgid"))?;
+    // The child has one thread, so the thread's ids are the process's.
+    rustix::thread::set_thread_res_uid(
+        rustix::fs::Uid::from_raw(uid),
+        rustix::fs::Uid::from_raw(uid),
+        rustix::fs::Uid::from_raw(uid),
+    )
+    .map_err(fail("setuid"))?;
+    // Whatever the uid, nothing is kept: effective, permitted and inheritable empty.
+    let header = libc_cap_header();
+    let data = [CapData::default(); 2];
+    // SAFETY: capset with a valid header and two zeroed data records (version 3).
+    if unsafe { libc::syscall(libc::SYS_capset, &header, data.as_ptr()) } < 0 {
+        return Err((
+            "clearing capabilities",
+            rustix::io::Errno::from_raw_os_error(errno()),
+        ));
+    }
+    rustix::thread::set_no_new_privs(true).map_err(fail("no_new_privs"))?;
+    Ok(())
+}
+
+/// The highest capability number the kernel knows.
+pub(super) fn last_cap() -> u32 {
+    std::fs::read_to_string("/proc/sys/kernel/cap_last_cap")
+        .ok()
+        .and_then(|s| s.trim().parse().ok())
+        .unwrap_or(40)
 }
 
 impl MountPoint {

@@ -23,12 +23,14 @@
 //! of this process, for a runtime without an executor), `os.rs` (signals, `/proc`),
 //! `isolate.rs` (namespaces, chroot, user for `spawn-isolated`), `clone.rs` (starting an
 //! isolated process without fork), `cgroup.rs` (a cgroup per
-//! isolated process: limits, OOM, stats).
+//! isolated process: limits, OOM, stats), `exec.rs` (`alloc exec`'s commands, run by
+//! the agent itself inside a running task, with a terminal when asked).
 
 pub mod cgroup;
 mod children;
 pub mod client;
 mod clone;
+mod exec;
 pub mod isolate;
 mod os;
 pub mod processes;

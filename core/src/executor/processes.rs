@@ -26,7 +26,8 @@ use super::os::{read_usage, send_signal, start_ticks};
 use super::{Exit, SpawnCommand};
 use crate::runtime::host_api::process::ProcessHost;
 use crate::runtime::types::{
-    Command, ExitResult, HostError, Isolation, ProcessStatus, ResourceUsage,
+    Command, ExecCommand, ExecProcess, ExitResult, HostError, Isolation, ProcessStatus,
+    ResourceUsage,
 };
 
 pub(super) struct Proc {
@@ -462,7 +463,7 @@ impl ProcessTable {
     }
 
     /// Process `id`'s cgroup, when it is isolated.
-    fn cgroup(&self, id: u64) -> Option<Cgroup> {
+    pub(super) fn cgroup(&self, id: u64) -> Option<Cgroup> {
         Cgroup::load(&self.backend.get()?.executor.dir, id)
     }
 }
@@ -486,6 +487,14 @@ impl ProcessHost for ProcessTable {
 
     fn isolation_support(&self) -> Result<(), HostError> {
         self.can_isolate()
+    }
+
+    fn exec<'a>(
+        &'a self,
+        owner: &'a str,
+        cmd: ExecCommand,
+    ) -> BoxFuture<'a, Result<ExecProcess, HostError>> {
+        Box::pin(self.exec_process(owner, cmd))
     }
 
     fn signal(&self, owner: &str, id: u64, signal: &str) -> Result<(), HostError> {

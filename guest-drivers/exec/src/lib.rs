@@ -36,8 +36,8 @@ mod config;
 
 use paddock_driver_sdk::host::{config as plugin_config, process};
 use paddock_driver_sdk::{
-    Capabilities, Driver, DriverError, Fingerprint, FsIsolation, HostError, PluginInfo,
-    ProcessTask, ResourceUsage, TaskConfig, TaskHandle, TaskStatus, WaitStatus,
+    Capabilities, Driver, DriverError, ExecPlan, ExecRequest, Fingerprint, FsIsolation, HostError,
+    PluginInfo, ProcessTask, ResourceUsage, TaskConfig, TaskHandle, TaskStatus, WaitStatus,
 };
 
 /// Format of the driver state ([`ProcessTask`]) in handles.
@@ -46,8 +46,22 @@ const HANDLE_FORMAT: u32 = 1;
 /// The exec driver.
 pub struct Exec;
 
-/// A host path as the task sees it: the task dir is `/`, the shared alloc dir `/alloc`.
-fn task_view(value: &str, cfg: &TaskConfig) -> String {
+/// The task's env as the task sees it: its `NOMAD_*_DIR` paths inside the chroot.
+fn chroot_env(env: &[(String, String)], alloc_dir: &str, task_dir: &str) -> Vec<(String, String)> {
+    env.iter()
+        .map(|(k, v)| {
+            let v = if k.starts_with("NOMAD_") && k.ends_with("_DIR") {
+                in_chroot(v, alloc_dir, task_dir)
+            } else {
+                v.clone()
+            };
+            (k.clone(), v)
+        })
+        .collect()
+}
+
+/// A host path as the task sees it: under `alloc_dir` `/alloc`, under `task_dir` `/`.
+fn in_chroot(value: &str, alloc_dir: &str, task_dir: &str) -> String {
     let rebase = |base: &str, to: &str| -> Option<String> {
         let rest = value.strip_prefix(base.trim_end_matches('/'))?;
         (rest.is_empty() || rest.starts_with('/')).then(|| {
@@ -59,8 +73,8 @@ fn task_view(value: &str, cfg: &TaskConfig) -> String {
             }
         })
     };
-    rebase(&cfg.alloc_dir, "/alloc")
-        .or_else(|| rebase(&cfg.task_dir, ""))
+    rebase(alloc_dir, "/alloc")
+        .or_else(|| rebase(task_dir, ""))
         .unwrap_or_else(|| value.to_string())
 }
 
@@ -72,7 +86,7 @@ impl Driver for Exec {
     fn capabilities() -> Capabilities {
         Capabilities {
             send_signals: true,
-            exec: false,
+            exec: true,
             fs_isolation: FsIsolation::Chroot,
         }
     }
@@ -101,18 +115,7 @@ impl Driver for Exec {
     fn start(cfg: TaskConfig) -> Result<TaskHandle, DriverError> {
         let task = config::task(&cfg.driver_config)?;
         let plugin = config::plugin(&plugin_config::raw()).map_err(DriverError::failed)?;
-        let env = cfg
-            .env
-            .iter()
-            .map(|(k, v)| {
-                let v = if k.starts_with("NOMAD_") && k.ends_with("_DIR") {
-                    task_view(v, &cfg)
-                } else {
-                    v.clone()
-                };
-                (k.clone(), v)
-            })
-            .collect();
+        let env = chroot_env(&cfg.env, &cfg.alloc_dir, &cfg.task_dir);
         let cmd = process::Command {
             path: task.command,
             args: task.args,
@@ -185,6 +188,17 @@ impl Driver for Exec {
 
     fn stats(handle: TaskHandle) -> Result<ResourceUsage, DriverError> {
         ProcessTask::stats(&handle)
+    }
+
+    /// Joined into the task's process: its namespaces, chroot, cgroup and user, with the
+    /// task's env as the task sees it.
+    fn exec_task(handle: TaskHandle, req: ExecRequest) -> Result<ExecPlan, DriverError> {
+        let alloc_dir = std::path::Path::new(&req.task_dir)
+            .parent()
+            .map(|p| p.join("alloc").display().to_string())
+            .unwrap_or_default();
+        let env = chroot_env(&req.env, &alloc_dir, &req.task_dir);
+        ProcessTask::exec_joined(&handle, req, env)
     }
 }
 

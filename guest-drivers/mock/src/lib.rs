@@ -47,14 +47,15 @@
 
 mod config;
 mod misbehave;
+mod shell;
 mod task;
 
 use config::{Op, parse_plugin_config, parse_task_config};
 use misbehave::{check, check_plugin};
 use paddock_driver_sdk::host::{config as plugin_config, devices, env, events, task_logs, timer};
 use paddock_driver_sdk::{
-    Capabilities, Driver, DriverError, Fingerprint, PluginInfo, ResourceUsage, TaskConfig,
-    TaskHandle, TaskState, TaskStatus, WaitStatus,
+    Capabilities, Driver, DriverError, ExecInput, ExecOutput, ExecPlan, ExecRequest, Fingerprint,
+    PluginInfo, ResourceUsage, TaskConfig, TaskHandle, TaskState, TaskStatus, WaitStatus,
 };
 use task::{Progress, signal_number};
 
@@ -123,6 +124,7 @@ impl Driver for Mock {
         check_plugin(Op::Capabilities);
         Capabilities {
             send_signals: true,
+            exec: true,
             ..Capabilities::default()
         }
     }
@@ -266,6 +268,26 @@ impl Driver for Mock {
             timestamp: timer::now(),
             ..ResourceUsage::default()
         })
+    }
+
+    /// An echo shell the driver answers itself (see `shell.rs`), in a running task only.
+    fn exec_task(handle: TaskHandle, req: ExecRequest) -> Result<ExecPlan, DriverError> {
+        let state = load(&handle, Op::Inspect)?;
+        if let Progress::Exited { .. } = state.progress(timer::now()) {
+            return Err(DriverError::TaskNotFound(format!(
+                "task {} has exited",
+                handle.task_id
+            )));
+        }
+        shell::start(&req).map(ExecPlan::Session)
+    }
+
+    fn exec_step(
+        _handle: TaskHandle,
+        state: Vec<u8>,
+        input: ExecInput,
+    ) -> Result<ExecOutput, DriverError> {
+        shell::step(&state, input)
     }
 }
 

@@ -36,8 +36,8 @@ mod config;
 
 use paddock_driver_sdk::host::{config as plugin_config, process};
 use paddock_driver_sdk::{
-    Capabilities, Driver, DriverError, Fingerprint, HostError, PluginInfo, ProcessTask,
-    ResourceUsage, Stamp, TaskConfig, TaskHandle, TaskStatus, WaitStatus,
+    Capabilities, Driver, DriverError, ExecPlan, ExecRequest, Fingerprint, HostError, PluginInfo,
+    ProcessTask, ResourceUsage, Stamp, TaskConfig, TaskHandle, TaskStatus, WaitStatus,
 };
 
 /// Where a task's mounts are, for a driver that cannot mount them (no mount namespace):
@@ -68,6 +68,19 @@ pub fn mount_env(mounts: &[paddock_driver_sdk::Mount]) -> Vec<(String, String)> 
 /// The raw_exec driver.
 pub struct RawExec;
 
+/// The user a task runs as: the operator's (`config { user }`) or the task's, never
+/// another than the operator's.
+fn task_user(operator: &str, task: &str) -> Result<String, DriverError> {
+    match (operator, task) {
+        ("", task) => Ok(task.to_string()),
+        (operator, "") => Ok(operator.to_string()),
+        (operator, task) if operator == task => Ok(task.to_string()),
+        (operator, task) => Err(DriverError::Denied(format!(
+            "user: this agent runs raw_exec tasks as {operator:?} (plugin \"raw_exec\" {{ config {{ user }} }}), not as the task's {task:?}"
+        ))),
+    }
+}
+
 impl Driver for RawExec {
     fn info() -> PluginInfo {
         PluginInfo::new("raw_exec", Stamp::get().version(env!("CARGO_PKG_VERSION")))
@@ -76,6 +89,7 @@ impl Driver for RawExec {
     fn capabilities() -> Capabilities {
         Capabilities {
             send_signals: true,
+            exec: true,
             ..Capabilities::default()
         }
     }
@@ -104,16 +118,7 @@ impl Driver for RawExec {
     fn start(cfg: TaskConfig) -> Result<TaskHandle, DriverError> {
         let task = config::task(&cfg.driver_config)?;
         let plugin = config::plugin(&plugin_config::raw()).map_err(DriverError::failed)?;
-        let user = match (plugin.user.as_str(), cfg.user.as_str()) {
-            ("", task) => task.to_string(),
-            (operator, "") => operator.to_string(),
-            (operator, task) if operator == task => task.to_string(),
-            (operator, task) => {
-                return Err(DriverError::Denied(format!(
-                    "user: this agent runs raw_exec tasks as {operator:?} (plugin \"raw_exec\" {{ config {{ user }} }}), not as the task's {task:?}"
-                )));
-            }
-        };
+        let user = task_user(&plugin.user, &cfg.user)?;
         let mut env = cfg.env.clone();
         env.extend(mount_env(&cfg.mounts));
         let cmd = process::Command {
@@ -163,6 +168,15 @@ impl Driver for RawExec {
 
     fn stats(handle: TaskHandle) -> Result<ResourceUsage, DriverError> {
         ProcessTask::stats(&handle)
+    }
+
+    /// A new host process in the task dir, with the task's env and as its user (the
+    /// host checks the command against the `process` grant as it checks the task's).
+    fn exec_task(handle: TaskHandle, req: ExecRequest) -> Result<ExecPlan, DriverError> {
+        let plugin = config::plugin(&plugin_config::raw()).map_err(DriverError::failed)?;
+        let user = task_user(&plugin.user, &req.user)?;
+        let env = req.env.clone();
+        ProcessTask::exec_spawned(&handle, req, env, user)
     }
 }
 

@@ -11,6 +11,7 @@ mod content_type;
 mod deployments;
 mod evals;
 mod events;
+mod exec;
 pub(crate) mod fs;
 mod fs_stream;
 mod job_ops;
@@ -49,6 +50,7 @@ fn routes() -> routes::Routes {
         .merge(fs::routes())
         .merge(fs_stream::routes())
         .merge(client::routes())
+        .merge(exec::routes())
         .merge(node::routes())
         .merge(metrics::routes())
         .merge(deployments::routes())

@@ -165,6 +165,24 @@ impl Client {
         })
     }
 
+    /// The running task `task` of live allocation `id`, for `alloc exec` (Nomad's client
+    /// checks: the task must be in the allocation, then running).
+    pub fn exec_task(
+        &self,
+        id: &str,
+        task: &str,
+    ) -> Result<Arc<crate::taskrunner::TaskRunner>, AllocActionError> {
+        let r = self.live_runner(id)?;
+        r.tasks()
+            .iter()
+            .find(|t| t.name() == task)
+            .cloned()
+            .ok_or_else(|| AllocActionError::NoSuchTask {
+                alloc: id.to_string(),
+                task: task.to_string(),
+            })
+    }
+
     /// Restart one task of a live allocation, or (`task` none) every running task. With a
     /// task named, its own refusal comes back; without, tasks not running are skipped.
     pub fn restart_alloc(&self, id: &str, task: Option<&str>) -> Result<(), AllocActionError> {

@@ -31,6 +31,7 @@ use crate::state::LocalTaskState;
 use crate::structs::{Allocation, TaskEvent, TaskEventType, TaskRunState};
 use crate::taskenv::NodeInfo;
 
+mod exec;
 pub mod hooks;
 pub mod interfaces;
 mod invocation;
@@ -62,7 +63,17 @@ pub enum TaskActionError {
         /// What the driver said.
         error: DriverCallError,
     },
+    /// The driver refused or failed an `alloc exec`.
+    #[error("exec in task {task:?}: {error}")]
+    Exec {
+        /// The task.
+        task: String,
+        /// What the driver (or the host, of its plan) said.
+        error: DriverCallError,
+    },
 }
+
+pub use exec::{DriverSession, TaskExec};
 
 /// Runs one task.
 pub struct TaskRunner {

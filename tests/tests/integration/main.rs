@@ -4,6 +4,7 @@
 mod harness;
 
 mod acl;
+mod alloc_exec;
 mod api;
 mod api_gaps;
 mod artifacts;

@@ -1,0 +1,303 @@
+//! `alloc exec` over the websocket route, spoken here with tungstenite in Nomad's frames
+//! (not through the agent's CLI): into an isolated `exec` task (its PID namespace, user and
+//! terminal), a `raw_exec` task and the mock's echo shell.
+
+use std::time::Duration;
+
+use base64::Engine;
+use futures::{SinkExt, StreamExt};
+use serde_json::{Value, json};
+use tokio_tungstenite::tungstenite::Message;
+
+use crate::harness::TestAgent;
+
+type Socket =
+    tokio_tungstenite::WebSocketStream<tokio_tungstenite::MaybeTlsStream<tokio::net::TcpStream>>;
+
+/// What a session printed and how it ended.
+#[derive(Debug, Default)]
+struct Seen {
+    stdout: String,
+    stderr: String,
+    exit: Option<i64>,
+    close: Option<(u16, String)>,
+}
+
+fn ws_url(t: &TestAgent, alloc: &str, task: &str, cmd: &[&str], tty: bool) -> String {
+    let command = serde_json::to_string(cmd).unwrap();
+    let q: String = url_encode(&command);
+    t.url(&format!(
+        "/v1/client/allocation/{alloc}/exec?task={task}&tty={tty}&command={q}"
+    ))
+    .replacen("http://", "ws://", 1)
+}
+
+fn url_encode(s: &str) -> String {
+    s.bytes()
+        .map(|b| match b {
+            b'A'..=b'Z' | b'a'..=b'z' | b'0'..=b'9' | b'-' | b'_' | b'.' | b'~' => {
+                (b as char).to_string()
+            }
+            _ => format!("%{b:02X}"),
+        })
+        .collect()
+}
+
+async fn open(t: &TestAgent, alloc: &str, task: &str, cmd: &[&str], tty: bool) -> Socket {
+    let (ws, _) = tokio_tungstenite::connect_async(ws_url(t, alloc, task, cmd, tty))
+        .await
+        .unwrap();
+    ws
+}
+
+fn stdin(data: &str) -> Message {
+    let d = base64::engine::general_purpose::STANDARD.encode(data);
+    Message::text(json!({ "stdin": { "data": d } }).to_string())
+}
+
+/// Read frames until the socket closes (or `until` holds of what was seen).
+async fn read(ws: &mut Socket, until: impl Fn(&Seen) -> bool) -> Seen {
+    let mut seen = Seen::default();
+    let deadline = tokio::time::Instant::now() + Duration::from_secs(20);
+    while !until(&seen) {
+        let m = tokio::time::timeout_at(deadline, ws.next())
+            .await
+            .unwrap_or_else(|_| panic!("no end of the session: {seen:?}"));
+        let Some(Ok(m)) = m else { break };
+        match m {
+            Message::Text(t) => {
+                let v: Value = serde_json::from_str(&t).unwrap();
+                let data = |k: &str| {
+                    v[k]["data"].as_str().map(|d| {
+                        String::from_utf8(
+                            base64::engine::general_purpose::STANDARD.decode(d).unwrap(),
+                        )
+                        .unwrap()
+                    })
+                };
+                if let Some(d) = data("stdout") {
+                    seen.stdout.push_str(&d);
+                }
+                if let Some(d) = data("stderr") {
+                    seen.stderr.push_str(&d);
+                }
+                if v["exited"] == true {
+                    seen.exit = v["result"]["exit_code"].as_i64();
+                }
+            }
+            Message::Close(f) => {
+                seen.close = f.map(|f| (u16::from(f.code), f.reason.to_string()));
+                break;
+            }
+            _ => {}
+        }
+    }
+    seen
+}
+
+async fn running_alloc(t: &TestAgent, job: &str) -> String {
+    let allocs = t
+        .wait_allocs(job, Duration::from_secs(20), |a| {
+            a.iter().any(|a| a["ClientStatus"] == "running")
+        })
+        .await;
+    allocs
+        .iter()
+        .find(|a| a["ClientStatus"] == "running")
+        .unwrap()["ID"]
+        .as_str()
+        .unwrap()
+        .to_string()
+}
+
+fn service(id: &str, driver: &str, config: Value) -> Value {
+    json!({ "ID": id, "Type": "service", "TaskGroups": [{ "Name": "g",
+        "Tasks": [{ "Name": "t", "Driver": driver, "KillTimeout": 200_000_000u64,
+            "Resources": { "CPU": 100, "MemoryMB": 64 }, "Config": config }] }] })
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn exec_into_an_isolated_task_runs_in_its_namespaces_as_its_user_with_a_terminal() {
+    let t = TestAgent::start("", vec![]).await;
+    t.post_job(service(
+        "iso",
+        "exec",
+        json!({ "command": "/bin/sleep", "args": ["600"] }),
+    ))
+    .await;
+    let alloc = running_alloc(&t, "iso").await;
+
+    // Without a terminal: output, the exit code, the task's PID namespace and user.
+    let mut ws = open(
+        &t,
+        &alloc,
+        "t",
+        &[
+            "/bin/sh",
+            "-c",
+            "echo hi; echo pid=$$; echo uid=$(id -u); echo procs=$(ls /proc | grep -c '^[0-9]'); echo oops >&2; exit 3",
+        ],
+        false,
+    )
+    .await;
+    let seen = read(&mut ws, |_| false).await;
+    assert_eq!(seen.exit, Some(3), "{seen:?}");
+    let lines: Vec<&str> = seen.stdout.lines().collect();
+    assert_eq!(lines.first(), Some(&"hi"), "{seen:?}");
+    // PID 1 is the task; the exec'd shell is another process of the same namespace.
+    let pid: u32 = lines
+        .iter()
+        .find_map(|l| l.strip_prefix("pid="))
+        .and_then(|p| p.parse().ok())
+        .unwrap();
+    assert!(
+        (2..50).contains(&pid),
+        "not in the task's PID namespace: {seen:?}"
+    );
+    assert!(
+        lines.contains(&"uid=65534"),
+        "not the task's user: {seen:?}"
+    );
+    let procs: u32 = lines
+        .iter()
+        .find_map(|l| l.strip_prefix("procs="))
+        .and_then(|n| n.parse().ok())
+        .unwrap();
+    assert!(procs <= 5, "/proc shows the host's processes: {seen:?}");
+    assert_eq!(seen.stderr, "oops\n");
+    assert_eq!(seen.close.as_ref().map(|c| c.0), Some(1000));
+
+    // With a terminal: a resize reaches the process, `stty size` reports it.
+    let mut ws = open(&t, &alloc, "t", &["/bin/sh"], true).await;
+    ws.send(Message::text(
+        json!({ "tty_size": { "height": 33, "width": 111 } }).to_string(),
+    ))
+    .await
+    .unwrap();
+    ws.send(stdin("stty size; exit 7\n")).await.unwrap();
+    let seen = read(&mut ws, |_| false).await;
+    assert_eq!(seen.exit, Some(7), "{seen:?}");
+    assert!(seen.stdout.contains("33 111"), "{seen:?}");
+    assert!(
+        seen.stderr.is_empty(),
+        "a terminal has one output: {seen:?}"
+    );
+
+    // Closing the socket ends the command.
+    let mut ws = open(
+        &t,
+        &alloc,
+        "t",
+        &["/bin/sh", "-c", "echo started; exec sleep 300"],
+        false,
+    )
+    .await;
+    let seen = read(&mut ws, |s| s.stdout.contains("started")).await;
+    assert!(seen.stdout.contains("started"));
+    drop(ws);
+    let deadline = tokio::time::Instant::now() + Duration::from_secs(10);
+    loop {
+        let ps = std::process::Command::new("pgrep")
+            .args(["-f", "^sleep 300$"])
+            .output()
+            .unwrap();
+        if ps.stdout.is_empty() {
+            break;
+        }
+        assert!(
+            tokio::time::Instant::now() < deadline,
+            "the exec'd command outlived its socket: {}",
+            String::from_utf8_lossy(&ps.stdout)
+        );
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    let _ = t.http.delete(t.url("/v1/job/iso")).send().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn exec_into_raw_exec_and_the_mock_and_what_is_refused_before_the_upgrade() {
+    let t = TestAgent::start("", vec![]).await;
+    t.post_job(service(
+        "raw",
+        "raw_exec",
+        json!({ "command": "/bin/sleep", "args": ["600"] }),
+    ))
+    .await;
+    t.post_job(service("mock", "mock", json!({ "run_for": "10m" })))
+        .await;
+    let raw = running_alloc(&t, "raw").await;
+    let mock = running_alloc(&t, "mock").await;
+
+    // raw_exec: a host process in the task dir with the task's env.
+    let mut ws = open(
+        &t,
+        &raw,
+        "t",
+        &["/bin/sh", "-c", "echo dir=$NOMAD_TASK_DIR; pwd; exit 5"],
+        false,
+    )
+    .await;
+    let seen = read(&mut ws, |_| false).await;
+    assert_eq!(seen.exit, Some(5), "{seen:?}");
+    assert!(seen.stdout.contains(&format!("/{raw}/t")), "{seen:?}");
+
+    // The mock's echo shell: a script, then an interactive line with stdin closed.
+    let mut ws = open(&t, &mock, "t", &["sh", "-c", "echo hi; exit 3"], false).await;
+    let seen = read(&mut ws, |_| false).await;
+    assert_eq!(
+        (seen.stdout.as_str(), seen.exit),
+        ("hi\n", Some(3)),
+        "{seen:?}"
+    );
+    let mut ws = open(&t, &mock, "t", &["sh"], false).await;
+    ws.send(stdin("echo one\n")).await.unwrap();
+    ws.send(Message::text(
+        json!({ "stdin": { "close": true } }).to_string(),
+    ))
+    .await
+    .unwrap();
+    let seen = read(&mut ws, |_| false).await;
+    assert_eq!(
+        (seen.stdout.as_str(), seen.exit),
+        ("one\n", Some(0)),
+        "{seen:?}"
+    );
+
+    // Refused before the upgrade, naming what is wrong.
+    let get = |q: String| {
+        let url = t.url(&q);
+        let http = t.http.clone();
+        async move {
+            let r = http
+                .get(url)
+                .header("Connection", "Upgrade")
+                .header("Upgrade", "websocket")
+                .header("Sec-WebSocket-Version", "13")
+                .header("Sec-WebSocket-Key", "dGhlIHNhbXBsZSBub25jZQ==")
+                .send()
+                .await
+                .unwrap();
+            (r.status().as_u16(), r.text().await.unwrap())
+        }
+    };
+    let cmd = url_encode("[\"/bin/true\"]");
+    let (s, m) = get(format!("/v1/client/allocation/{mock}/exec?command={cmd}")).await;
+    assert_eq!((s, m.contains("task")), (400, true), "{m}");
+    let (s, m) = get(format!(
+        "/v1/client/allocation/{mock}/exec?task=t&command=%5B%5D"
+    ))
+    .await;
+    assert_eq!((s, m.contains("command")), (400, true), "{m}");
+    let (s, m) = get(format!(
+        "/v1/client/allocation/{mock}/exec?task=nope&command={cmd}"
+    ))
+    .await;
+    assert_eq!((s, m.contains("nope")), (404, true), "{m}");
+    let (s, _) = get(format!(
+        "/v1/client/allocation/no-such/exec?task=t&command={cmd}"
+    ))
+    .await;
+    assert_eq!(s, 404);
+    let _ = t.http.delete(t.url("/v1/job/raw")).send().await;
+    let _ = t.http.delete(t.url("/v1/job/mock")).send().await;
+}
