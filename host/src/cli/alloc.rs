@@ -1,4 +1,4 @@
-//! `agent alloc status|logs|restart|signal|stop`, as `nomad alloc ...`: an allocation is
+//! `agent alloc status|logs|restart|signal|stop|fs` (`exec` in `alloc_exec.rs`), as `nomad alloc ...`: an allocation is
 //! named by its id or any unique prefix of it.
 
 use reqwest::Method;
@@ -9,6 +9,9 @@ use super::{ApiArgs, format_time, short_id};
 /// Allocation commands.
 #[derive(Debug, clap::Subcommand)]
 pub enum AllocCommand {
+    /// Run a command in a running task: `-i` passes stdin (default), `-t` gives it a
+    /// terminal (default when stdin is one); everything after the allocation is the command.
+    Exec(super::alloc_exec::ExecArgs),
     /// Show an allocation: status, tasks and their recent events.
     Status {
         /// API address and token.
@@ -98,6 +101,11 @@ pub enum AllocCommand {
 
 pub(super) async fn run(cmd: AllocCommand) -> anyhow::Result<i32> {
     match cmd {
+        AllocCommand::Exec(a) => {
+            let id = resolve(&a.api, &a.id).await?;
+            let task = one_task(&a.api, &id, a.task.clone()).await?;
+            super::alloc_exec::run(a, id, task).await
+        }
         AllocCommand::Status { api, format, id } => {
             let a = api
                 .get(&format!("/v1/allocation/{}", resolve(&api, &id).await?))

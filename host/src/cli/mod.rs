@@ -7,6 +7,7 @@
 
 mod acl;
 mod alloc;
+mod alloc_exec;
 mod component;
 mod component_call;
 mod component_check;
@@ -162,19 +163,61 @@ impl ApiArgs {
     }
 }
 
-/// Turn Nomad-style `-flag` into clap's `--flag` (single letters stay short flags).
+/// Turn Nomad-style `-flag` into clap's `--flag` (single letters stay short flags, as do
+/// `-i=false` and `-t=true`). The command of `alloc exec` (what follows the allocation) is
+/// the user's, passed on as it is.
 pub fn normalize_args(args: impl IntoIterator<Item = String>) -> Vec<String> {
-    args.into_iter()
-        .enumerate()
-        .map(|(i, a)| {
-            let single_dash_long = i > 0
-                && a.starts_with('-')
-                && !a.starts_with("--")
-                && a.len() > 2
-                && a.as_bytes()[1].is_ascii_alphabetic();
-            if single_dash_long { format!("-{a}") } else { a }
-        })
-        .collect()
+    let args: Vec<String> = args.into_iter().collect();
+    let exec_at = args
+        .windows(2)
+        .position(|w| w[0] == "alloc" && w[1] == "exec")
+        .map(|i| i + 2);
+    let mut out = Vec::with_capacity(args.len());
+    let mut verbatim_from = usize::MAX;
+    let mut i = 0;
+    while i < args.len() {
+        let a = &args[i];
+        if i >= verbatim_from {
+            out.push(a.clone());
+            i += 1;
+            continue;
+        }
+        if let Some(start) = exec_at
+            && i >= start
+        {
+            if a == "--" {
+                out.push(a.clone());
+                verbatim_from = i + 2;
+                i += 1;
+                continue;
+            }
+            if !a.starts_with('-') {
+                // The allocation: the command follows.
+                verbatim_from = i + 1;
+            }
+        }
+        // `alloc exec`'s `-i=false` and `-t=true` are short flags with a value.
+        let short_with_value = exec_at.is_some_and(|s| i >= s)
+            && a.len() > 2
+            && a.as_bytes().get(2) == Some(&b'=');
+        let single_dash_long = i > 0
+            && a.starts_with('-')
+            && !a.starts_with("--")
+            && a.len() > 2
+            && !short_with_value
+            && a.as_bytes()[1].is_ascii_alphabetic();
+        let flag = if single_dash_long { format!("-{a}") } else { a.clone() };
+        // A value-taking flag of `alloc exec` takes the next argument as it is.
+        let takes_value = exec_at.is_some_and(|s| i >= s)
+            && ["--task", "--address", "--token"].contains(&flag.as_str());
+        out.push(flag);
+        if takes_value && i + 1 < args.len() {
+            out.push(args[i + 1].clone());
+            i += 1;
+        }
+        i += 1;
+    }
+    out
 }
 
 /// Run the CLI; returns the process exit code.
@@ -521,6 +564,34 @@ mod tests {
         let got = super::nomad_var_env(env.into_iter());
         assert_eq!(got.len(), 1);
         assert_eq!(got["region"], "eu");
+    }
+
+    #[test]
+    fn alloc_exec_keeps_its_command_as_typed() {
+        use clap::Parser;
+        let parse = |args: &[&str]| {
+            let cli = super::Cli::try_parse_from(super::normalize_args(
+                args.iter().map(|a| a.to_string()),
+            ))
+            .unwrap_or_else(|e| panic!("{args:?}: {e}"));
+            let super::Command::Alloc(super::alloc::AllocCommand::Exec(a)) = cli.command else {
+                panic!("{args:?}");
+            };
+            a
+        };
+        let a = parse(&["agent", "alloc", "exec", "-i=false", "-t", "-task", "web", "ab12", "ls", "-la", "--color", "-task"]);
+        assert!(!a.stdin);
+        assert_eq!(a.tty, Some(true));
+        assert_eq!(a.task.as_deref(), Some("web"));
+        assert_eq!(a.id, "ab12");
+        assert_eq!(a.command, ["ls", "-la", "--color", "-task"]);
+        let a = parse(&["agent", "alloc", "exec", "ab12", "/bin/sh"]);
+        assert!(a.stdin);
+        assert_eq!(a.tty, None);
+        assert_eq!(a.command, ["/bin/sh"]);
+        let a = parse(&["agent", "alloc", "exec", "-t=false", "ab12", "--", "-weird"]);
+        assert_eq!(a.tty, Some(false));
+        assert_eq!(a.command, ["--", "-weird"].map(String::from)[1..]);
     }
 
     #[test]

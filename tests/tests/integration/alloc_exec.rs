@@ -211,7 +211,115 @@ async fn exec_into_an_isolated_task_runs_in_its_namespaces_as_its_user_with_a_te
         );
         tokio::time::sleep(Duration::from_millis(100)).await;
     }
+
+    // The same through the CLI, driven under a pseudo-terminal of the test's: a raw local
+    // terminal, its size sent at the start and on SIGWINCH, the command's exit code.
+    cli_under_a_pty(&t, &alloc).await;
     let _ = t.http.delete(t.url("/v1/job/iso")).send().await;
+}
+
+/// A pseudo-terminal of `rows` x `cols`: (primary, replica).
+fn pty(rows: u16, cols: u16) -> (std::fs::File, std::fs::File) {
+    use std::os::fd::FromRawFd;
+    let (mut p, mut r) = (0, 0);
+    let ws = libc::winsize {
+        ws_row: rows,
+        ws_col: cols,
+        ws_xpixel: 0,
+        ws_ypixel: 0,
+    };
+    // SAFETY: openpty into fds we then own.
+    let rc = unsafe {
+        libc::openpty(
+            &mut p,
+            &mut r,
+            std::ptr::null_mut(),
+            std::ptr::null(),
+            &ws,
+        )
+    };
+    assert_eq!(rc, 0, "openpty: {}", std::io::Error::last_os_error());
+    // SAFETY: fresh fds of ours.
+    unsafe { (std::fs::File::from_raw_fd(p), std::fs::File::from_raw_fd(r)) }
+}
+
+async fn cli_under_a_pty(t: &TestAgent, alloc: &str) {
+    use std::io::{Read, Write};
+    use std::os::fd::AsRawFd;
+    let (mut primary, replica) = pty(20, 70);
+    let mut cmd = std::process::Command::new(crate::harness::agent_bin());
+    cmd.args(["alloc", "exec", "-i", "-t", "-task", "t", &alloc[..8], "/bin/sh"])
+        .env("NOMAD_ADDR", t.url(""))
+        .stdin(replica.try_clone().unwrap())
+        .stdout(replica.try_clone().unwrap())
+        .stderr(replica.try_clone().unwrap());
+    // SAFETY: setsid and TIOCSCTTY in the child: the replica becomes its terminal.
+    unsafe {
+        std::os::unix::process::CommandExt::pre_exec(&mut cmd, || {
+            libc::setsid();
+            if libc::ioctl(0, libc::TIOCSCTTY, 0) < 0 {
+                return Err(std::io::Error::last_os_error());
+            }
+            Ok(())
+        });
+    }
+    let mut child = cmd.spawn().unwrap();
+    // Only the CLI holds the replica now: the primary reads EOF once it exits.
+    drop(cmd);
+    drop(replica);
+    // Everything the CLI writes, read on a thread (the primary blocks).
+    let seen = std::sync::Arc::new(std::sync::Mutex::new(String::new()));
+    let reader = {
+        let seen = seen.clone();
+        let mut p = primary.try_clone().unwrap();
+        std::thread::spawn(move || {
+            let mut buf = [0u8; 4096];
+            while let Ok(n) = p.read(&mut buf) {
+                if n == 0 {
+                    break;
+                }
+                seen.lock().unwrap().push_str(&String::from_utf8_lossy(&buf[..n]));
+            }
+        })
+    };
+    let wait_for = |what: &str| {
+        let deadline = std::time::Instant::now() + Duration::from_secs(20);
+        while !seen.lock().unwrap().contains(what) {
+            assert!(
+                std::time::Instant::now() < deadline,
+                "no {what:?} from the CLI: {}",
+                seen.lock().unwrap()
+            );
+            std::thread::sleep(Duration::from_millis(20));
+        }
+    };
+    primary.write_all(b"stty size\r").unwrap();
+    tokio::task::block_in_place(|| wait_for("20 70"));
+    // A resize of the local terminal reaches the command.
+    let ws = libc::winsize {
+        ws_row: 41,
+        ws_col: 123,
+        ws_xpixel: 0,
+        ws_ypixel: 0,
+    };
+    // SAFETY: TIOCSWINSZ on our primary: the kernel signals the CLI (SIGWINCH).
+    assert_eq!(unsafe { libc::ioctl(primary.as_raw_fd(), libc::TIOCSWINSZ, &ws) }, 0);
+    let deadline = std::time::Instant::now() + Duration::from_secs(20);
+    loop {
+        primary.write_all(b"stty size\r").unwrap();
+        std::thread::sleep(Duration::from_millis(200));
+        if seen.lock().unwrap().contains("41 123") {
+            break;
+        }
+        assert!(std::time::Instant::now() < deadline, "{}", seen.lock().unwrap());
+    }
+    primary.write_all(b"echo pid=$$; exit 6\r").unwrap();
+    let status = tokio::task::block_in_place(|| child.wait()).unwrap();
+    assert_eq!(status.code(), Some(6), "{}", seen.lock().unwrap());
+    drop(primary);
+    let _ = reader.join();
+    let out = seen.lock().unwrap().clone();
+    assert!(out.contains("pid="), "{out}");
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
