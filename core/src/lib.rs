@@ -30,6 +30,7 @@ pub mod devicemanager;
 pub mod drivermanager;
 pub mod evals;
 pub mod events;
+pub mod execstream;
 pub mod executor;
 pub mod filter;
 pub mod hookmanager;

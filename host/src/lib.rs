@@ -36,8 +36,9 @@ pub use paddock_runtime as runtime;
 /// crate), at the paths they always had.
 pub use paddock_core::{
     changes, checkcomponents, config, constraint, cron, devicemanager, drivermanager, evals,
-    events, executor, filter, hookmanager, hoststats, jobspec, logmon, node, pluginbook,
-    pluginhost, remote, safefs, secretproviders, state, structs, swap, taskenv, util, volumes,
+    events, execstream, executor, filter, hookmanager, hoststats, jobspec, logmon, node,
+    pluginbook, pluginhost, remote, safefs, secretproviders, state, structs, swap, taskenv, util,
+    volumes,
 };
 
 pub mod acl;

@@ -10,7 +10,8 @@ use std::time::{Duration, SystemTime};
 use futures::{Stream, StreamExt as _};
 use paddock_core::drivermanager::DriverCallError;
 use paddock_core::drivermanager::types::{DriverError, ExitResult, FsIsolation, Health};
-use paddock_core::runtime::types::Attribute;
+use paddock_core::execstream::{self, Ended, Event, Incoming};
+use paddock_core::runtime::types::{Attribute, ExecStarted};
 use paddock_core::runtime::{TaskContext, TaskPaths};
 use tonic::{Request, Response, Status, Streaming};
 
@@ -35,6 +36,28 @@ fn timestamp(t: SystemTime) -> prost_types::Timestamp {
     prost_types::Timestamp::from(t)
 }
 
+/// A session the driver answers itself, step by step with the task's latest handle.
+struct PluginSteps {
+    driver: paddock_core::drivermanager::Driver,
+    task: Arc<Task>,
+}
+
+impl execstream::Steps for PluginSteps {
+    fn step(
+        &self,
+        state: Vec<u8>,
+        input: paddock_core::runtime::types::ExecInput,
+    ) -> futures::future::BoxFuture<'_, Result<paddock_core::runtime::types::ExecOutput, String>>
+    {
+        Box::pin(async move {
+            self.driver
+                .exec_step(self.task.handle(), state, input)
+                .await
+                .map_err(|e| e.to_string())
+        })
+    }
+}
+
 fn exit_result(r: &ExitResult) -> pb::ExitResult {
     pb::ExitResult {
         exit_code: r.exit_code,
@@ -57,6 +80,43 @@ fn attribute(a: &Attribute) -> structs::Attribute {
 }
 
 impl DriverService {
+    /// Start `command` in running task `id` through its driver component (`task-exec`).
+    async fn exec_start(
+        &self,
+        id: &str,
+        command: Vec<String>,
+        tty: bool,
+    ) -> Result<(execstream::Started, Arc<Task>), Status> {
+        if command.is_empty() || command[0].is_empty() {
+            return Err(Status::invalid_argument("command: nothing to run"));
+        }
+        let task = self.task(id)?;
+        if task.exited().is_some() {
+            return Err(Status::failed_precondition(format!("task {id} has exited")));
+        }
+        let host = self.0.host().await?;
+        let json = crate::cty::to_json(&task.config.msgpack_driver_config)
+            .map_err(|e| Status::invalid_argument(format!("driver config: {e}")))?
+            .to_string();
+        let cfg = task_config(&task.config, json);
+        let driver = host.driver();
+        let started = match driver
+            .exec_task(task.handle(), &cfg, command, tty)
+            .await
+            .map_err(|e| call_error(&e))?
+        {
+            ExecStarted::Process(p) => execstream::Started::Process(p),
+            ExecStarted::Session(first) => execstream::Started::Session(
+                first,
+                Box::new(PluginSteps {
+                    driver,
+                    task: task.clone(),
+                }),
+            ),
+        };
+        Ok((started, task))
+    }
+
     fn task(&self, id: &str) -> Result<Arc<Task>, Status> {
         self.0
             .tasks
@@ -198,8 +258,7 @@ impl DriverApi for DriverService {
         Ok(Response::new(pb::CapabilitiesResponse {
             capabilities: Some(pb::DriverCapabilities {
                 send_signals: caps.send_signals,
-                // ExecTask is not offered through this plugin (yet).
-                exec: false,
+                exec: caps.exec,
                 fs_isolation: match caps.fs_isolation {
                     FsIsolation::None => F::None,
                     FsIsolation::Chroot => F::Chroot,
@@ -527,22 +586,145 @@ impl DriverApi for DriverService {
 
     async fn exec_task(
         &self,
-        _: Request<pb::ExecTaskRequest>,
+        req: Request<pb::ExecTaskRequest>,
     ) -> Result<Response<pb::ExecTaskResponse>, Status> {
-        Err(Status::unimplemented(
-            "exec is not offered by paddock-nomad-driver",
-        ))
+        let req = req.into_inner();
+        let timeout = req
+            .timeout
+            .and_then(|d| Duration::try_from(d).ok())
+            .filter(|d| !d.is_zero())
+            .unwrap_or(Duration::from_secs(3600));
+        let (started, _task) = self.exec_start(&req.task_id, req.command, false).await?;
+        // Nomad's ExecTask has no stdin: closed at once; the sender is kept, or the
+        // session would read the caller as gone.
+        let (in_tx, in_rx) = tokio::sync::mpsc::channel(1);
+        let _ = in_tx
+            .send(Incoming::Input(
+                paddock_core::runtime::types::ExecInput::StdinClosed,
+            ))
+            .await;
+        let (out_tx, mut out_rx) = tokio::sync::mpsc::channel(64);
+        let collect = async move {
+            let (mut stdout, mut stderr, mut code) = (Vec::new(), Vec::new(), None);
+            while let Some(e) = out_rx.recv().await {
+                match e {
+                    Event::Stdout(b) => stdout.extend(b),
+                    Event::Stderr(b) => stderr.extend(b),
+                    Event::Exited(c) => code = Some(c),
+                    Event::StdoutClosed | Event::StderrClosed => {}
+                }
+            }
+            (stdout, stderr, code)
+        };
+        let run = async {
+            let (ended, out) = tokio::join!(execstream::serve(started, in_rx, out_tx), collect);
+            drop(in_tx);
+            (ended, out)
+        };
+        let (ended, (stdout, stderr, code)) =
+            tokio::time::timeout(timeout, run).await.map_err(|_| {
+                Status::deadline_exceeded(format!("exec did not end within {timeout:?}"))
+            })?;
+        if let Ended::Failed(e) = ended {
+            return Err(Status::internal(e));
+        }
+        Ok(Response::new(pb::ExecTaskResponse {
+            stdout,
+            stderr,
+            result: Some(pb::ExitResult {
+                exit_code: code.unwrap_or(-1),
+                signal: 0,
+                oom_killed: false,
+            }),
+        }))
     }
 
     type ExecTaskStreamingStream = BoxStream<pb::ExecTaskStreamingResponse>;
 
     async fn exec_task_streaming(
         &self,
-        _: Request<Streaming<pb::ExecTaskStreamingRequest>>,
+        req: Request<Streaming<pb::ExecTaskStreamingRequest>>,
     ) -> Result<Response<Self::ExecTaskStreamingStream>, Status> {
-        Err(Status::unimplemented(
-            "exec is not offered by paddock-nomad-driver",
-        ))
+        let mut inbound = req.into_inner();
+        let setup = inbound
+            .message()
+            .await?
+            .and_then(|m| m.setup)
+            .ok_or_else(|| {
+                Status::invalid_argument("setup: the first message must say what to run")
+            })?;
+        let (started, _task) = self
+            .exec_start(&setup.task_id, setup.command, setup.tty)
+            .await?;
+        let (in_tx, in_rx) = tokio::sync::mpsc::channel(16);
+        // The caller's frames, as inputs; its stream's end is the caller going away.
+        tokio::spawn(async move {
+            use paddock_core::runtime::types::ExecInput;
+            loop {
+                let m = match inbound.message().await {
+                    Ok(Some(m)) => m,
+                    Ok(None) | Err(_) => {
+                        let _ = in_tx.send(Incoming::Gone).await;
+                        return;
+                    }
+                };
+                let mut inputs = Vec::new();
+                if let Some(s) = m.tty_size {
+                    let dim = |v: i32| u16::try_from(v.max(0)).unwrap_or(u16::MAX);
+                    inputs.push(ExecInput::Resize {
+                        rows: dim(s.height),
+                        cols: dim(s.width),
+                    });
+                }
+                if let Some(io) = m.stdin {
+                    if !io.data.is_empty() {
+                        inputs.push(ExecInput::Stdin(io.data));
+                    }
+                    if io.close {
+                        inputs.push(ExecInput::StdinClosed);
+                    }
+                }
+                for i in inputs {
+                    if in_tx.send(Incoming::Input(i)).await.is_err() {
+                        return;
+                    }
+                }
+            }
+        });
+        let (out_tx, mut out_rx) = tokio::sync::mpsc::channel(64);
+        let (resp_tx, resp_rx) = tokio::sync::mpsc::channel(64);
+        tokio::spawn(async move {
+            let serve = tokio::spawn(execstream::serve(started, in_rx, out_tx));
+            let io =
+                |data: Vec<u8>, close: bool| Some(pb::ExecTaskStreamingIoOperation { data, close });
+            while let Some(e) = out_rx.recv().await {
+                let mut r = pb::ExecTaskStreamingResponse::default();
+                match e {
+                    Event::Stdout(b) => r.stdout = io(b, false),
+                    Event::Stderr(b) => r.stderr = io(b, false),
+                    Event::StdoutClosed => r.stdout = io(Vec::new(), true),
+                    Event::StderrClosed => r.stderr = io(Vec::new(), true),
+                    Event::Exited(code) => {
+                        r.exited = true;
+                        r.result = Some(pb::ExitResult {
+                            exit_code: code,
+                            signal: 0,
+                            oom_killed: false,
+                        });
+                    }
+                }
+                if resp_tx.send(Ok(r)).await.is_err() {
+                    break;
+                }
+            }
+            if let Ok(Ended::Failed(e)) = serve.await {
+                let _ = resp_tx.send(Err(Status::internal(e))).await;
+            }
+            // Dropping the sender ends the stream: the caller's end of the session.
+        });
+        Ok(Response::new(Box::pin(
+            tokio_stream::wrappers::ReceiverStream::new(resp_rx),
+        )))
     }
 
     async fn create_network(

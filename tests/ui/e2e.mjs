@@ -135,6 +135,27 @@ try {
     assert(/MHz of 50 MHz reserved/.test(caption), `the CPU chart says: ${caption}`);
   });
 
+  await check('the exec terminal runs a command in the task and shows its exit code', async () => {
+    await page.locator('#exec-command').fill('/bin/sh');
+    await page.getByRole('button', { name: 'Open terminal' }).click();
+    await page.locator('#exec-terminal[data-open="true"]').waitFor({ timeout: 20000 });
+    // The shell's prompt (`#` for root).
+    await page.waitForFunction(() => /[#$]/.test(document.querySelector('#exec-terminal .xterm-rows')?.textContent || ''),
+      null, { timeout: 20000 }).catch(async (e) => {
+      const seen = await page.evaluate(() => ({
+        rows: document.querySelector('#exec-terminal .xterm-rows')?.textContent,
+        data: { ...document.getElementById('exec-terminal').dataset },
+      }));
+      throw new Error(`no prompt in the terminal: ${JSON.stringify(seen)}: ${e}`);
+    });
+    await page.keyboard.type('echo from-the-$((6*7))-ui; exit 3');
+    await page.keyboard.press('Enter');
+    await page.locator('#exec-terminal[data-exit="3"]').waitFor({ timeout: 20000 });
+    const text = await page.locator('#exec-terminal .xterm-rows').textContent();
+    assert(text.includes('from-the-42-ui'), `the terminal shows: ${text}`);
+    await shot(page, 'exec');
+  });
+
   await check('the file browser lists the allocation\'s files and shows a log', async () => {
     await page.getByRole('link', { name: 'Browse' }).click();
     await page.locator('tr[data-file="alloc"] a').click();

@@ -543,3 +543,102 @@ impl ProcessTable {
         })
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::runtime::host_api::process::ProcessHost;
+    use crate::runtime::types::Command;
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+
+    fn exec_of(path: &str, args: &[&str], join: Option<u64>, tty: bool) -> ExecCommand {
+        ExecCommand {
+            cmd: Command {
+                path: path.into(),
+                args: args.iter().map(|a| a.to_string()).collect(),
+                env: vec![("PATH".into(), "/usr/bin:/bin".into())],
+                ..Default::default()
+            },
+            join,
+            tty,
+            task_dir: "/nonexistent-task-dir".into(),
+        }
+    }
+
+    #[tokio::test]
+    async fn only_the_owners_own_isolated_process_can_be_joined() {
+        let table = ProcessTable::default();
+        let sleep = Command {
+            path: "/bin/sleep".into(),
+            args: vec!["30".into()],
+            ..Default::default()
+        };
+        let id = table.spawn("a", sleep).await.unwrap();
+        match table
+            .exec("b", exec_of("/bin/true", &[], Some(id), false))
+            .await
+        {
+            Err(HostError::NotFound(m)) => assert!(m.contains(&id.to_string()), "{m}"),
+            other => panic!("another component's process was joined: {other:?}"),
+        }
+        match table
+            .exec("a", exec_of("/bin/true", &[], Some(id), false))
+            .await
+        {
+            Err(HostError::Invalid(m)) => assert!(m.contains("not isolated"), "{m}"),
+            other => panic!("a plain process was joined: {other:?}"),
+        }
+        table.release("a", id).unwrap();
+    }
+
+    #[tokio::test]
+    async fn a_terminal_takes_its_size_and_the_exit_code_comes_back() {
+        let table = ProcessTable::default();
+        let mut p = table
+            .exec("a", exec_of("/bin/sh", &[], None, true))
+            .await
+            .unwrap();
+        assert!(p.stderr.is_none(), "a terminal has one output");
+        p.control.resize(30, 100).unwrap();
+        p.stdin.write_all(b"stty size; exit 4\n").await.unwrap();
+        let mut out = Vec::new();
+        let mut buf = [0u8; 1024];
+        loop {
+            let n =
+                tokio::time::timeout(std::time::Duration::from_secs(10), p.stdout.read(&mut buf))
+                    .await
+                    .expect("the terminal's output ends")
+                    .unwrap();
+            if n == 0 {
+                break;
+            }
+            out.extend_from_slice(&buf[..n]);
+        }
+        let text = String::from_utf8_lossy(&out);
+        assert!(text.contains("30 100"), "{text}");
+        assert_eq!(p.control.wait().await.exit_code, 4);
+
+        // Without one: stdout and stderr apart; closing stdin ends `cat`.
+        let mut p = table
+            .exec(
+                "a",
+                exec_of("/bin/sh", &["-c", "cat; echo gone >&2"], None, false),
+            )
+            .await
+            .unwrap();
+        p.stdin.write_all(b"typed\n").await.unwrap();
+        p.stdin.shutdown().await.unwrap();
+        drop(p.stdin);
+        let mut out = String::new();
+        p.stdout.read_to_string(&mut out).await.unwrap();
+        let mut err = String::new();
+        p.stderr
+            .as_mut()
+            .unwrap()
+            .read_to_string(&mut err)
+            .await
+            .unwrap();
+        assert_eq!((out.as_str(), err.as_str()), ("typed\n", "gone\n"));
+        assert_eq!(p.control.wait().await.exit_code, 0);
+    }
+}

@@ -30,6 +30,7 @@
 //! | `GET /v1/allocation/:id` | `read-job` in alloc ns |
 //! | `POST /v1/allocation/:id/stop` | `alloc-lifecycle` in alloc ns |
 //! | `POST /v1/client/allocation/:id/restart`, `…/signal` | `alloc-lifecycle` in alloc ns |
+//! | `GET /v1/client/allocation/:id/exec` (websocket) | `alloc-exec` in alloc ns; for a driver without filesystem isolation also `alloc-node-exec` (checked by the handler: `api/exec.rs`) |
 //! | `GET /v1/client/allocation/:id/stats` | `read-job` in alloc ns |
 //! | `POST /v1/client/allocation/:id/gc` | `submit-job \| gc-allocation` in alloc ns |
 //! | `GET /v1/client/fs/logs/:alloc` | `read-logs \| read-fs` in alloc ns |

@@ -20,7 +20,7 @@ use crate::acl::{Acl, StoreError};
 
 mod gate;
 
-pub(crate) use gate::{enforce, events_allowed};
+pub(crate) use gate::{enforce, events_allowed, secret_of};
 
 pub(super) fn routes() -> Routes {
     // The ACL endpoints check their caller themselves.

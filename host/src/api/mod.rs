@@ -179,6 +179,16 @@ async fn wrong_method(method: axum::http::Method, uri: axum::http::Uri) -> ApiEr
     )
 }
 
+/// Whether `given` is the configured token `want` (compared in constant time: a secret).
+pub(crate) fn token_matches(given: &str, want: &str) -> bool {
+    given.len() == want.len()
+        && given
+            .bytes()
+            .zip(want.bytes())
+            .fold(0u8, |acc, (a, b)| acc | (a ^ b))
+            == 0
+}
+
 /// With the ACL system on, each request is checked against its token ([`acl::enforce`]);
 /// else, with an ACL token configured, a request without it is refused (403, as Nomad does).
 async fn require_token(
@@ -202,15 +212,10 @@ async fn require_token(
                     .and_then(|v| v.to_str().ok())
                     .and_then(|v| v.strip_prefix("Bearer "))
             });
-        let ok = given.is_some_and(|g| {
-            // Constant-time compare: the token is a secret.
-            g.len() == want.len()
-                && g.bytes()
-                    .zip(want.bytes())
-                    .fold(0u8, |acc, (a, b)| acc | (a ^ b))
-                    == 0
-        });
-        if !ok {
+        let ok = given.is_some_and(|g| token_matches(g, want));
+        // A browser's `alloc exec` sends its token after the upgrade, which its handler
+        // checks (`exec::handshake_request`).
+        if !ok && !exec::handshake_request(&req) {
             let msg = if given.is_none() {
                 "Permission denied: this agent requires an ACL token (X-Nomad-Token)"
             } else {

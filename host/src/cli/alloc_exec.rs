@@ -141,7 +141,9 @@ pub(super) async fn run(a: ExecArgs, id: String, task: String) -> anyhow::Result
                 match stdin.read(&mut buf).await {
                     Ok(0) | Err(_) => {
                         let _ = in_tx
-                            .send(Message::text(json!({ "stdin": { "close": true } }).to_string()))
+                            .send(Message::text(
+                                json!({ "stdin": { "close": true } }).to_string(),
+                            ))
                             .await;
                         return;
                     }

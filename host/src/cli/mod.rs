@@ -197,16 +197,19 @@ pub fn normalize_args(args: impl IntoIterator<Item = String>) -> Vec<String> {
             }
         }
         // `alloc exec`'s `-i=false` and `-t=true` are short flags with a value.
-        let short_with_value = exec_at.is_some_and(|s| i >= s)
-            && a.len() > 2
-            && a.as_bytes().get(2) == Some(&b'=');
+        let short_with_value =
+            exec_at.is_some_and(|s| i >= s) && a.len() > 2 && a.as_bytes().get(2) == Some(&b'=');
         let single_dash_long = i > 0
             && a.starts_with('-')
             && !a.starts_with("--")
             && a.len() > 2
             && !short_with_value
             && a.as_bytes()[1].is_ascii_alphabetic();
-        let flag = if single_dash_long { format!("-{a}") } else { a.clone() };
+        let flag = if single_dash_long {
+            format!("-{a}")
+        } else {
+            a.clone()
+        };
         // A value-taking flag of `alloc exec` takes the next argument as it is.
         let takes_value = exec_at.is_some_and(|s| i >= s)
             && ["--task", "--address", "--token"].contains(&flag.as_str());
@@ -579,7 +582,10 @@ mod tests {
             };
             a
         };
-        let a = parse(&["agent", "alloc", "exec", "-i=false", "-t", "-task", "web", "ab12", "ls", "-la", "--color", "-task"]);
+        let a = parse(&[
+            "agent", "alloc", "exec", "-i=false", "-t", "-task", "web", "ab12", "ls", "-la",
+            "--color", "-task",
+        ]);
         assert!(!a.stdin);
         assert_eq!(a.tty, Some(true));
         assert_eq!(a.task.as_deref(), Some("web"));

@@ -36,6 +36,30 @@ impl DriverSession {
     }
 }
 
+impl crate::execstream::Steps for DriverSession {
+    fn step(
+        &self,
+        state: Vec<u8>,
+        input: ExecInput,
+    ) -> futures::future::BoxFuture<'_, Result<ExecOutput, String>> {
+        Box::pin(async move {
+            DriverSession::step(self, state, input)
+                .await
+                .map_err(|e| e.to_string())
+        })
+    }
+}
+
+impl TaskExec {
+    /// As [`crate::execstream`] serves it.
+    pub fn into_started(self) -> crate::execstream::Started {
+        match self {
+            TaskExec::Process(p) => crate::execstream::Started::Process(p),
+            TaskExec::Session(first, s) => crate::execstream::Started::Session(first, Box::new(s)),
+        }
+    }
+}
+
 impl TaskRunner {
     /// What the running task's driver version can do (`exec`, its filesystem isolation):
     /// what `alloc exec` needs of it, and of the caller's token.

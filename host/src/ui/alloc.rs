@@ -72,6 +72,7 @@ async fn render(agent: &AppState, viewer: &Viewer, id: &str) -> Response {
             }
         }
         (logs(&a, &tasks, read_logs))
+        (exec_panel(agent, viewer, &a).await)
     };
     page(
         &format!("Allocation {}", short(&a.id)),
@@ -119,6 +120,74 @@ fn facts(a: &Allocation) -> Markup {
             }
             dt { "Created" } dd { (time_el(a.create_time)) " (" (age(a.create_time)) " ago)" }
             dt { "Files" } dd { a href=(format!("/ui/allocations/{}/files", enc(&a.id))) { "Browse" } }
+        }
+    }
+}
+
+/// The exec terminal: the running tasks whose driver runs commands in them, when the
+/// token passes the route (`alloc-exec`, and `alloc-node-exec` for a driver without
+/// filesystem isolation). Nothing when no task could take a command.
+async fn exec_panel(agent: &AppState, viewer: &Viewer, a: &Allocation) -> Markup {
+    use crate::drivermanager::types::FsIsolation;
+    if a.client_status != "running" {
+        return html! {};
+    }
+    let ns = a.namespace.as_str();
+    let mut open = Vec::new();
+    let mut needs = Vec::new();
+    for t in a.group().map(|g| g.tasks.clone()).unwrap_or_default() {
+        let Ok(runner) = agent.client().exec_task(&a.id, &t.name) else {
+            continue;
+        };
+        let Ok(caps) = runner.capabilities().await else {
+            continue;
+        };
+        if !caps.exec {
+            continue;
+        }
+        let mut need = vec!["alloc-exec"];
+        if caps.fs_isolation == FsIsolation::None {
+            need.push("alloc-node-exec");
+        }
+        if need.iter().all(|c| viewer.holds(agent, ns, c)) {
+            open.push(t.name.clone());
+        } else {
+            needs.push((t.name.clone(), need.join(" and ")));
+        }
+    }
+    if open.is_empty() {
+        if needs.is_empty() {
+            return html! {};
+        }
+        return denied(
+            "exec",
+            "Exec",
+            html! {
+                "Your token may not run commands in this allocation's tasks: "
+                @for (i, (task, need)) in needs.iter().enumerate() {
+                    @if i > 0 { "; " }
+                    code { (task) } " needs " (need)
+                }
+                "."
+            },
+        );
+    }
+    html! {
+        section.exec aria-labelledby="exec-h" {
+            h2 #exec-h { "Exec" }
+            link rel="stylesheet" href=(format!("/ui/assets/xterm.css?v={}", super::XTERM_VERSION));
+            script src=(format!("/ui/assets/xterm.js?v={}", super::XTERM_VERSION)) {}
+            script src=(format!("/ui/assets/addon-fit.js?v={}", super::XTERM_FIT_VERSION)) {}
+            form.inline #exec-form data-exec=(a.id) {
+                label for="exec-task" { "Task" }
+                select #exec-task name="task" {
+                    @for t in &open { option value=(t) { (t) } }
+                }
+                label for="exec-command" { "Command" }
+                input #exec-command name="command" value="/bin/sh" spellcheck="false";
+                button type="submit" { "Open terminal" }
+            }
+            div #exec-terminal {}
         }
     }
 }

@@ -226,6 +226,19 @@ impl Viewer {
     /// logs with `read-logs` or `read-fs`, stop and purge with `submit-job`, restart,
     /// signal and stop of an allocation with `alloc-lifecycle`). Without ACL policies the
     /// gate's check was all.
+    /// Whether this viewer's token holds the namespace capability `cap` in `namespace`
+    /// (everything without ACL policies).
+    pub(crate) fn holds(&self, agent: &Agent, namespace: &str, cap: &str) -> bool {
+        if !agent.acl().enabled() {
+            return true;
+        }
+        let token = self.token.as_deref().filter(|t| !t.is_empty());
+        agent
+            .acl()
+            .resolve(token)
+            .is_some_and(|caller| agent.acl().acl_of(&caller).allow_ns(namespace, cap))
+    }
+
     pub(crate) fn may_call(
         &self,
         agent: &Agent,

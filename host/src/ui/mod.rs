@@ -71,12 +71,21 @@ const CSP: &str = "default-src 'none'; script-src 'self'; style-src 'self'; \
     style-src-attr 'unsafe-inline'; img-src 'self'; connect-src 'self'; form-action 'self'; \
     frame-ancestors 'none'; base-uri 'none'";
 
+/// [`CSP`] for the allocation page, whose terminal emulator (xterm.js) sizes and colours
+/// its rows with `<style>` elements it writes: inline style elements are allowed there,
+/// scripts still only the agent's own.
+const CSP_TERMINAL: &str = "default-src 'none'; script-src 'self'; style-src 'self'; \
+    style-src-elem 'self' 'unsafe-inline'; style-src-attr 'unsafe-inline'; img-src 'self'; \
+    connect-src 'self'; form-action 'self'; frame-ancestors 'none'; base-uri 'none'";
+
 async fn guard_headers(req: axum::extract::Request, next: axum::middleware::Next) -> Response {
+    let path = req.uri().path();
+    let terminal = path.starts_with("/ui/allocations/") && path.matches('/').count() == 3;
     let mut r = next.run(req).await;
     let h = r.headers_mut();
     h.insert(
         header::CONTENT_SECURITY_POLICY,
-        header::HeaderValue::from_static(CSP),
+        header::HeaderValue::from_static(if terminal { CSP_TERMINAL } else { CSP }),
     );
     h.insert(
         header::X_CONTENT_TYPE_OPTIONS,
@@ -99,19 +108,31 @@ async fn to_jobs() -> Redirect {
 
 const CSS: &str = include_str!("assets/ui.css");
 const JS: &str = include_str!("assets/ui.js");
+/// The exec terminal's emulator: xterm.js and its fit addon as their npm packages ship
+/// them (pinned in `tests/ui/package-lock.json`; `ui::` checks these are those files).
+const XTERM_JS: &str = include_str!("assets/vendor/xterm.js");
+const XTERM_CSS: &str = include_str!("assets/vendor/xterm.css");
+const XTERM_FIT_JS: &str = include_str!("assets/vendor/addon-fit.js");
+/// The versions, in the vendored files' URLs (they are cached for a week).
+pub(crate) const XTERM_VERSION: &str = "6.0.0";
+pub(crate) const XTERM_FIT_VERSION: &str = "0.11.0";
 
-/// The embedded stylesheet and script.
+/// The embedded stylesheet and script, and the terminal emulator's.
 async fn asset(Path(file): Path<String>) -> Response {
-    let (body, kind) = match file.as_str() {
-        "ui.css" => (CSS, "text/css; charset=utf-8"),
-        "ui.js" => (JS, "text/javascript; charset=utf-8"),
+    let (body, kind, cache) = match file.as_str() {
+        "ui.css" => (CSS, "text/css; charset=utf-8", "no-cache"),
+        "ui.js" => (JS, "text/javascript; charset=utf-8", "no-cache"),
+        "xterm.js" => (XTERM_JS, "text/javascript; charset=utf-8", "max-age=604800"),
+        "xterm.css" => (XTERM_CSS, "text/css; charset=utf-8", "max-age=604800"),
+        "addon-fit.js" => (
+            XTERM_FIT_JS,
+            "text/javascript; charset=utf-8",
+            "max-age=604800",
+        ),
         _ => return (StatusCode::NOT_FOUND, "no such asset").into_response(),
     };
     (
-        [
-            (header::CONTENT_TYPE, kind),
-            (header::CACHE_CONTROL, "no-cache"),
-        ],
+        [(header::CONTENT_TYPE, kind), (header::CACHE_CONTROL, cache)],
         body,
     )
         .into_response()

@@ -249,3 +249,30 @@ go_struct! {
         MigrateDisablePlacement: Option<bool>,
     }
 }
+
+go_struct! {
+    /// Mirrors `ExecStreamingIOOperation` in api/allocations.go (JSON names from its tags).
+    #[allow(non_snake_case)]
+    ExecStreamingIOOperation {
+        data: GoBytes,
+        close: bool,
+    }
+}
+
+go_struct! {
+    /// Mirrors `ExecStreamingExitResult` in api/allocations.go.
+    ExecStreamingExitResult {
+        exit_code: i64,
+    }
+}
+
+go_struct! {
+    /// Mirrors `ExecStreamingOutput` in api/allocations.go: one frame `alloc exec` reads
+    /// from `/v1/client/allocation/{id}/exec`.
+    ExecStreamingOutput {
+        stdout: Option<ExecStreamingIOOperation>,
+        stderr: Option<ExecStreamingIOOperation>,
+        exited: bool,
+        result: Option<ExecStreamingExitResult>,
+    }
+}

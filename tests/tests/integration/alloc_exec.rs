@@ -11,28 +11,30 @@ use tokio_tungstenite::tungstenite::Message;
 
 use crate::harness::TestAgent;
 
-type Socket =
+pub type Socket =
     tokio_tungstenite::WebSocketStream<tokio_tungstenite::MaybeTlsStream<tokio::net::TcpStream>>;
 
 /// What a session printed and how it ended.
 #[derive(Debug, Default)]
-struct Seen {
-    stdout: String,
-    stderr: String,
-    exit: Option<i64>,
-    close: Option<(u16, String)>,
+pub struct Seen {
+    pub stdout: String,
+    pub stderr: String,
+    pub exit: Option<i64>,
+    pub close: Option<(u16, String)>,
 }
 
-fn ws_url(t: &TestAgent, alloc: &str, task: &str, cmd: &[&str], tty: bool) -> String {
+/// The route's websocket URL on the agent at `base` (`http://host:port`).
+pub fn ws_url(base: &str, alloc: &str, task: &str, cmd: &[&str], tty: bool) -> String {
     let command = serde_json::to_string(cmd).unwrap();
     let q: String = url_encode(&command);
-    t.url(&format!(
-        "/v1/client/allocation/{alloc}/exec?task={task}&tty={tty}&command={q}"
-    ))
+    format!(
+        "{}/v1/client/allocation/{alloc}/exec?task={task}&tty={tty}&command={q}",
+        base.trim_end_matches('/')
+    )
     .replacen("http://", "ws://", 1)
 }
 
-fn url_encode(s: &str) -> String {
+pub fn url_encode(s: &str) -> String {
     s.bytes()
         .map(|b| match b {
             b'A'..=b'Z' | b'a'..=b'z' | b'0'..=b'9' | b'-' | b'_' | b'.' | b'~' => {
@@ -44,7 +46,12 @@ fn url_encode(s: &str) -> String {
 }
 
 async fn open(t: &TestAgent, alloc: &str, task: &str, cmd: &[&str], tty: bool) -> Socket {
-    let (ws, _) = tokio_tungstenite::connect_async(ws_url(t, alloc, task, cmd, tty))
+    open_at(&t.url(""), alloc, task, cmd, tty).await
+}
+
+/// A session on the agent at `base`.
+pub async fn open_at(base: &str, alloc: &str, task: &str, cmd: &[&str], tty: bool) -> Socket {
+    let (ws, _) = tokio_tungstenite::connect_async(ws_url(base, alloc, task, cmd, tty))
         .await
         .unwrap();
     ws
@@ -56,7 +63,7 @@ fn stdin(data: &str) -> Message {
 }
 
 /// Read frames until the socket closes (or `until` holds of what was seen).
-async fn read(ws: &mut Socket, until: impl Fn(&Seen) -> bool) -> Seen {
+pub async fn read(ws: &mut Socket, until: impl Fn(&Seen) -> bool) -> Seen {
     let mut seen = Seen::default();
     let deadline = tokio::time::Instant::now() + Duration::from_secs(20);
     while !until(&seen) {
@@ -229,15 +236,7 @@ fn pty(rows: u16, cols: u16) -> (std::fs::File, std::fs::File) {
         ws_ypixel: 0,
     };
     // SAFETY: openpty into fds we then own.
-    let rc = unsafe {
-        libc::openpty(
-            &mut p,
-            &mut r,
-            std::ptr::null_mut(),
-            std::ptr::null(),
-            &ws,
-        )
-    };
+    let rc = unsafe { libc::openpty(&mut p, &mut r, std::ptr::null_mut(), std::ptr::null(), &ws) };
     assert_eq!(rc, 0, "openpty: {}", std::io::Error::last_os_error());
     // SAFETY: fresh fds of ours.
     unsafe { (std::fs::File::from_raw_fd(p), std::fs::File::from_raw_fd(r)) }
@@ -248,11 +247,20 @@ async fn cli_under_a_pty(t: &TestAgent, alloc: &str) {
     use std::os::fd::AsRawFd;
     let (mut primary, replica) = pty(20, 70);
     let mut cmd = std::process::Command::new(crate::harness::agent_bin());
-    cmd.args(["alloc", "exec", "-i", "-t", "-task", "t", &alloc[..8], "/bin/sh"])
-        .env("NOMAD_ADDR", t.url(""))
-        .stdin(replica.try_clone().unwrap())
-        .stdout(replica.try_clone().unwrap())
-        .stderr(replica.try_clone().unwrap());
+    cmd.args([
+        "alloc",
+        "exec",
+        "-i",
+        "-t",
+        "-task",
+        "t",
+        &alloc[..8],
+        "/bin/sh",
+    ])
+    .env("NOMAD_ADDR", t.url(""))
+    .stdin(replica.try_clone().unwrap())
+    .stdout(replica.try_clone().unwrap())
+    .stderr(replica.try_clone().unwrap());
     // SAFETY: setsid and TIOCSCTTY in the child: the replica becomes its terminal.
     unsafe {
         std::os::unix::process::CommandExt::pre_exec(&mut cmd, || {
@@ -278,7 +286,9 @@ async fn cli_under_a_pty(t: &TestAgent, alloc: &str) {
                 if n == 0 {
                     break;
                 }
-                seen.lock().unwrap().push_str(&String::from_utf8_lossy(&buf[..n]));
+                seen.lock()
+                    .unwrap()
+                    .push_str(&String::from_utf8_lossy(&buf[..n]));
             }
         })
     };
@@ -303,7 +313,10 @@ async fn cli_under_a_pty(t: &TestAgent, alloc: &str) {
         ws_ypixel: 0,
     };
     // SAFETY: TIOCSWINSZ on our primary: the kernel signals the CLI (SIGWINCH).
-    assert_eq!(unsafe { libc::ioctl(primary.as_raw_fd(), libc::TIOCSWINSZ, &ws) }, 0);
+    assert_eq!(
+        unsafe { libc::ioctl(primary.as_raw_fd(), libc::TIOCSWINSZ, &ws) },
+        0
+    );
     let deadline = std::time::Instant::now() + Duration::from_secs(20);
     loop {
         primary.write_all(b"stty size\r").unwrap();
@@ -311,7 +324,11 @@ async fn cli_under_a_pty(t: &TestAgent, alloc: &str) {
         if seen.lock().unwrap().contains("41 123") {
             break;
         }
-        assert!(std::time::Instant::now() < deadline, "{}", seen.lock().unwrap());
+        assert!(
+            std::time::Instant::now() < deadline,
+            "{}",
+            seen.lock().unwrap()
+        );
     }
     primary.write_all(b"echo pid=$$; exit 6\r").unwrap();
     let status = tokio::task::block_in_place(|| child.wait()).unwrap();

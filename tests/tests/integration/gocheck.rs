@@ -119,6 +119,11 @@ impl<'t> GoCheck<'t> {
         self.t
     }
 
+    /// The agent's address, `http://host:port`.
+    pub fn base(&self) -> String {
+        self.t.url("")
+    }
+
     pub fn new(t: &'t TestAgent) -> Self {
         Self {
             t,

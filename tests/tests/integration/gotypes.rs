@@ -435,6 +435,7 @@ async fn reads(c: &mut GoCheck<'_>, t: &TestAgent) {
 async fn alloc_operations(c: &mut GoCheck<'_>, id: &str) {
     c.json::<go::AllocResourceUsage>(req("GET", "/v1/client/allocation/{id}/stats").arg(id))
         .await;
+    exec_frames(c, id).await;
     let root = c
         .json::<Vec<Option<go::AllocFileInfo>>>(
             req("GET", "/v1/client/fs/ls/{alloc}")
@@ -517,6 +518,56 @@ async fn alloc_operations(c: &mut GoCheck<'_>, id: &str) {
 }
 
 /// What a Go client relies on in an allocation beyond decoding it.
+/// `alloc exec` into the mock's echo shell: every frame decodes as the Go client's
+/// `ExecStreamingOutput`, and the exit comes as `nomad alloc exec` reads it.
+async fn exec_frames(c: &mut GoCheck<'_>, id: &str) {
+    let what = format!("GET /v1/client/allocation/{id}/exec");
+    c.covered.insert((
+        "GET".to_string(),
+        "/v1/client/allocation/{id}/exec".to_string(),
+    ));
+    let mut ws = crate::alloc_exec::open_at(
+        &c.base(),
+        id,
+        "t",
+        &["sh", "-c", "echo from-exec; nope"],
+        false,
+    )
+    .await;
+    let mut frames = Vec::new();
+    while let Some(Ok(m)) = futures::StreamExt::next(&mut ws).await {
+        match m {
+            tokio_tungstenite::tungstenite::Message::Text(t) => {
+                frames.push(serde_json::from_str::<Value>(&t).unwrap())
+            }
+            tokio_tungstenite::tungstenite::Message::Close(_) => break,
+            _ => {}
+        }
+    }
+    let mut out = Vec::new();
+    let mut exit = None;
+    for f in &frames {
+        if let Some(o) = c.decode::<go::ExecStreamingOutput>(&what, f) {
+            if let Some(s) = o.stdout {
+                out.extend(
+                    base64::engine::general_purpose::STANDARD
+                        .decode(&s.data.0)
+                        .unwrap_or_default(),
+                );
+            }
+            if o.exited {
+                exit = o.result.map(|r| r.exit_code);
+            }
+        }
+    }
+    if out != b"from-exec\n" || exit != Some(127) {
+        c.fail(format!(
+            "{what}: stdout {:?}, exit {exit:?} (want \"from-exec\\n\", 127)",
+            String::from_utf8_lossy(&out)
+        ));
+    }
+}
+
 fn check_allocation(c: &mut GoCheck<'_>, stub: &go::AllocationListStub, a: &go::Allocation) {
     let what = format!("GET /v1/allocation/{}", a.ID);
     let Some(job) = &a.Job else { return };

@@ -435,6 +435,19 @@ async fn browser_end_to_end() {
         eprintln!("\n**********\nSKIPPED ui::browser_end_to_end: {why}\n**********\n");
         return;
     }
+    // The terminal emulator the UI serves is the pinned npm packages' own files.
+    for (vendored, package) in [
+        ("xterm.js", "@xterm/xterm/lib/xterm.js"),
+        ("xterm.css", "@xterm/xterm/css/xterm.css"),
+        ("addon-fit.js", "@xterm/addon-fit/lib/addon-fit.js"),
+    ] {
+        let ours = std::fs::read(root.join("host/src/ui/assets/vendor").join(vendored)).unwrap();
+        let theirs = std::fs::read(ui.join("node_modules").join(package)).unwrap();
+        assert!(
+            ours == theirs,
+            "host/src/ui/assets/vendor/{vendored} is not {package} as tests/ui/package-lock.json pins it: copy it again"
+        );
+    }
     let open = TestAgent::start("", vec![]).await;
     let guarded = TestAgent::start("acl {\n  token = \"e2e-s3cret\"\n}\n", vec![]).await;
     let shots: PathBuf = root.join("target/ui-screenshots");
@@ -466,6 +479,7 @@ async fn browser_end_to_end() {
         "components",
         "login",
         "jobs-narrow",
+        "exec",
     ] {
         assert!(
             shots.join(format!("{shot}.png")).exists(),

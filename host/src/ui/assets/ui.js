@@ -355,8 +355,73 @@ function logs(section) {
   restart();
 }
 
+// The exec terminal: `alloc exec` over the API's websocket with a terminal, in xterm.js.
+// A browser cannot set a header on a websocket, so the token is the first message
+// (`ws_handshake=true`, as Nomad's UI does).
+function execTerminal(form) {
+  const box = document.getElementById('exec-terminal');
+  let ws = null;
+  const utf8 = new TextEncoder();
+  const b64 = (text) => {
+    let s = '';
+    for (const b of utf8.encode(text)) s += String.fromCharCode(b);
+    return btoa(s);
+  };
+  const bytes = (data) => Uint8Array.from(atob(data), (c) => c.charCodeAt(0));
+  form.addEventListener('submit', (ev) => {
+    ev.preventDefault();
+    if (ws) ws.close();
+    box.replaceChildren();
+    delete box.dataset.exit;
+    delete box.dataset.closed;
+    const term = new Terminal({ fontSize: 13, scrollback: 2000 });
+    const fit = new FitAddon.FitAddon();
+    term.loadAddon(fit);
+    term.open(box);
+    fit.fit();
+    // In view: xterm.js draws nothing while its element is off screen.
+    box.scrollIntoView({ block: 'nearest' });
+    const argv = form.elements.command.value.trim().split(/\s+/).filter(Boolean);
+    const q = new URLSearchParams({
+      task: form.elements.task.value, command: JSON.stringify(argv), tty: 'true', ws_handshake: 'true',
+    });
+    const proto = location.protocol === 'https:' ? 'wss:' : 'ws:';
+    const socket = new WebSocket(`${proto}//${location.host}/v1/client/allocation/${encodeURIComponent(form.dataset.exec)}/exec?${q}`);
+    ws = socket;
+    const send = (o) => { if (socket.readyState === WebSocket.OPEN) socket.send(JSON.stringify(o)); };
+    const size = () => send({ tty_size: { height: term.rows, width: term.cols } });
+    let beat = null;
+    socket.onopen = () => {
+      send({ version: 1, auth_token: token() });
+      size();
+      beat = setInterval(() => send({}), 10000);
+      term.focus();
+      box.dataset.open = 'true';
+    };
+    socket.onmessage = (m) => {
+      const v = JSON.parse(m.data);
+      if (v.stdout && v.stdout.data) term.write(bytes(v.stdout.data));
+      if (v.stderr && v.stderr.data) term.write(bytes(v.stderr.data));
+      if (v.exited) {
+        term.write(`\r\n[exited with code ${v.result.exit_code}]\r\n`);
+        box.dataset.exit = String(v.result.exit_code);
+      }
+    };
+    socket.onclose = (e) => {
+      clearInterval(beat);
+      if (e.code !== 1000) term.write(`\r\n[closed: ${e.reason || e.code}]\r\n`);
+      box.dataset.closed = String(e.code);
+    };
+    term.onData((d) => send({ stdin: { data: b64(d) } }));
+    term.onResize(size);
+    window.addEventListener('resize', () => fit.fit());
+  });
+}
+
 document.addEventListener('DOMContentLoaded', () => {
   for (const f of document.querySelectorAll('form[data-logout]')) f.hidden = !token();
+  const x = document.querySelector('form[data-exec]');
+  if (x && window.Terminal) execTerminal(x);
   if (document.body.dataset.watch) watch(document.body.dataset.watch);
   // Charts change with every sample, not with an index: fetched again on a timer, while
   // the tab is shown.

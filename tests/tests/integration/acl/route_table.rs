@@ -201,6 +201,14 @@ pub(super) fn table(alloc: &str, eval: &str, node: &str) -> Vec<Row> {
             &[&lifecycle],
             &[&caps(&["read-job", "submit-job"])],
         ),
+        // Passed, the handler refuses a request that is no websocket upgrade.
+        row(
+            "GET",
+            &format!("/v1/client/allocation/{ghost}/exec?task=t&command=%5B%22%2Fbin%2Ftrue%22%5D"),
+            None,
+            &[&caps(&["alloc-exec"])],
+            &[&caps(&["read-job", "alloc-lifecycle", "alloc-node-exec"])],
+        ),
         row(
             "GET",
             &format!("/v1/client/allocation/{alloc}/stats"),

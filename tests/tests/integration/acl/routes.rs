@@ -122,6 +122,29 @@ async fn every_route_passes_with_what_nomad_checks_and_is_refused_without_it() {
         wrong.join("\n")
     );
 
+    // `alloc exec` into raw_exec (no filesystem isolation) needs `alloc-node-exec` as well
+    // as `alloc-exec`, as Nomad's client requires: refused before the upgrade without it.
+    let exec = format!(
+        "/v1/client/allocation/{alloc}/exec?task=t&command=%5B%22%2Fbin%2Fsh%22%2C%22-c%22%2C%22echo%20in%22%5D"
+    );
+    let upgrade = |secret: String| {
+        a.http
+            .get(a.url(&exec))
+            .header("X-Nomad-Token", secret)
+            .header("Connection", "Upgrade")
+            .header("Upgrade", "websocket")
+            .header("Sec-WebSocket-Version", "13")
+            .header("Sec-WebSocket-Key", "dGhlIHNhbXBsZSBub25jZQ==")
+            .send()
+    };
+    let exec_only = token_for(&a, &mut made, &caps(&["alloc-exec"])).await;
+    let resp = upgrade(exec_only).await.unwrap();
+    assert_eq!(resp.status().as_u16(), 403);
+    assert!(resp.text().await.unwrap().contains("alloc-node-exec"));
+    let both = token_for(&a, &mut made, &caps(&["alloc-exec", "alloc-node-exec"])).await;
+    let resp = upgrade(both).await.unwrap();
+    assert_eq!(resp.status().as_u16(), 101, "{:?}", resp.text().await);
+
     // What a token may not see is left out of what it may list.
     let ids = |v: &Value, key: &str| -> Vec<String> {
         let mut ids: Vec<String> = v

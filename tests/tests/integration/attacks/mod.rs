@@ -21,6 +21,7 @@
 
 mod api;
 mod components;
+mod exec;
 mod files;
 mod network;
 mod process;
