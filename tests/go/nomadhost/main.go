@@ -409,6 +409,58 @@ func main() {
 	}
 	ok("")
 
+	step("exec_task")
+	ctx, cancel = rpcCtx(30 * time.Second)
+	execd, err := dc.driver.ExecTask(ctx, &drivers.ExecTaskRequest{
+		TaskId: taskID, Command: []string{"sh", "-c", "echo from-exec; exit 3"}, Timeout: durationpb.New(10 * time.Second),
+	})
+	cancel()
+	if err != nil {
+		fail("%v", err)
+	}
+	if string(execd.GetStdout()) != "from-exec\n" || execd.GetResult().GetExitCode() != 3 {
+		fail("stdout %q, exit code %d (want \"from-exec\\n\", 3)", execd.GetStdout(), execd.GetResult().GetExitCode())
+	}
+	ok("stdout %q, exit code %d", execd.GetStdout(), execd.GetResult().GetExitCode())
+
+	step("exec_task_streaming")
+	ctx, cancel = rpcCtx(30 * time.Second)
+	stream, err := dc.driver.ExecTaskStreaming(ctx)
+	if err != nil {
+		fail("%v", err)
+	}
+	// As Nomad's client sends them: the setup, then the caller's input.
+	for _, m := range []*drivers.ExecTaskStreamingRequest{
+		{Setup: &drivers.ExecTaskStreamingRequest_Setup{TaskId: taskID, Command: []string{"sh"}}},
+		{TtySize: &drivers.ExecTaskStreamingRequest_TerminalSize{Height: 24, Width: 80}},
+		{Stdin: &drivers.ExecTaskStreamingIOOperation{Data: []byte("echo one\nexit 4\n")}},
+	} {
+		if err := stream.Send(m); err != nil {
+			fail("send: %v", err)
+		}
+	}
+	var out []byte
+	exitCode := int32(-1)
+	for {
+		r, err := stream.Recv()
+		if err != nil {
+			// io.EOF: the driver ended the stream after the exit.
+			if err.Error() != "EOF" {
+				fail("recv: %v", err)
+			}
+			break
+		}
+		out = append(out, r.GetStdout().GetData()...)
+		if r.GetExited() {
+			exitCode = r.GetResult().GetExitCode()
+		}
+	}
+	cancel()
+	if string(out) != "one\n" || exitCode != 4 {
+		fail("stdout %q, exit code %d (want \"one\\n\", 4)", out, exitCode)
+	}
+	ok("stdout %q, exit code %d", out, exitCode)
+
 	step("stop_task")
 	ctx, cancel = rpcCtx(30 * time.Second)
 	_, err = dc.driver.StopTask(ctx, &drivers.StopTaskRequest{TaskId: taskID, Timeout: durationpb.New(2 * time.Second)})

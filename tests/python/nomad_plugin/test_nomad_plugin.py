@@ -351,7 +351,7 @@ class NomadPluginTest(unittest.TestCase):
         fp_call.cancel()
         caps = p.driver.Capabilities(drv_pb.CapabilitiesRequest(), timeout=10).capabilities
         self.assertTrue(caps.send_signals)
-        self.assertFalse(caps.exec)
+        self.assertTrue(caps.exec, "the mock answers exec (its echo shell)")
         fields = self.task_fields(p)
         self.assertIn("run_for", fields)
 
@@ -371,6 +371,25 @@ class NomadPluginTest(unittest.TestCase):
             self.assertFalse(waiting.done(), "WaitTask returned while the task ran")
             running = p.driver.InspectTask(drv_pb.InspectTaskRequest(task_id=t.id), timeout=10)
             self.assertEqual(running.task.state, drv_pb.RUNNING)
+            # Exec into it, unary and streaming, as Nomad's client calls them.
+            execd = p.driver.ExecTask(drv_pb.ExecTaskRequest(
+                task_id=t.id, command=["sh", "-c", "echo hi; exit 3"],
+                timeout=Duration(seconds=10)), timeout=20)
+            self.assertEqual((execd.stdout, execd.result.exit_code), (b"hi\n", 3))
+            frames = [
+                drv_pb.ExecTaskStreamingRequest(setup=drv_pb.ExecTaskStreamingRequest.Setup(
+                    task_id=t.id, command=["sh"], tty=False)),
+                drv_pb.ExecTaskStreamingRequest(
+                    stdin=drv_pb.ExecTaskStreamingIOOperation(data=b"echo two\n")),
+                drv_pb.ExecTaskStreamingRequest(
+                    stdin=drv_pb.ExecTaskStreamingIOOperation(close=True)),
+            ]
+            out, code = b"", None
+            for r in p.driver.ExecTaskStreaming(iter(frames), timeout=20):
+                out += r.stdout.data
+                if r.exited:
+                    code = r.result.exit_code
+            self.assertEqual((out, code), (b"two\n", 0))
             stop = drv_pb.StopTaskRequest(task_id=t.id, timeout=Duration(seconds=2))
             p.driver.StopTask(stop, timeout=20)
             waited = waiting.result(timeout=15)

@@ -42,6 +42,8 @@ const STEPS: &[&str] = &[
     "task_config_schema",
     "start_task",
     "wait_task_blocks",
+    "exec_task",
+    "exec_task_streaming",
     "stop_task",
     "wait_task",
     "destroy_task",
