@@ -7,7 +7,8 @@
 //!   config and with an unknown field added, `start`, `wait`, `inspect`, `stats`, `recover`
 //!   with the handle it returned and with a damaged one, a second task at once, `destroy`
 //!   of a running task without `force` (refused), `stop` until it exits, `destroy` after,
-//!   `signal` (SIGHUP, to the second task) and its forced `destroy`, and every call's time
+//!   `signal` (SIGHUP, to the second task) and its forced `destroy`, `exec-task` (`echo
+//!   paddock-check` in the running task, as capabilities say) and every call's time
 //!   against its deadline;
 //! - a hook: `info`, then `prestart`, `poststart`, `exited` and `stop` for one task;
 //! - a device plugin: `info`, `fingerprint`, `reserve` of the first instance of each group,
@@ -216,9 +217,93 @@ async fn check_driver(r: &mut Report, d: &Driver, config: &Value, dir: &std::pat
         return;
     };
     check_handle(r, d, &h).await;
+    if running {
+        check_exec(r, d, caps.as_ref(), &h, &task("one", config, dir)).await;
+    }
     let h2 = check_second_start(r, d, config, dir, &h).await;
     check_stop(r, d, h, running).await;
     check_signal_and_release(r, d, caps, h2).await;
+}
+
+/// `alloc exec` into the running task (contract 0.1.3): `echo paddock-check` with stdin
+/// closed, through the host as the agent serves it; refused as the capabilities say.
+async fn check_exec(
+    r: &mut Report,
+    d: &Driver,
+    caps: Option<&Capabilities>,
+    h: &TaskHandle,
+    cfg: &TaskConfig,
+) {
+    use crate::execstream::{Ended, Event, Incoming, Started, serve};
+    use crate::runtime::types::{ExecInput, ExecStarted};
+    let offered = caps.is_some_and(|c| c.exec);
+    let command = vec!["echo".to_string(), "paddock-check".to_string()];
+    let started = match r
+        .timed("exec-task", d.exec_task(h.clone(), cfg, command, false))
+        .await
+    {
+        Err(DriverCallError::Driver(DriverError::NotSupported(_))) if !offered => {
+            return r.pass("exec", "not supported, as capabilities say");
+        }
+        Err(e) if offered => return r.fail("exec", format!("capabilities say exec, but: {e}")),
+        Err(e) if answered(&e) => return r.warn("exec", format!("refused with {e}: say not-supported")),
+        Err(e) => return r.fail("exec", e.to_string()),
+        Ok(s) => s,
+    };
+    // A session the driver answers is stepped through the same driver.
+    struct Steps(Driver, TaskHandle);
+    impl crate::execstream::Steps for Steps {
+        fn step(
+            &self,
+            state: Vec<u8>,
+            input: ExecInput,
+        ) -> futures::future::BoxFuture<'_, Result<crate::runtime::types::ExecOutput, String>> {
+            Box::pin(async move {
+                self.0
+                    .exec_step(self.1.clone(), state, input)
+                    .await
+                    .map_err(|e| e.to_string())
+            })
+        }
+    }
+    let started = match started {
+        ExecStarted::Process(p) => Started::Process(p),
+        ExecStarted::Session(first) => {
+            Started::Session(first, Box::new(Steps(d.clone(), h.clone())))
+        }
+    };
+    let (in_tx, in_rx) = tokio::sync::mpsc::channel(2);
+    let _ = in_tx.send(Incoming::Input(ExecInput::StdinClosed)).await;
+    let (out_tx, mut out_rx) = tokio::sync::mpsc::channel(64);
+    let collect = async {
+        let mut out = Vec::new();
+        while let Some(e) = out_rx.recv().await {
+            if let Event::Stdout(b) | Event::Stderr(b) = e {
+                out.extend(b);
+            }
+        }
+        out
+    };
+    let run = async { tokio::join!(serve(started, in_rx, out_tx), collect) };
+    match tokio::time::timeout(Duration::from_secs(10), run).await {
+        Err(_) => r.fail("exec", "`echo paddock-check` did not end within 10 s"),
+        Ok((Ended::Exited(code), out)) => {
+            let echoed = String::from_utf8_lossy(&out).contains("paddock-check");
+            let what = format!(
+                "`echo paddock-check` exited {code}, {} bytes of output{}",
+                out.len(),
+                if echoed { ", the echo among them" } else { "" }
+            );
+            if offered {
+                r.pass("exec", what);
+            } else {
+                r.warn("exec", format!("{what}, but capabilities say no exec"));
+            }
+        }
+        Ok((Ended::Failed(e), _)) => r.fail("exec", format!("a step failed: {e}")),
+        Ok((Ended::Gone, _)) => r.fail("exec", "the session ended without an exit"),
+    }
+    drop(in_tx);
 }
 
 /// The calls about the plugin, not a task: capabilities, fingerprint, config validation
