@@ -414,14 +414,17 @@ fn browser_missing(ui: &std::path::Path) -> Option<String> {
     if Command::new("node").arg("--version").output().is_err() {
         return Some("no node on PATH".into());
     }
-    if !ui.join("node_modules/playwright-core").exists() {
+    let installed = ["playwright-core", "@xterm/xterm", "@xterm/addon-fit"]
+        .iter()
+        .all(|p| ui.join("node_modules").join(p).exists());
+    if !installed {
         let ok = Command::new("npm")
             .args(["ci", "--no-audit", "--no-fund"])
             .current_dir(ui)
             .status()
             .is_ok_and(|s| s.success());
         if !ok {
-            return Some("npm ci in tests/ui failed (playwright-core)".into());
+            return Some("npm ci in tests/ui failed (playwright-core, @xterm)".into());
         }
     }
     None
