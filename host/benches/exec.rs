@@ -206,7 +206,12 @@ fn main() {
             let iso = running_alloc(&http, &agent.base, job("iso", "exec", sleep)).await;
             rows.push(("exec", keystrokes(&agent.base, &iso, rounds).await));
         }
-        let mock = running_alloc(&http, &agent.base, job("mock", "mock", json!({ "run_for": "1h" }))).await;
+        let mock = running_alloc(
+            &http,
+            &agent.base,
+            job("mock", "mock", json!({ "run_for": "1h" })),
+        )
+        .await;
         rows.push(("mock", keystrokes(&agent.base, &mock, rounds).await));
         rows
     });
@@ -214,7 +219,10 @@ fn main() {
     println!("alloc exec, one keystroke to its echo ({rounds} keys each, after 20 warm-up):");
     println!("| path | median µs | p99 µs |");
     println!("|---|---|---|");
-    for (name, took) in rows.into_iter().chain([("pty (no agent)", pty_baseline(rounds))]) {
+    for (name, took) in rows
+        .into_iter()
+        .chain([("pty (no agent)", pty_baseline(rounds))])
+    {
         let (m, p) = median_p99(took);
         println!("| {name} | {m:.0} | {p:.0} |");
     }

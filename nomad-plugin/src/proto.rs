@@ -1,11 +1,13 @@
-//! The generated gRPC code (see `build.rs` and `proto/README.md`). Modules nest as the
-//! protobuf packages do, since the generated code refers across packages by relative path.
+//! The generated gRPC code, checked in under `src/generated/` (made by `codegen/` from
+//! `proto/`, see `proto/README.md`; a test below fails when the protos changed since).
+//! Modules nest as the protobuf packages do, since the generated code refers across
+//! packages by relative path.
 
 #![allow(missing_docs, clippy::all, clippy::pedantic)]
 
 /// go-plugin's own services (package `plugin`).
 pub mod plugin {
-    tonic::include_proto!("plugin");
+    include!("generated/plugin.rs");
 }
 
 pub mod hashicorp {
@@ -13,20 +15,20 @@ pub mod hashicorp {
         pub mod plugins {
             pub mod base {
                 pub mod proto {
-                    tonic::include_proto!("hashicorp.nomad.plugins.base.proto");
+                    include!("generated/hashicorp.nomad.plugins.base.proto.rs");
                 }
             }
             pub mod drivers {
                 pub mod proto {
-                    tonic::include_proto!("hashicorp.nomad.plugins.drivers.proto");
+                    include!("generated/hashicorp.nomad.plugins.drivers.proto.rs");
                 }
             }
             pub mod shared {
                 pub mod hclspec {
-                    tonic::include_proto!("hashicorp.nomad.plugins.shared.hclspec");
+                    include!("generated/hashicorp.nomad.plugins.shared.hclspec.rs");
                 }
                 pub mod structs {
-                    tonic::include_proto!("hashicorp.nomad.plugins.shared.structs");
+                    include!("generated/hashicorp.nomad.plugins.shared.structs.rs");
                 }
             }
         }
@@ -35,7 +37,7 @@ pub mod hashicorp {
 
 pub mod google {
     pub mod rpc {
-        tonic::include_proto!("google.rpc");
+        include!("generated/google.rpc.rs");
     }
 }
 
@@ -43,3 +45,42 @@ pub use hashicorp::nomad::plugins::base::proto as base;
 pub use hashicorp::nomad::plugins::drivers::proto as drivers;
 pub use hashicorp::nomad::plugins::shared::hclspec;
 pub use hashicorp::nomad::plugins::shared::structs;
+
+#[cfg(test)]
+mod tests {
+    use sha2::Digest;
+
+    /// The checked-in code is generated from the protos as they are: editing a `.proto`
+    /// without running the generator fails here.
+    #[test]
+    fn the_generated_code_is_of_the_protos_as_they_are() {
+        let root = std::path::Path::new(env!("CARGO_MANIFEST_DIR"));
+        let files = [
+            "proto/internal/plugin/grpc_controller.proto",
+            "proto/internal/plugin/grpc_stdio.proto",
+            "proto/internal/plugin/grpc_broker.proto",
+            "proto/plugins/base/proto/base.proto",
+            "proto/plugins/drivers/proto/driver.proto",
+            "proto/plugins/shared/hclspec/hcl_spec.proto",
+            "proto/plugins/shared/structs/proto/attribute.proto",
+            "proto/plugins/shared/structs/proto/stats.proto",
+            "proto/plugins/shared/structs/proto/recoverable_error.proto",
+            "proto/google/rpc/status.proto",
+        ];
+        let mut digest = sha2::Sha256::new();
+        for f in files {
+            digest.update(f.as_bytes());
+            digest.update([0]);
+            digest.update(std::fs::read(root.join(f)).unwrap());
+            digest.update([0]);
+        }
+        let now = hex::encode(digest.finalize());
+        let recorded = std::fs::read_to_string(root.join("src/generated/PROTO_SHA256")).unwrap();
+        assert_eq!(
+            now,
+            recorded.trim(),
+            "nomad-plugin/proto changed since its code was generated: run \
+             `cargo run --manifest-path nomad-plugin/codegen/Cargo.toml`"
+        );
+    }
+}

@@ -221,13 +221,14 @@ fn services(kept: &Kept, path: &str, out: &mut Vec<Unacted>) {
 /// Fields of a task's templates, kept there as given, by key.
 // `Splay`, `Once`, `Wait`, `Uid` and `Gid` are acted on (`host/src/taskrunner/templates.rs`); a restart renders
 // templates again whatever `RenderTemplates` says.
-const TEMPLATE: &[(&str, &str)] = &[
-    ("VaultGrace", "no Vault here; ignored"),
-    (
-        "ChangeScript",
-        "not supported by this agent yet: change_mode \"script\" needs alloc exec; a re-render is told in a task event instead",
-    ),
-];
+const TEMPLATE: &[(&str, &str)] = &[("VaultGrace", "no Vault here; ignored")];
+
+/// Fields of a template's `change_script` the agent does not act on (`Command`, `Args`,
+/// `Timeout` and `FailOnError` it does).
+const CHANGE_SCRIPT: &[(&str, &str)] = &[(
+    "RunOnFirstRender",
+    "not supported by this agent yet: the script runs when a render changes the file, not after the first render",
+)];
 
 /// Fields of a task's artifacts, kept there as given, by key.
 const ARTIFACT: &[(&str, &str)] = &[
@@ -374,6 +375,16 @@ pub fn unacted(job: &Job) -> Vec<Unacted> {
                     &format!("{tp}.Templates[{i}]"),
                     &mut out,
                 );
+                if let Some(Value::Object(cs)) = tmpl.kept.get("ChangeScript") {
+                    let cs: std::collections::BTreeMap<String, Value> =
+                        cs.iter().map(|(k, v)| (k.clone(), v.clone())).collect();
+                    from(
+                        CHANGE_SCRIPT,
+                        &cs,
+                        &format!("{tp}.Templates[{i}].ChangeScript"),
+                        &mut out,
+                    );
+                }
             }
         }
     }

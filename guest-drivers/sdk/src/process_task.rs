@@ -22,16 +22,33 @@ use crate::{
     TaskHandle, TaskState, TaskStatus, WaitStatus,
 };
 
-/// An exec request's `argv` as a program and its arguments; an empty one is refused.
-fn split_command(command: Vec<String>) -> Result<(String, Vec<String>), DriverError> {
-    let mut it = command.into_iter();
-    match it.next() {
-        Some(p) if !p.is_empty() => Ok((p, it.collect())),
-        _ => Err(DriverError::InvalidConfig(vec![FieldError::new(
-            "command",
-            "an exec needs a command to run",
-        )])),
-    }
+/// An exec request's command in the task dir, with `env`, as `user` and no output files
+/// (the session gets the output); an empty `argv` is refused.
+fn exec_command(
+    req: ExecRequest,
+    env: Vec<(String, String)>,
+    user: String,
+) -> Result<process::Command, DriverError> {
+    let mut it = req.command.into_iter();
+    let path = match it.next() {
+        Some(p) if !p.is_empty() => p,
+        _ => {
+            return Err(DriverError::InvalidConfig(vec![FieldError::new(
+                "command",
+                "an exec needs a command to run",
+            )]));
+        }
+    };
+    Ok(process::Command {
+        path,
+        args: it.collect(),
+        env,
+        cwd: req.task_dir,
+        stdout_path: String::new(),
+        stderr_path: String::new(),
+        logs: None,
+        user,
+    })
 }
 
 /// The `command` (required, not empty) and `args` (a list of strings) of a process task's
@@ -198,19 +215,9 @@ impl ProcessTask {
         env: Vec<(String, String)>,
     ) -> Result<ExecPlan, DriverError> {
         let s: Self = handle.state()?;
-        let (path, args) = split_command(req.command)?;
         Ok(ExecPlan::Join(JoinedCommand {
             process: s.process,
-            command: process::Command {
-                path,
-                args,
-                env,
-                cwd: req.task_dir,
-                stdout_path: String::new(),
-                stderr_path: String::new(),
-                logs: None,
-                user: String::new(),
-            },
+            command: exec_command(req, env, String::new())?,
         }))
     }
 
@@ -224,17 +231,7 @@ impl ProcessTask {
         user: String,
     ) -> Result<ExecPlan, DriverError> {
         let _: Self = handle.state()?;
-        let (path, args) = split_command(req.command)?;
-        Ok(ExecPlan::Spawn(process::Command {
-            path,
-            args,
-            env,
-            cwd: req.task_dir,
-            stdout_path: String::new(),
-            stderr_path: String::new(),
-            logs: None,
-            user,
-        }))
+        Ok(ExecPlan::Spawn(exec_command(req, env, user)?))
     }
 
     /// `stats`: the process's usage as the host measures it.

@@ -7,8 +7,8 @@
 //!   config and with an unknown field added, `start`, `wait`, `inspect`, `stats`, `recover`
 //!   with the handle it returned and with a damaged one, a second task at once, `destroy`
 //!   of a running task without `force` (refused), `stop` until it exits, `destroy` after,
-//!   `signal` (SIGHUP, to the second task) and its forced `destroy`, `exec-task` (`echo
-//!   paddock-check` in the running task, as capabilities say) and every call's time
+//!   `signal` (SIGHUP, to the second task) and its forced `destroy`, `exec-task` (`/bin/sh
+//!   -c 'echo paddock-check'` in the running task, as capabilities say) and every call's time
 //!   against its deadline;
 //! - a hook: `info`, then `prestart`, `poststart`, `exited` and `stop` for one task;
 //! - a device plugin: `info`, `fingerprint`, `reserve` of the first instance of each group,
@@ -225,8 +225,10 @@ async fn check_driver(r: &mut Report, d: &Driver, config: &Value, dir: &std::pat
     check_signal_and_release(r, d, caps, h2).await;
 }
 
-/// `alloc exec` into the running task (contract 0.1.3): `echo paddock-check` with stdin
-/// closed, through the host as the agent serves it; refused as the capabilities say.
+/// `alloc exec` into the running task (contract 0.1.3): `/bin/sh -c 'echo paddock-check'`
+/// with stdin closed, through the host as the agent serves it; refused as the
+/// capabilities say (a refusal by the host, of a program the grants given do not allow,
+/// is a warning).
 async fn check_exec(
     r: &mut Report,
     d: &Driver,
@@ -237,7 +239,11 @@ async fn check_exec(
     use crate::execstream::{Ended, Event, Incoming, Started, serve};
     use crate::runtime::types::{ExecInput, ExecStarted};
     let offered = caps.is_some_and(|c| c.exec);
-    let command = vec!["echo".to_string(), "paddock-check".to_string()];
+    // An absolute program: a bare name would be looked up only among what the grant
+    // allows, and a refusal of it says nothing more.
+    let command = ["/bin/sh", "-c", "echo paddock-check"]
+        .map(String::from)
+        .to_vec();
     let started = match r
         .timed("exec-task", d.exec_task(h.clone(), cfg, command, false))
         .await
@@ -245,8 +251,18 @@ async fn check_exec(
         Err(DriverCallError::Driver(DriverError::NotSupported(_))) if !offered => {
             return r.pass("exec", "not supported, as capabilities say");
         }
+        // The host refused the command under the grants this run gave: the driver made a
+        // plan and the host checked it, which is the contract.
+        Err(DriverCallError::Driver(DriverError::Denied(m))) if offered => {
+            return r.warn(
+                "exec",
+                format!("the host refused `/bin/sh -c 'echo paddock-check'` under these grants ({m}); allow /bin/sh (--process) to see it run"),
+            );
+        }
         Err(e) if offered => return r.fail("exec", format!("capabilities say exec, but: {e}")),
-        Err(e) if answered(&e) => return r.warn("exec", format!("refused with {e}: say not-supported")),
+        Err(e) if answered(&e) => {
+            return r.warn("exec", format!("refused with {e}: say not-supported"));
+        }
         Err(e) => return r.fail("exec", e.to_string()),
         Ok(s) => s,
     };
@@ -257,7 +273,8 @@ async fn check_exec(
             &self,
             state: Vec<u8>,
             input: ExecInput,
-        ) -> futures::future::BoxFuture<'_, Result<crate::runtime::types::ExecOutput, String>> {
+        ) -> futures::future::BoxFuture<'_, Result<crate::runtime::types::ExecOutput, String>>
+        {
             Box::pin(async move {
                 self.0
                     .exec_step(self.1.clone(), state, input)
@@ -286,11 +303,14 @@ async fn check_exec(
     };
     let run = async { tokio::join!(serve(started, in_rx, out_tx), collect) };
     match tokio::time::timeout(Duration::from_secs(10), run).await {
-        Err(_) => r.fail("exec", "`echo paddock-check` did not end within 10 s"),
+        Err(_) => r.fail(
+            "exec",
+            "`/bin/sh -c 'echo paddock-check'` did not end within 10 s",
+        ),
         Ok((Ended::Exited(code), out)) => {
             let echoed = String::from_utf8_lossy(&out).contains("paddock-check");
             let what = format!(
-                "`echo paddock-check` exited {code}, {} bytes of output{}",
+                "`/bin/sh -c 'echo paddock-check'` exited {code}, {} bytes of output{}",
                 out.len(),
                 if echoed { ", the echo among them" } else { "" }
             );

@@ -2,8 +2,11 @@
 //! running task's templates read changes, the hooks render them again through `update`, and
 //! each template whose file changed has its `change_mode` applied — `restart` restarts the
 //! task (once, whatever number of templates asked; not counted against its restart policy),
-//! `signal` sends each distinct `change_signal`, `noop` does nothing, `script` is told in a
-//! task event (running a script in the task needs `alloc exec`). A random wait below the
+//! `signal` sends each distinct `change_signal`, `noop` does nothing, `script` runs the
+//! template's `change_script` in the task through its driver's `alloc exec` path (within
+//! its `timeout`, stdin closed; a failure is a `Task hook failed` event, and with
+//! `fail_on_error` the task is killed and fails, as Nomad's template manager does). A
+//! random wait below the
 //! longest `splay` of the changed templates (Nomad's default 5 s) comes first, as Nomad's.
 //! Templates with `once = true` are rendered at start only; a template's `wait { min }` lets
 //! changes settle that long before it renders again.
@@ -36,6 +39,8 @@ pub struct Rerendered {
     pub restarted: bool,
     /// Signals sent.
     pub signaled: Vec<String>,
+    /// `change_script`s that ran and exited 0.
+    pub scripts_ran: usize,
 }
 
 /// A template's `splay`: the kept `Splay` (ns), Nomad's default when absent.
@@ -44,6 +49,50 @@ fn splay(t: &Template) -> Duration {
         Some(ns) => Duration::from_nanos(ns),
         None => DEFAULT_SPLAY,
     }
+}
+
+/// Nomad's default `change_script { timeout }`.
+const DEFAULT_SCRIPT_TIMEOUT: Duration = Duration::from_secs(5);
+
+/// A template's `change_script` (Nomad's `ChangeScript`, kept as given).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ChangeScript {
+    /// The program.
+    pub command: String,
+    /// Its arguments.
+    pub args: Vec<String>,
+    /// How long it may run.
+    pub timeout: Duration,
+    /// A failure kills the task, failed.
+    pub fail_on_error: bool,
+}
+
+/// A template's `change_script`, from the kept fields; `None` without one (or without a
+/// command).
+pub fn change_script(t: &Template) -> Option<ChangeScript> {
+    let c = t.kept.get("ChangeScript")?;
+    let command = c.get("Command")?.as_str().filter(|s| !s.is_empty())?;
+    Some(ChangeScript {
+        command: command.to_string(),
+        args: c
+            .get("Args")
+            .and_then(serde_json::Value::as_array)
+            .map(|a| {
+                a.iter()
+                    .filter_map(|v| v.as_str().map(str::to_string))
+                    .collect()
+            })
+            .unwrap_or_default(),
+        timeout: c
+            .get("Timeout")
+            .and_then(serde_json::Value::as_u64)
+            .filter(|ns| *ns > 0)
+            .map_or(DEFAULT_SCRIPT_TIMEOUT, Duration::from_nanos),
+        fail_on_error: c
+            .get("FailOnError")
+            .and_then(serde_json::Value::as_bool)
+            .unwrap_or(false),
+    })
 }
 
 /// A template's `wait { min }`: how long changes settle before it renders again (the
@@ -321,13 +370,81 @@ impl TaskRunner {
                 )),
             }
         }
-        if acting.iter().any(|t| t.change_mode == "script") {
-            self.event(TaskEvent::new(
-                TaskEventType::HookMessage,
-                "Template re-rendered; change_mode \"script\" is not run by this agent yet (it needs alloc exec)",
-            ));
+        let mut scripts: Vec<ChangeScript> = Vec::new();
+        for t in acting.iter().filter(|t| t.change_mode == "script") {
+            match change_script(t) {
+                Some(cs) if !scripts.contains(&cs) => scripts.push(cs),
+                Some(_) => {}
+                None => self.event(TaskEvent::new(
+                    TaskEventType::HookFailed,
+                    "Template re-rendered with change_mode \"script\" but no change_script command",
+                )),
+            }
+        }
+        for cs in scripts {
+            if self.run_change_script(&cs).await {
+                out.scripts_ran += 1;
+            }
         }
         out
+    }
+
+    /// Run `cs` in the task (Nomad's `processScript`): its events, and with
+    /// `fail_on_error` a failure kills the task, failed. Whether it ran and exited 0.
+    async fn run_change_script(&self, cs: &ChangeScript) -> bool {
+        use crate::execstream::{Ended, Incoming, serve};
+        use crate::runtime::types::ExecInput;
+        let mut argv = vec![cs.command.clone()];
+        argv.extend(cs.args.iter().cloned());
+        let run = async {
+            let started = self.exec(argv, false).await.map_err(|e| e.to_string())?;
+            let (in_tx, in_rx) = tokio::sync::mpsc::channel(1);
+            let _ = in_tx.send(Incoming::Input(ExecInput::StdinClosed)).await;
+            let (out_tx, mut out_rx) = tokio::sync::mpsc::channel(64);
+            let drain = async { while out_rx.recv().await.is_some() {} };
+            let (ended, ()) = tokio::join!(serve(started.into_started(), in_rx, out_tx), drain);
+            drop(in_tx);
+            match ended {
+                Ended::Exited(code) => Ok(code),
+                Ended::Failed(e) => Err(e),
+                Ended::Gone => Err("the script's session ended without an exit".into()),
+            }
+        };
+        let failure = match tokio::time::timeout(cs.timeout, run).await {
+            Ok(Ok(0)) => {
+                self.event(TaskEvent::new(
+                    TaskEventType::HookMessage,
+                    format!(
+                        "Template successfully ran script {} with arguments: {:?}. Exit code: 0",
+                        cs.command, cs.args
+                    ),
+                ));
+                return true;
+            }
+            Ok(Ok(code)) => format!(
+                "Template ran script {} with arguments {:?} on change but it exited with code: {code}",
+                cs.command, cs.args
+            ),
+            Ok(Err(e)) => format!(
+                "Template failed to run script {} with arguments {:?} on change: {e}. Exit code: 0",
+                cs.command, cs.args
+            ),
+            Err(_) => format!(
+                "Template failed to run script {} with arguments {:?} on change: it ran past its timeout of {:?}. Exit code: 0",
+                cs.command, cs.args, cs.timeout
+            ),
+        };
+        self.event(TaskEvent::new(TaskEventType::HookFailed, failure));
+        if cs.fail_on_error {
+            let mut ev = TaskEvent::new(
+                TaskEventType::Killing,
+                "Template script failed, task is being killed",
+            );
+            ev.fails_task = true;
+            self.event(ev);
+            self.kill();
+        }
+        false
     }
 }
 

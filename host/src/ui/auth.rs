@@ -179,6 +179,16 @@ fn decode(s: &str) -> String {
     String::from_utf8_lossy(&out).into_owned()
 }
 
+/// What a viewer's token may do, for the pages' offers.
+enum Rules {
+    /// No ACL policies: everything (the gate's check was all).
+    Off,
+    /// A token the ACL system does not know: nothing.
+    Unknown,
+    /// The token's rules.
+    Of(Box<crate::acl::Acl>),
+}
+
 /// The token a page was let in with, for pages that show only what it may see, and the
 /// API's route table, by which it offers only the calls the token would pass.
 #[derive(Clone)]
@@ -210,14 +220,34 @@ impl Viewer {
         path: &str,
         op: &str,
     ) -> bool {
+        match self.rules(agent) {
+            Rules::Off => true,
+            Rules::Unknown => false,
+            Rules::Of(acl) => acl.allow_variable(namespace, path, op),
+        }
+    }
+
+    /// Whether this viewer's token holds the namespace capability `cap` in `namespace`
+    /// (everything without ACL policies): what a call's handler checks beyond the route's
+    /// need (`alloc-node-exec` for `alloc exec` into `raw_exec`).
+    pub(crate) fn holds(&self, agent: &Agent, namespace: &str, cap: &str) -> bool {
+        match self.rules(agent) {
+            Rules::Off => true,
+            Rules::Unknown => false,
+            Rules::Of(acl) => acl.allow_ns(namespace, cap),
+        }
+    }
+
+    /// The rules of this viewer's token.
+    fn rules(&self, agent: &Agent) -> Rules {
         if !agent.acl().enabled() {
-            return true;
+            return Rules::Off;
         }
         let token = self.token.as_deref().filter(|t| !t.is_empty());
-        agent
-            .acl()
-            .resolve(token)
-            .is_some_and(|c| agent.acl().acl_of(&c).allow_variable(namespace, path, op))
+        match agent.acl().resolve(token) {
+            Some(caller) => Rules::Of(Box::new(agent.acl().acl_of(&caller))),
+            None => Rules::Unknown,
+        }
     }
 
     /// Whether the API will let this viewer make the call `method path` on an object of
@@ -226,19 +256,6 @@ impl Viewer {
     /// logs with `read-logs` or `read-fs`, stop and purge with `submit-job`, restart,
     /// signal and stop of an allocation with `alloc-lifecycle`). Without ACL policies the
     /// gate's check was all.
-    /// Whether this viewer's token holds the namespace capability `cap` in `namespace`
-    /// (everything without ACL policies).
-    pub(crate) fn holds(&self, agent: &Agent, namespace: &str, cap: &str) -> bool {
-        if !agent.acl().enabled() {
-            return true;
-        }
-        let token = self.token.as_deref().filter(|t| !t.is_empty());
-        agent
-            .acl()
-            .resolve(token)
-            .is_some_and(|caller| agent.acl().acl_of(&caller).allow_ns(namespace, cap))
-    }
-
     pub(crate) fn may_call(
         &self,
         agent: &Agent,
@@ -247,14 +264,11 @@ impl Viewer {
         namespace: &str,
     ) -> bool {
         use crate::acl::check::Need as Api;
-        if !agent.acl().enabled() {
-            return true;
-        }
-        let token = self.token.as_deref().filter(|t| !t.is_empty());
-        let Some(caller) = agent.acl().resolve(token) else {
-            return false;
+        let acl = match self.rules(agent) {
+            Rules::Off => return true,
+            Rules::Unknown => return false,
+            Rules::Of(acl) => acl,
         };
-        let acl = agent.acl().acl_of(&caller);
         match self.api.need(method, path) {
             Api::Ns(caps, _) => caps.iter().any(|c| acl.allow_ns_spec(namespace, c)),
             Api::Open => true,

@@ -168,7 +168,8 @@ async fn a_mock_tasks_life_over_grpc() {
         .into_inner()
         .capabilities
         .unwrap();
-    assert!(caps.send_signals && !caps.exec);
+    // The mock answers exec (its echo shell), and the plugin says so.
+    assert!(caps.send_signals && caps.exec);
     let schema = driver
         .task_config_schema(pb::TaskConfigSchemaRequest {})
         .await

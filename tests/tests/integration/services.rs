@@ -563,6 +563,14 @@ fn watching_job() -> Value {
                 tmpl(upstreams, "local/upstreams.txt", "signal", json!({})),
                 tmpl(upstreams, "local/noop.txt", "noop", json!({})),
                 tmpl(upstreams, "local/once.txt", "noop", json!({ "Once": true })),
+                // `script`: the script runs in the task (its dir, its env); a failing one
+                // without `fail_on_error` is told, and the task runs on.
+                tmpl(upstreams, "local/script.txt", "script", json!({ "ChangeScript": {
+                    "Command": "/bin/sh",
+                    "Args": ["-c", "wc -l < local/script.txt > local/script-ran.txt"],
+                    "Timeout": 5_000_000_000u64 } })),
+                tmpl(upstreams, "local/failing.txt", "script", json!({ "ChangeScript": {
+                    "Command": "/bin/sh", "Args": ["-c", "exit 3"] } })),
                 tmpl("{{ with nomadVar \"nomad/jobs/conf\" }}{{ .level }}{{ end }}",
                     "local/level.txt", "restart", json!({})),
             ],
@@ -637,6 +645,30 @@ async fn templates_render_again_when_services_and_variables_change_and_act_on_ch
         .unwrap_or_else(|| panic!("{events:#?}"));
     assert_eq!(signaled["DisplayMessage"], "Template re-rendered");
     assert!(!events.iter().any(|e| e["Type"] == "Restart Signaled"));
+    // `script`: ran in the task dir after the render, told as Nomad tells it.
+    let alloc = until(&t, &format!("/v1/allocation/{id}"), |a| {
+        let ev = a["TaskStates"]["t"]["Events"]
+            .as_array()
+            .cloned()
+            .unwrap_or_default();
+        ev.iter().any(|e| {
+            e["DisplayMessage"]
+                .as_str()
+                .is_some_and(|m| m.starts_with("Template successfully ran script /bin/sh"))
+        }) && ev.iter().any(|e| e["Type"] == "Task hook failed")
+    })
+    .await;
+    assert_eq!(file("script-ran.txt").await.trim(), "2");
+    let events = alloc["TaskStates"]["t"]["Events"].as_array().unwrap();
+    let failed = events
+        .iter()
+        .find(|e| e["Type"] == "Task hook failed")
+        .unwrap();
+    assert_eq!(
+        failed["DisplayMessage"],
+        "Template ran script /bin/sh with arguments [\"-c\", \"exit 3\"] on change but it exited with code: 3"
+    );
+    assert_eq!(alloc["ClientStatus"], "running");
 
     // `restart`: a variable it reads changes; the task restarts once, not as a failure.
     let (status, v) = t
@@ -659,6 +691,42 @@ async fn templates_render_again_when_services_and_variables_change_and_act_on_ch
     );
     assert_eq!(file("level.txt").await, "debug");
     assert_eq!(alloc["ClientStatus"], "running");
+}
+
+/// A `change_script` with `fail_on_error` that fails kills the task, failed, as Nomad's
+/// template manager does.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_failing_change_script_with_fail_on_error_kills_the_task() {
+    let t = TestAgent::start("", vec![]).await;
+    let job = json!({ "ID": "strict", "Type": "service", "TaskGroups": [{ "Name": "g",
+        "RestartPolicy": { "Attempts": 0, "Mode": "fail" },
+        "Tasks": [{ "Name": "t", "Driver": "raw_exec", "KillTimeout": 200_000_000u64,
+            "Config": { "command": "/bin/sleep", "args": ["600"] },
+            "Templates": [{ "EmbeddedTmpl": "{{ with nomadVar \"nomad/jobs/strict\" }}{{ .v }}{{ end }}",
+                "DestPath": "local/v.txt", "ChangeMode": "script", "Splay": 0,
+                "ChangeScript": { "Command": "/bin/sh", "Args": ["-c", "exit 1"], "FailOnError": true } }],
+            "Resources": { "CPU": 20, "MemoryMB": 16 } }] }] });
+    t.register(job).await;
+    let id = running_alloc(&t, "strict").await;
+    let (status, v) = t
+        .send(
+            reqwest::Method::PUT,
+            "/v1/var/nomad/jobs/strict",
+            Some(json!({ "Items": { "v": "2" } })),
+        )
+        .await;
+    assert_eq!(status, 200, "{v}");
+    let alloc = until(&t, &format!("/v1/allocation/{id}"), |a| {
+        a["TaskStates"]["t"]["State"] == "dead"
+    })
+    .await;
+    assert_eq!(alloc["TaskStates"]["t"]["Failed"], true, "{alloc:#}");
+    let events = alloc["TaskStates"]["t"]["Events"].as_array().unwrap();
+    assert!(
+        events.iter().any(|e| e["Type"] == "Killing"
+            && e["DisplayMessage"] == "Template script failed, task is being killed"),
+        "{events:#?}"
+    );
 }
 
 /// The id of the job's first allocation once one runs.

@@ -100,7 +100,7 @@ async fn pages_check_the_objects_own_namespace_and_offer_only_what_the_token_may
     let operator = token_with(
         &t,
         "operator",
-        "namespace \"default\" {\n  capabilities = [\"read-job\", \"read-logs\", \"submit-job\", \"alloc-lifecycle\"]\n}\n",
+        "namespace \"default\" {\n  capabilities = [\"read-job\", \"read-logs\", \"submit-job\", \"alloc-lifecycle\", \"alloc-exec\", \"alloc-node-exec\"]\n}\n",
     )
     .await;
 
@@ -143,6 +143,13 @@ async fn pages_check_the_objects_own_namespace_and_offer_only_what_the_token_may
     );
     assert!(
         body.contains("Your token may not restart, signal or stop this allocation"),
+        "{body}"
+    );
+    // No terminal: raw_exec needs alloc-exec and alloc-node-exec, and says so.
+    assert!(
+        body.contains("Your token may not run commands in this allocation")
+            && body.contains("needs alloc-exec and alloc-node-exec")
+            && !body.contains("data-exec="),
         "{body}"
     );
     for b in BUTTONS {
@@ -218,6 +225,10 @@ async fn pages_check_the_objects_own_namespace_and_offer_only_what_the_token_may
     for b in BUTTONS {
         assert!(body.contains(b), "lacks {b}: {body}");
     }
+    assert!(
+        body.contains(&format!(r#"data-exec="{web}""#)),
+        "no terminal: {body}"
+    );
     let (_, body) = as_token(&t, "/ui/jobs/web", &operator).await;
     assert!(
         body.contains(r#"data-url="/v1/job/web?namespace=default&amp;purge=true""#),
