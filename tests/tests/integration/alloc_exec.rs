@@ -174,6 +174,27 @@ async fn exec_into_an_isolated_task_runs_in_its_namespaces_as_its_user_with_a_te
     assert_eq!(seen.stderr, "oops\n");
     assert_eq!(seen.close.as_ref().map(|c| c.0), Some(1000));
 
+    // `ps` inside: the task's own processes only, PID 1 its `sleep`, all as its user.
+    let mut ws = open(
+        &t,
+        &alloc,
+        "t",
+        &["/bin/ps", "-e", "-o", "pid=,user=,comm="],
+        false,
+    )
+    .await;
+    let seen = read(&mut ws, |_| false).await;
+    assert_eq!(seen.exit, Some(0), "{seen:?}");
+    let rows: Vec<Vec<&str>> = seen
+        .stdout
+        .lines()
+        .map(|l| l.split_whitespace().collect())
+        .collect();
+    assert!(rows.contains(&vec!["1", "nobody", "sleep"]), "{seen:?}");
+    assert!(rows.iter().any(|r| r.get(2) == Some(&"ps")), "{seen:?}");
+    assert!(rows.len() <= 4, "more than the task's processes: {seen:?}");
+    assert!(rows.iter().all(|r| r.get(1) == Some(&"nobody")), "{seen:?}");
+
     // With a terminal: a resize reaches the process, `stty size` reports it.
     let mut ws = open(&t, &alloc, "t", &["/bin/sh"], true).await;
     ws.send(Message::text(
