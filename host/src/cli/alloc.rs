@@ -102,7 +102,11 @@ pub enum AllocCommand {
 pub(super) async fn run(cmd: AllocCommand) -> anyhow::Result<i32> {
     match cmd {
         AllocCommand::Exec(a) => {
-            let id = resolve(&a.api, &a.id).await?;
+            let id = if a.job {
+                super::alloc_exec::job_alloc(&a.api, &a.id).await?
+            } else {
+                resolve(&a.api, &a.id).await?
+            };
             let task = one_task(&a.api, &id, a.task.clone()).await?;
             super::alloc_exec::run(a, id, task).await
         }

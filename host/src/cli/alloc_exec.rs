@@ -1,4 +1,4 @@
-//! `agent alloc exec [-i] [-t] [-task NAME] ALLOC CMD…`, as `nomad alloc exec`: a command in
+//! `agent alloc exec [-i] [-t] [-task NAME] [-job] ALLOC CMD…`, as `nomad alloc exec`: a command in
 //! a running task over the agent's websocket route (`api/exec.rs`). Stdin is passed on
 //! (`-i`, on by default; `-i=false` to not), a terminal is asked for when stdin is one (or
 //! with `-t`; `-t=false` to not); the local terminal is raw while the command runs, its
@@ -33,11 +33,30 @@ pub struct ExecArgs {
     /// The task to run in; may be left out when the allocation has one task.
     #[arg(long)]
     pub task: Option<String>,
-    /// Allocation id or prefix.
+    /// Take ALLOC as a job id: run in one of that job's running allocations.
+    #[arg(long)]
+    pub job: bool,
+    /// Allocation id or prefix (a job id with `-job`).
     pub id: String,
     /// The command and its arguments.
     #[arg(trailing_var_arg = true, allow_hyphen_values = true, required = true, num_args = 1..)]
     pub command: Vec<String>,
+}
+
+/// With `-job`: a running allocation of job `job` (the first one listed, as Nomad takes
+/// any), in the namespace the address's `NOMAD_NAMESPACE` would pick (`default`).
+pub(super) async fn job_alloc(api: &ApiArgs, job: &str) -> anyhow::Result<String> {
+    let allocs = api
+        .get(&format!("/v1/job/{}/allocations", super::enc(job)))
+        .await?;
+    allocs
+        .as_array()
+        .into_iter()
+        .flatten()
+        .find(|a| a["ClientStatus"] == "running")
+        .and_then(|a| a["ID"].as_str())
+        .map(str::to_string)
+        .ok_or_else(|| anyhow::anyhow!("job {job:?} has no running allocation"))
 }
 
 /// The local terminal in raw mode until dropped.

@@ -591,8 +591,14 @@ mod tests {
         assert_eq!(a.task.as_deref(), Some("web"));
         assert_eq!(a.id, "ab12");
         assert_eq!(a.command, ["ls", "-la", "--color", "-task"]);
+        let a = parse(&["agent", "alloc", "exec", "-job", "web", "/bin/sh", "-job"]);
+        assert!(a.job);
+        assert_eq!(
+            (a.id.as_str(), a.command.as_slice()),
+            ("web", &["/bin/sh".to_string(), "-job".to_string()][..])
+        );
         let a = parse(&["agent", "alloc", "exec", "ab12", "/bin/sh"]);
-        assert!(a.stdin);
+        assert!(a.stdin && !a.job);
         assert_eq!(a.tty, None);
         assert_eq!(a.command, ["/bin/sh"]);
         let a = parse(&["agent", "alloc", "exec", "-t=false", "ab12", "--", "-weird"]);

@@ -240,6 +240,32 @@ async fn exec_into_an_isolated_task_runs_in_its_namespaces_as_its_user_with_a_te
         tokio::time::sleep(Duration::from_millis(100)).await;
     }
 
+    // `-job`: a running allocation of the job; no terminal (stdin is no terminal here).
+    let out = tokio::process::Command::new(crate::harness::agent_bin())
+        .args([
+            "alloc",
+            "exec",
+            "-job",
+            "iso",
+            "/bin/sh",
+            "-c",
+            "echo by-job; exit 5",
+        ])
+        .env("NOMAD_ADDR", t.url(""))
+        .stdin(std::process::Stdio::null())
+        .output()
+        .await
+        .unwrap();
+    assert_eq!(
+        (
+            out.status.code(),
+            String::from_utf8_lossy(&out.stdout).as_ref()
+        ),
+        (Some(5), "by-job\n"),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+
     // The same through the CLI, driven under a pseudo-terminal of the test's: a raw local
     // terminal, its size sent at the start and on SIGWINCH, the command's exit code.
     cli_under_a_pty(&t, &alloc).await;
