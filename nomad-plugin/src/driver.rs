@@ -11,7 +11,7 @@ use futures::{Stream, StreamExt as _};
 use paddock_core::drivermanager::DriverCallError;
 use paddock_core::drivermanager::types::{DriverError, ExitResult, FsIsolation, Health};
 use paddock_core::execstream::{self, Ended, Event, Incoming};
-use paddock_core::runtime::types::{Attribute, ExecStarted};
+use paddock_core::runtime::types::Attribute;
 use paddock_core::runtime::{TaskContext, TaskPaths};
 use tonic::{Request, Response, Status, Streaming};
 
@@ -34,28 +34,6 @@ pub struct DriverService(pub Arc<Plugin>);
 
 fn timestamp(t: SystemTime) -> prost_types::Timestamp {
     prost_types::Timestamp::from(t)
-}
-
-/// A session the driver answers itself, step by step with the task's latest handle.
-struct PluginSteps {
-    driver: paddock_core::drivermanager::Driver,
-    task: Arc<Task>,
-}
-
-impl execstream::Steps for PluginSteps {
-    fn step(
-        &self,
-        state: Vec<u8>,
-        input: paddock_core::runtime::types::ExecInput,
-    ) -> futures::future::BoxFuture<'_, Result<paddock_core::runtime::types::ExecOutput, String>>
-    {
-        Box::pin(async move {
-            self.driver
-                .exec_step(self.task.handle(), state, input)
-                .await
-                .map_err(|e| e.to_string())
-        })
-    }
 }
 
 fn exit_result(r: &ExitResult) -> pb::ExitResult {
@@ -99,21 +77,11 @@ impl DriverService {
             .map_err(|e| Status::invalid_argument(format!("driver config: {e}")))?
             .to_string();
         let cfg = task_config(&task.config, json);
-        let driver = host.driver();
-        let started = match driver
-            .exec_task(task.handle(), &cfg, command, tty)
+        let started = host
+            .driver()
+            .exec_started(task.handle(), &cfg, command, tty)
             .await
-            .map_err(|e| call_error(&e))?
-        {
-            ExecStarted::Process(p) => execstream::Started::Process(p),
-            ExecStarted::Session(first) => execstream::Started::Session(
-                first,
-                Box::new(PluginSteps {
-                    driver,
-                    task: task.clone(),
-                }),
-            ),
-        };
+            .map_err(|e| call_error(&e))?;
         Ok((started, task))
     }
 

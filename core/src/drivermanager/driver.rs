@@ -464,6 +464,54 @@ impl Driver {
     }
 }
 
+impl Driver {
+    /// [`Driver::exec_task`] as [`crate::execstream`] serves it: a session the driver
+    /// answers itself is stepped through this driver with `handle`.
+    pub async fn exec_started(
+        &self,
+        handle: TaskHandle,
+        cfg: &TaskConfig,
+        command: Vec<String>,
+        tty: bool,
+    ) -> Result<crate::execstream::Started, DriverCallError> {
+        use crate::execstream::Started;
+        Ok(
+            match self.exec_task(handle.clone(), cfg, command, tty).await? {
+                ExecStarted::Process(p) => Started::Process(p),
+                ExecStarted::Session(first) => Started::Session(
+                    first,
+                    Box::new(DriverSteps {
+                        driver: self.clone(),
+                        handle,
+                    }),
+                ),
+            },
+        )
+    }
+}
+
+/// A session the driver answers itself, each input an `exec-step` call with the task's
+/// handle.
+struct DriverSteps {
+    driver: Driver,
+    handle: TaskHandle,
+}
+
+impl crate::execstream::Steps for DriverSteps {
+    fn step(
+        &self,
+        state: Vec<u8>,
+        input: ExecInput,
+    ) -> futures::future::BoxFuture<'_, Result<ExecOutput, String>> {
+        Box::pin(async move {
+            self.driver
+                .exec_step(self.handle.clone(), state, input)
+                .await
+                .map_err(|e| e.to_string())
+        })
+    }
+}
+
 /// What the host refused of a driver's exec plan, as the driver's failure (named).
 fn host_refusal(driver: &str, e: crate::runtime::types::HostError) -> DriverError {
     use crate::runtime::types::HostError;

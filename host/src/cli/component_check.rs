@@ -236,8 +236,8 @@ async fn check_exec(
     h: &TaskHandle,
     cfg: &TaskConfig,
 ) {
-    use crate::execstream::{Ended, Event, Incoming, Started, serve};
-    use crate::runtime::types::{ExecInput, ExecStarted};
+    use crate::execstream::{Ended, Event, Incoming, serve};
+    use crate::runtime::types::ExecInput;
     let offered = caps.is_some_and(|c| c.exec);
     // An absolute program: a bare name would be looked up only among what the grant
     // allows, and a refusal of it says nothing more.
@@ -245,7 +245,7 @@ async fn check_exec(
         .map(String::from)
         .to_vec();
     let started = match r
-        .timed("exec-task", d.exec_task(h.clone(), cfg, command, false))
+        .timed("exec-task", d.exec_started(h.clone(), cfg, command, false))
         .await
     {
         Err(DriverCallError::Driver(DriverError::NotSupported(_))) if !offered => {
@@ -265,29 +265,6 @@ async fn check_exec(
         }
         Err(e) => return r.fail("exec", e.to_string()),
         Ok(s) => s,
-    };
-    // A session the driver answers is stepped through the same driver.
-    struct Steps(Driver, TaskHandle);
-    impl crate::execstream::Steps for Steps {
-        fn step(
-            &self,
-            state: Vec<u8>,
-            input: ExecInput,
-        ) -> futures::future::BoxFuture<'_, Result<crate::runtime::types::ExecOutput, String>>
-        {
-            Box::pin(async move {
-                self.0
-                    .exec_step(self.1.clone(), state, input)
-                    .await
-                    .map_err(|e| e.to_string())
-            })
-        }
-    }
-    let started = match started {
-        ExecStarted::Process(p) => Started::Process(p),
-        ExecStarted::Session(first) => {
-            Started::Session(first, Box::new(Steps(d.clone(), h.clone())))
-        }
     };
     let (in_tx, in_rx) = tokio::sync::mpsc::channel(2);
     let _ = in_tx.send(Incoming::Input(ExecInput::StdinClosed)).await;
