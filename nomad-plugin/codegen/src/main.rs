@@ -16,26 +16,17 @@ use std::path::Path;
 
 use sha2::Digest;
 
-/// The protos, in the order their digest is taken.
-const FILES: [&str; 10] = [
-    "proto/internal/plugin/grpc_controller.proto",
-    "proto/internal/plugin/grpc_stdio.proto",
-    "proto/internal/plugin/grpc_broker.proto",
-    "proto/plugins/base/proto/base.proto",
-    "proto/plugins/drivers/proto/driver.proto",
-    "proto/plugins/shared/hclspec/hcl_spec.proto",
-    "proto/plugins/shared/structs/proto/attribute.proto",
-    "proto/plugins/shared/structs/proto/stats.proto",
-    "proto/plugins/shared/structs/proto/recoverable_error.proto",
-    "proto/google/rpc/status.proto",
-];
+/// The protos, in the order their digest is taken: `nomad-plugin/proto/FILES`, which the
+/// plugin's test reads too.
+const FILES: &str = include_str!("../../proto/FILES");
 
 fn main() -> Result<(), Box<dyn std::error::Error>> {
     let plugin = Path::new(env!("CARGO_MANIFEST_DIR")).join("..");
     std::env::set_current_dir(&plugin)?;
     let out = plugin.join("src/generated");
     std::fs::create_dir_all(&out)?;
-    let fds = protox::compile(FILES, ["proto"])?;
+    let files: Vec<&str> = FILES.lines().filter(|l| !l.is_empty()).collect();
+    let fds = protox::compile(&files, ["proto"])?;
     // Servers for the plugin, clients for the tests and benches that play Nomad's part.
     tonic_prost_build::configure()
         .build_server(true)
@@ -43,7 +34,7 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
         .out_dir(&out)
         .compile_fds(fds)?;
     let mut digest = sha2::Sha256::new();
-    for f in FILES {
+    for f in &files {
         digest.update(f.as_bytes());
         digest.update([0]);
         digest.update(std::fs::read(f)?);
