@@ -90,6 +90,45 @@ pub async fn serve(
     }
 }
 
+/// What a command run to its end left: how it ended, and its output.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Collected {
+    /// How the session ended.
+    pub ended: Ended,
+    /// Its stdout (with a terminal, all of its output).
+    pub stdout: Vec<u8>,
+    /// Its stderr.
+    pub stderr: Vec<u8>,
+}
+
+/// Run a session to its end with stdin closed at once, keeping its output (a command run
+/// for its result: Nomad's `ExecTask`, a template's `change_script`, `component check`).
+/// The caller bounds it in time; dropping the future kills the command.
+pub async fn collect(started: Started) -> Collected {
+    let (in_tx, in_rx) = mpsc::channel(1);
+    let _ = in_tx.send(Incoming::Input(ExecInput::StdinClosed)).await;
+    let (out_tx, mut out_rx) = mpsc::channel(64);
+    let gather = async {
+        let (mut stdout, mut stderr) = (Vec::new(), Vec::new());
+        while let Some(e) = out_rx.recv().await {
+            match e {
+                Event::Stdout(b) => stdout.extend(b),
+                Event::Stderr(b) => stderr.extend(b),
+                Event::StdoutClosed | Event::StderrClosed | Event::Exited(_) => {}
+            }
+        }
+        (stdout, stderr)
+    };
+    let (ended, (stdout, stderr)) = tokio::join!(serve(started, in_rx, out_tx), gather);
+    // Held until here: a closed input channel would read as the caller gone.
+    drop(in_tx);
+    Collected {
+        ended,
+        stdout,
+        stderr,
+    }
+}
+
 /// Pass a stream's bytes on until its end (then its `closed` event).
 fn pump(
     mut from: Pin<Box<dyn AsyncRead + Send>>,

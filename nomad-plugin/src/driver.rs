@@ -563,44 +563,22 @@ impl DriverApi for DriverService {
             .filter(|d| !d.is_zero())
             .unwrap_or(Duration::from_secs(3600));
         let (started, _task) = self.exec_start(&req.task_id, req.command, false).await?;
-        // Nomad's ExecTask has no stdin: closed at once; the sender is kept, or the
-        // session would read the caller as gone.
-        let (in_tx, in_rx) = tokio::sync::mpsc::channel(1);
-        let _ = in_tx
-            .send(Incoming::Input(
-                paddock_core::runtime::types::ExecInput::StdinClosed,
-            ))
-            .await;
-        let (out_tx, mut out_rx) = tokio::sync::mpsc::channel(64);
-        let collect = async move {
-            let (mut stdout, mut stderr, mut code) = (Vec::new(), Vec::new(), None);
-            while let Some(e) = out_rx.recv().await {
-                match e {
-                    Event::Stdout(b) => stdout.extend(b),
-                    Event::Stderr(b) => stderr.extend(b),
-                    Event::Exited(c) => code = Some(c),
-                    Event::StdoutClosed | Event::StderrClosed => {}
-                }
-            }
-            (stdout, stderr, code)
-        };
-        let run = async {
-            let (ended, out) = tokio::join!(execstream::serve(started, in_rx, out_tx), collect);
-            drop(in_tx);
-            (ended, out)
-        };
-        let (ended, (stdout, stderr, code)) =
-            tokio::time::timeout(timeout, run).await.map_err(|_| {
+        // Nomad's ExecTask has no stdin: closed at once.
+        let done = tokio::time::timeout(timeout, execstream::collect(started))
+            .await
+            .map_err(|_| {
                 Status::deadline_exceeded(format!("exec did not end within {timeout:?}"))
             })?;
-        if let Ended::Failed(e) = ended {
-            return Err(Status::internal(e));
-        }
+        let code = match done.ended {
+            Ended::Exited(code) => code,
+            Ended::Failed(e) => return Err(Status::internal(e)),
+            Ended::Gone => -1,
+        };
         Ok(Response::new(pb::ExecTaskResponse {
-            stdout,
-            stderr,
+            stdout: done.stdout,
+            stderr: done.stderr,
             result: Some(pb::ExitResult {
-                exit_code: code.unwrap_or(-1),
+                exit_code: code,
                 signal: 0,
                 oom_killed: false,
             }),

@@ -236,8 +236,7 @@ async fn check_exec(
     h: &TaskHandle,
     cfg: &TaskConfig,
 ) {
-    use crate::execstream::{Ended, Event, Incoming, serve};
-    use crate::runtime::types::ExecInput;
+    use crate::execstream::{Collected, Ended, collect};
     let offered = caps.is_some_and(|c| c.exec);
     // An absolute program: a bare name would be looked up only among what the grant
     // allows, and a refusal of it says nothing more.
@@ -266,25 +265,17 @@ async fn check_exec(
         Err(e) => return r.fail("exec", e.to_string()),
         Ok(s) => s,
     };
-    let (in_tx, in_rx) = tokio::sync::mpsc::channel(2);
-    let _ = in_tx.send(Incoming::Input(ExecInput::StdinClosed)).await;
-    let (out_tx, mut out_rx) = tokio::sync::mpsc::channel(64);
-    let collect = async {
-        let mut out = Vec::new();
-        while let Some(e) = out_rx.recv().await {
-            if let Event::Stdout(b) | Event::Stderr(b) = e {
-                out.extend(b);
-            }
-        }
-        out
-    };
-    let run = async { tokio::join!(serve(started, in_rx, out_tx), collect) };
-    match tokio::time::timeout(Duration::from_secs(10), run).await {
+    match tokio::time::timeout(Duration::from_secs(10), collect(started)).await {
         Err(_) => r.fail(
             "exec",
             "`/bin/sh -c 'echo paddock-check'` did not end within 10 s",
         ),
-        Ok((Ended::Exited(code), out)) => {
+        Ok(Collected {
+            ended: Ended::Exited(code),
+            stdout,
+            stderr,
+        }) => {
+            let out = [stdout, stderr].concat();
             let echoed = String::from_utf8_lossy(&out).contains("paddock-check");
             let what = format!(
                 "`/bin/sh -c 'echo paddock-check'` exited {code}, {} bytes of output{}",
@@ -297,10 +288,14 @@ async fn check_exec(
                 r.warn("exec", format!("{what}, but capabilities say no exec"));
             }
         }
-        Ok((Ended::Failed(e), _)) => r.fail("exec", format!("a step failed: {e}")),
-        Ok((Ended::Gone, _)) => r.fail("exec", "the session ended without an exit"),
+        Ok(Collected {
+            ended: Ended::Failed(e),
+            ..
+        }) => r.fail("exec", format!("a step failed: {e}")),
+        Ok(Collected {
+            ended: Ended::Gone, ..
+        }) => r.fail("exec", "the session ended without an exit"),
     }
-    drop(in_tx);
 }
 
 /// The calls about the plugin, not a task: capabilities, fingerprint, config validation

@@ -392,18 +392,12 @@ impl TaskRunner {
     /// Run `cs` in the task (Nomad's `processScript`): its events, and with
     /// `fail_on_error` a failure kills the task, failed. Whether it ran and exited 0.
     async fn run_change_script(&self, cs: &ChangeScript) -> bool {
-        use crate::execstream::{Ended, Incoming, serve};
-        use crate::runtime::types::ExecInput;
+        use crate::execstream::{Ended, collect};
         let mut argv = vec![cs.command.clone()];
         argv.extend(cs.args.iter().cloned());
         let run = async {
             let started = self.exec(argv, false).await.map_err(|e| e.to_string())?;
-            let (in_tx, in_rx) = tokio::sync::mpsc::channel(1);
-            let _ = in_tx.send(Incoming::Input(ExecInput::StdinClosed)).await;
-            let (out_tx, mut out_rx) = tokio::sync::mpsc::channel(64);
-            let drain = async { while out_rx.recv().await.is_some() {} };
-            let (ended, ()) = tokio::join!(serve(started.into_started(), in_rx, out_tx), drain);
-            drop(in_tx);
+            let ended = collect(started.into_started()).await.ended;
             match ended {
                 Ended::Exited(code) => Ok(code),
                 Ended::Failed(e) => Err(e),
